@@ -1,0 +1,51 @@
+"""Errors raised for user mistakes.
+
+Every mistake a user can make (an unknown name, a bad value, a missing file, a corrupt or
+mismatched checkpoint) raises a :class:`DynlabError` subclass whose message says what was wrong
+and what is valid. The CLI prints that message on one line and exits with status 2.
+"""
+
+from __future__ import annotations
+
+
+class DynlabError(Exception):
+    """Base class of every error caused by user input (exit status 2 on the CLI)."""
+
+
+class UnknownNameError(DynlabError, KeyError):
+    """A unit, rule, task, analysis, scenario or loss name that is not registered."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class ConfigError(DynlabError, ValueError):
+    """An unknown config key, a value of the wrong type or out of range, a malformed ``--set``."""
+
+
+class DataError(DynlabError, FileNotFoundError):
+    """A data file that is missing or not in the expected format."""
+
+
+class CheckpointError(DynlabError):
+    """A missing, corrupt or structurally mismatched checkpoint / run directory."""
+
+
+class DivergenceError(Exception):
+    """Training produced a non-finite loss or state.
+
+    Not a user-input error: the run stopped, and the last good checkpoint and the metrics so far
+    were kept on disk. ``step`` is the first step whose loss was non-finite.
+    """
+
+    def __init__(self, message: str, step: int):
+        super().__init__(message)
+        self.step = step
+
+
+def require_positive(name: str, value, *, integer: bool = True) -> None:
+    """Raise :class:`ConfigError` unless ``value`` is a positive int (or a positive number)."""
+    kind = "a positive integer" if integer else "a positive number"
+    ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
+    if isinstance(value, bool) or not ok_type or value <= 0:
+        raise ConfigError(f"{name} must be {kind}, got {value!r}")

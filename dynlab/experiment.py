@@ -1,0 +1,86 @@
+"""From a run config (nested TOML dict) to the model, task, rule and trainer settings.
+
+The config is validated as a whole before anything is built, so a bad key anywhere is reported
+before work starts, with the list of valid keys of that section.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+
+from dynlab import registry
+from dynlab.config import SECTIONS
+from dynlab.errors import ConfigError
+from dynlab.train import TrainConfig
+
+DEFAULT_UNIT, DEFAULT_TASK, DEFAULT_RULE = "aru", "adding", "bptt"
+
+
+def default_config(unit: str = DEFAULT_UNIT, task: str = DEFAULT_TASK, rule: str = DEFAULT_RULE, seed: int = 0) -> dict:
+    """The smallest complete run config; every other key takes its documented default."""
+    return {"seed": seed, "model": {"unit": unit}, "task": {"name": task}, "rule": {"name": rule}, "train": {}}
+
+
+@dataclasses.dataclass(frozen=True)
+class Experiment:
+    """Everything a training run or an analysis needs, built from one config."""
+
+    config: dict
+    model: Any
+    task: Any
+    rule: Any
+    train: TrainConfig
+
+    @property
+    def seed(self) -> int:
+        return self.config["seed"]
+
+
+def validate(config: dict) -> dict:
+    """Check every section and key; return the config with the section tables present."""
+    unknown = set(config) - set(SECTIONS) - {"seed"}
+    if unknown:
+        raise ConfigError(
+            f"unknown config section(s) {', '.join(sorted(unknown))}; valid: seed, {', '.join(SECTIONS)}"
+        )
+    config = {"seed": 0, **{s: {} for s in SECTIONS}, **config}
+    seed = config["seed"]
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigError(f"seed must be a non-negative integer, got {seed!r}")
+    for section in SECTIONS:
+        if not isinstance(config[section], dict):
+            raise ConfigError(f"[{section}] must be a table of keys, got {config[section]!r}")
+    model, task, rule = config["model"], config["task"], config["rule"]
+    unit = registry.get("unit", model.get("unit", DEFAULT_UNIT)).obj
+    from dynlab.models import SequenceModel
+
+    model_keys = {k: v for k, v in model.items() if k != "unit"}
+    registry.check_config("model", unit, model_keys, extra=registry.config_keys(SequenceModel))
+    for k in ("input_size", "output_size"):
+        if k in model:
+            raise ConfigError(f"model.{k} is set by the task; remove it from the config")
+    task_cls = registry.get("task", task.get("name", DEFAULT_TASK)).obj
+    registry.check_config("task", task_cls, {k: v for k, v in task.items() if k != "name"})
+    rule_cls = registry.get("rule", rule.get("name", DEFAULT_RULE)).obj
+    registry.check_config("rule", rule_cls, {k: v for k, v in rule.items() if k != "name"})
+    if "loss" in rule:
+        raise ConfigError("rule.loss is set by the task; remove it from the config")
+    registry.check_config("train", TrainConfig, config["train"])
+    return config
+
+
+def build(config: dict) -> Experiment:
+    """Validate ``config`` and build its model (seeded), task and rule."""
+    config = validate(config)
+    model_cfg, task_cfg, rule_cfg = dict(config["model"]), dict(config["task"]), dict(config["rule"])
+    unit = model_cfg.pop("unit", DEFAULT_UNIT)
+    task = registry.build("task", task_cfg.pop("name", DEFAULT_TASK), **task_cfg)
+    model_key = jax.random.fold_in(jax.random.key(config["seed"]), 0)
+    model = registry.build(
+        "model", unit=unit, input_size=task.input_size, output_size=task.output_size, key=model_key, **model_cfg
+    )
+    rule = registry.build("rule", rule_cfg.pop("name", DEFAULT_RULE), loss=task.loss, **rule_cfg)
+    return Experiment(config, model, task, rule, TrainConfig(**config["train"]))

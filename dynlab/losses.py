@@ -1,0 +1,71 @@
+"""Losses and their metrics, chosen by tasks by name.
+
+Every loss takes the model's read-out for a batch, ``ys[B, T, O]``, the targets ``y`` and a mask
+``mask[B, T]`` of the steps that are scored, and returns a scalar. The matching metric is what
+progress bars and evaluations report; ``higher_is_better`` says which way is good.
+
+========  =================================  ========================  ===========
+name      targets ``y``                      scored steps              metric
+========  =================================  ========================  ===========
+ce_last   class ids ``[B]``                  the last step only        accuracy
+ce_all    class ids ``[B, T]``               where ``mask`` > 0        accuracy
+mse       values ``[B, T, O]``               where ``mask`` > 0        mse
+========  =================================  ========================  ===========
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import jax.numpy as jnp
+import optax
+from jaxtyping import Array
+
+from dynlab.registry import get, register
+
+
+@dataclasses.dataclass(frozen=True)
+class Loss:
+    loss: Callable[[Array, Array, Array], Array]
+    metric: Callable[[Array, Array, Array], Array]
+    metric_name: str
+    higher_is_better: bool
+
+
+def _masked_mean(values: Array, mask: Array) -> Array:
+    return jnp.sum(values * mask) / jnp.maximum(jnp.sum(mask), 1.0)
+
+
+def _ce_last(ys, y, mask):
+    return optax.softmax_cross_entropy_with_integer_labels(ys[:, -1], y).mean()
+
+
+def _acc_last(ys, y, mask):
+    return jnp.mean(jnp.argmax(ys[:, -1], -1) == y)
+
+
+def _ce_all(ys, y, mask):
+    return _masked_mean(optax.softmax_cross_entropy_with_integer_labels(ys, y), mask)
+
+
+def _acc_all(ys, y, mask):
+    return _masked_mean((jnp.argmax(ys, -1) == y).astype(ys.dtype), mask)
+
+
+def _mse(ys, y, mask):
+    return _masked_mean(jnp.mean((ys - y) ** 2, axis=-1), mask)
+
+
+register("loss", "ce_last", "cross-entropy of the last step's read-out (sequence classification)")(
+    Loss(_ce_last, _acc_last, "accuracy", True)
+)
+register("loss", "ce_all", "cross-entropy at every masked step (sequence-to-sequence)")(
+    Loss(_ce_all, _acc_all, "accuracy", True)
+)
+register("loss", "mse", "mean squared error at every masked step (regression)")(Loss(_mse, _mse, "mse", False))
+
+
+def get_loss(name: str) -> Loss:
+    return get("loss", name).obj
+

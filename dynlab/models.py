@@ -1,0 +1,132 @@
+"""Sequence models: encoder -> stack of recurrent cells -> linear read-out.
+
+``model(xs)`` runs a whole sequence with ``jax.lax.scan`` and returns the read-out at every step;
+``model.trajectory(xs)`` also returns every layer's states, which is what analyses look at;
+``model.step(state, x)`` is the one-step state map that analyses differentiate.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, PRNGKeyArray, PyTree
+
+from dynlab.errors import ConfigError, require_positive
+from dynlab.registry import check_config, config_keys, get, register
+from dynlab.units.base import Cell
+
+
+@register("model", "sequence", "encoder -> stack of recurrent cells -> linear read-out at every step")
+class SequenceModel(eqx.Module):
+    """A stack of ``layers`` cells of one unit kind between an optional encoder and a read-out.
+
+    Args:
+        unit: registered unit name (``dynlab list units``).
+        input_size: features per time step of the input.
+        output_size: read-out width (classes, or regression targets).
+        layers: number of stacked cells; layer ``l > 0`` reads layer ``l - 1``'s output.
+        encoder_size: if given, a linear encoder maps inputs to this width before the first
+            cell; by default (``None``) the first cell reads the inputs directly.
+        key: PRNG key.
+        **unit_config: the unit's own config keys (``hidden``, ``n_g``, ...), used for every layer.
+
+    The read-out is linear on the last layer's output at every step (tasks pick the steps they
+    score). Input shape ``[T, input_size]`` for one sample; batch with ``jax.vmap``.
+    """
+
+    cells: tuple[Cell, ...]
+    encoder: eqx.nn.Linear | None
+    readout: eqx.nn.Linear
+    unit: str = eqx.field(static=True)
+
+    def __init__(
+        self,
+        unit: str,
+        input_size: int,
+        output_size: int,
+        *,
+        layers: int = 1,
+        encoder_size: int | None = None,
+        key: PRNGKeyArray,
+        **unit_config: Any,
+    ):
+        for name, value in (("input_size", input_size), ("output_size", output_size), ("layers", layers)):
+            require_positive(name, value)
+        if encoder_size is not None:
+            require_positive("encoder_size", encoder_size)
+        cell_cls = get("unit", unit).obj
+        check_config("model", cell_cls, unit_config, extra=config_keys(SequenceModel))
+        self.unit = unit
+        k_enc, k_out, *k_cells = jax.random.split(key, 2 + layers)
+        self.encoder = None if encoder_size is None else eqx.nn.Linear(input_size, encoder_size, key=k_enc)
+        width = input_size if encoder_size is None else encoder_size
+        cells = []
+        for k in k_cells:
+            cells.append(cell_cls(width, key=k, **unit_config))
+            width = cells[-1].output_size
+        self.cells = tuple(cells)
+        self.readout = eqx.nn.Linear(width, output_size, key=k_out)
+
+    @property
+    def input_size(self) -> int:
+        return self.encoder.in_features if self.encoder is not None else self.cells[0].input_size
+
+    @property
+    def output_size(self) -> int:
+        return self.readout.out_features
+
+    def init_state(self) -> tuple[PyTree, ...]:
+        """Every layer's initial state, as a tuple."""
+        return tuple(c.init_state() for c in self.cells)
+
+    def step(self, state: tuple, x: Array, drive: Array | None = None) -> tuple[tuple, Array]:
+        """One time step of the whole stack: ``(states, x[input_size]) -> (states', y[output_size])``.
+
+        ``drive`` (scalar, or per-neuron when all layers have the same width) is added to the
+        pre-activation of every neuron of every layer.
+        """
+        h = x if self.encoder is None else self.encoder(x)
+        new_state = []
+        for cell, s in zip(self.cells, state):
+            s, h = cell(s, h, drive=drive)
+            new_state.append(s)
+        return tuple(new_state), self.readout(h)
+
+    def _run(self, xs: Array, drive: Array | None, state: tuple | None, keep_states: bool):
+        if xs.ndim != 2 or xs.shape[1] != self.input_size:
+            raise ConfigError(f"model expects inputs of shape [T, {self.input_size}], got {tuple(xs.shape)}")
+        state = self.init_state() if state is None else state
+        drives = jnp.zeros(xs.shape[0], xs.dtype) if drive is None else jnp.asarray(drive)
+
+        def body(s, inp):
+            x, d = inp
+            s, y = self.step(s, x, d)
+            return s, ((y, s) if keep_states else y)
+
+        return jax.lax.scan(body, state, (xs, drives))[1]
+
+    def trajectory(self, xs: Array, drive: Array | None = None, state: tuple | None = None):
+        """Run ``xs[T, input_size]``; return ``(ys[T, output_size], states)``.
+
+        ``states`` is a tuple (one entry per layer) of that layer's state PyTree with a leading
+        time axis ``T`` (the state *after* each step). ``drive`` is ``None``, or an array with a
+        leading time axis ``T`` (``[T]`` or ``[T, hidden]``). ``state`` overrides the initial state.
+        """
+        return self._run(xs, drive, state, keep_states=True)
+
+    def __call__(self, xs: Array, drive: Array | None = None, state: tuple | None = None) -> Array:
+        """Read-out at every step, ``[T, output_size]``."""
+        return self._run(xs, drive, state, keep_states=False)
+
+    def param_count(self) -> dict[str, int]:
+        counts = {"total": 0}
+        for i, c in enumerate(self.cells):
+            counts[f"layer{i}"] = c.param_count()["total"]
+        for name, part in (("encoder", self.encoder), ("readout", self.readout)):
+            if part is not None:
+                counts[name] = sum(x.size for x in jax.tree_util.tree_leaves(eqx.filter(part, eqx.is_inexact_array)))
+        counts["total"] = sum(v for k, v in counts.items() if k != "total")
+        return counts

@@ -1,0 +1,175 @@
+"""The registry of plug-ins: units, models, rules, tasks, analyses, losses and scenarios.
+
+Each kind maps short names (the ones used on the CLI and in scenario files) to a constructor and
+a one-line description. Registering a new plug-in is one decorator line::
+
+    @register("unit", "aru", "Adaptive Recurrent Unit: per-neuron controller sets gamma's n, s")
+    class ARUCell(Cell): ...
+
+:func:`build` checks every keyword against the constructor's signature before calling it, so an
+unknown config key or a value of the wrong type is a :class:`~dynlab.errors.ConfigError` that
+lists what is valid, never a ``TypeError`` from deep inside a constructor.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import types
+import typing
+from typing import Any, Callable, Literal
+
+from dynlab.errors import ConfigError, UnknownNameError
+
+KINDS = ("unit", "model", "rule", "task", "analysis", "loss", "scenario")
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    kind: str
+    name: str
+    obj: Any
+    description: str
+
+
+_REGISTRY: dict[str, dict[str, Entry]] = {kind: {} for kind in KINDS}
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in _REGISTRY:
+        raise UnknownNameError(f"unknown kind {kind!r}; valid kinds: {', '.join(KINDS)}")
+
+
+def register(kind: str, name: str, description: str | None = None) -> Callable:
+    """Decorator registering ``obj`` under ``kind``/``name``.
+
+    The description defaults to the first line of the object's docstring.
+    """
+    _check_kind(kind)
+
+    def decorate(obj):
+        if name in _REGISTRY[kind]:
+            raise ValueError(f"{kind} {name!r} is registered twice")
+        doc = description or (inspect.getdoc(obj) or "").strip().splitlines()[0:1]
+        text = doc if isinstance(doc, str) else (doc[0] if doc else "")
+        _REGISTRY[kind][name] = Entry(kind, name, obj, text)
+        return obj
+
+    return decorate
+
+
+def names(kind: str) -> list[str]:
+    """Registered names of a kind, sorted."""
+    _check_kind(kind)
+    return sorted(_REGISTRY[kind])
+
+
+def entries(kind: str) -> list[Entry]:
+    _check_kind(kind)
+    return [_REGISTRY[kind][n] for n in names(kind)]
+
+
+def get(kind: str, name: str) -> Entry:
+    """The entry for ``name``; unknown names raise an error listing the valid ones."""
+    _check_kind(kind)
+    try:
+        return _REGISTRY[kind][name]
+    except (KeyError, TypeError):
+        valid = ", ".join(names(kind)) or "(none registered)"
+        raise UnknownNameError(f"unknown {kind} {name!r}; valid {kind}s: {valid}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Config keys: a constructor's keyword parameters are its config keys.
+
+
+def config_keys(obj: Any, *, exclude: tuple[str, ...] = ("key", "self")) -> dict[str, inspect.Parameter]:
+    """The keyword parameters of a constructor (or function), i.e. the config keys it accepts."""
+    target = obj.__init__ if inspect.isclass(obj) else obj
+    sig = inspect.signature(target)
+    return {
+        n: p
+        for n, p in sig.parameters.items()
+        if n not in exclude and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    }
+
+
+def defaults(obj: Any, *, exclude: tuple[str, ...] = ("key", "self")) -> dict[str, Any]:
+    """Config keys of ``obj`` that have defaults, with those defaults."""
+    return {n: p.default for n, p in config_keys(obj, exclude=exclude).items() if p.default is not p.empty}
+
+
+def _describe(annotation: Any) -> str:
+    origin = typing.get_origin(annotation)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(annotation))
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_describe(a) for a in typing.get_args(annotation))
+    if annotation is type(None):
+        return "None"
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def _matches(value: Any, annotation: Any) -> bool:
+    """Does ``value`` (a TOML-like value) fit the annotation? Unknown annotations accept anything."""
+    if annotation is inspect.Parameter.empty or annotation is Any:
+        return True
+    origin = typing.get_origin(annotation)
+    if origin is Literal:
+        return value in typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return any(_matches(value, a) for a in typing.get_args(annotation))
+    if annotation is type(None):
+        return value is None
+    if annotation is bool:
+        return isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if annotation is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if annotation is str:
+        return isinstance(value, str)
+    if origin in (tuple, list) or annotation in (tuple, list):
+        return isinstance(value, (tuple, list))
+    return True
+
+
+def check_config(where: str, obj: Any, config: dict[str, Any], *, extra: dict | None = None) -> None:
+    """Validate ``config`` against ``obj``'s keyword parameters (plus ``extra`` parameters).
+
+    Raises :class:`ConfigError` naming the bad key and listing valid keys, or naming the bad value
+    and its expected type.
+    """
+    params = dict(config_keys(obj))
+    params.update(extra or {})
+    target = obj.__init__ if inspect.isclass(obj) else obj
+    open_ended = any(p.kind is p.VAR_KEYWORD for p in inspect.signature(target).parameters.values())
+    for k, v in config.items():
+        if k not in params and open_ended:
+            continue  # forwarded (e.g. a model's unit keys): the receiver checks them
+        if k not in params:
+            raise ConfigError(f"unknown config key {where}.{k}; valid keys: {', '.join(sorted(params))}")
+        hints = _type_hints(obj)
+        annotation = hints.get(k, params[k].annotation)
+        if not _matches(v, annotation):
+            raise ConfigError(f"{where}.{k} must be {_describe(annotation)}, got {v!r}")
+
+
+def _type_hints(obj: Any) -> dict[str, Any]:
+    target = obj.__init__ if inspect.isclass(obj) else obj
+    try:
+        return typing.get_type_hints(target)
+    except Exception:  # unresolvable forward references: fall back to raw annotations
+        return {}
+
+
+def build(kind: str, name: str | None = None, /, **kwargs) -> Any:
+    """Construct the registered ``kind``/``name`` with checked keyword arguments.
+
+    ``name`` may be omitted for models (the ``"sequence"`` model).
+    """
+    if name is None and kind == "model":
+        name = "sequence"
+    entry = get(kind, name)
+    check_config(kind, entry.obj, {k: v for k, v in kwargs.items() if k != "key"})
+    return entry.obj(**kwargs)

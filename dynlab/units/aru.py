@@ -1,0 +1,246 @@
+r"""The Adaptive Recurrent Unit family (Geadah et al., "Neural networks with optimized
+single-neuron adaptation uncover biologically plausible regularization"; notes §1).
+
+All three units share the main recurrence (paper Eq. 1)
+
+$$ a_t = W_{hh} h_{t-1} + W_{xh} x_t + b_h + \xi_t, \qquad h_t = \phi(a_t) $$
+
+where $\xi_t$ is the optional ``drive`` and $\phi$ is
+
+* ``rnn``: tanh or ReLU;
+* ``rnn-gamma``: the activation family $\gamma(a; n, s)$ with parameters trained but fixed during a
+  sequence, shared by all neurons (homogeneous) or one pair per neuron (heterogeneous);
+* ``aru``: $\gamma(a^i_t; n^i_t, s^i_t)$ whose $(n, s)$ are set at every step by each neuron's private
+  controller RNN (Eqs. 3–5) that sees the neuron's pre-activation $a^i_t$ (drive included).
+
+Initialisation follows the paper where it speaks: orthogonal $W_{hh}$ ("Henaff"), $n \sim N(5, 2^2)$,
+$s = 0$. Where it is silent (notes §1 [gap]) we follow the PyTorch defaults of the original
+implementation: $W_{xh} \sim U(-1/\sqrt{H}, 1/\sqrt{H})$, $b_h = 0$, $h_0 = 0$, $g_0 = 0$.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, PRNGKeyArray
+
+from dynlab.errors import ConfigError, require_positive
+from dynlab.registry import register
+from dynlab.units.base import Cell, add_drive
+
+
+def gamma(x: Array, n: Array, s: Array, *, n_min: float = 1e-3) -> Array:
+    r"""The ARU activation family (paper Eq. 2 / Eq. 8).
+
+    $$ \gamma(x; n, s) = (1 - s)\,\frac{\operatorname{softplus}(n x)}{n} + s\,\sigma(n x) $$
+
+    $n$ is the gain (large $n$ tends to ReLU at $s = 0$), $s$ the saturation ($s = 0$ softplus,
+    $s = 1$ sigmoid). ``softplus`` and ``sigmoid`` are evaluated in their overflow-free forms, so
+    the value and its gradients are finite for any $|n x|$.
+
+    As $n \to 0$, $\operatorname{softplus}(n x)/n \approx \ln 2 / n + x/2$ diverges, so $\gamma$ has no
+    limit there. We clamp the gain's magnitude to at least ``n_min`` (keeping its sign; $n = 0$
+    becomes $+n_{\min}$), which keeps $\gamma$ finite and differentiable in $x$ and $s$ for every
+    input; in the clamped region $\partial\gamma/\partial n = 0$. The paper does not constrain
+    $n$; the clamp never acts for $|n| \ge n_{\min}$.
+    """
+    n = jnp.asarray(n)
+    n = jnp.where(jnp.abs(n) < n_min, jnp.where(n < 0, -n_min, n_min), n)
+    nx = n * x
+    return (1 - s) * jax.nn.softplus(nx) / n + s * jax.nn.sigmoid(nx)
+
+
+def _uniform(key, shape, bound):
+    return jax.random.uniform(key, shape, minval=-bound, maxval=bound)
+
+
+class _Recurrent(Cell):
+    r"""Shared part of the family: the pre-activation $a = W_{hh} h + W_{xh} x + b_h + \xi$.
+
+    With ``isolated=True`` the recurrence is diagonal: ``w_hh`` is a vector (each neuron only
+    feeds back onto itself, paper Fig. 4c); at initialisation it is the diagonal of the
+    orthogonal matrix the non-isolated unit would get from the same key.
+    """
+
+    w_hh: Array
+    w_xh: Array
+    b_h: Array
+
+    def __init__(self, input_size: int, hidden: int, isolated: bool, key: PRNGKeyArray):
+        require_positive("input_size", input_size)
+        require_positive("hidden", hidden)
+        self.input_size = input_size
+        self.hidden = hidden
+        k_hh, k_xh = jax.random.split(key)
+        w_hh = jax.nn.initializers.orthogonal()(k_hh, (hidden, hidden))
+        self.w_hh = jnp.diagonal(w_hh) if isolated else w_hh
+        self.w_xh = _uniform(k_xh, (hidden, input_size), hidden**-0.5)
+        self.b_h = jnp.zeros(hidden)
+
+    @property
+    def isolated(self) -> bool:
+        return self.w_hh.ndim == 1
+
+    def isolate(self):
+        """The same unit with only the diagonal of its recurrence kept (isolated neurons)."""
+        return self if self.isolated else eqx.tree_at(lambda c: c.w_hh, self, jnp.diagonal(self.w_hh))
+
+    def preactivation(self, h: Array, x: Array, drive: Array | None) -> Array:
+        rec = self.w_hh * h if self.isolated else self.w_hh @ h
+        return add_drive(rec + self.w_xh @ x + self.b_h, drive)
+
+
+@register("unit", "rnn", "Vanilla RNN h = phi(W_hh h + W_xh x + b), phi = tanh or relu")
+class RNNCell(_Recurrent):
+    """Vanilla RNN (the paper's RNN+ReLU baseline with ``activation="relu"``)."""
+
+    activation: str = eqx.field(static=True)
+
+    def __init__(
+        self,
+        input_size: int,
+        *,
+        hidden: int = 64,
+        activation: Literal["tanh", "relu"] = "tanh",
+        isolated: bool = False,
+        key: PRNGKeyArray,
+    ):
+        if activation not in ("tanh", "relu"):
+            raise ConfigError(f"activation must be 'tanh' or 'relu', got {activation!r}")
+        super().__init__(input_size, hidden, isolated, key)
+        self.activation = activation
+
+    def __call__(self, state, x, *, drive=None):
+        a = self.preactivation(state, x, drive)
+        h = jnp.tanh(a) if self.activation == "tanh" else jax.nn.relu(a)
+        return h, h
+
+
+@register("unit", "rnn-gamma", "RNN with the gamma(n, s) activation, n, s trained but static in time")
+class RNNGammaCell(_Recurrent):
+    r"""RNN+$\gamma$ (static): $h = \gamma(a; n, s)$ with trainable $(n, s)$ fixed during a sequence.
+
+    ``heterogeneous=True`` (the paper's default, "private AF") gives every neuron its own $(n, s)$
+    drawn from the prior $n \sim N(n_0, \sigma_n^2)$, $s = s_0$; ``False`` shares one scalar pair,
+    initialised at $(n_0, s_0)$.
+    """
+
+    n: Array
+    s: Array
+
+    def __init__(
+        self,
+        input_size: int,
+        *,
+        hidden: int = 64,
+        heterogeneous: bool = True,
+        n_mean: float = 5.0,
+        n_std: float = 2.0,
+        s_init: float = 0.0,
+        isolated: bool = False,
+        key: PRNGKeyArray,
+    ):
+        k_rec, k_n = jax.random.split(key)
+        super().__init__(input_size, hidden, isolated, k_rec)
+        if heterogeneous:
+            self.n = n_mean + n_std * jax.random.normal(k_n, (hidden,))
+            self.s = jnp.full((hidden,), float(s_init))
+        else:
+            self.n = jnp.asarray(float(n_mean))
+            self.s = jnp.asarray(float(s_init))
+
+    def __call__(self, state, x, *, drive=None):
+        h = gamma(self.preactivation(state, x, drive), self.n, self.s)
+        return h, h
+
+
+class ARUState(eqx.Module):
+    """State of an ARU layer: activities ``h[hidden]`` and controller states ``g[hidden, n_g]``."""
+
+    h: Array
+    g: Array
+
+
+@register("unit", "aru", "Adaptive Recurrent Unit: a per-neuron controller RNN sets gamma's n, s each step")
+class ARUCell(_Recurrent):
+    r"""Adaptive Recurrent Unit layer (paper Eqs. 3–5).
+
+    Every neuron $i$ runs a private copy of one small controller RNN (weights shared, states not):
+
+    $$ g^i_t = \tanh(W_{ag}\, a^i_t + W_{gg}\, g^i_{t-1} + b_g), \quad
+       n^i_t = W_{gn} g^i_t + b_n, \quad s^i_t = W_{gs} g^i_t + b_s, \quad
+       h^i_t = \gamma(a^i_t; n^i_t, s^i_t) $$
+
+    The controllers are evaluated together as one ``[hidden, n_g]`` array (no loop over neurons);
+    the controller update comes first, then the activation (paper's order).
+
+    Initialisation of the controller (a gap in the paper, notes §1): $W_{ag}, W_{gg}$ as PyTorch's
+    ``nn.RNN`` ($U(\pm 1/\sqrt{n_g})$), $b_g = 0$, read-outs $W_{gn}, W_{gs} \sim N(0, \epsilon^2/n_g)$
+    with ``readout_scale`` $\epsilon$ = 0.01, so that at initialisation $n \approx b_n$ and
+    $s \approx b_s$ follow the paper's prior $n \sim N(5, 2^2)$, $s = 0$:
+
+    * ``prior="per-neuron"`` (default): $b_n, b_s$ are per-neuron vectors, $b_n \sim N(n_0, \sigma_n^2)$
+      — the prior is met neuron by neuron, at the cost of $2H$ extra parameters;
+    * ``prior="shared"``: scalar $b_n = n_0$, $b_s = s_0$, exactly the paper's parameter list
+      $\{W_{ag}, W_{gg}, b_g, W_{gn}, b_n, W_{gs}, b_s\}$ ($n_g^2 + 4 n_g + 2$ parameters), with every
+      neuron starting from the mean of the prior.
+    """
+
+    w_ag: Array
+    w_gg: Array
+    b_g: Array
+    w_gn: Array
+    w_gs: Array
+    b_n: Array
+    b_s: Array
+    n_g: int = eqx.field(static=True)
+
+    def __init__(
+        self,
+        input_size: int,
+        *,
+        hidden: int = 64,
+        n_g: int = 16,
+        prior: Literal["per-neuron", "shared"] = "per-neuron",
+        n_mean: float = 5.0,
+        n_std: float = 2.0,
+        s_init: float = 0.0,
+        readout_scale: float = 0.01,
+        isolated: bool = False,
+        key: PRNGKeyArray,
+    ):
+        require_positive("n_g", n_g)
+        if prior not in ("per-neuron", "shared"):
+            raise ConfigError(f"prior must be 'per-neuron' or 'shared', got {prior!r}")
+        k_rec, k_ag, k_gg, k_gn, k_gs, k_n = jax.random.split(key, 6)
+        super().__init__(input_size, hidden, isolated, k_rec)
+        self.n_g = n_g
+        bound = n_g**-0.5
+        self.w_ag = _uniform(k_ag, (n_g,), bound)
+        self.w_gg = _uniform(k_gg, (n_g, n_g), bound)
+        self.b_g = jnp.zeros(n_g)
+        self.w_gn = readout_scale * bound * jax.random.normal(k_gn, (n_g,))
+        self.w_gs = readout_scale * bound * jax.random.normal(k_gs, (n_g,))
+        if prior == "per-neuron":
+            self.b_n = n_mean + n_std * jax.random.normal(k_n, (hidden,))
+            self.b_s = jnp.full((hidden,), float(s_init))
+        else:
+            self.b_n = jnp.asarray(float(n_mean))
+            self.b_s = jnp.asarray(float(s_init))
+
+    def init_state(self) -> ARUState:
+        return ARUState(h=jnp.zeros(self.hidden), g=jnp.zeros((self.hidden, self.n_g)))
+
+    def controller(self, a: Array, g: Array) -> tuple[Array, Array, Array]:
+        """One controller step for all neurons: ``(a[H], g[H, n_g]) -> (g', n[H], s[H])``."""
+        g = jnp.tanh(a[:, None] * self.w_ag + g @ self.w_gg.T + self.b_g)
+        return g, g @ self.w_gn + self.b_n, g @ self.w_gs + self.b_s
+
+    def __call__(self, state: ARUState, x, *, drive=None):
+        a = self.preactivation(state.h, x, drive)
+        g, n, s = self.controller(a, state.g)
+        h = gamma(a, n, s)
+        return ARUState(h=h, g=g), h

@@ -1,0 +1,47 @@
+"""The Cell contract: one recurrent layer, one sample, one time step.
+
+A unit is an :class:`equinox.Module` like :class:`equinox.nn.GRUCell`: batch via ``jax.vmap``,
+time via ``jax.lax.scan``. Every unit supports an additive ``drive`` (a current added to each
+neuron's pre-activation, used by perturbation protocols and driven Lyapunov exponents). The map
+``state -> next state`` at fixed input is pure and jit-able, so analyses can ``jax.linearize`` it.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, PyTree
+
+
+class Cell(eqx.Module):
+    """Base class of all units. Subclasses set ``input_size`` and ``hidden`` (the layer width)."""
+
+    input_size: int = eqx.field(static=True)
+    hidden: int = eqx.field(static=True)
+
+    @property
+    def output_size(self) -> int:
+        """Width of the layer's output (what the next layer or the read-out sees)."""
+        return self.hidden
+
+    def init_state(self) -> PyTree:
+        """The state at t = 0 (zeros unless the unit says otherwise)."""
+        return jnp.zeros(self.hidden)
+
+    @abc.abstractmethod
+    def __call__(self, state: PyTree, x: Array, *, drive: Array | None = None) -> tuple[PyTree, Array]:
+        """One step: ``(state, x[input_size]) -> (next state, output[hidden])``."""
+
+    def param_count(self) -> dict[str, int]:
+        """Trainable parameter counts; always has ``"total"``."""
+        leaves = jax.tree_util.tree_leaves(eqx.filter(self, eqx.is_inexact_array))
+        return {"total": int(sum(math.prod(x.shape) for x in leaves))}
+
+
+def add_drive(a: Array, drive: Array | None) -> Array:
+    """``a + drive``, with ``drive`` a scalar or per-neuron vector; ``None`` adds nothing."""
+    return a if drive is None else a + drive
