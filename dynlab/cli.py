@@ -112,7 +112,7 @@ def _progress(quiet: bool, description: str):
 @click.option("--model", "unit", default=None, help="Unit name (see 'dynlab list units'). Default: aru.")
 @click.option("--task", default=None, help="Task name (see 'dynlab list tasks'). Default: adding.")
 @click.option("--rule", default=None, help="Learning rule (see 'dynlab list rules'). Default: bptt.")
-@click.option("--steps", metavar="INT", default=None, help="Optimiser steps (train.steps). Default: 500.")
+@click.option("--steps", metavar="INT", default=None, help="Optimiser steps (train.steps). Default: 1500.")
 @click.option("--seed", metavar="INT", default=None, help="Seed of parameters and data. Default: 0.")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
               help="Start from a TOML run config ([model], [task], [rule], [train], seed).")

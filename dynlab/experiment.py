@@ -84,3 +84,25 @@ def build(config: dict) -> Experiment:
     )
     rule = registry.build("rule", rule_cfg.pop("name", DEFAULT_RULE), loss=task.loss, **rule_cfg)
     return Experiment(config, model, task, rule, TrainConfig(**config["train"]))
+
+
+def load_run(run_dir, *, unit: str | None = None) -> Experiment:
+    """The experiment of a run directory with its trained model (``model.eqx``) loaded.
+
+    The stored ``config.toml`` rebuilds a model of the same structure, into which the arrays are
+    read; ``unit``, when given, must match the stored unit (a checkpoint of another model is an
+    error, not a silent substitution).
+    """
+    from dynlab import store
+    from dynlab.errors import CheckpointError
+
+    config = store.read_config(run_dir)
+    stored_unit = config.get("model", {}).get("unit", DEFAULT_UNIT)
+    if unit is not None and unit != stored_unit:
+        raise CheckpointError(f"checkpoint {str(run_dir)!r} holds a {stored_unit!r} model, not {unit!r}")
+    try:
+        exp = build(config)
+    except ConfigError as e:
+        raise CheckpointError(f"the config.toml of {str(run_dir)!r} is not valid: {e}") from None
+    model = store.load_model_arrays(run_dir, exp.model)
+    return dataclasses.replace(exp, model=model)

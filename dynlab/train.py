@@ -48,7 +48,7 @@ class TrainConfig:
         checkpoint_every: write ``checkpoint.eqx`` every this many steps (and at the end).
     """
 
-    steps: int = 500
+    steps: int = 1500
     batch_size: int = 64
     optimizer: Literal["adam", "adamw", "sgd", "rmsprop"] = "adam"
     lr: float = 3e-3
@@ -124,7 +124,7 @@ def _run_chunk(params, static, opt_state, start, n, rule, task, optimizer, batch
         grads = eqx.filter(grads, eqx.is_inexact_array)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         params = eqx.apply_updates(params, updates)
-        metrics = dict(metrics, grad_norm=optax.global_norm(grads), finite=_finite(params))
+        metrics = dict(metrics, grad_norm=optax.tree.norm(grads), finite=_finite(params))
         return (params, opt_state), metrics
 
     (params, opt_state), metrics = jax.lax.scan(one_step, (params, opt_state), jnp.arange(n))

@@ -1,0 +1,43 @@
+"""The data directory (DESIGN §5): ``--data-dir`` › ``$DYNLAB_DATA`` › ``~/.cache/dynlab/data``.
+
+Loaders read original formats from there; nothing is ever downloaded. A missing file is a
+:class:`~dynlab.errors.DataError` naming the file, the layout expected and where it looked.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from dynlab.errors import DataError
+
+ENV = "DYNLAB_DATA"
+DEFAULT = Path("~/.cache/dynlab/data")
+
+
+def data_dir(explicit: str | os.PathLike | None = None) -> Path:
+    """The data directory: ``explicit`` if given, else ``$DYNLAB_DATA``, else the cache default."""
+    if explicit is not None:
+        return Path(explicit).expanduser()
+    env = os.environ.get(ENV)
+    return Path(env).expanduser() if env else DEFAULT.expanduser()
+
+
+def data_file(relative: str, *, layout: str, explicit: str | os.PathLike | None = None) -> Path:
+    """The path of ``relative`` inside the data directory, which must exist.
+
+    ``relative`` may not leave the data directory (no absolute paths, no ``..``). ``layout``
+    describes the expected file for the error message (e.g. "MNIST test images, IDX gzip").
+    """
+    rel = Path(relative)
+    if rel.is_absolute() or ".." in rel.parts:
+        raise DataError(f"data file name {relative!r} must be relative to the data directory, without '..'")
+    root = data_dir(explicit)
+    path = root / rel
+    if not path.is_file():
+        source = "--data-dir" if explicit is not None else (f"${ENV}" if os.environ.get(ENV) else "the default")
+        raise DataError(
+            f"missing data file {str(rel)!r} ({layout}) in data directory {str(root)!r} (from {source}); "
+            f"put the file there or point --data-dir / ${ENV} at a directory that has it"
+        )
+    return path

@@ -1,0 +1,109 @@
+"""The command line as a user runs it: exit statuses, one-line errors, nothing lost."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from dynlab.cli import main
+
+
+
+def invoke(args, tmp_path):
+    old = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        return CliRunner().invoke(main, args)
+    finally:
+        os.chdir(old)
+
+
+def one_line_error(result, *fragments):
+    assert result.exit_code == 2, (result.exit_code, result.output, result.stderr)
+    err = result.stderr.strip()
+    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err, err
+    for f in fragments:
+        assert f in err, err
+    return err
+
+
+TINY = ["--set", "model.hidden=4", "--set", "task.length=6", "--set", "train.batch_size=4",
+        "--set", "train.eval_size=8", "-q"]
+
+
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        (["train", "--model", "nope"], ["unknown unit 'nope'", "aru", "rnn-gamma"]),
+        (["train", "--task", "nope"], ["unknown task 'nope'", "adding", "recall"]),
+        (["train", "--rule", "nope"], ["unknown rule 'nope'", "bptt"]),
+        (["train", "--set", "model.hidden"], ["malformed --set"]),
+        (["train", "--set", "model.hidden=[1,"], ["cannot parse value"]),
+        (["train", "--set", "model.hiden=3"], ["unknown config key model.hiden", "hidden", "n_g"]),
+        (["train", "--set", "train.stepz=3"], ["unknown config key train.stepz", "steps"]),
+        (["train", "--set", "bogus.x=3"], ["unknown config section", "model"]),
+        (["train", "--set", "model.hidden=0"], ["hidden must be a positive integer, got 0"]),
+        (["train", "--steps", "-5"], ["train.steps must be a positive integer, got -5"]),
+        (["train", "--steps", "ten"], ["train.steps must be int, got 'ten'"]),
+        (["train", "--set", "train.optimizer=adagrad"], ["train.optimizer must be one of 'adam'"]),
+        (["train", "--resume", "no-such-run"], ["run directory 'no-such-run' does not exist"]),
+        (["train", "--bogus"], ["No such option '--bogus'"]),
+        (["list", "bogus"], ["unknown kind 'bogus'"]),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args, fragments, tmp_path):
+    one_line_error(invoke(args, tmp_path), *fragments)
+    assert not (tmp_path / "runs").exists()  # nothing was created for a rejected command
+
+
+def test_train_writes_run_and_resume(tmp_path):
+    res = invoke(["train", "--model", "aru", "--steps", "20", "--out", "r", "--set", "model.n_g=2", *TINY], tmp_path)
+    assert res.exit_code == 0, res.output + res.stderr
+    run = tmp_path / "r"
+    for name in ("config.toml", "model.eqx", "checkpoint.eqx", "metrics.nc", "learning_curve.png"):
+        assert (run / name).is_file(), name
+    assert "held-out mse" in res.output
+    again = invoke(["train", "--out", "r", *TINY], tmp_path)
+    one_line_error(again, "already holds a run")
+    more = invoke(["train", "--resume", "r", "--steps", "30", "-q"], tmp_path)
+    assert more.exit_code == 0 and "30 steps" in more.output, more.output + more.stderr
+    # a resumed run whose config now builds another structure is refused
+    mism = invoke(["train", "--resume", "r", "--steps", "40", "--set", "model.hidden=5", "-q"], tmp_path)
+    one_line_error(mism, "does not match")
+    (run / "checkpoint.eqx").write_bytes(b"garbage")
+    one_line_error(invoke(["train", "--resume", "r", "--steps", "40", "-q"], tmp_path), "corrupt")
+
+
+def test_divergence_exit_1_keeps_checkpoint(tmp_path):
+    res = invoke(["train", "--model", "rnn", "--out", "d", "--steps", "100", *TINY,
+                  "--set", "model.activation=relu", "--set", "train.optimizer=sgd",
+                  "--set", "train.lr=1e4", "--set", "train.clip=0"], tmp_path)
+    assert res.exit_code == 1 and "diverged" in res.stderr and "Traceback" not in res.stderr
+    assert (tmp_path / "d" / "checkpoint.eqx").is_file() and (tmp_path / "d" / "metrics.nc").is_file()
+
+
+def test_list_and_help():
+    res = CliRunner().invoke(main, ["list"])
+    assert res.exit_code == 0 and "aru" in res.output and "adding" in res.output and "bptt" in res.output
+    for cmd in (["--help"], ["train", "--help"], ["list", "--help"]):
+        r = CliRunner().invoke(main, cmd)
+        assert r.exit_code == 0 and "Usage" in r.output
+
+
+def test_real_process_no_traceback(tmp_path):
+    """One check through a real subprocess (console entry point semantics)."""
+    proc = subprocess.run([sys.executable, "-m", "dynlab.cli", "train", "--model", "gru2"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+
+
+def test_installed_namespace_only(tmp_path):
+    """rules/analyses/scenarios are importable only inside dynlab (checked outside the repo)."""
+    code = ("import importlib.util as u, dynlab, dynlab.rules, dynlab.analyses, dynlab.scenarios;"
+            "assert all(u.find_spec(m) is None for m in ('rules', 'analyses', 'scenarios'))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": ""})
+    assert proc.returncode == 0, proc.stderr

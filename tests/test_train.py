@@ -1,0 +1,106 @@
+"""The trainer: determinism, resume, checkpoints, divergence, and that ARUs actually learn."""
+
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from dynlab import experiment, store
+from dynlab.errors import CheckpointError, DivergenceError
+from dynlab.train import train
+
+
+def small(**train_cfg):
+    cfg = experiment.default_config("rnn", "adding", seed=3)
+    cfg["model"].update(hidden=8)
+    cfg["task"].update(length=10)
+    cfg["train"].update(steps=30, batch_size=16, log_every=5, eval_every=10, checkpoint_every=10, eval_size=64)
+    cfg["train"].update(train_cfg)
+    return cfg
+
+
+def test_same_seed_same_curve_independent_of_chunking():
+    a = train(experiment.build(small())).metrics
+    b = train(experiment.build(small(log_every=3, eval_every=15, checkpoint_every=15))).metrics
+    c = train(experiment.build(small())).metrics
+    np.testing.assert_array_equal(a.loss.values, c.loss.values)
+    np.testing.assert_array_equal(a.loss.values, b.loss.values)
+    other = small()
+    other["seed"] = 4
+    assert not np.array_equal(a.loss.values, train(experiment.build(other)).metrics.loss.values)
+
+
+def test_resume_continues_exactly(tmp_path):
+    full = train(experiment.build(small()))
+    run = tmp_path / "run"
+    run.mkdir()
+    first = train(experiment.build(small(steps=20)), run)
+    assert first.steps_done == 20
+    cfg = store.read_config(run)
+    cfg["train"]["steps"] = 30
+    resumed = train(experiment.build(cfg), run, resume=True)
+    np.testing.assert_array_equal(resumed.metrics.loss.values, full.metrics.loss.values)
+    np.testing.assert_array_equal(resumed.metrics.eval_loss.values, full.metrics.eval_loss.values)
+    on_disk = store.read_config(run)
+    assert on_disk["train"]["steps"] == 20  # the original config stays; resume is a continuation
+
+
+def test_checkpoint_reload_gives_bit_identical_predictions(tmp_path):
+    result = train(experiment.build(small()), tmp_path)
+    loaded = experiment.load_run(tmp_path)
+    xs = loaded.task.batch(jax.random.key(11), 8)[0]
+    np.testing.assert_array_equal(jax.vmap(result.model)(xs), jax.vmap(loaded.model)(xs))
+    for name in ("config.toml", "model.eqx", "checkpoint.eqx", "metrics.nc"):
+        assert (tmp_path / name).is_file()
+    with pytest.raises(CheckpointError, match="holds a 'rnn' model, not 'aru'"):
+        experiment.load_run(tmp_path, unit="aru")
+
+
+def test_corrupt_and_mismatched_checkpoints(tmp_path):
+    train(experiment.build(small()), tmp_path)
+    cfg = store.read_config(tmp_path)
+    cfg["model"]["hidden"] = 9
+    store.write_config(tmp_path, cfg)
+    with pytest.raises(CheckpointError, match="does not match"):
+        experiment.load_run(tmp_path)
+    cfg["model"]["hidden"] = 8
+    store.write_config(tmp_path, cfg)
+    data = (tmp_path / "model.eqx").read_bytes()
+    (tmp_path / "model.eqx").write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointError, match="corrupt"):
+        experiment.load_run(tmp_path)
+    with pytest.raises(CheckpointError, match="does not exist"):
+        experiment.load_run(tmp_path / "nope")
+
+
+def test_divergence_stops_and_keeps_last_good_checkpoint(tmp_path):
+    cfg = small(optimizer="sgd", lr=1e4, clip=0.0, steps=200)
+    cfg["model"]["activation"] = "relu"
+    with pytest.raises(DivergenceError) as err:
+        train(experiment.build(cfg), tmp_path)
+    bad = err.value.step
+    assert 0 < bad < 200
+    metrics = store.xr.load_dataset(tmp_path / "metrics.nc")
+    assert metrics.step.values[-1] == bad and not np.isfinite(metrics.loss.values[-1])
+    assert np.all(np.isfinite(metrics.loss.values[:-1]))
+    loaded = experiment.load_run(tmp_path)  # the kept checkpoint is loadable and finite
+    assert all(np.all(np.isfinite(l)) for l in jax.tree_util.tree_leaves(loaded.model))
+
+
+@pytest.mark.parametrize(
+    "task, task_cfg, steps, margin",
+    [("adding", {"length": 20}, 800, "mse"), ("recall", {}, 600, "accuracy")],
+)
+def test_aru_learns_memory_tasks(task, task_cfg, steps, margin):
+    cfg = experiment.default_config("aru", task, seed=0)
+    cfg["model"].update(hidden=32, n_g=8)
+    cfg["task"].update(task_cfg)
+    cfg["train"].update(steps=steps, eval_every=steps, checkpoint_every=steps, log_every=50)
+    result = train(experiment.build(cfg))
+    ds = result.metrics
+    final, chance = float(ds[f"eval_{margin}"][-1]), ds.attrs["chance"]
+    if margin == "mse":
+        assert final < 0.25 * chance, (final, chance)  # at least 4x below the input-blind optimum
+    else:
+        assert final > 2.5 * chance, (final, chance)  # > 62% correct where chance is 25%
