@@ -6,6 +6,7 @@ run is one line and exit status 1, with its last good checkpoint and metrics kep
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -172,6 +173,215 @@ def train(unit, task, rule, steps, seed, config_file, sets, out, resume, quiet):
 
     store.write_figure(run_dir / "learning_curve.png", figures.learning_curve(result.metrics))
     _summary(result)
+
+
+def _analysis_model(unit, checkpoint, task_name, sets):
+    """The model to analyse: a trained one from ``checkpoint``, or a fresh one from the config.
+
+    Returns ``(experiment, task or None, source description)``.
+    """
+    from dynlab import config as cfgmod
+    from dynlab import experiment, registry
+
+    if checkpoint:
+        if any(s.split("=", 1)[0].startswith("model.") for s in sets):
+            raise ConfigError("--checkpoint fixes the model: drop the --set model.* overrides")
+        exp = experiment.load_run(checkpoint, unit=unit)
+        exp = dataclasses.replace(exp, config=cfgmod.apply_sets(exp.config, sets))
+        task = None
+        if task_name is not None:
+            stored = exp.config["task"]
+            task = exp.task if stored.get("name", experiment.DEFAULT_TASK) == task_name else registry.build("task", task_name)
+        return exp, task, f"checkpoint {checkpoint}"
+    config = experiment.default_config(unit or experiment.DEFAULT_UNIT, task_name or experiment.DEFAULT_TASK)
+    exp = experiment.build(cfgmod.apply_sets(config, sets))
+    return exp, (exp.task if task_name else None), "a freshly initialised model (no --checkpoint)"
+
+
+def _output_paths(out, plot, checkpoint, name, unit):
+    """Where the dataset and figure go (never overwriting earlier results)."""
+    from dynlab import store
+
+    if out is not None:
+        nc = Path(out)
+        if nc.suffix != ".nc":
+            raise ConfigError(f"--out must name a .nc file, got {out!r}")
+        nc.parent.mkdir(parents=True, exist_ok=True)
+    else:
+        folder = Path(checkpoint) if checkpoint else store.new_run_dir(f"analyze-{name}-{unit}")
+        nc, n = folder / f"{name}.nc", 1
+        while nc.exists():
+            n += 1
+            nc = folder / f"{name}-{n}.nc"
+    png = Path(plot) if plot else nc.with_suffix(".png")
+    return nc, png
+
+
+def _busy(quiet: bool, what: str):
+    import contextlib
+
+    if quiet:
+        return contextlib.nullcontext()
+    from rich.console import Console
+
+    return Console(stderr=True).status(f"{what} (compiling and running)…")
+
+
+@main.group()
+def analyze():
+    """Run an analysis on a fresh or trained model; write a labelled netCDF dataset and a figure."""
+
+
+_COMMON = [
+    click.option("--model", "unit", default=None, help="Unit name (default: aru, or the checkpoint's unit)."),
+    click.option("--checkpoint", type=click.Path(file_okay=False), default=None,
+                 help="Run directory of a trained model (from 'dynlab train'). Without it, a fresh model."),
+    click.option("--task", "task_name", default=None, help="Drive the dynamics with this task's inputs."),
+    click.option("--steps", metavar="INT", default="2000", show_default=True, help="Steps per trajectory."),
+    click.option("--seed", metavar="INT", default="0", show_default=True, help="Seed (model init, inputs, ICs)."),
+    click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override config keys (model.*, task.*)."),
+    click.option("--out", type=click.Path(dir_okay=False), default=None,
+                 help="Dataset file (.nc). Default: lyapunov.nc in the checkpoint's run directory or a new one."),
+    click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Figure file (.png). Default: next to --out."),
+    click.option("--x64", is_flag=True, help="Compute in float64."),
+    click.option("-q", "--quiet", is_flag=True, help="No spinner; print only the summary."),
+]
+
+
+def _common(f):
+    for option in reversed(_COMMON):
+        f = option(f)
+    return f
+
+
+def _int(name, text):
+    from dynlab.config import parse_value
+
+    value = parse_value(str(text))
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name} must be an integer, got {text!r}")
+    return value
+
+
+@analyze.command("lyapunov")
+@_common
+@click.option("--k", "k", metavar="INT", default="16", show_default=True, help="Number of exponents (1..state dim).")
+@click.option("--burn-in", metavar="INT", default="500", show_default=True, help="Steps not accumulated.")
+@click.option("--drive", metavar="XI", default=None, help="Constant drive xi added to every neuron (zero input).")
+@click.option("--ics", metavar="INT", default="5", show_default=True, help="Initial conditions (for CIs).")
+@click.option("--reortho-every", metavar="INT", default="1", show_default=True, help="Steps between QR steps.")
+def lyapunov_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x64, quiet, k, burn_in, drive, ics,
+                 reortho_every):
+    """Lyapunov spectrum of a model's full state map (QR method), with CIs over initial conditions.
+
+    Protocols: autonomous (zero input, the default), --drive XI (constant drive on every
+    neuron), or --task NAME (the task's input sequence; non-autonomous exponents).
+    """
+    from dynlab.analyses.model_dynamics import lyapunov_analysis
+
+    seed_v = _int("--seed", seed)
+    exp, task, source = _analysis_model(unit, checkpoint, task_name, list(sets) + ([] if checkpoint else [f"seed={seed_v}"]))
+    options = dict(k=_int("--k", k), steps=_int("--steps", steps), burn_in=_int("--burn-in", burn_in),
+                   ics=_int("--ics", ics), reortho_every=_int("--reortho-every", reortho_every))
+    ds = _run_analysis("lyapunov", lyapunov_analysis, exp, source, checkpoint, out, plot, quiet,
+                       drive=_number("--drive", drive), task=task, seed=seed_v, x64=x64, **options)
+    _lyapunov_table(ds)
+    click.echo(f"dataset: {ds.attrs['path']}\nfigure:  {ds.attrs['figure']}")
+
+
+@analyze.command("spectra")
+@_common
+@click.option("--burn-in", metavar="INT", default="200", show_default=True, help="Steps before the analysed window.")
+@click.option("--every", metavar="INT", default=None, help="Jacobian sampled every this many steps (default: 20 samples).")
+@click.option("--drive", metavar="XI", default=None, help="Constant drive xi added to every neuron.")
+@click.option("--n-boot", metavar="INT", default="200", show_default=True, help="Bootstrap resamples for the CI of alpha.")
+def spectra_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x64, quiet, burn_in, every, drive, n_boot):
+    """Eigenvalues of recurrent weights and of the state Jacobian, and the activity covariance spectrum.
+
+    The trajectory is driven by the task's inputs (--task, default: the config's task, adding),
+    plus --drive if given; the covariance spectrum gets a power-law fit with a bootstrap CI.
+    """
+    from dynlab.analyses.model_dynamics import spectra_analysis
+
+    seed_v = _int("--seed", seed)
+    exp, task, source = _analysis_model(unit, checkpoint, task_name, list(sets) + ([] if checkpoint else [f"seed={seed_v}"]))
+    options = dict(steps=_int("--steps", steps), burn_in=_int("--burn-in", burn_in), n_boot=_int("--n-boot", n_boot),
+                   every=None if every is None else _int("--every", every))
+    ds = _run_analysis("spectra", spectra_analysis, exp, source, checkpoint, out, plot, quiet,
+                       task=task if task is not None else exp.task, drive=_number("--drive", drive), seed=seed_v,
+                       x64=x64, **options)
+    click.echo(f"spectral radius of recurrent matrices: " + ", ".join(
+        f"{m} {float(r):.4f}" for m, r in zip(ds.matrix.values, ds.weight_spectral_radius.values)))
+    rho = ds.jacobian_spectral_radius.values
+    click.echo(f"state Jacobian: spectral radius {rho.mean():.4f} (range {rho.min():.4f}–{rho.max():.4f}), "
+               f"largest singular value {float(ds.jacobian_singular_values[:, 0].mean()):.4f} (mean over {rho.size} samples)")
+    if "covariance_alpha" in ds:
+        click.echo(f"activity covariance: alpha {float(ds.covariance_alpha):.3f} "
+                   f"[{float(ds.covariance_alpha_ci_low):.3f}, {float(ds.covariance_alpha_ci_high):.3f}] (R² "
+                   f"{float(ds.covariance_power_law_r2):.3f}); truncated power law alpha "
+                   f"{float(ds.covariance_truncated_alpha):.3f}, n_c {float(ds.covariance_truncated_n_c):.3g}; "
+                   f"participation ratio {float(ds.covariance_participation_ratio):.2f}")
+    click.echo(f"dataset: {ds.attrs['path']}\nfigure:  {ds.attrs['figure']}")
+
+
+def _number(name, text):
+    if text is None:
+        return None
+    from dynlab.config import parse_value
+
+    value = parse_value(str(text))
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{name} must be a number, got {text!r}")
+    return value
+
+
+def _run_analysis(name, function, exp, source, checkpoint, out, plot, quiet, **options):
+    """Run one analysis, label it, write its dataset and figure; warnings become one-liners."""
+    import warnings
+
+    from dynlab import figures, store
+    from dynlab.config import dumps
+
+    unit_name = exp.config["model"].get("unit", "aru")
+    if not quiet:
+        click.echo(f"{name} of {source}: {unit_name}, {exp.model.param_count()['total']:,} parameters")
+    with _busy(quiet, name), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ds = function(exp.model, **options)
+    for w in caught:
+        click.echo(f"warning: {w.message}", err=True)
+    ds.attrs.update(model=unit_name, config=dumps(exp.config), checkpoint=str(checkpoint or ""), source=source,
+                    dynlab_version=__import__("dynlab").__version__)
+    nc, png = _output_paths(out, plot, checkpoint, name, unit_name)  # only now: a failed analysis leaves nothing
+    store.write_dataset(nc, ds)
+    store.write_figure(png, getattr(figures, {"lyapunov": "lyapunov_spectrum"}.get(name, name))(ds))
+    ds.attrs.update(path=str(nc), figure=str(png))
+    return ds
+
+
+def _lyapunov_table(ds, show: int = 12):
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"Lyapunov exponents per step — {ds.attrs['protocol']}, "
+                        f"{ds.attrs['n_ic']} initial conditions, state dim {ds.attrs['state_dim']}")
+    table.add_column("i", justify="right")
+    table.add_column("mean λ_i", justify="right")
+    table.add_column(f"{int(100 * ds.attrs['confidence'])}% CI", justify="right")
+    k = ds.sizes["exponent"]
+    for i in range(min(k, show)):
+        table.add_row(str(i + 1), f"{float(ds['mean'][i]):+.5f}",
+                      f"[{float(ds.ci_low[i]):+.5f}, {float(ds.ci_high[i]):+.5f}]")
+    if k > show:
+        table.add_row("…", f"({k - show} more in the dataset)", "")
+    console = Console(width=100)
+    console.print(table)
+    console.print(
+        f"largest {float(ds.largest_mean):+.5f}   sum of positive {float(ds.positive_sum_mean):.5f}   "
+        f"Kaplan–Yorke dim {float(ds.ky_dimension_mean):.3f}   positive {float(ds.n_positive_mean):.1f}   "
+        f"near-zero {float(ds.n_zero_mean):.1f}   (sum over the k={k} computed: {float(ds['mean'].sum()):+.5f})"
+        + ("   [lower bounds: not all exponents computed]" if k < ds.attrs["state_dim"] else "")
+    )
 
 
 def _summary(result):

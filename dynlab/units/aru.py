@@ -88,6 +88,9 @@ class _Recurrent(Cell):
         """The same unit with only the diagonal of its recurrence kept (isolated neurons)."""
         return self if self.isolated else eqx.tree_at(lambda c: c.w_hh, self, jnp.diagonal(self.w_hh))
 
+    def recurrent_matrices(self) -> dict[str, Array]:
+        return {"w_hh": self.w_hh}
+
     def preactivation(self, h: Array, x: Array, drive: Array | None) -> Array:
         rec = self.w_hh * h if self.isolated else self.w_hh @ h
         return add_drive(rec + self.w_xh @ x + self.b_h, drive)
@@ -233,6 +236,9 @@ class ARUCell(_Recurrent):
 
     def init_state(self) -> ARUState:
         return ARUState(h=jnp.zeros(self.hidden), g=jnp.zeros((self.hidden, self.n_g)))
+
+    def recurrent_matrices(self) -> dict[str, Array]:
+        return {"w_hh": self.w_hh, "w_gg": self.w_gg}
 
     def controller(self, a: Array, g: Array) -> tuple[Array, Array, Array]:
         """One controller step for all neurons: ``(a[H], g[H, n_g]) -> (g', n[H], s[H])``."""

@@ -36,6 +36,13 @@ class Cell(eqx.Module):
     def __call__(self, state: PyTree, x: Array, *, drive: Array | None = None) -> tuple[PyTree, Array]:
         """One step: ``(state, x[input_size]) -> (next state, output[hidden])``."""
 
+    def recurrent_matrices(self) -> dict[str, Array]:
+        """The unit's square recurrent weight matrices by name (a vector means a diagonal one).
+
+        Spectral analyses plot their eigenvalues; units without any return ``{}``.
+        """
+        return {}
+
     def param_count(self) -> dict[str, int]:
         """Trainable parameter counts; always has ``"total"``."""
         leaves = jax.tree_util.tree_leaves(eqx.filter(self, eqx.is_inexact_array))

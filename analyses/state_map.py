@@ -1,0 +1,119 @@
+r"""The state map of a dynlab model, as analyses see it.
+
+A sequence model's full state is every layer's state PyTree (for the ARU: activities and
+controller states). Analyses work on the flat vector $h \in \mathbb{R}^N$ of all of it and on
+
+$$ h_{t+1} = F(h_t, u_t), \qquad u_t = (x_t, \xi_t) $$
+
+with $x_t$ the input and $\xi_t$ the drive added to every neuron's pre-activation. Three input
+protocols are provided: autonomous ($x = 0$, $\xi = 0$), a constant drive ($x = 0$, $\xi_t = \xi$),
+and the input sequence of a task (driven, non-autonomous dynamics; ``drive`` may be added).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+from jax.flatten_util import ravel_pytree
+from jaxtyping import Array, PRNGKeyArray
+
+from dynlab.errors import ConfigError, require_positive
+
+
+@dataclasses.dataclass(frozen=True)
+class StateMap:
+    """``step(h, u) -> h'`` on the flat state of ``model``; ``unravel`` gives back the PyTree."""
+
+    step: Callable[[Array, tuple[Array, Array]], Array]
+    h0: Array
+    unravel: Callable[[Array], tuple]
+    labels: tuple[str, ...]  # one per state component: "layer0.h", "layer0.g", ...
+
+    @property
+    def dim(self) -> int:
+        return int(self.h0.shape[0])
+
+
+def state_map(model) -> StateMap:
+    """The flat one-step state map of a :class:`dynlab.models.SequenceModel`."""
+    h0, unravel = ravel_pytree(model.init_state())
+
+    def step(h, u):
+        x, drive = u
+        state, _ = model.step(unravel(h), x, drive)
+        return ravel_pytree(state)[0]
+
+    labels = []
+    for i, s in enumerate(model.init_state()):
+        paths = jax.tree_util.tree_flatten_with_path(s)[0]
+        for path, leaf in paths:
+            name = "".join(str(p).lstrip(".") for p in path) or "h"
+            labels += [f"layer{i}.{name}"] * int(leaf.size)
+    return StateMap(step, h0, unravel, tuple(labels))
+
+
+def protocol_inputs(
+    model, steps: int, *, drive: float | None = None, task=None, key: PRNGKeyArray | None = None
+) -> tuple[Array, Array]:
+    """Inputs ``(x[steps, D], xi[steps])`` for the chosen protocol.
+
+    * neither ``drive`` nor ``task``: autonomous, zero input and zero drive;
+    * ``drive``: zero input, the constant drive $\\xi$ on every neuron of every layer;
+    * ``task``: consecutive samples of the task's inputs (seeded by ``key``), concatenated in
+      time until ``steps`` are filled; ``drive`` adds on top.
+    """
+    require_positive("steps", steps)
+    xi = jnp.full((steps,), 0.0 if drive is None else float(drive))
+    if task is None:
+        return jnp.zeros((steps, model.input_size)), xi
+    if task.input_size != model.input_size:
+        raise ConfigError(
+            f"task inputs have {task.input_size} features but the model expects {model.input_size}"
+        )
+    n = -(-steps // task.length)
+    x = task.batch(jax.random.key(0) if key is None else key, n, split="test")[0]
+    return x.reshape(n * task.length, -1)[:steps], xi
+
+
+def run_in(smap: StateMap, inputs: tuple[Array, Array], h0: Array | None = None) -> Array:
+    """All states visited, ``[T, N]``, from ``h0`` (default: the model's initial state)."""
+
+    def body(h, u):
+        h = smap.step(h, u).astype(h.dtype)
+        return h, h
+
+    return jax.lax.scan(body, smap.h0 if h0 is None else h0, inputs)[1]
+
+
+def initial_conditions(
+    smap: StateMap,
+    n: int,
+    key: PRNGKeyArray,
+    *,
+    kind: str = "visited",
+    inputs: tuple[Array, Array] | None = None,
+    scale: float = 1.0,
+) -> Array:
+    """``n`` initial states ``[n, N]``.
+
+    * ``"visited"``: states sampled uniformly (without replacement) from the second half of a
+      run-in from the model's initial state under ``inputs`` — points on or near the attractor
+      the protocol's dynamics settle to;
+    * ``"random"``: the model's initial state plus $N(0, \\text{scale}^2)$ noise on every component.
+    """
+    require_positive("ics", n)
+    if kind == "random":
+        return smap.h0 + scale * jax.random.normal(key, (n, smap.dim), smap.h0.dtype)
+    if kind != "visited":
+        raise ConfigError(f"initial conditions must be 'visited' or 'random', got {kind!r}")
+    if inputs is None:
+        raise ConfigError("'visited' initial conditions need the run-in inputs")
+    visited = run_in(smap, inputs)
+    half = visited[visited.shape[0] // 2 :]
+    if half.shape[0] < n:
+        raise ConfigError(f"a run-in of {visited.shape[0]} steps cannot supply {n} distinct initial conditions")
+    idx = jax.random.choice(key, half.shape[0], (n,), replace=False)
+    return half[idx]

@@ -1,0 +1,105 @@
+"""Lyapunov spectra of dynlab models, against truths computed independently of the QR code."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import dynlab
+from dynlab.analyses.model_dynamics import lyapunov_analysis
+from dynlab.analyses.state_map import protocol_inputs, run_in, state_map
+from dynlab.cli import main
+from dynlab.errors import ConfigError
+
+
+def fresh(unit, **kw):
+    return dynlab.build("model", unit=unit, input_size=2, output_size=1, key=jax.random.key(5), **kw)
+
+
+def test_fixed_point_exponents_are_log_eigenvalue_moduli():
+    """At a stable fixed point every trajectory ends up at h*, and lambda_i = ln|eig_i(J(h*))|."""
+    model = fresh("aru", hidden=6, n_g=3)
+    smap = state_map(model)
+    ds = lyapunov_analysis(model, k=smap.dim, steps=3000, burn_in=1000, ics=3, x64=True)
+    with jax.enable_x64(True):
+        inputs = protocol_inputs(model, 4000)
+        h_star = run_in(smap, inputs)[-1]
+        jac = np.asarray(jax.jacfwd(lambda h: smap.step(h, (jnp.zeros(2), 0.0)))(h_star))
+    assert np.allclose(h_star, smap.step(h_star, (jnp.zeros(2), 0.0)), atol=1e-6)  # it is a fixed point
+    truth = np.sort(np.log(np.abs(np.linalg.eigvals(jac))))[::-1]
+    np.testing.assert_allclose(ds["mean"].values, truth, atol=2e-3)
+
+
+def test_driven_sum_equals_mean_log_det():
+    """Sum of all exponents = time-mean of ln|det J_t| along the driven trajectory (identity)."""
+    model = fresh("rnn", hidden=10, activation="tanh")
+    task = dynlab.build("task", "adding", length=25)
+    smap = state_map(model)
+    ds = lyapunov_analysis(model, k=10, steps=400, burn_in=0, task=task, ics=1, ic_kind="random",
+                           ic_scale=0.5, seed=2, x64=True)
+    # rebuild the same inputs and initial condition, then log|det J_t| with numpy
+    key = jax.random.key(2)
+    k_in, k_ic, _ = jax.random.split(key, 3)
+    xs, xi = protocol_inputs(model, 400, task=task, key=k_in)
+    h = np.asarray(smap.h0 + 0.5 * jax.random.normal(k_ic, (1, smap.dim))[0], np.float64)
+    jac = jax.jit(jax.jacfwd(smap.step))
+    logdets = []
+    with jax.enable_x64(True):
+        for t in range(400):
+            u = (jnp.asarray(xs[t], jnp.float64), jnp.float64(xi[t]))
+            logdets.append(np.linalg.slogdet(np.asarray(jac(jnp.asarray(h), u)))[1])
+            h = np.asarray(smap.step(jnp.asarray(h), u))
+    np.testing.assert_allclose(float(ds["mean"].sum()), np.mean(logdets), atol=1e-4)
+
+
+def test_bad_options_raise_config_errors():
+    model = fresh("rnn", hidden=4)
+    with pytest.raises(ConfigError, match="exceeds the state dimension N = 4"):
+        lyapunov_analysis(model, k=5)
+    with pytest.raises(ConfigError, match="steps must be a positive integer"):
+        lyapunov_analysis(model, k=2, steps=0)
+
+
+def test_diverging_network_is_flagged_not_crashing():
+    model = fresh("rnn", hidden=4, activation="relu")
+    model = jax.tree_util.tree_map(lambda a: a, model)
+    import equinox as eqx
+
+    model = eqx.tree_at(lambda m: m.cells[0].w_hh, model, 1e3 * jnp.eye(4))
+    with pytest.warns(RuntimeWarning, match="diverged"):
+        ds = lyapunov_analysis(model, k=2, steps=400, burn_in=10, ics=2, ic_kind="random", drive=1.0)
+    assert bool(ds.diverged.all()) and np.all(np.isnan(ds.exponents.values))
+
+
+def test_cli_lyapunov_fresh_and_checkpoint(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    tiny = ["--set", "model.hidden=4", "--set", "model.n_g=2"]
+    r = CliRunner().invoke(main, ["analyze", "lyapunov", "--model", "aru", "--steps", "200", "--burn-in", "50",
+                                  "--k", "3", "--ics", "3", "--out", "fresh.nc", "-q", *tiny])
+    assert r.exit_code == 0, r.output + r.stderr
+    assert (tmp_path / "fresh.nc").is_file() and (tmp_path / "fresh.png").is_file()
+    assert "Kaplan" in r.output
+    ds = dynlab.analyses.lyapunov.xr.load_dataset(tmp_path / "fresh.nc")
+    assert ds.sizes == {"ic": 3, "exponent": 3, "time": 150} and "freshly initialised" in ds.attrs["source"]
+
+    r = CliRunner().invoke(main, ["train", "--model", "aru", "--steps", "10", "--out", "run", "-q", *tiny,
+                                  "--set", "train.batch_size=4", "--set", "task.length=6"])
+    assert r.exit_code == 0, r.stderr
+    r = CliRunner().invoke(main, ["analyze", "lyapunov", "--checkpoint", "run", "--steps", "100", "--burn-in", "10",
+                                  "--k", "2", "--ics", "2", "--task", "adding", "-q"])
+    assert r.exit_code == 0, r.output + r.stderr
+    assert (tmp_path / "run" / "lyapunov.nc").is_file() and (tmp_path / "run" / "lyapunov.png").is_file()
+
+    for args, fragment in [
+        (["--checkpoint", "run", "--model", "rnn"], "holds a 'aru' model, not 'rnn'"),
+        (["--checkpoint", "nope"], "does not exist"),
+        (["--k", "1000", *tiny], "exceeds the state dimension"),
+        (["--steps", "0", *tiny], "steps must be a positive integer"),
+        (["--steps", "100", "--burn-in", "100", *tiny], "burn_in must be"),
+        (["--drive", "abc", *tiny], "--drive must be a number"),
+        (["--model", "nope"], "unknown unit 'nope'"),
+    ]:
+        r = CliRunner().invoke(main, ["analyze", "lyapunov", "-q", *args])
+        assert r.exit_code == 2, (args, r.output, r.stderr)
+        assert r.stderr.startswith("error: ") and fragment in r.stderr and r.stderr.count("\n") == 1, r.stderr
