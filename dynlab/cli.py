@@ -78,7 +78,7 @@ def list_cmd(kind):
             click.echo("  (none yet)")
 
 
-def _progress(quiet: bool, description: str):
+def progress_bar(quiet: bool, description: str):
     """A rich progress bar (steps, loss, metric, ETA) as a context manager yielding an update fn."""
     import contextlib
 
@@ -167,7 +167,7 @@ def train(unit, task, rule, steps, seed, config_file, sets, out, resume, quiet):
         click.echo(f"{exp.config['model'].get('unit', experiment.DEFAULT_UNIT)} "
                    f"({exp.model.param_count()['total']:,} parameters) on {exp.task.describe()}, "
                    f"rule {exp.config['rule'].get('name', experiment.DEFAULT_RULE)}, seed {exp.seed} -> {run_dir}")
-    with _progress(quiet, "train") as update:
+    with progress_bar(quiet, "train") as update:
         result = run_training(exp, run_dir, resume=bool(resume), progress=update)
     from dynlab import figures
 
@@ -175,7 +175,7 @@ def train(unit, task, rule, steps, seed, config_file, sets, out, resume, quiet):
     _summary(result)
 
 
-def _analysis_model(unit, checkpoint, task_name, sets):
+def analysis_model(unit, checkpoint, task_name, sets):
     """The model to analyse: a trained one from ``checkpoint``, or a fresh one from the config.
 
     Returns ``(experiment, task or None, source description)``.
@@ -198,7 +198,7 @@ def _analysis_model(unit, checkpoint, task_name, sets):
     return exp, (exp.task if task_name else None), "a freshly initialised model (no --checkpoint)"
 
 
-def _output_paths(out, plot, checkpoint, name, unit):
+def output_paths(out, plot, checkpoint, name, unit):
     """Where the dataset and figure go (never overwriting earlier results)."""
     from dynlab import store
 
@@ -217,7 +217,7 @@ def _output_paths(out, plot, checkpoint, name, unit):
     return nc, png
 
 
-def _busy(quiet: bool, what: str):
+def busy(quiet: bool, what: str):
     import contextlib
 
     if quiet:
@@ -248,13 +248,13 @@ _COMMON = [
 ]
 
 
-def _common(f):
+def analysis_options(f):
     for option in reversed(_COMMON):
         f = option(f)
     return f
 
 
-def _int(name, text):
+def int_option(name, text):
     from dynlab.config import parse_value
 
     value = parse_value(str(text))
@@ -264,7 +264,7 @@ def _int(name, text):
 
 
 @analyze.command("lyapunov")
-@_common
+@analysis_options
 @click.option("--k", "k", metavar="INT", default="16", show_default=True, help="Number of exponents (1..state dim).")
 @click.option("--burn-in", metavar="INT", default="500", show_default=True, help="Steps not accumulated.")
 @click.option("--drive", metavar="XI", default=None, help="Constant drive xi added to every neuron (zero input).")
@@ -279,18 +279,20 @@ def lyapunov_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x64,
     """
     from dynlab.analyses.model_dynamics import lyapunov_analysis
 
-    seed_v = _int("--seed", seed)
-    exp, task, source = _analysis_model(unit, checkpoint, task_name, list(sets) + ([] if checkpoint else [f"seed={seed_v}"]))
-    options = dict(k=_int("--k", k), steps=_int("--steps", steps), burn_in=_int("--burn-in", burn_in),
-                   ics=_int("--ics", ics), reortho_every=_int("--reortho-every", reortho_every))
-    ds = _run_analysis("lyapunov", lyapunov_analysis, exp, source, checkpoint, out, plot, quiet,
-                       drive=_number("--drive", drive), task=task, seed=seed_v, x64=x64, **options)
+    seed_v = int_option("--seed", seed)
+    exp, task, source = analysis_model(unit, checkpoint, task_name, list(sets) + ([] if checkpoint else [f"seed={seed_v}"]))
+    options = dict(k=int_option("--k", k), steps=int_option("--steps", steps), burn_in=int_option("--burn-in", burn_in),
+                   ics=int_option("--ics", ics), reortho_every=int_option("--reortho-every", reortho_every))
+    from dynlab import figures
+
+    ds = run_analysis("lyapunov", lyapunov_analysis, figures.lyapunov_spectrum, exp, source, checkpoint, out, plot, quiet,
+                       drive=number_option("--drive", drive), task=task, seed=seed_v, x64=x64, **options)
     _lyapunov_table(ds)
     click.echo(f"dataset: {ds.attrs['path']}\nfigure:  {ds.attrs['figure']}")
 
 
 @analyze.command("spectra")
-@_common
+@analysis_options
 @click.option("--burn-in", metavar="INT", default="200", show_default=True, help="Steps before the analysed window.")
 @click.option("--every", metavar="INT", default=None, help="Jacobian sampled every this many steps (default: 20 samples).")
 @click.option("--drive", metavar="XI", default=None, help="Constant drive xi added to every neuron.")
@@ -303,12 +305,14 @@ def spectra_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x64, 
     """
     from dynlab.analyses.model_dynamics import spectra_analysis
 
-    seed_v = _int("--seed", seed)
-    exp, task, source = _analysis_model(unit, checkpoint, task_name, list(sets) + ([] if checkpoint else [f"seed={seed_v}"]))
-    options = dict(steps=_int("--steps", steps), burn_in=_int("--burn-in", burn_in), n_boot=_int("--n-boot", n_boot),
-                   every=None if every is None else _int("--every", every))
-    ds = _run_analysis("spectra", spectra_analysis, exp, source, checkpoint, out, plot, quiet,
-                       task=task if task is not None else exp.task, drive=_number("--drive", drive), seed=seed_v,
+    seed_v = int_option("--seed", seed)
+    exp, task, source = analysis_model(unit, checkpoint, task_name, list(sets) + ([] if checkpoint else [f"seed={seed_v}"]))
+    options = dict(steps=int_option("--steps", steps), burn_in=int_option("--burn-in", burn_in), n_boot=int_option("--n-boot", n_boot),
+                   every=None if every is None else int_option("--every", every))
+    from dynlab import figures
+
+    ds = run_analysis("spectra", spectra_analysis, figures.spectra, exp, source, checkpoint, out, plot, quiet,
+                       task=task if task is not None else exp.task, drive=number_option("--drive", drive), seed=seed_v,
                        x64=x64, **options)
     click.echo(f"spectral radius of recurrent matrices: " + ", ".join(
         f"{m} {float(r):.4f}" for m, r in zip(ds.matrix.values, ds.weight_spectral_radius.values)))
@@ -324,7 +328,7 @@ def spectra_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x64, 
     click.echo(f"dataset: {ds.attrs['path']}\nfigure:  {ds.attrs['figure']}")
 
 
-def _number(name, text):
+def number_option(name, text):
     if text is None:
         return None
     from dynlab.config import parse_value
@@ -335,26 +339,30 @@ def _number(name, text):
     return value
 
 
-def _run_analysis(name, function, exp, source, checkpoint, out, plot, quiet, **options):
-    """Run one analysis, label it, write its dataset and figure; warnings become one-liners."""
+def run_analysis(name, function, figure, exp, source, checkpoint, out, plot, quiet, **options):
+    """Run ``function(exp.model, **options)``, label the dataset, write it and ``figure(ds)``.
+
+    Warnings become one-line messages on stderr. Files are written only after the analysis
+    succeeded (named ``NAME.nc``/``NAME.png``, see :func:`output_paths`).
+    """
     import warnings
 
-    from dynlab import figures, store
+    from dynlab import store
     from dynlab.config import dumps
 
     unit_name = exp.config["model"].get("unit", "aru")
     if not quiet:
         click.echo(f"{name} of {source}: {unit_name}, {exp.model.param_count()['total']:,} parameters")
-    with _busy(quiet, name), warnings.catch_warnings(record=True) as caught:
+    with busy(quiet, name), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         ds = function(exp.model, **options)
     for w in caught:
         click.echo(f"warning: {w.message}", err=True)
     ds.attrs.update(model=unit_name, config=dumps(exp.config), checkpoint=str(checkpoint or ""), source=source,
                     dynlab_version=__import__("dynlab").__version__)
-    nc, png = _output_paths(out, plot, checkpoint, name, unit_name)  # only now: a failed analysis leaves nothing
+    nc, png = output_paths(out, plot, checkpoint, name, unit_name)  # only now: a failed analysis leaves nothing
     store.write_dataset(nc, ds)
-    store.write_figure(png, getattr(figures, {"lyapunov": "lyapunov_spectrum"}.get(name, name))(ds))
+    store.write_figure(png, figure(ds))
     ds.attrs.update(path=str(nc), figure=str(png))
     return ds
 
