@@ -392,6 +392,132 @@ def _lyapunov_table(ds, show: int = 12):
     )
 
 
+def _run_scenario(target, sets, out, workers, scheduler, resume, retry_failed, quiet):
+    from dynlab import config as cfgmod
+    from dynlab import store
+    from dynlab.scenarios import spec
+    from dynlab.scenarios.sweep import run_sweep
+
+    scenario = spec.load(target)
+    if sets:  # overrides apply to the base config; the sweep axes still vary their keys
+        doc = cfgmod.load_toml(scenario.source)
+        scenario = spec.parse(cfgmod.apply_sets(doc, sets), scenario.source)
+    workers_v = None if workers is None else int_option("--workers", workers)
+    if workers_v is not None:
+        from dynlab.errors import require_positive
+
+        require_positive("--workers", workers_v)
+    if workers_v is not None and scheduler is not None:
+        raise ConfigError("use either --workers or --scheduler, not both")
+    out_dir = Path(out) if out else (Path(resume) if isinstance(resume, str) else store.new_run_dir(f"run-{scenario.name}"))
+    n = len(scenario.cells)
+    if not quiet:
+        where = scheduler or (f"{workers_v} local worker processes" if workers_v else "in-process")
+        click.echo(f"scenario {scenario.name}: {n} cell{'s' * (n != 1)} on {where} -> {out_dir}")
+    with _cells_bar(quiet, n) as update:
+        merged = run_sweep(scenario, out_dir, workers=workers_v, scheduler=scheduler, resume=bool(resume),
+                           retry_failed=retry_failed, progress=update)
+    statuses = merged["status"].values.ravel().tolist()
+    counts = {k: statuses.count(k) for k in ("ok", "diverged", "failed", "missing") if statuses.count(k)}
+    click.echo(f"done: {', '.join(f'{v} {k}' for k, v in counts.items())}; merged dataset: {out_dir / 'sweep.nc'}")
+    from dynlab import figures, store as st
+
+    st.write_figure(out_dir / "sweep.png", figures.plot_dataset(merged))
+    click.echo(f"figure: {out_dir / 'sweep.png'}")
+
+
+def _cells_bar(quiet: bool, total: int):
+    import contextlib
+
+    if quiet:
+        return contextlib.nullcontext(None)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    @contextlib.contextmanager
+    def bar():
+        with Progress(TextColumn("[bold]cells"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
+                      TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn()) as p:
+            task = p.add_task("cells", total=total, status="")
+            yield lambda done, n, failures: p.update(task, completed=done, status=f"failures {failures}")
+
+    return bar()
+
+
+_SWEEP_OPTIONS = [
+    click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override base config keys (repeatable)."),
+    click.option("--out", type=click.Path(file_okay=False), default=None,
+                 help="Output directory. Default: runs/run-<scenario>-<time>."),
+    click.option("--workers", metavar="INT", default=None, help="Run cells on a local Dask cluster of N processes."),
+    click.option("--scheduler", metavar="ADDRESS", default=None,
+                 help="Run cells on an existing Dask scheduler (e.g. one started by dask-jobqueue)."),
+    click.option("--resume", is_flag=True, help="Continue the sweep in --out: finished cells are skipped."),
+    click.option("--retry-failed", is_flag=True, help="With --resume, also recompute failed cells."),
+    click.option("-q", "--quiet", is_flag=True, help="No progress bar."),
+]
+
+
+def _sweep_options(f):
+    for option in reversed(_SWEEP_OPTIONS):
+        f = option(f)
+    return f
+
+
+@main.command()
+@click.argument("scenario")
+@_sweep_options
+def run(scenario, sets, out, workers, scheduler, resume, retry_failed, quiet):
+    """Run a scenario: a built-in name (see 'dynlab list scenarios') or a TOML file.
+
+    Every cell (one per combination of the [sweep] axes; one if there is no sweep) trains its
+    model and runs its [[analyses]]; the merged dataset sweep.nc has the sweep axes as dims and
+    a status variable (ok / diverged / failed). The whole file is validated before any work.
+    """
+    if resume and not out:
+        raise ConfigError("--resume needs --out DIR, the directory of the sweep to continue")
+    _run_scenario(scenario, sets, out, workers, scheduler, resume, retry_failed, quiet)
+
+
+@main.command()
+@click.argument("scenario")
+@_sweep_options
+def sweep(scenario, sets, out, workers, scheduler, resume, retry_failed, quiet):
+    """Run a scenario's sweep on Dask; the same as 'dynlab run', named for the sweep use.
+
+    \b
+    On a SLURM/PBS cluster, start a scheduler with dask-jobqueue, e.g.
+      from dask_jobqueue import SLURMCluster
+      cluster = SLURMCluster(cores=2, memory="8GB"); cluster.scale(jobs=20)
+      print(cluster.scheduler_address)
+    and pass that address with --scheduler.
+    """
+    if resume and not out:
+        raise ConfigError("--resume needs --out DIR, the directory of the sweep to continue")
+    _run_scenario(scenario, sets, out, workers, scheduler, resume, retry_failed, quiet)
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Figure file. Default: FILE with .png.")
+def plot(file, out):
+    """Draw the figure that fits a result file (.nc): training curves, Lyapunov spectrum, spectra,
+    sweep, or a generic plot of its variables."""
+    import xarray as xr
+
+    from dynlab import figures, store
+    from dynlab.errors import DataError
+
+    path = Path(file)
+    if not path.is_file():
+        raise DataError(f"no result file {file!r}")
+    try:
+        ds = xr.load_dataset(path, engine="h5netcdf")
+    except Exception as e:
+        raise DataError(f"{file!r} is not a readable netCDF result file ({type(e).__name__})") from None
+    png = Path(out) if out else path.with_suffix(".png")
+    store.write_figure(png, figures.plot_dataset(ds))
+    click.echo(f"figure: {png}")
+
+
 def _summary(result):
     ds = result.metrics
     metric = ds.attrs["metric"]

@@ -49,18 +49,28 @@ def parse_set(assignment: str) -> tuple[list[str], Any]:
     return keys, parse_value(value.strip())
 
 
-def apply_sets(config: dict, assignments: list[str] | tuple[str, ...]) -> dict:
-    """A copy of ``config`` with each ``section.key=value`` assignment applied."""
+def apply_values(config: dict, values: dict[str, Any]) -> dict:
+    """A copy of ``config`` with each dotted key (``"model.hidden"``) set to its value."""
     config = copy.deepcopy(config)
-    for assignment in assignments:
-        keys, value = parse_set(assignment)
+    for dotted, value in values.items():
+        keys = dotted.split(".")
+        if not all(_BARE_WORD.match(k) for k in keys):
+            raise ConfigError(f"malformed config key {dotted!r}: expected section.key, e.g. model.hidden")
         node = config
         for k in keys[:-1]:
             child = node.setdefault(k, {})
             if not isinstance(child, dict):
-                raise ConfigError(f"--set {assignment!r}: {k!r} is a value, not a section")
+                raise ConfigError(f"{dotted!r}: {k!r} is a value, not a section")
             node = child
         node[keys[-1]] = value
+    return config
+
+
+def apply_sets(config: dict, assignments: list[str] | tuple[str, ...]) -> dict:
+    """A copy of ``config`` with each ``section.key=value`` assignment applied."""
+    for assignment in assignments:
+        keys, value = parse_set(assignment)
+        config = apply_values(config, {".".join(keys): value})
     return config
 
 
@@ -87,19 +97,25 @@ def _toml_value(v: Any) -> str:
     raise ConfigError(f"cannot write {v!r} ({type(v).__name__}) to TOML")
 
 
+def _toml_key(k: str) -> str:
+    return k if re.match(r"^[A-Za-z0-9_-]+$", k) else _toml_value(k)
+
+
 def dumps(config: dict) -> str:
     """Write a nested dict of TOML values as TOML text (top-level scalars first, then tables)."""
-    lines = [f"{k} = {_toml_value(v)}" for k, v in config.items() if not isinstance(v, dict) and v is not None]
+
+    def pairs(d: dict) -> list[str]:
+        return [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in d.items() if not isinstance(v, dict) and v is not None]
+
+    lines = pairs(config)
 
     def table(prefix: str, d: dict) -> None:
-        lines.append("")
-        lines.append(f"[{prefix}]")
-        lines.extend(f"{k} = {_toml_value(v)}" for k, v in d.items() if not isinstance(v, dict) and v is not None)
+        lines.extend(["", f"[{prefix}]", *pairs(d)])
         for k, v in d.items():
             if isinstance(v, dict):
-                table(f"{prefix}.{k}", v)
+                table(f"{prefix}.{_toml_key(k)}", v)
 
     for k, v in config.items():
         if isinstance(v, dict):
-            table(k, v)
+            table(_toml_key(k), v)
     return "\n".join(lines).lstrip("\n") + "\n"

@@ -72,6 +72,18 @@ def validate(config: dict) -> dict:
     return config
 
 
+def check(config: dict) -> None:
+    """Validate ``config`` completely without computing anything.
+
+    Beyond :func:`validate` (keys and types), this runs every constructor's own checks (sizes,
+    ranges) by building the model abstractly with ``equinox.filter_eval_shape``: no arrays are
+    allocated, so checking a large sweep before starting it is cheap.
+    """
+    import equinox as eqx
+
+    eqx.filter_eval_shape(lambda: build(config).model)
+
+
 def build(config: dict) -> Experiment:
     """Validate ``config`` and build its model (seeded), task and rule."""
     config = validate(config)

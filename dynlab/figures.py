@@ -86,3 +86,84 @@ def spectra(ds: xr.Dataset):
     fig.suptitle(f"{ds.attrs.get('model', '')} — {ds.attrs.get('protocol', '')}", fontsize=9)
     fig.tight_layout()
     return fig
+
+
+def generic(ds: xr.Dataset, *, max_panels: int = 6):
+    """Each numeric variable in a panel: a line over its one dim, an image over two, else a value."""
+    import numpy as np
+
+    names = [v for v in ds.data_vars if ds[v].dtype.kind in "fiu"][:max_panels]
+    if not names:
+        fig, ax = plt.subplots(figsize=(4, 2))
+        ax.text(0.5, 0.5, "no numeric variables", ha="center", va="center")
+        ax.axis("off")
+        return fig
+    cols = min(3, len(names))
+    rows = -(-len(names) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.5 * cols, 3.4 * rows), squeeze=False)
+    for ax, name in zip(axes.ravel(), names):
+        da = ds[name].squeeze(drop=True)
+        label = f"{name} ({da.attrs['units']})" if da.attrs.get("units") else name
+        if da.ndim == 1:
+            da.plot.line(ax=ax, marker="o", ms=3)
+            if np.nanmin(da.values) > 0 and np.nanmax(da.values) / max(np.nanmin(da.values), 1e-300) > 100:
+                ax.set_yscale("log")
+        elif da.ndim == 2:
+            da.plot(ax=ax, cbar_kwargs={"label": label})
+        elif da.ndim == 0:
+            ax.text(0.5, 0.5, f"{float(da):.5g}", ha="center", va="center", fontsize=14)
+            ax.axis("off")
+        else:
+            da.mean([d for d in da.dims[2:]]).plot(ax=ax)
+        ax.set_title(label, fontsize=9)
+    for ax in axes.ravel()[len(names):]:
+        ax.axis("off")
+    fig.tight_layout()
+    return fig
+
+
+def sweep(ds: xr.Dataset):
+    """The headline numbers of each cell against the sweep's first axis (others as lines)."""
+    sweep_dims = [d for d in ds["status"].dims]
+    wanted = [v for v in ds.data_vars if v.startswith("train_eval_") or v.endswith("_largest_mean") or v == "lyapunov_largest_mean"]
+    panels = []
+    for v in wanted:
+        da = ds[v]
+        extra = [d for d in da.dims if d not in sweep_dims]
+        if extra:  # a curve: keep its last point (final value)
+            da = da.isel({d: -1 for d in extra})
+        panels.append((v, da))
+    if not panels or not sweep_dims:
+        return generic(ds)
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.6), squeeze=False)
+    x = sweep_dims[0]
+    for ax, (name, da) in zip(axes.ravel(), panels):
+        others = [d for d in da.dims if d != x]
+        if others:
+            stacked = da.stack(line=others)
+            for i in range(stacked.sizes["line"]):
+                line = stacked.isel(line=i)
+                lbl = ", ".join(f"{d}={line[d].item()}" for d in others)
+                ax.plot(da[x].values, line.values, "o-", ms=3, label=lbl)
+            if stacked.sizes["line"] <= 8:
+                ax.legend(fontsize=7)
+        else:
+            ax.plot(da[x].values, da.values, "o-", ms=3)
+        ax.set(xlabel=x, ylabel=name, title=f"final {name}" if name.startswith("train_") else name)
+    fig.suptitle(f"sweep {ds.attrs.get('scenario', '')}: {ds.attrs.get('n_ok', '?')}/{ds.attrs.get('n_cells', '?')} cells ok", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def plot_dataset(ds: xr.Dataset):
+    """The figure that fits a result dataset, by its ``analysis`` attribute."""
+    kind = ds.attrs.get("analysis")
+    if kind == "training" and "eval_step" in ds.dims:
+        return learning_curve(ds)
+    if kind == "lyapunov" and "mean" in ds:
+        return lyapunov_spectrum(ds)
+    if kind == "spectra" and "jacobian_spectral_radius" in ds:
+        return spectra(ds)
+    if kind == "sweep" and "status" in ds:
+        return sweep(ds)
+    return generic(ds)

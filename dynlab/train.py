@@ -111,8 +111,7 @@ def _finite(tree) -> jax.Array:
     return jnp.all(jnp.stack([jnp.all(jnp.isfinite(l)) for l in leaves]))
 
 
-@eqx.filter_jit
-def _run_chunk(params, static, opt_state, start, n, rule, task, optimizer, batch_size, data_key, rule_key):
+def _chunk(params, static, opt_state, start, n, rule, task, optimizer, batch_size, data_key, rule_key):
     """Advance ``n`` steps from step ``start``; return the new state and per-step metrics."""
 
     def one_step(carry, i):
@@ -131,9 +130,37 @@ def _run_chunk(params, static, opt_state, start, n, rule, task, optimizer, batch
     return params, opt_state, metrics
 
 
+_run_chunk = eqx.filter_jit(_chunk)
+
+
+@eqx.filter_jit
+def _run_chunk_many(params, static, opt_state, start, n, rule, task, optimizer, batch_size, data_keys, rule_keys):
+    """:func:`_chunk` for several runs at once, vmapped over their leading axis."""
+
+    def one(p, o, dk, rk):
+        return _chunk(p, static, o, start, n, rule, task, optimizer, batch_size, dk, rk)
+
+    return jax.vmap(one)(params, opt_state, data_keys, rule_keys)
+
+
 @eqx.filter_jit
 def _evaluate(model, rule, task, eval_key, eval_size):
     return rule.evaluate(model, task.batch(eval_key, eval_size, split="test"))
+
+
+@eqx.filter_jit
+def _evaluate_many(params, static, rule, task, eval_keys, eval_size):
+    return jax.vmap(lambda p, k: rule.evaluate(eqx.combine(p, static), task.batch(k, eval_size, split="test")))(
+        params, eval_keys
+    )
+
+
+def _stack(trees):
+    return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *trees)
+
+
+def _take(tree, i):
+    return jax.tree_util.tree_map(lambda a: a[i], tree)
 
 
 class _Curves:
@@ -171,6 +198,121 @@ class _Curves:
         return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
+class _Run:
+    """The bookkeeping of one training run: its directory, curves, attrs and how it ended."""
+
+    def __init__(self, experiment, run_dir, start: int, previous: xr.Dataset | None):
+        import dynlab
+        from dynlab.config import dumps
+        from dynlab.losses import get_loss
+
+        spec = get_loss(experiment.task.loss)
+        self.experiment, self.run_dir, self.metric = experiment, run_dir, spec.metric_name
+        self.curves = _Curves(self.metric, previous, start)
+        self.diverged: DivergenceError | None = None
+        self.attrs = {
+            "dynlab_version": dynlab.__version__,
+            "analysis": "training",
+            "config": dumps(experiment.config),
+            "seed": experiment.seed,
+            "task": experiment.task.describe(),
+            "chance": experiment.task.chance,
+            "metric": self.metric,
+            "higher_is_better": int(spec.higher_is_better),
+        }
+
+    def record_train(self, step: int, m: dict, lr_at) -> bool:
+        """Append one chunk's per-step metrics up to the first non-finite step; False if there was one."""
+        ok = np.isfinite(m["loss"]) & m["finite"]
+        n = len(ok) if ok.all() else int(np.argmin(ok)) + 1
+        for i in range(n):
+            self.curves.train["step"].append(step + i)
+            self.curves.train["lr"].append(float(lr_at(step + i)))
+            for k in ("loss", self.metric, "grad_norm"):
+                self.curves.train[k].append(float(m[k][i]))
+        return bool(ok.all())
+
+    def record_eval(self, step: int, res: dict) -> None:
+        self.curves.eval["eval_step"].append(step)
+        self.curves.eval["eval_loss"].append(float(res["loss"]))
+        self.curves.eval[f"eval_{self.metric}"].append(float(res[self.metric]))
+
+    def save_metrics(self) -> None:
+        if self.run_dir is not None:
+            store.write_dataset(Path(self.run_dir) / store.METRICS, self.curves.dataset(self.attrs))
+
+    def checkpoint(self, step: int, model, opt_state) -> None:
+        if self.run_dir is not None:
+            store.save_checkpoint(self.run_dir, step, model, opt_state)
+            self.save_metrics()
+
+    def diverge(self, chunk_start: int, model, opt_state) -> None:
+        """Stop this run at its first non-finite step, keeping the newest good state on disk."""
+        bad = self.curves.train["step"][-1]
+        if bad > chunk_start:  # the chunk's starting point gave finite losses: newer than the last checkpoint
+            self.checkpoint(chunk_start, model, opt_state)
+        self.save_metrics()
+        where = f"last good checkpoint and metrics kept in {self.run_dir}" if self.run_dir else "lower train.lr or train.clip"
+        self.diverged = DivergenceError(
+            f"training diverged at step {bad}: non-finite loss or parameters "
+            f"(loss {self.curves.train['loss'][-1]}); {where}",
+            bad,
+        )
+
+    def last_metrics(self) -> dict:
+        last = {"loss": self.curves.train["loss"][-1], self.metric: self.curves.train[self.metric][-1]}
+        if self.curves.eval["eval_step"]:
+            last[f"eval_{self.metric}"] = self.curves.eval[f"eval_{self.metric}"][-1]
+        return last
+
+
+def _loop(runs, params, static, opt_state, start, cfg, advance, evaluate, progress):
+    """The training loop shared by one run and several vmapped runs.
+
+    ``params`` and ``opt_state`` carry a leading run axis; ``advance(params, opt_state, step, n)``
+    returns them advanced by ``n`` steps with per-step metrics ``[runs, n]``; ``evaluate(params)``
+    returns held-out metrics ``[runs]``. A diverged run stops recording; the others go on.
+    """
+    lr_at = cfg.schedule_fn()
+    chunk = math.gcd(cfg.log_every, cfg.eval_every, cfg.checkpoint_every)
+    live = lambda: [(i, r) for i, r in enumerate(runs) if r.diverged is None]  # noqa: E731
+
+    def evaluate_live(step, params):
+        res = jax.device_get(evaluate(params))
+        for i, run in live():
+            run.record_eval(step, _take(res, i))
+
+    t0 = time.perf_counter()
+    if start == 0:
+        evaluate_live(0, params)
+    step = start
+    while step < cfg.steps and live():
+        n = min(chunk, cfg.steps - step)
+        new_params, new_opt, m = advance(params, opt_state, step, n)
+        m = jax.device_get(m)
+        for i, run in live():
+            if not run.record_train(step, _take(m, i), lr_at):
+                run.diverge(step, eqx.combine(_take(params, i), static), _take(opt_state, i))
+        params, opt_state, step = new_params, new_opt, step + n
+        if step % cfg.eval_every == 0 or step == cfg.steps:
+            evaluate_live(step, params)
+        if step % cfg.checkpoint_every == 0 or step == cfg.steps:
+            for i, run in live():
+                run.checkpoint(step, eqx.combine(_take(params, i), static), _take(opt_state, i))
+        if progress is not None and live():
+            progress(step, cfg.steps, live()[0][1].last_metrics())
+    seconds = time.perf_counter() - t0
+    results = []
+    for i, run in enumerate(runs):
+        if run.diverged is not None:
+            results.append(run.diverged)
+            continue
+        run.save_metrics()
+        model = eqx.combine(_take(params, i), static)
+        results.append(TrainResult(model, run.curves.dataset(run.attrs), run.run_dir, step, seconds))
+    return results
+
+
 def train(
     experiment,
     run_dir: Path | None = None,
@@ -190,8 +332,6 @@ def train(
         DivergenceError: a non-finite loss or parameter. The last good checkpoint and the metrics
             up to the first bad step stay in ``run_dir``.
     """
-    import dynlab
-
     cfg, model, task, rule = experiment.train, experiment.model, experiment.task, experiment.rule
     optimizer = cfg.optimizer_fn()
     data_key, rule_key, eval_key = _keys(experiment.seed)
@@ -207,74 +347,60 @@ def train(
         store.write_config(run_dir, experiment.config)
         store.save_checkpoint(run_dir, 0, model, opt_state)
 
+    def advance(params, opt_state, step, n):
+        out = _run_chunk(_take(params, 0), static, _take(opt_state, 0), jnp.asarray(step), n, rule, task, optimizer,
+                         cfg.batch_size, data_key, rule_key)
+        return jax.tree_util.tree_map(lambda a: a[None], out)
+
+    def evaluate(params):
+        res = _evaluate(eqx.combine(_take(params, 0), static), rule, task, eval_key, cfg.eval_size)
+        return jax.tree_util.tree_map(lambda a: a[None], res)
+
+    run = _Run(experiment, run_dir, start, previous)
+    params, opt_state = jax.tree_util.tree_map(lambda a: a[None], (params, opt_state))
+    (result,) = _loop([run], params, static, opt_state, start, cfg, advance, evaluate, progress)
+    if isinstance(result, DivergenceError):
+        raise result
+    return result
+
+
+def train_seeds(experiments, run_dirs=None, *, progress: Callable | None = None) -> list:
+    """Train runs that differ only in their seed as one ``jax.vmap``-ed computation.
+
+    Each run gets its own run directory, curves and checkpoints exactly as with :func:`train`;
+    a run that diverges stops alone (its entry in the returned list is the
+    :class:`~dynlab.errors.DivergenceError`), the others go on. The numbers equal those of
+    separate :func:`train` calls up to float32 rounding (batched and unbatched matrix products
+    may sum in different orders), not bit for bit.
+    """
     from dynlab.config import dumps
-    from dynlab.losses import get_loss
+    from dynlab.errors import ConfigError
 
-    metric = get_loss(task.loss).metric_name
-    curves = _Curves(metric, previous, start)
-    attrs = {
-        "dynlab_version": dynlab.__version__,
-        "analysis": "training",
-        "config": dumps(experiment.config),
-        "seed": experiment.seed,
-        "task": task.describe(),
-        "chance": task.chance,
-        "metric": metric,
-        "higher_is_better": int(get_loss(task.loss).higher_is_better),
-    }
-    lr_at = cfg.schedule_fn()
-    chunk = math.gcd(cfg.log_every, cfg.eval_every, cfg.checkpoint_every)
+    base = {dumps({**e.config, "seed": 0}) for e in experiments}
+    if len(base) != 1:
+        raise ConfigError("train_seeds needs runs whose configs differ only in their seed")
+    run_dirs = list(run_dirs) if run_dirs is not None else [None] * len(experiments)
+    first = experiments[0]
+    cfg, task, rule = first.train, first.task, first.rule
+    optimizer = cfg.optimizer_fn()
+    parts = [eqx.partition(e.model, eqx.is_inexact_array) for e in experiments]
+    static = parts[0][1]
+    params = _stack([p for p, _ in parts])
+    opt_states = [optimizer.init(p) for p, _ in parts]
+    opt_state = _stack(opt_states)
+    keys = [_keys(e.seed) for e in experiments]
+    data_keys, rule_keys, eval_keys = (jnp.stack([k[j] for k in keys]) for j in range(3))
+    for e, d, (p, s), o in zip(experiments, run_dirs, parts, opt_states):
+        if d is not None:
+            store.write_config(d, e.config)
+            store.save_checkpoint(d, 0, eqx.combine(p, s), o)
 
-    def save_metrics():
-        if run_dir is not None:
-            store.write_dataset(Path(run_dir) / store.METRICS, curves.dataset(attrs))
+    def advance(params, opt_state, step, n):
+        return _run_chunk_many(params, static, opt_state, jnp.asarray(step), n, rule, task, optimizer,
+                               cfg.batch_size, data_keys, rule_keys)
 
-    def evaluate(step, params):
-        res = _evaluate(eqx.combine(params, static), rule, task, eval_key, cfg.eval_size)
-        curves.eval["eval_step"].append(step)
-        curves.eval["eval_loss"].append(float(res["loss"]))
-        curves.eval[f"eval_{metric}"].append(float(res[metric]))
+    def evaluate(params):
+        return _evaluate_many(params, static, rule, task, eval_keys, cfg.eval_size)
 
-    t0 = time.perf_counter()
-    if start == 0:
-        evaluate(0, params)
-    step = start
-    while step < cfg.steps:
-        n = min(chunk, cfg.steps - step)
-        new_params, new_opt, m = _run_chunk(
-            params, static, opt_state, jnp.asarray(step), n, rule, task, optimizer, cfg.batch_size, data_key, rule_key
-        )
-        m = jax.device_get(m)
-        ok = np.isfinite(m["loss"]) & m["finite"]
-        n_ok = n if ok.all() else int(np.argmin(ok))
-        for i in range(n if ok.all() else n_ok + 1):
-            curves.train["step"].append(step + i)
-            curves.train["lr"].append(float(lr_at(step + i)))
-            for k in ("loss", metric, "grad_norm"):
-                curves.train[k].append(float(m[k][i]))
-        if not ok.all():
-            bad = step + n_ok
-            if n_ok > 0 and run_dir is not None:
-                # the chunk's starting point produced finite losses: the newest good state we have
-                store.save_checkpoint(run_dir, step, eqx.combine(params, static), opt_state)
-            save_metrics()
-            raise DivergenceError(
-                f"training diverged at step {bad}: non-finite loss or parameters "
-                f"(loss {m['loss'][n_ok]}); "
-                + (f"last good checkpoint and metrics kept in {run_dir}" if run_dir else "lower train.lr or train.clip"),
-                bad,
-            )
-        params, opt_state, step = new_params, new_opt, step + n
-        if step % cfg.eval_every == 0 or step == cfg.steps:
-            evaluate(step, params)
-        if run_dir is not None and (step % cfg.checkpoint_every == 0 or step == cfg.steps):
-            store.save_checkpoint(run_dir, step, eqx.combine(params, static), opt_state)
-            save_metrics()
-        if progress is not None:
-            last = {"loss": float(m["loss"][-1]), metric: float(m[metric][-1])}
-            if curves.eval["eval_step"]:
-                last[f"eval_{metric}"] = curves.eval[f"eval_{metric}"][-1]
-            progress(step, cfg.steps, last)
-    seconds = time.perf_counter() - t0
-    save_metrics()
-    return TrainResult(eqx.combine(params, static), curves.dataset(attrs), run_dir, step, seconds)
+    runs = [_Run(e, d, 0, None) for e, d in zip(experiments, run_dirs)]
+    return _loop(runs, params, static, opt_state, 0, cfg, advance, evaluate, progress)

@@ -104,3 +104,46 @@ def test_aru_learns_memory_tasks(task, task_cfg, steps, margin):
         assert final < 0.25 * chance, (final, chance)  # at least 4x below the input-blind optimum
     else:
         assert final > 2.5 * chance, (final, chance)  # > 62% correct where chance is 25%
+
+
+def test_train_seeds_vmapped_matches_separate_runs(tmp_path):
+    cfgs = []
+    for seed in (0, 1, 2):
+        c = small(steps=20)
+        c["seed"] = seed
+        cfgs.append(c)
+    exps = [experiment.build(c) for c in cfgs]
+    dirs = [tmp_path / f"s{i}" for i in range(3)]
+    for d in dirs:
+        d.mkdir()
+    from dynlab.train import train_seeds
+
+    together = train_seeds(exps, dirs)
+    for exp, res, d in zip(exps, together, dirs):
+        alone = train(exp)
+        np.testing.assert_allclose(res.metrics.loss.values, alone.metrics.loss.values, rtol=1e-4, atol=1e-6)
+        loaded = experiment.load_run(d)  # each run has its own, loadable directory
+        np.testing.assert_array_equal(jax.tree_util.tree_leaves(loaded.model)[0], jax.tree_util.tree_leaves(res.model)[0])
+
+
+def test_train_seeds_one_diverging_run_stops_alone():
+    import dataclasses
+
+    import equinox as eqx
+
+    cfgs = []
+    for seed in (0, 1):
+        c = small(steps=30, clip=0.0)
+        c["model"]["activation"] = "relu"
+        c["seed"] = seed
+        cfgs.append(c)
+    exps = [experiment.build(c) for c in cfgs]
+    # run 1 gets an exploding recurrence: relu(1e6 W h) overflows float32 within a few steps
+    bad = eqx.tree_at(lambda m: m.cells[0].w_hh, exps[1].model, 1e6 * exps[1].model.cells[0].w_hh)
+    exps[1] = dataclasses.replace(exps[1], model=bad)
+    from dynlab.train import train_seeds
+
+    good, diverged = train_seeds(exps)
+    assert isinstance(diverged, DivergenceError) and diverged.step < 30
+    assert good.steps_done == 30 and np.all(np.isfinite(good.metrics.loss.values))
+    np.testing.assert_allclose(good.metrics.loss.values, train(exps[0]).metrics.loss.values, rtol=1e-4, atol=1e-6)

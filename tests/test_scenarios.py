@@ -1,0 +1,177 @@
+"""Scenario files and sweeps: validation before work, resume, kill -9, workers, determinism."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+from click.testing import CliRunner
+
+from dynlab.cli import main
+from dynlab.scenarios import load, parse
+from dynlab.scenarios.cell import MARKER
+from dynlab.scenarios.sweep import run_sweep
+
+TINY = """
+name = "tiny"
+description = "12 tiny cells"
+[model]
+unit = "rnn"
+hidden = 4
+[task]
+name = "adding"
+length = 6
+[train]
+steps = 10
+batch_size = 8
+eval_size = 16
+log_every = 5
+eval_every = 5
+checkpoint_every = 10
+[[analyses]]
+name = "lyapunov"
+k = 2
+steps = 40
+burn_in = 10
+ics = 2
+[sweep]
+"model.hidden" = [3, 4, 5]
+seed = [0, 1]
+[sweep.zip.opt]
+"train.lr" = [1e-3, 1e-2]
+"train.warmup" = [0, 2]
+"""
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """One uninterrupted in-process run of the 12-cell sweep."""
+    root = tmp_path_factory.mktemp("ref")
+    (root / "tiny.toml").write_text(TINY)
+    merged = run_sweep(load(str(root / "tiny.toml")), root / "out")
+    return root, merged
+
+
+def test_sweep_merges_all_cells(reference):
+    _, ds = reference
+    assert dict(ds["status"].sizes) == {"model.hidden": 3, "seed": 2, "opt": 2}
+    assert (ds["status"] == "ok").all()
+    assert list(ds["train.lr"].values) == [1e-3, 1e-2] and ds["train_loss"].dims[-1] == "train_step"
+    assert ds["lyapunov_mean"].dims == ("model.hidden", "seed", "opt", "lyapunov_exponent")
+    # cells differ: different seeds give different curves
+    assert not np.array_equal(ds.train_loss.isel(seed=0).values, ds.train_loss.isel(seed=1).values)
+
+
+def test_resume_skips_finished_and_recomputes_partial_or_corrupt(reference, tmp_path):
+    root, ref = reference
+    out = tmp_path / "out"
+    import shutil
+
+    shutil.copytree(root / "out", out)
+    cells = sorted((out / "cells").iterdir())
+    untouched = {p: p.stat().st_mtime_ns for p in cells[2].iterdir()}
+    (cells[0] / MARKER).unlink()  # partial: no marker
+    (cells[1] / "metrics.nc").write_bytes(b"corrupted")  # corrupt: hash mismatch
+    ran = []
+    merged = run_sweep(load(str(root / "tiny.toml")), out, resume=True, progress=lambda d, t, f: ran.append(d))
+    assert ran[0] == 10  # ten intact cells counted as done before any work
+    assert {p: p.stat().st_mtime_ns for p in cells[2].iterdir()} == untouched
+    xr.testing.assert_identical(merged.drop_attrs(), ref.drop_attrs())
+
+
+def test_kill_minus_9_then_resume_equals_uninterrupted(reference, tmp_path):
+    root, ref = reference
+    out = tmp_path / "killed"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dynlab.cli", "run", str(root / "tiny.toml"), "--out", str(out), "-q"],
+        start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 240
+    while time.time() < deadline and len(list(out.glob(f"cells/*/{MARKER}"))) < 3:
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    finished = {p.parent: p.stat().st_mtime_ns for p in out.glob(f"cells/*/{MARKER}")}
+    assert 3 <= len(finished) < 12, len(finished)
+    r = CliRunner().invoke(main, ["run", str(root / "tiny.toml"), "--out", str(out), "--resume", "-q"])
+    assert r.exit_code == 0, r.output + r.stderr
+    for cell, mtime in finished.items():
+        assert (cell / MARKER).stat().st_mtime_ns == mtime  # not recomputed
+    merged = xr.load_dataset(out / "sweep.nc")
+    xr.testing.assert_identical(merged.drop_attrs(), xr.load_dataset(root / "out" / "sweep.nc").drop_attrs())
+
+
+def test_workers_give_the_same_dataset(tmp_path):
+    doc = TINY.replace('"model.hidden" = [3, 4, 5]', '"model.hidden" = [3]').replace("[sweep.zip.opt]", "[x]")
+    doc = doc.split("[x]")[0]
+    (tmp_path / "s.toml").write_text(doc)
+    a = run_sweep(load(str(tmp_path / "s.toml")), tmp_path / "a")
+    b = run_sweep(load(str(tmp_path / "s.toml")), tmp_path / "b", workers=2)
+    xr.testing.assert_identical(a.drop_attrs(), b.drop_attrs())
+
+
+def test_failed_and_diverged_cells_are_marked_and_the_sweep_continues(tmp_path):
+    doc = TINY.split("[sweep]")[0] + '[sweep]\n"train.lr" = [1e-3, 1e6]\n"train.optimizer" = ["sgd"]\n'
+    doc = doc.replace("[train]\n", "[train]\nclip = 0.0\n").replace('unit = "rnn"', 'unit = "rnn"\nactivation = "relu"')
+    (tmp_path / "d.toml").write_text(doc)
+    ds = run_sweep(load(str(tmp_path / "d.toml")), tmp_path / "out")
+    status = ds["status"].values.ravel().tolist()
+    assert status == ["ok", "diverged"], status
+    assert "diverged at step" in str(ds["message"].values.ravel()[1])
+
+
+BAD = [
+    ("bogus = 1\n", "unknown scenario key(s) bogus"),
+    ('[model]\nunit = "nope"\n', "unknown unit 'nope'"),
+    ('[model]\nhiden = 3\n', "unknown config key model.hiden"),
+    ('[model]\nhidden = "many"\n', "model.hidden must be int"),
+    ('[task]\nname = "nope"\n', "unknown task 'nope'"),
+    ('[rule]\nname = "nope"\n', "unknown rule 'nope'"),
+    ('[[analyses]]\nname = "nope"\n', "unknown analysis 'nope'"),
+    ('[[analyses]]\nname = "lyapunov"\nkk = 3\n', "unknown config key analyses.lyapunov.kk"),
+    ('[sweep]\nseed = []\n', "axis 'seed' is empty"),
+    ('[sweep]\n"model.hidden" = [4, -1]\n', "hidden must be a positive integer"),
+    ("[model\n", "not valid TOML"),
+]
+
+
+@pytest.mark.parametrize("text, fragment", BAD)
+def test_bad_scenarios_fail_before_any_work(text, fragment, tmp_path):
+    (tmp_path / "bad.toml").write_text(text)
+    r = CliRunner().invoke(main, ["run", str(tmp_path / "bad.toml"), "--out", str(tmp_path / "out"), "-q"])
+    assert r.exit_code == 2, (r.output, r.stderr)
+    assert r.stderr.startswith("error: ") and r.stderr.count("\n") == 1 and fragment in r.stderr, r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_builtin_scenarios_parse_and_are_listed():
+    r = CliRunner().invoke(main, ["list", "scenarios"])
+    assert r.exit_code == 0 and "aru-seeds" in r.output
+    from dynlab.scenarios import builtin_names
+
+    for name in builtin_names():
+        assert load(name).cells  # every built-in scenario is valid
+
+
+def test_plot_picks_the_figure(reference, tmp_path):
+    root, _ = reference
+    for nc in [root / "out" / "sweep.nc", next((root / "out" / "cells").glob("*/lyapunov.nc")),
+               next((root / "out" / "cells").glob("*/metrics.nc"))]:
+        png = tmp_path / (nc.parent.name + nc.stem + ".png")
+        r = CliRunner().invoke(main, ["plot", str(nc), "--out", str(png)])
+        assert r.exit_code == 0 and png.stat().st_size > 10_000, r.stderr
+    r = CliRunner().invoke(main, ["plot", str(tmp_path / "nope.nc")])
+    assert r.exit_code == 2 and "no result file" in r.stderr
+
+
+def test_vmap_seeds_path_agrees_with_one_cell_per_seed(reference, tmp_path):
+    root, ref = reference
+    (tmp_path / "v.toml").write_text(TINY.replace("[sweep]\n", "[sweep]\nvmap_seeds = true\n"))
+    ds = run_sweep(load(str(tmp_path / "v.toml")), tmp_path / "out")
+    assert (ds["status"] == "ok").all()
+    np.testing.assert_allclose(ds.train_loss.values, ref.train_loss.values, rtol=1e-4, atol=1e-6)
