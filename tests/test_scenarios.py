@@ -175,3 +175,13 @@ def test_vmap_seeds_path_agrees_with_one_cell_per_seed(reference, tmp_path):
     ds = run_sweep(load(str(tmp_path / "v.toml")), tmp_path / "out")
     assert (ds["status"] == "ok").all()
     np.testing.assert_allclose(ds.train_loss.values, ref.train_loss.values, rtol=1e-4, atol=1e-6)
+
+
+def test_readme_scenario_example_is_valid():
+    import re
+    import tomllib
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    block = re.search(r"```toml\n(.*?)```", readme, re.S).group(1)
+    scenario = parse(tomllib.loads(block), "README.md")
+    assert len(scenario.cells) == 12 and scenario.vmap_seeds
