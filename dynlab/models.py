@@ -16,7 +16,7 @@ from jaxtyping import Array, PRNGKeyArray, PyTree
 
 from dynlab.errors import ConfigError, require_positive
 from dynlab.registry import check_config, config_keys, get, register
-from dynlab.units.base import Cell
+from dynlab.units.base import Cell, count_params
 
 
 @register("model", "sequence", "encoder -> stack of recurrent cells -> linear read-out at every step")
@@ -127,6 +127,6 @@ class SequenceModel(eqx.Module):
             counts[f"layer{i}"] = c.param_count()["total"]
         for name, part in (("encoder", self.encoder), ("readout", self.readout)):
             if part is not None:
-                counts[name] = sum(x.size for x in jax.tree_util.tree_leaves(eqx.filter(part, eqx.is_inexact_array)))
+                counts[name] = count_params(part)
         counts["total"] = sum(v for k, v in counts.items() if k != "total")
         return counts

@@ -45,8 +45,16 @@ class Cell(eqx.Module):
 
     def param_count(self) -> dict[str, int]:
         """Trainable parameter counts; always has ``"total"``."""
-        leaves = jax.tree_util.tree_leaves(eqx.filter(self, eqx.is_inexact_array))
-        return {"total": int(sum(math.prod(x.shape) for x in leaves))}
+        return {"total": count_params(self)}
+
+
+def count_params(tree: PyTree) -> int:
+    """Number of floating-point array elements in ``tree`` (also for ``jax.eval_shape`` outputs)."""
+
+    def floating(x) -> bool:
+        return isinstance(x, (jax.Array, jax.ShapeDtypeStruct)) and jnp.issubdtype(x.dtype, jnp.inexact)
+
+    return int(sum(math.prod(x.shape) for x in jax.tree_util.tree_leaves(tree) if floating(x)))
 
 
 def add_drive(a: Array, drive: Array | None) -> Array:
