@@ -241,17 +241,25 @@ _COMMON = [
     click.option("--seed", metavar="INT", default="0", show_default=True, help="Seed (model init, inputs, ICs)."),
     click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override config keys (model.*, task.*)."),
     click.option("--out", type=click.Path(dir_okay=False), default=None,
-                 help="Dataset file (.nc). Default: lyapunov.nc in the checkpoint's run directory or a new one."),
+                 help="Dataset file (.nc). Default: <analysis>.nc in the checkpoint's run directory, or a new one."),
     click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Figure file (.png). Default: next to --out."),
     click.option("--x64", is_flag=True, help="Compute in float64."),
     click.option("-q", "--quiet", is_flag=True, help="No spinner; print only the summary."),
 ]
 
 
-def analysis_options(f):
-    for option in reversed(_COMMON):
-        f = option(f)
-    return f
+def _options(options: list):
+    """One decorator applying a list of click options in order."""
+
+    def apply(f):
+        for option in reversed(options):
+            f = option(f)
+        return f
+
+    return apply
+
+
+analysis_options = _options(_COMMON)
 
 
 def int_option(name, text):
@@ -456,10 +464,7 @@ _SWEEP_OPTIONS = [
 ]
 
 
-def _sweep_options(f):
-    for option in reversed(_SWEEP_OPTIONS):
-        f = option(f)
-    return f
+_sweep_options = _options(_SWEEP_OPTIONS)
 
 
 @main.command()
