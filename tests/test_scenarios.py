@@ -87,13 +87,16 @@ def test_resume_skips_finished_and_recomputes_partial_or_corrupt(reference, tmp_
 def test_kill_minus_9_then_resume_equals_uninterrupted(reference, tmp_path):
     root, ref = reference
     out = tmp_path / "killed"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dynlab.cli", "run", str(root / "tiny.toml"), "--out", str(out), "-q"],
-        start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    deadline = time.time() + 240
-    while time.time() < deadline and len(list(out.glob(f"cells/*/{MARKER}"))) < 3:
+    log = tmp_path / "stderr.txt"
+    with open(log, "w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dynlab.cli", "run", str(root / "tiny.toml"), "--out", str(out), "-q"],
+            start_new_session=True, stdout=subprocess.DEVNULL, stderr=err, cwd=tmp_path,  # not the source tree
+        )
+    deadline = time.time() + 600
+    while time.time() < deadline and proc.poll() is None and len(list(out.glob(f"cells/*/{MARKER}"))) < 3:
         time.sleep(0.2)
+    assert proc.poll() is None, f"the sweep ended before it could be killed: {log.read_text()[-2000:]}"
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     finished = {p.parent: p.stat().st_mtime_ns for p in out.glob(f"cells/*/{MARKER}")}
