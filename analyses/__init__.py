@@ -1,9 +1,10 @@
 """Analyses (installed as ``dynlab.analyses``), each returning a labelled ``xr.Dataset``.
 
 Numerical cores on any map or array: :mod:`~dynlab.analyses.lyapunov`,
-:mod:`~dynlab.analyses.spectra`. Their application to dynlab models (registered as the
-analyses ``lyapunov`` and ``spectra``): :mod:`~dynlab.analyses.model_dynamics`, on the state
-maps of :mod:`~dynlab.analyses.state_map`.
+:mod:`~dynlab.analyses.spectra`, :mod:`~dynlab.analyses.pc_closed_form`. Their application to
+dynlab models, registered as analyses: :mod:`~dynlab.analyses.model_dynamics` (``lyapunov``,
+``spectra``, on the state maps of :mod:`~dynlab.analyses.state_map`),
+:mod:`~dynlab.analyses.trw` (``trw``), :mod:`~dynlab.analyses.pc_bp` (``pc-bp``).
 """
 
-from dynlab.analyses import model_dynamics  # noqa: F401  (registers the analyses)
+from dynlab.analyses import model_dynamics, pc_bp, trw  # noqa: F401  (registers the analyses)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
@@ -37,14 +38,23 @@ class StateMap:
         return int(self.h0.shape[0])
 
 
+class _FlatStep(eqx.Module):
+    """``h, (x, xi) -> h'`` on the flat state. A Module, not a closure: compiled analyses see the
+    model's weights as arguments, so models of one structure share one compilation."""
+
+    model: eqx.Module
+
+    def __call__(self, h, u):
+        x, drive = u
+        unravel = ravel_pytree(self.model.init_state())[1]
+        state, _ = self.model.step(unravel(h), x, drive)
+        return ravel_pytree(state)[0]
+
+
 def state_map(model) -> StateMap:
     """The flat one-step state map of a :class:`dynlab.models.SequenceModel`."""
     h0, unravel = ravel_pytree(model.init_state())
-
-    def step(h, u):
-        x, drive = u
-        state, _ = model.step(unravel(h), x, drive)
-        return ravel_pytree(state)[0]
+    step = _FlatStep(model)
 
     labels = []
     for i, s in enumerate(model.init_state()):

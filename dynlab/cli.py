@@ -72,8 +72,9 @@ def list_cmd(kind):
         entries = registry.entries(k)
         if kind is None:
             click.echo(f"{next(p for p, s in PLURALS.items() if s == k)}:")
+        width = max((len(e.name) for e in entries), default=0) + 2
         for e in entries:
-            click.echo(f"  {e.name:<14} {e.description}")
+            click.echo(f"  {e.name:<{width}}{e.description}")
         if not entries:
             click.echo("  (none yet)")
 
@@ -534,6 +535,12 @@ def _summary(result):
         f"run directory: {result.run_dir}  (metrics.nc, model.eqx, learning_curve.png)"
     )
 
+
+# Commands that live in their own modules register themselves on the groups above.
+from dynlab import cli_trw  # noqa: E402,F401
+from dynlab.cli_compare import compare  # noqa: E402
+
+main.add_command(compare)
 
 if __name__ == "__main__":
     main()

@@ -30,6 +30,9 @@ class SequenceModel(eqx.Module):
         layers: number of stacked cells; layer ``l > 0`` reads layer ``l - 1``'s output.
         encoder_size: if given, a linear encoder maps inputs to this width before the first
             cell; by default (``None``) the first cell reads the inputs directly.
+        readout_bias: whether the linear read-out has a bias. Networks judged on rescaled
+            inputs (e.g. the SITH paper's time dilation of linear networks) need it off: the
+            features scale with the input, a fixed bias does not.
         key: PRNG key.
         **unit_config: the unit's own config keys (``hidden``, ``n_g``, ...), used for every layer.
 
@@ -50,6 +53,7 @@ class SequenceModel(eqx.Module):
         *,
         layers: int = 1,
         encoder_size: int | None = None,
+        readout_bias: bool = True,
         key: PRNGKeyArray,
         **unit_config: Any,
     ):
@@ -68,7 +72,7 @@ class SequenceModel(eqx.Module):
             cells.append(cell_cls(width, key=k, **unit_config))
             width = cells[-1].output_size
         self.cells = tuple(cells)
-        self.readout = eqx.nn.Linear(width, output_size, key=k_out)
+        self.readout = eqx.nn.Linear(width, output_size, use_bias=readout_bias, key=k_out)
 
     @property
     def input_size(self) -> int:

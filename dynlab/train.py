@@ -10,6 +10,7 @@ and a resumed run continues exactly as an uninterrupted one.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 from pathlib import Path
@@ -81,6 +82,7 @@ class TrainConfig:
             return main
         return optax.join_schedules([optax.linear_schedule(0.0, self.lr, self.warmup), main], [self.warmup])
 
+    @functools.cache  # one object per distinct config, so compiled training steps are reused across runs
     def optimizer_fn(self) -> optax.GradientTransformation:
         lr = self.schedule_fn()
         if self.optimizer == "adamw":

@@ -1,6 +1,11 @@
-"""Recurrent units (one layer, one sample, one step): ``rnn``, ``rnn-gamma``, ``aru``, ``gru``, ``lstm``."""
+"""Recurrent units (one layer, one sample, one step).
 
-from dynlab.units import aru, gated
+``rnn``, ``rnn-gamma``, ``aru`` (the ARU family); ``gru``, ``lstm`` (gated baselines);
+``blockdiag`` and the SITH continuum ``rnn-generic``, ``rnn-blockdiag``, ``rnn-diag-uniform``,
+``rnn-diag-geometric``, ``sith-rnn``, ``sithcon``. ``dynlab list units`` describes each.
+"""
+
+from dynlab.units import aru, blockdiag, continuum, gated, sith
 from dynlab.units.base import Cell
 
-__all__ = ["Cell", "aru"]
+__all__ = ["Cell", "aru", "blockdiag", "continuum", "gated", "sith"]

@@ -1,0 +1,409 @@
+r"""Temporal receptive windows (TRW) by scrambling, recurrence plots, impulse responses, dilation.
+
+Sarkar & Howard (Methods; notes §3). For a layer with output $o^l(t) \in \mathbb{R}^N$:
+
+* **Recurrence matrix** (Eq. 10): the Pearson correlation across neurons of two time points,
+  $\rho_{ij} = \hat z_i \cdot \hat z_j$, $\hat z_t = (o_t - \langle o_t\rangle)/\lVert o_t - \langle o_t\rangle\rVert$
+  ($\langle\cdot\rangle$ = mean over neurons). A time point whose population vector is constant has
+  $\hat z = 0$ (its row of $\rho$ is 0 rather than undefined).
+* **Scrambling**: the input stream $x$ ($T = 729 = 3^6$ steps: the 9 sequences concatenated) is cut
+  into blocks of $s$ steps which are permuted, $P_s[x]$; the layer's response is un-shuffled,
+  $P_s^{-1}[o^l(P_s[x])]$, and compared with the intact response through the correlation of the
+  two recurrence matrices, $C_l(s) = \operatorname{corr}(\rho^l, \rho^l_\text{shuff}(s))$, over the
+  off-diagonal entries (``entries="offdiag"``, default; the diagonal is 1 in both) or all $T^2$.
+  ``n_shuffle`` permutations per scale $s = 3^0 \dots 3^6$.
+* **TRW** $s_{50}$: the scale at which the mean $C_l(s)$ first reaches ``frac`` (1/2) of its
+  maximum over $s$, linearly interpolated in $\log_3 s$. If it is reached already at the smallest
+  scale, $s_{50}$ is that scale and ``s50_censored`` is set.
+
+The correlation of two $T \times T$ recurrence matrices is computed without forming them when
+$N < T$: with $Z, Z'$ the normalised outputs,
+$\sum_{ij}\rho_{ij}\rho'_{ij} = \lVert Z^\top Z'\rVert_F^2$, $\sum_{ij}\rho_{ij} = \lVert\sum_i \hat z_i\rVert^2$
+(diagonal terms subtracted for ``offdiag``): $O(T N^2)$ instead of $O(T^2 N)$.
+
+"Layers" of a model: for a unit whose one Cell holds several internal layers
+(:class:`dynlab.units.continuum.LayerStack`: SITHCon, Nets 1–5) its internal layers' outputs;
+for any other cell, that cell's output over time. Layers are numbered 1, 2, … through the model.
+"""
+
+from __future__ import annotations
+
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import xarray as xr
+
+from dynlab.errors import ConfigError, require_positive
+from dynlab.registry import register
+
+# ---------------------------------------------------------------------------------------------
+# numerical cores
+
+
+def normalise_rows(o: jax.Array, eps: float = 1e-12) -> jax.Array:
+    r"""$\hat z_t$: each time point's population vector centred over neurons and scaled to unit norm."""
+    z = o - jnp.mean(o, axis=-1, keepdims=True)
+    n = jnp.linalg.norm(z, axis=-1, keepdims=True)
+    return jnp.where(n > eps, z / jnp.where(n > eps, n, 1.0), 0.0)
+
+
+def recurrence_matrix(o: jax.Array) -> jax.Array:
+    """Eq. 10: ``[T, N] -> [T, T]`` Pearson correlations of population vectors."""
+    z = normalise_rows(o)
+    return z @ z.T
+
+
+def recurrence_correlation(za: jax.Array, zb: jax.Array, entries: str = "offdiag") -> jax.Array:
+    """Pearson correlation of the recurrence matrices of normalised outputs ``za, zb [T, N]``."""
+    T, N = za.shape
+    if N >= T:  # forming the matrices is cheaper
+        ra, rb = za @ za.T, zb @ zb.T
+        if entries == "offdiag":
+            m = ~jnp.eye(T, dtype=bool)
+            ra, rb = ra[m], rb[m]
+        ra, rb = ra.ravel() - ra.mean(), rb.ravel() - rb.mean()
+        return jnp.sum(ra * rb) / jnp.sqrt(jnp.sum(ra**2) * jnp.sum(rb**2))
+    s_ab = jnp.sum((za.T @ zb) ** 2)
+    s_aa = jnp.sum((za.T @ za) ** 2)
+    s_bb = jnp.sum((zb.T @ zb) ** 2)
+    sum_a = jnp.sum(jnp.sum(za, 0) ** 2)
+    sum_b = jnp.sum(jnp.sum(zb, 0) ** 2)
+    n = T * T
+    if entries == "offdiag":
+        da, db = jnp.sum(za**2, 1), jnp.sum(zb**2, 1)
+        s_ab, s_aa, s_bb = s_ab - jnp.sum(da * db), s_aa - jnp.sum(da**2), s_bb - jnp.sum(db**2)
+        sum_a, sum_b, n = sum_a - jnp.sum(da), sum_b - jnp.sum(db), n - T
+    cov = s_ab - sum_a * sum_b / n
+    return cov / jnp.sqrt(jnp.maximum((s_aa - sum_a**2 / n) * (s_bb - sum_b**2 / n), 1e-30))
+
+
+def block_permutation(key, T: int, s) -> jax.Array:
+    """Indices ``idx[T]`` of a random permutation of the ``T // s`` blocks of ``s`` steps.
+
+    The scrambled stream is ``x[idx]``; ``s`` may be traced (one compilation for all scales):
+    blocks are ordered by a random key per block, steps within a block keep their order.
+    """
+    t = jnp.arange(T)
+    r = jax.random.uniform(key, (T,))[t // s]
+    return jnp.argsort(r, stable=True)
+
+
+def check_scales(T: int, scales) -> list[int]:
+    scales = [int(s) for s in scales]
+    for s in scales:
+        if s <= 0 or T % s:
+            raise ConfigError(f"scrambling scale {s} does not divide the stream length {T}; use divisors of {T} "
+                              f"(e.g. {', '.join(str(3**i) for i in range(int(math.log(T, 3)) + 1) if T % 3**i == 0)})")
+    return scales
+
+
+def scramble_correlations(layer_fn, x, scales, n_shuffle: int, key, *, entries: str = "offdiag",
+                          batch_size: int = 200) -> jax.Array:
+    """``C[layer, scale, shuffle]`` for ``layer_fn: x[T, D] -> tuple of [T, N_l]`` (any function).
+
+    Shuffles are evaluated with ``lax.map`` in batches of ``batch_size`` (``vmap`` inside a batch),
+    all scales and shuffles under one compilation.
+    """
+    if entries not in ("offdiag", "all"):
+        raise ConfigError(f"entries must be 'offdiag' or 'all', got {entries!r}")
+    require_positive("n_shuffle", n_shuffle)
+    T = x.shape[0]
+    scales = check_scales(T, scales)
+    ref = [normalise_rows(o) for o in layer_fn(x)]
+
+    def one(args):
+        k, s = args
+        idx = block_permutation(k, T, s)
+        inv = jnp.argsort(idx)
+        outs = layer_fn(x[idx])
+        return jnp.stack([recurrence_correlation(r, normalise_rows(o[inv]), entries) for r, o in zip(ref, outs)])
+
+    keys = jax.random.split(key, len(scales) * n_shuffle)
+    ss = jnp.repeat(jnp.asarray(scales), n_shuffle)
+    c = jax.jit(lambda k, s: jax.lax.map(one, (k, s), batch_size=batch_size))(keys, ss)  # [S*n, L]
+    return c.reshape(len(scales), n_shuffle, -1).transpose(2, 0, 1)
+
+
+def s50(scales, curve, frac: float = 0.5) -> tuple[float, bool]:
+    """``(s50, censored)``: first crossing of ``frac * max(curve)``, interpolated in log3 s."""
+    x = np.log(np.asarray(scales, np.float64)) / np.log(3.0)
+    c = np.asarray(curve, np.float64)
+    thr = frac * np.nanmax(c)
+    above = np.nonzero(c >= thr)[0]
+    i = int(above[0])
+    if i == 0:
+        return float(scales[0]), True
+    x0, x1, c0, c1 = x[i - 1], x[i], c[i - 1], c[i]
+    return float(3.0 ** (x0 + (thr - c0) / (c1 - c0) * (x1 - x0))), False
+
+
+# ---------------------------------------------------------------------------------------------
+# models
+
+
+def _is_stack(cell) -> bool:
+    return hasattr(cell, "sequence") and hasattr(cell, "layer_outputs")
+
+
+def _scan_cell(cell, u):
+    def body(s, x):
+        s, o = cell(s, x)
+        return s, o
+
+    return jax.lax.scan(body, cell.init_state(), u)[1]
+
+
+def layer_names(model) -> list[str]:
+    names = []
+    for i, cell in enumerate(model.cells):
+        if _is_stack(cell):
+            names += [f"cell{i}.layer{l + 1}" for l in range(cell.layers)]
+        else:
+            names.append(f"cell{i}")
+    return names
+
+
+def model_layers(model, method: str = "sequence"):
+    """``fn(xs[T, D]) -> tuple of [T, N_l]``: every layer's outputs over time (see the module doc).
+
+    ``method``: layer stacks use their long-sequence fast path (``"sequence"``: associative scan /
+    FFT, for few long inputs) or a scan of their step (``"scan"``: for many short inputs under
+    ``vmap``, e.g. the scrambled streams).
+    """
+
+    def fn(xs):
+        u = xs if model.encoder is None else jax.vmap(model.encoder)(xs)
+        outs = []
+        for cell in model.cells:
+            if _is_stack(cell):
+                o = cell.sequence(u) if method == "sequence" else cell.scan_layers(u)
+                outs += list(o)
+                u = o[-1]
+            else:
+                u = _scan_cell(cell, u)
+                outs.append(u)
+        return tuple(outs)
+
+    return fn
+
+
+def final_logits(model, xs, method: str = "sequence"):
+    """Read-out at the last step for one input ``xs[T, D]`` (``method`` as in :func:`model_layers`)."""
+    return model.readout(model_layers(model, method)(xs)[-1][-1])
+
+
+def extended_model(model, factor: float):
+    """``model`` with every τ-extensible cell's τ range extended by ``factor`` (others unchanged)."""
+    cells = tuple(c.extend_taus(factor) if hasattr(c, "extend_taus") and _extensible(c) else c for c in model.cells)
+    return eqx.tree_at(lambda m: m.cells, model, cells)
+
+
+def _extensible(cell) -> bool:
+    try:
+        cell.extend_taus(1.0)
+        return True
+    except ConfigError:
+        return False
+
+
+def _attrs(**kw):
+    import dynlab
+
+    return dict(dynlab_version=dynlab.__version__, **kw)
+
+
+def default_task(model, task=None):
+    from dynlab.tasks.hierarchical import HierarchicalLanguageTask
+
+    if task is None or not isinstance(task, HierarchicalLanguageTask):
+        task = HierarchicalLanguageTask()
+    if model.input_size != task.input_size:
+        raise ConfigError(f"the TRW stream has {task.input_size} input channels but the model expects "
+                          f"{model.input_size}; build the model for the hierarchical-language task")
+    return task
+
+
+@register("analysis", "trw", "temporal receptive windows: block scrambling, recurrence-matrix correlation, s50 per layer")
+def trw_analysis(model, *, task=None, n_shuffle: int = 200, scales=None, dilation: int = 0, mode: str | None = None,
+                 entries: str = "offdiag", frac: float = 0.5, seed: int = 0, batch_size: int = 200,
+                 extend: bool = True) -> xr.Dataset:
+    """TRW scrambling analysis of any dynlab model on the hierarchical-language stream.
+
+    Args:
+        task: a ``hierarchical-language`` task (its grammar seed and mode); default a fresh one.
+        n_shuffle: permutations per scale (paper: 200).
+        scales: block lengths (default $3^0 \\dots 3^6$ times the dilation factor); each must divide
+            the stream length.
+        dilation: exponent m; the stream is dilated by $3^m$ (τ-extensible units extended when
+            ``extend``).
+        entries, frac, seed, batch_size: see the module docstring / :func:`scramble_correlations`.
+
+    Returns a dataset with ``correlation[layer, scale, shuffle]``, its mean and std over shuffles,
+    ``s50[layer]`` (steps), ``log3_s50``, ``s50_censored``.
+    """
+    from dynlab.tasks.hierarchical import check_exponent
+
+    task = default_task(model, task)
+    m = check_exponent("dilation", dilation)
+    x = jnp.asarray(task.stream(m, mode))
+    T = x.shape[0]
+    if scales is None:
+        scales = [3**i * 3**m for i in range(7) if T % (3**i * 3**m) == 0]
+    scales = check_scales(T, scales)
+    if m and extend:
+        model = extended_model(model, 3**m)
+    c = np.asarray(scramble_correlations(model_layers(model, "scan"), x, scales, n_shuffle, jax.random.key(seed),
+                                         entries=entries, batch_size=batch_size))
+    mean = c.mean(-1)
+    res = [s50(scales, row, frac) for row in mean]
+    names = layer_names(model)
+    ds = xr.Dataset(
+        {
+            "correlation": (("layer", "scale", "shuffle"), c,
+                            {"long_name": "correlation of recurrence matrices, intact vs un-shuffled", "units": "1"}),
+            "correlation_mean": (("layer", "scale"), mean, {"long_name": "mean correlation over shuffles"}),
+            "correlation_std": (("layer", "scale"), c.std(-1), {"long_name": "std over shuffles"}),
+            "s50": ("layer", np.array([r[0] for r in res]), {"long_name": "temporal receptive window s50", "units": "steps"}),
+            "log3_s50": ("layer", np.log(np.array([r[0] for r in res])) / np.log(3), {"long_name": "log3 s50"}),
+            "s50_censored": ("layer", np.array([r[1] for r in res]), {"long_name": "s50 at or below the smallest scale"}),
+        },
+        coords={"layer": ("layer", np.arange(1, len(names) + 1), {"long_name": "layer (1 = first)"}),
+                "layer_name": ("layer", names),
+                "scale": ("scale", np.asarray(scales), {"long_name": "scrambling block length", "units": "steps"}),
+                "shuffle": np.arange(n_shuffle)},
+        attrs=_attrs(analysis="trw", seed=seed, n_shuffle=n_shuffle, entries=entries, frac=frac, dilation=m,
+                     mode=task.mode if mode is None else mode, stream_length=T),
+    )
+    return ds
+
+
+def recurrence_plots(model, *, task=None, dilation: int = 0, window: int | None = None) -> xr.Dataset:
+    """Recurrence matrices (Eq. 10) of the input and every layer on the intact stream.
+
+    ``window``: only the first ``window`` steps (default: all). Dims ``layer`` (0 = input),
+    ``time``, ``time2``.
+    """
+    task = default_task(model, task)
+    x = jnp.asarray(task.stream(dilation))
+    outs = (x,) + model_layers(model)(x)
+    W = x.shape[0] if window is None else int(window)
+    rho = np.stack([np.asarray(recurrence_matrix(o[:W])) for o in outs])
+    return xr.Dataset({"rho": (("layer", "time", "time2"), rho, {"long_name": "Pearson correlation of population vectors"})},
+                      coords={"layer": np.arange(len(outs)), "layer_name": ("layer", ["input"] + layer_names(model))},
+                      attrs=_attrs(analysis="recurrence"))
+
+
+# ---------------------------------------------------------------------------------------------
+# impulse responses and their collapse under t -> t / tau_i
+
+
+def collapse_score(curves: np.ndarray, taus: np.ndarray, n_grid: int = 64) -> float:
+    r"""How well ``curves[t, i]`` collapse onto one function of $t/\tau_i$ (1 = perfectly).
+
+    Each curve is divided by its peak $|\cdot|$ and interpolated on a common log grid of
+    $x = t/\tau_i$ covered by all of them; the score is $1 - \sum (c_i - \bar c)^2 / \sum (c_i - \langle c\rangle)^2$
+    (an $R^2$ of the mean curve; $\bar c$ = mean over neurons at each $x$, $\langle c\rangle$ = grand mean).
+    """
+    T, n = curves.shape
+    t = np.arange(T, dtype=np.float64)
+    taus = np.asarray(taus, np.float64)
+    lo, hi = (1.0 / taus).max(), ((T - 1) / taus).min()
+    if not hi > lo:
+        raise ConfigError("impulse responses too short for a collapse score: use more steps")
+    grid = np.geomspace(lo, hi, n_grid)
+    c = np.stack([np.interp(grid * taus[i], t, curves[:, i] / max(np.abs(curves[:, i]).max(), 1e-30)) for i in range(n)])
+    within = ((c - c.mean(0)) ** 2).sum()
+    total = ((c - c.mean()) ** 2).sum()
+    return float(1 - within / max(total, 1e-30))
+
+
+def impulse_responses(cell, *, steps: int | None = None, feature: int = 0, margin: int = 3) -> xr.Dataset:
+    r"""First-layer impulse responses $h_t$ and $L h_t$ of a What × When unit, with collapse scores.
+
+    ``cell``: a unit with ``impulse_response`` (Nets 1–5, SITHCon). $\tau_i$ for rescaling: the
+    unit's τ grid when it has one (Nets 3–5, SITHCon), else each neuron's response centroid.
+    Collapse scores use the neurons away from the ``margin`` ends of the grid whose $\tau_i$ is at
+    most a tenth of ``steps`` (default: ten times the largest τ).
+    """
+    taus = np.asarray(getattr(cell, "taus", None)) if hasattr(cell, "taus") else None
+    if steps is None:
+        steps = int(10 * (taus.max() if taus is not None else 81))
+    h, lh = (np.asarray(a) for a in cell.impulse_response(steps, feature))
+    t = np.arange(steps)
+
+    def centroid(r):
+        w = np.abs(r)
+        return (w * t[:, None]).sum(0) / np.maximum(w.sum(0), 1e-30)
+
+    out = {}
+    for name, r in (("h", h), ("Lh", lh)):
+        tau = taus if (taus is not None and r.shape[1] == len(taus)) else np.maximum(centroid(r), 1.0)
+        sel = np.arange(r.shape[1])
+        sel = sel[(tau <= steps / 10)]
+        if taus is not None and r.shape[1] == len(taus):
+            sel = sel[(sel >= margin) & (sel < len(taus) - margin)]
+        out[name] = (r, tau, collapse_score(r[:, sel], tau[sel]) if len(sel) >= 2 else float("nan"),
+                     collapse_score(r[:, sel], np.ones(len(sel))) if len(sel) >= 2 else float("nan"))
+    return xr.Dataset(
+        {
+            "h": (("time", "neuron"), out["h"][0], {"long_name": "hidden state after a pulse at t = 0"}),
+            "Lh": (("time", "neuron_out"), out["Lh"][0], {"long_name": "read-out L h before convolution/max"}),
+            "tau_h": ("neuron", out["h"][1], {"units": "steps"}),
+            "tau_Lh": ("neuron_out", out["Lh"][1], {"units": "steps"}),
+            "collapse_h": out["h"][2], "collapse_Lh": out["Lh"][2],
+            "collapse_h_raw_time": out["h"][3], "collapse_Lh_raw_time": out["Lh"][3],
+        },
+        coords={"time": t},
+        attrs=_attrs(analysis="impulse", feature=feature),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# accuracy vs dilation, parameter counts
+
+
+def accuracy_vs_dilation(model, *, task=None, dilations=range(7), mode: str | None = None,
+                         extend: bool = True, method: str = "scan") -> xr.Dataset:
+    """Accuracy on the 9 sequences at each time dilation $3^m$ (zero-shot; no training).
+
+    τ-extensible units (SITHCon, SITH-RNN) get their τ range extended by $3^m$ when ``extend``.
+    ``method="scan"`` (default) scans the Cell step with the 9 sequences batched (``vmap``): on
+    CPUs the fastest (``benchmarks/dilation.py``: 4–6 s per network at 3^6 on 2 cores);
+    ``"sequence"`` uses the time-parallel layer path one sequence at a time (``lax.map``), meant
+    for accelerators.
+    """
+    from dynlab.tasks.hierarchical import check_exponent
+
+    task = default_task(model, task)
+    accs, preds = [], []
+    for m in dilations:
+        m = check_exponent("dilation", m)
+        mm = extended_model(model, 3**m) if (m and extend) else model
+        xs = jnp.asarray(task.inputs(m, mode))
+        if method == "scan":
+            logits = jax.jit(lambda mod, xs: jax.vmap(lambda x: final_logits(mod, x, "scan"))(xs))(mm, xs)
+        else:
+            logits = jax.jit(lambda mod, xs: jax.lax.map(lambda x: final_logits(mod, x), xs))(mm, xs)
+        p = np.asarray(jnp.argmax(logits, -1))
+        preds.append(p)
+        accs.append(float((p == np.arange(len(p))).mean()))
+    return xr.Dataset(
+        {"accuracy": ("dilation", np.array(accs), {"long_name": "accuracy over the 9 sequences", "units": "1"}),
+         "prediction": (("dilation", "sequence"), np.stack(preds))},
+        coords={"dilation": ("dilation", np.asarray(list(dilations)), {"long_name": "exponent m of the dilation 3^m"}),
+                "factor": ("dilation", 3 ** np.asarray(list(dilations))), "sequence": np.arange(9)},
+        attrs=_attrs(analysis="accuracy_vs_dilation", mode=task.mode if mode is None else mode, extend=int(extend),
+                     chance=1 / 9),
+    )
+
+
+def parameter_counts(models: dict) -> xr.Dataset:
+    """Trainable parameters of each model's units and in total (read-out included)."""
+    names = list(models)
+    unit = [sum(c.param_count()["total"] for c in models[n].cells) for n in names]
+    total = [models[n].param_count()["total"] for n in names]
+    return xr.Dataset({"unit_params": ("network", np.array(unit)), "total_params": ("network", np.array(total))},
+                      coords={"network": names}, attrs=_attrs(analysis="parameter_counts"))

@@ -1,0 +1,93 @@
+"""Figures of the SITH / TRW analyses (matplotlib, Agg backend)."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import xarray as xr  # noqa: E402
+
+
+def trw_curves(ds: xr.Dataset):
+    """Correlation vs scrambling scale per layer (mean ± std over shuffles), s50 marked; s50 vs layer."""
+    fig, (ax, ax_s) = plt.subplots(1, 2, figsize=(11, 4))
+    scales = ds.scale.values
+    for i, layer in enumerate(ds.layer.values):
+        m, sd = ds.correlation_mean.values[i], ds.correlation_std.values[i]
+        line, = ax.plot(scales, m, "o-", ms=3, label=f"{ds.layer_name.values[i]} (s50 = 3^{float(ds.log3_s50[i]):.2f})")
+        ax.fill_between(scales, m - sd, m + sd, color=line.get_color(), alpha=0.15)
+        ax.axvline(float(ds.s50[i]), color=line.get_color(), ls=":", lw=1)
+    ax.axhline(ds.attrs.get("frac", 0.5) * float(ds.correlation_mean.max()), color="grey", ls="--", lw=0.8,
+               label="half maximum")
+    ax.set(xscale="log", xlabel="scrambling scale s (steps)", ylabel="C(ρ, ρ_shuff(s))", title="TRW scrambling")
+    ax.set_xticks(scales, [f"3^{int(round(np.log(s) / np.log(3)))}" for s in scales])
+    ax.legend(fontsize=7)
+    ax_s.plot(ds.layer.values, ds.log3_s50.values, "o-")
+    ax_s.set(xlabel="layer", ylabel="log3 s50", title="temporal receptive window per layer")
+    fig.suptitle(f"{ds.attrs.get('model', '')} — {ds.attrs.get('n_shuffle', '')} shuffles per scale", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def accuracy_vs_dilation(ds: xr.Dataset):
+    """Accuracy vs dilation exponent, one line per network (``ds.accuracy[network, dilation]``, optional ``seed``)."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    acc = ds.accuracy
+    for net in acc.network.values:
+        a = acc.sel(network=net)
+        if "seed" in a.dims:
+            ax.errorbar(a.dilation, a.mean("seed"), yerr=a.std("seed"), fmt="o-", ms=3, capsize=2, label=str(net))
+        else:
+            ax.plot(a.dilation, a, "o-", ms=3, label=str(net))
+    ax.axhline(1 / 9, color="grey", ls="--", lw=0.8, label="chance")
+    ax.set(xlabel="dilation exponent m (factor 3^m)", ylabel="accuracy", ylim=(-0.02, 1.05),
+           title="zero-shot accuracy vs time dilation (trained at 3^0)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def params_vs_accuracy(ds: xr.Dataset):
+    """Trainable parameters (log) vs accuracy averaged over dilations, per network."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    acc = ds.accuracy.mean("dilation")
+    if "seed" in acc.dims:
+        acc = acc.mean("seed")
+    for net in ds.network.values:
+        ax.scatter(float(ds.unit_params.sel(network=net)), float(acc.sel(network=net)), label=str(net))
+    ax.set(xscale="log", xlabel="trainable parameters of the unit", ylabel="mean accuracy over dilations 3^0..3^6")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def impulse_responses(ds: xr.Dataset, max_lines: int = 12):
+    """h and Lh after a pulse vs t and vs t/τ_i (the collapse), with the collapse scores."""
+    fig, axes = plt.subplots(2, 2, figsize=(10, 6))
+    for row, (name, tau) in enumerate((("h", "tau_h"), ("Lh", "tau_Lh"))):
+        r = ds[name].values
+        taus = ds[tau].values
+        idx = np.linspace(0, r.shape[1] - 1, min(max_lines, r.shape[1])).astype(int)
+        t = ds.time.values
+        for i in idx:
+            peak = max(np.abs(r[:, i]).max(), 1e-30)
+            axes[row, 0].plot(t, r[:, i] / peak, lw=0.8)
+            axes[row, 1].plot(t / taus[i], r[:, i] / peak, lw=0.8)
+        axes[row, 0].set(xscale="symlog", xlabel="t (steps)", ylabel=f"{name} / peak", title=name)
+        axes[row, 1].set(xscale="log", xlim=(0.05, 20), xlabel="t / τ_i",
+                         title=f"{name} vs t/τ_i: collapse {float(ds[f'collapse_{name}']):.3f}")
+    fig.tight_layout()
+    return fig
+
+
+def recurrence_plots(ds: xr.Dataset):
+    """Recurrence matrices (Eq. 10) of the input and every layer."""
+    n = ds.sizes["layer"]
+    fig, axes = plt.subplots(1, n, figsize=(2.6 * n, 2.8))
+    for i, ax in enumerate(np.atleast_1d(axes)):
+        ax.imshow(ds.rho.values[i], vmin=-1, vmax=1, cmap="RdBu_r")
+        ax.set(title=str(ds.layer_name.values[i]), xticks=[], yticks=[])
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,63 @@
+"""A reader for the IDX format of MNIST-style data sets (optionally gzip-compressed).
+
+An IDX file is a big-endian header — two zero bytes, a type code, the number of dimensions
+``n`` — then ``n`` 32-bit big-endian sizes, then the data in C order. MNIST uses type 0x08
+(unsigned byte): magic 0x00000803 for images ``[count, rows, cols]`` and 0x00000801 for labels
+``[count]``. Every inconsistency (bad magic, truncated data, trailing bytes, wrong rank) is a
+:class:`~dynlab.errors.DataError` naming the file.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+from pathlib import Path
+
+import numpy as np
+
+from dynlab.errors import DataError
+
+# type code -> big-endian numpy dtype
+TYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+
+
+def parse_idx(raw: bytes, *, name: str = "<bytes>", ndim: int | None = None) -> np.ndarray:
+    """Decode IDX bytes into an array (native byte order). ``ndim``: the rank the caller expects."""
+    if len(raw) < 4:
+        raise DataError(f"{name}: not an IDX file (only {len(raw)} bytes)")
+    if raw[0] != 0 or raw[1] != 0 or raw[2] not in TYPES:
+        raise DataError(f"{name}: not an IDX file (magic {raw[:4].hex()}; expected 0000 then a type code in "
+                        f"{', '.join(f'{t:02x}' for t in TYPES)} and the rank)")
+    dtype, rank = np.dtype(TYPES[raw[2]]), raw[3]
+    if ndim is not None and rank != ndim:
+        raise DataError(f"{name}: IDX rank {rank}, expected {ndim} (magic {raw[:4].hex()})")
+    header = 4 + 4 * rank
+    if len(raw) < header:
+        raise DataError(f"{name}: truncated IDX header")
+    shape = tuple(int.from_bytes(raw[4 + 4 * i: 8 + 4 * i], "big") for i in range(rank))
+    expected = header + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if len(raw) != expected:
+        raise DataError(f"{name}: IDX data has {len(raw) - header} bytes, the header {shape} says "
+                        f"{expected - header} ({'truncated' if len(raw) < expected else 'trailing bytes'})")
+    return np.frombuffer(raw, dtype=dtype, offset=header).reshape(shape).astype(dtype.newbyteorder("="))
+
+
+def read_idx(path: str | os.PathLike, *, ndim: int | None = None) -> np.ndarray:
+    """Read an IDX file; names ending in ``.gz`` are decompressed."""
+    path = Path(path)
+    try:
+        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    except (OSError, EOFError, gzip.BadGzipFile) as e:
+        raise DataError(f"{path}: cannot read ({e})") from None
+    return parse_idx(raw, name=str(path), ndim=ndim)
+
+
+def write_idx(path: str | os.PathLike, array: np.ndarray) -> None:
+    """Write ``array`` as IDX (gzip if the name ends in ``.gz``); used to make test files."""
+    array = np.asarray(array)
+    code = {np.dtype(v).newbyteorder("="): k for k, v in TYPES.items()}.get(array.dtype)
+    if code is None:
+        raise DataError(f"cannot write dtype {array.dtype} as IDX")
+    raw = bytes([0, 0, code, array.ndim]) + b"".join(int(n).to_bytes(4, "big") for n in array.shape)
+    raw += array.astype(np.dtype(TYPES[code])).tobytes()
+    Path(path).write_bytes(gzip.compress(raw) if str(path).endswith(".gz") else raw)

@@ -1,0 +1,148 @@
+"""Parameterisations, tasks and the IDX reader: values against the paper's table and the IDX spec."""
+
+import gzip
+import os
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import dynlab
+from dynlab import ffmodels
+from dynlab.errors import ConfigError, DataError
+from dynlab.idx import parse_idx, read_idx, write_idx
+
+
+def test_presets_are_table_2_and_eq_15():
+    p = ffmodels.PRESETS
+    assert (p["mf"].a1, p["mf"].b1, p["mf"].a, p["mf"].b, p["mf"].c, p["mf"].d) == (0, 0, 0.5, 0, 0, 0.5)
+    assert (p["mup"].a1, p["mup"].b1, p["mup"].a, p["mup"].b, p["mup"].c, p["mup"].d) == (-0.5, 1, 0, 1, 1, 0.5)
+    assert (p["sp"].a, p["sp"].b, p["sp"].d, p["ntk"].a, p["ntk"].b, p["ntk"].d) == (0, 1, 0, 0.5, 0, 0)
+    assert p["mf"].is_feature_learning() and p["mup"].is_feature_learning()
+    assert not p["sp"].is_feature_learning() and not p["ntk"].is_feature_learning()
+
+
+@pytest.mark.parametrize("param", ["mf", "sp", "mup"])
+def test_initial_variances_and_residual_stream_eq_102(param):
+    """W ~ N(0, N^-b) (Eq. 12); the last residual activation has mean square (1 + L^-2α)^(L-2) (Eq. 102)
+    at every width (Desideratum 1) — for sp (α = 0) that is 2^(L-2), the depth blow-up α ≥ 1/2 avoids."""
+    L = 6
+    x = jax.random.normal(jax.random.key(5), (64, 200))
+    for n in (128, 1024):
+        m = ffmodels.FeedForward(200, 3, width=n, depth=L, param=param, key=jax.random.key(n))
+        p = m.param
+        assert float(jnp.var(m.w_hidden)) == pytest.approx(n ** (-p.b), rel=0.05)
+        assert float(jnp.var(m.w_in)) == pytest.approx(n ** (-p.b1), rel=0.1)
+        ms = float(jnp.mean(m.activations(x)[-1] ** 2))
+        assert ms == pytest.approx((1 + L ** (-2 * p.alpha)) ** (L - 2), rel=0.2)
+
+
+def test_learning_rates_follow_eq_14_and_a6():
+    n, L = 256, 16
+    m = ffmodels.FeedForward(10, 2, width=n, depth=L, param="mf", gamma0=2.0, key=jax.random.key(0))
+    gd = ffmodels.learning_rates(m, "gd", 0.025)
+    assert gd.w_in == gd.w_hidden == gd.w_out == pytest.approx(0.025 * 4.0 * n)  # η0 γ0² N (c = 0, d = 1/2)
+    adam = ffmodels.learning_rates(m, "adam", 1e-3)
+    assert adam.w_hidden == pytest.approx(1e-3 / np.sqrt(n) * L ** (0.5 - 1))  # × N^-1/2 L^(α-1)
+    assert adam.w_in == pytest.approx(1e-3) and adam.w_out == pytest.approx(1e-3)
+    mlp = ffmodels.FeedForward(10, 2, width=n, depth=L, param="mf", residual=False, key=jax.random.key(0))
+    assert ffmodels.learning_rates(mlp, "adam", 1e-3).w_hidden == pytest.approx(1e-3 / np.sqrt(n))
+    sp = ffmodels.FeedForward(10, 2, width=n, depth=L, param="sp", key=jax.random.key(0))
+    assert ffmodels.learning_rates(sp, "adam", 1e-3).w_hidden == pytest.approx(1e-3)
+
+
+@pytest.mark.parametrize(
+    "kwargs, fragment",
+    [
+        (dict(param="xyz"), "unknown parameterisation 'xyz'; valid: sp, ntk, mf, mup"),
+        (dict(alpha=1.5), "alpha must be a number in [0, 1]"),
+        (dict(alpha=-1), "alpha must be a number in [0, 1]"),
+        (dict(width=0), "width must be a positive integer, got 0"),
+        (dict(depth=-3), "depth must be a positive integer, got -3"),
+        (dict(depth=1), "depth must be at least 2"),
+        (dict(activation="gelu"), "model.activation must be one of 'linear', 'tanh', 'relu', got 'gelu'"),
+        (dict(gamma0=0.0), "gamma0 must be a positive number"),
+    ],
+)
+def test_bad_model_config_is_a_config_error(kwargs, fragment):
+    with pytest.raises(ConfigError) as e:
+        dynlab.build("model", "mlp", input_size=4, output_size=1, key=jax.random.key(0), **kwargs)
+    assert fragment in str(e.value) and "\n" not in str(e.value)
+
+
+def test_bad_rule_and_comparison_config():
+    from dynlab.analyses.pc_bp import compare_pc_bp
+
+    with pytest.raises(ConfigError, match="rule.inference must be one of 'discrete', 'ode', 'closed-form'"):
+        dynlab.build("rule", "pc", loss="mse", inference="newton")
+    with pytest.raises(ConfigError, match="beta must be a positive number"):
+        dynlab.build("rule", "pc", loss="mse", beta=-1.0)
+    toy = dynlab.build("task", "pc-toy")
+    with pytest.raises(ConfigError, match="widths must be positive integers, got 0"):
+        compare_pc_bp(toy, [0], [2], 1)
+    with pytest.raises(ConfigError, match="depths must be at least 2"):
+        compare_pc_bp(toy, [4], [1], 1)
+
+
+def test_toy_task_is_the_papers():
+    t = dynlab.build("task", "pc-toy")
+    x, y = t.fixed_batch()
+    assert x.shape == (20, 40) and y.shape == (20, 1)
+    assert (np.asarray(y[:10]) == 1).all() and (np.asarray(y[10:]) == -1).all()
+    xb, yb, mask = t.batch(jax.random.key(3), 20)
+    np.testing.assert_array_equal(np.asarray(xb[:, 0]), np.asarray(x))  # one fixed batch, whatever the key
+
+
+def test_idx_round_trip_and_corruption(tmp_path):
+    a = (np.arange(2 * 3 * 4) % 256).astype(np.uint8).reshape(2, 3, 4)
+    write_idx(tmp_path / "a-idx3-ubyte.gz", a)
+    raw = gzip.decompress((tmp_path / "a-idx3-ubyte.gz").read_bytes())
+    assert raw[:4] == bytes([0, 0, 8, 3]) and int.from_bytes(raw[4:8], "big") == 2
+    np.testing.assert_array_equal(read_idx(tmp_path / "a-idx3-ubyte.gz", ndim=3), a)
+    f = np.linspace(-1, 1, 5).astype(np.float32)
+    write_idx(tmp_path / "f.idx", f)
+    np.testing.assert_array_equal(read_idx(tmp_path / "f.idx"), f)
+    for bad, msg in ((b"\x01\x00\x08\x01" + raw[4:], "not an IDX file"), (raw[:-1], "truncated"),
+                     (raw + b"\x00", "trailing bytes"), (raw[:6], "truncated IDX header")):
+        with pytest.raises(DataError, match=msg):
+            parse_idx(bad, name="x")
+    with pytest.raises(DataError, match="rank 3, expected 1"):
+        parse_idx(raw, name="x", ndim=1)
+    (tmp_path / "broken.gz").write_bytes(b"not gzip")
+    with pytest.raises(DataError, match="cannot read"):
+        read_idx(tmp_path / "broken.gz")
+
+
+def test_mnist_task_reads_idx_files_and_falls_back(tmp_path, monkeypatch):
+    (tmp_path / "mnist").mkdir()
+    rng = np.random.default_rng(0)
+    imgs = rng.integers(0, 256, (300, 28, 28)).astype(np.uint8)
+    labels = rng.integers(0, 10, 300).astype(np.uint8)
+    write_idx(tmp_path / "mnist/t10k-images-idx3-ubyte.gz", imgs)
+    write_idx(tmp_path / "mnist/t10k-labels-idx1-ubyte.gz", labels)
+    t = dynlab.build("task", "pc-mnist", data_dir=str(tmp_path), source="file")
+    x, y = t.fixed_batch()
+    assert x.shape == (64, 784) and y.shape == (64, 10) and "t10k" in t.source
+    # every image is one of the file's, standardised; targets are the matching one-hot labels
+    flat = (imgs.reshape(300, -1).astype(np.float32) / 255 - 0.1307) / 0.3081
+    idx = [int(np.argmin(np.abs(flat - row).sum(1))) for row in np.asarray(x[:5])]
+    np.testing.assert_allclose(flat[idx], np.asarray(x[:5]), atol=1e-5)
+    np.testing.assert_array_equal(np.argmax(np.asarray(y[:5]), 1), labels[idx])
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(DataError, match="missing data file"):
+        dynlab.build("task", "pc-mnist", data_dir=str(empty), source="file")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        t = dynlab.build("task", "pc-mnist", data_dir=str(empty))
+    assert t.source == "synthetic digits" and any("synthetic" in str(w.message) for w in caught)
+
+
+@pytest.mark.skipif(not os.environ.get("DYNLAB_DATA"), reason="DYNLAB_DATA is not set (real MNIST files)")
+def test_real_mnist_batch():
+    t = dynlab.build("task", "pc-mnist", source="file")
+    x, y = t.fixed_batch()
+    assert x.shape == (64, 784) and float(jnp.abs(x.mean())) < 0.3 and 0.7 < float(x.std()) < 1.3
+    assert set(np.argmax(np.asarray(y), 1).tolist()) == set(range(10))

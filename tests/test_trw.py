@@ -1,0 +1,142 @@
+"""TRW scrambling against systems with known receptive windows; Eq. 10; s50; the CLI."""
+
+import math
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import dynlab
+import dynlab.cli_trw  # noqa: F401  (registers 'dynlab analyze trw')
+from dynlab.analyses import trw
+from dynlab.cli import main
+from dynlab.errors import ConfigError
+
+SCALES = [3**i for i in range(7)]
+
+
+def random_stream(T=729, key=0):
+    return jax.nn.one_hot(jax.random.randint(jax.random.key(key), (T,), 0, 9), 9)
+
+
+@pytest.mark.parametrize("N, entries", [(5, "offdiag"), (5, "all"), (40, "offdiag")])
+def test_recurrence_correlation_matches_numpy(N, entries):
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(30, N)), rng.normal(size=(30, N))
+    b[:10] = a[:10]
+    a[3] = 1.0  # a constant population vector: row of zeros by convention
+
+    def rho(o):
+        z = o - o.mean(1, keepdims=True)
+        n = np.linalg.norm(z, axis=1, keepdims=True)
+        z = np.where(n > 1e-12, z / np.where(n > 1e-12, n, 1), 0)
+        return z @ z.T
+
+    ra, rb = rho(a), rho(b)
+    m = ~np.eye(30, dtype=bool) if entries == "offdiag" else np.ones((30, 30), bool)
+    ref = np.corrcoef(ra[m], rb[m])[0, 1]
+    za, zb = trw.normalise_rows(jnp.asarray(a)), trw.normalise_rows(jnp.asarray(b))
+    np.testing.assert_allclose(trw.recurrence_correlation(za, zb, entries), ref, rtol=1e-4)
+    np.testing.assert_allclose(trw.recurrence_matrix(jnp.asarray(b)), rb, atol=1e-5)
+
+
+def test_block_permutation_keeps_blocks():
+    idx = np.asarray(trw.block_permutation(jax.random.key(3), 81, 9))
+    assert sorted(idx) == list(range(81))
+    blocks = idx.reshape(9, 9)
+    np.testing.assert_array_equal(blocks - blocks[:, :1], np.tile(np.arange(9), (9, 1)))
+    assert sorted(blocks[:, 0] // 9) == list(range(9)) and not np.array_equal(blocks[:, 0], np.arange(0, 81, 9))
+
+
+def test_memoryless_system_is_never_disrupted():
+    c = trw.scramble_correlations(lambda x: (x, 2 * x), random_stream(), SCALES, 4, jax.random.key(0))
+    np.testing.assert_allclose(c, 1.0, atol=1e-5)
+
+
+@pytest.mark.parametrize("d", [3, 9])
+def test_delay_line_window(d):
+    """Output = input delayed by d steps. After un-shuffling, a step is intact iff its source lies
+    in the same block (fraction 1 - d/s, plus blocks whose original predecessor happens to follow,
+    1/n of the rest); the recurrence correlation is about that fraction squared, so s50 is near
+    d / (1 - 1/sqrt 2)."""
+    x = random_stream()
+    fn = lambda x: (jnp.concatenate([jnp.zeros((d, 9)), x[:-d]]),)
+    c = np.asarray(trw.scramble_correlations(fn, x, SCALES, 40, jax.random.key(1)))[0].mean(-1)
+    s = np.array(SCALES, float)
+    p = np.where(s > d, 1 - (d / s) * (1 - s / 729), 0.0)
+    np.testing.assert_allclose(c, p**2, atol=0.06)
+    s50, censored = trw.s50(SCALES, c)
+    assert not censored
+    assert abs(math.log(s50, 3) - math.log(d / (1 - 2**-0.5), 3)) < 0.25
+
+
+def test_s50_interpolates_in_log3():
+    assert trw.s50([1, 3, 9, 27], [0.0, 0.2, 0.6, 1.0]) == (pytest.approx(3 ** 1.75), False)
+    assert trw.s50([1, 3, 9], [0.8, 0.9, 1.0]) == (1.0, True)
+
+
+def test_trw_on_generic_model_and_layer_stacks():
+    rnn = dynlab.build("model", unit="rnn", input_size=9, output_size=9, key=jax.random.key(0), hidden=8, layers=2)
+    ds = trw.trw_analysis(rnn, n_shuffle=3)
+    assert list(ds.layer_name.values) == ["cell0", "cell1"]
+    assert ds.correlation.dims == ("layer", "scale", "shuffle") and ds.correlation.shape == (2, 7, 3)
+    np.testing.assert_allclose(ds.correlation_mean.sel(scale=729), 1.0, atol=1e-5)  # one block: identity
+    sr = dynlab.build("model", unit="sith-rnn", input_size=9, output_size=9, key=jax.random.key(0), n_taus=8)
+    ds = trw.trw_analysis(sr, n_shuffle=2)
+    assert list(ds.layer_name.values) == [f"cell0.layer{l}" for l in range(1, 5)]
+
+
+def test_leaky_integrators_longer_tau_longer_window():
+    x = random_stream()
+    def leaky(tau):
+        a = math.exp(-1 / tau)
+        return lambda x: (jax.lax.scan(lambda h, u: (a * h + u, a * h + u), jnp.zeros(9), x)[1],)
+    s = [trw.s50(SCALES, np.asarray(trw.scramble_correlations(leaky(t), x, SCALES, 10, jax.random.key(2)))[0].mean(-1))[0]
+         for t in (1.0, 5.0, 25.0)]
+    assert s[0] < s[1] < s[2], s
+
+
+def test_bad_scale_is_an_error():
+    with pytest.raises(ConfigError, match="scrambling scale 5 does not divide the stream length 729"):
+        trw.scramble_correlations(lambda x: (x,), random_stream(), [1, 5], 2, jax.random.key(0))
+
+
+def test_accuracy_vs_dilation_and_impulse_collapse():
+    sr = dynlab.build("model", unit="sith-rnn", input_size=9, output_size=9, key=jax.random.key(0), n_taus=8)
+    ds = trw.accuracy_vs_dilation(sr, dilations=[0, 1])
+    assert ds.accuracy.dims == ("dilation",) and ds.prediction.shape == (2, 9)
+    imp = trw.impulse_responses(dynlab.build("unit", "sith-rnn", input_size=9, key=jax.random.key(0)), steps=400)
+    # leaky integrators e^{-t/tau} collapse exactly onto e^{-x} when time is divided by tau
+    assert float(imp.collapse_h) > 0.999 and float(imp.collapse_h) > float(imp.collapse_h_raw_time)
+
+
+def invoke(args, tmp_path):
+    old = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        return CliRunner().invoke(main, args)
+    finally:
+        os.chdir(old)
+
+
+def test_cli_trw(tmp_path):
+    res = invoke(["analyze", "trw", "--model", "sith-rnn", "--set", "model.n_taus=6", "--n-shuffle", "3",
+                  "--out", "t.nc", "-q"], tmp_path)
+    assert res.exit_code == 0, res.output + res.stderr
+    assert "cell0.layer4" in res.output and (tmp_path / "t.nc").is_file() and (tmp_path / "t.png").is_file()
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--dilation", "-1"], "dilation must be a non-negative integer exponent"),
+    (["--task", "adding"], "runs on the 'hierarchical-language' stream"),
+    (["--n-shuffle", "0"], "n_shuffle must be a positive integer"),
+])
+def test_cli_trw_bad_input(args, fragment, tmp_path):
+    res = invoke(["analyze", "trw", "--model", "sith-rnn", "--set", "model.n_taus=4", "-q", *args], tmp_path)
+    assert res.exit_code == 2, (res.output, res.stderr)
+    err = res.stderr.strip()
+    assert err.startswith("error: ") and "\n" not in err and fragment in err, err
+    assert not (tmp_path / "runs").exists()
