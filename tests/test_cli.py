@@ -9,16 +9,10 @@ import pytest
 from click.testing import CliRunner
 
 from dynlab.cli import main
+from cli_runner import invoke
 
 
 
-def invoke(args, tmp_path):
-    old = os.getcwd()
-    os.chdir(tmp_path)
-    try:
-        return CliRunner().invoke(main, args)
-    finally:
-        os.chdir(old)
 
 
 def one_line_error(result, *fragments):

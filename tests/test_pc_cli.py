@@ -1,26 +1,14 @@
 """`dynlab compare pc-bp` as a user runs it: files written, labelled dataset, one-line errors."""
 
-import os
 
 import numpy as np
 import pytest
 import xarray as xr
-from click.testing import CliRunner
 
-from dynlab.cli import main
-from dynlab.cli_compare import compare
-
-if "compare" not in main.commands:
-    main.add_command(compare)
+from cli_runner import invoke
 
 
-def invoke(args, tmp_path):
-    old = os.getcwd()
-    os.chdir(tmp_path)
-    try:
-        return CliRunner().invoke(main, args)
-    finally:
-        os.chdir(old)
+
 
 
 TINY = ["compare", "pc-bp", "--widths", "4,32", "--depths", "2,4", "--task", "toy", "--steps", "5", "--seeds", "2"]

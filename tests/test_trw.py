@@ -1,19 +1,17 @@
 """TRW scrambling against systems with known receptive windows; Eq. 10; s50; the CLI."""
 
 import math
-import os
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
 import dynlab
 import dynlab.cli_trw  # noqa: F401  (registers 'dynlab analyze trw')
 from dynlab.analyses import trw
-from dynlab.cli import main
 from dynlab.errors import ConfigError
+from cli_runner import invoke
 
 SCALES = [3**i for i in range(7)]
 
@@ -113,13 +111,6 @@ def test_accuracy_vs_dilation_and_impulse_collapse():
     assert float(imp.collapse_h) > 0.999 and float(imp.collapse_h) > float(imp.collapse_h_raw_time)
 
 
-def invoke(args, tmp_path):
-    old = os.getcwd()
-    os.chdir(tmp_path)
-    try:
-        return CliRunner().invoke(main, args)
-    finally:
-        os.chdir(old)
 
 
 def test_cli_trw(tmp_path):
