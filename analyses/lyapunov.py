@@ -174,7 +174,8 @@ def _check_k(k: int | None, n: int, q0: ArrayLike | None) -> int:
     return int(k)
 
 
-def _num_steps(inputs: PyTree) -> int:
+def num_steps(inputs: PyTree) -> int:
+    """The length T of the leading time axis shared by every leaf of ``inputs`` (T >= 1)."""
     leaves = jax.tree.leaves(inputs)
     if not leaves or any(np.ndim(leaf) == 0 for leaf in leaves):
         raise ValueError(
@@ -182,8 +183,8 @@ def _num_steps(inputs: PyTree) -> int:
             "for an autonomous map pass zeros, e.g. jnp.zeros((T, 1))."
         )
     lengths = {int(np.shape(leaf)[0]) for leaf in leaves}
-    if len(lengths) != 1:
-        raise ValueError(f"All leaves of inputs must share the leading time axis; got {lengths}.")
+    if len(lengths) != 1 or 0 in lengths:
+        raise ValueError(f"All leaves of inputs must share one leading time axis T >= 1; got {lengths}.")
     return lengths.pop()
 
 
@@ -283,7 +284,7 @@ def _qr_iterate(
     reortho_every: int,
 ) -> tuple[tuple[Float[Array, " n"], Float[Array, "n k"], Bool[Array, ""]], Float[Array, "n_qr k"]]:
     """Run all steps of `xs` in blocks of `reortho_every` (plus a shorter last block)."""
-    steps = _num_steps(xs)
+    steps = num_steps(xs)
     n_blocks, rest = divmod(steps, reortho_every)
     block = lambda c, x: _qr_block(tangent_step, c, x)  # noqa: E731
     growths = [jnp.zeros((0, carry[1].shape[1]), carry[1].dtype)]
@@ -398,7 +399,7 @@ def lyapunov_core(
     flat_step, v0, unravel = flatten_step(step, h0)
     n = v0.shape[0]
     k = _check_k(k, n, q0)
-    steps = _num_steps(inputs)
+    steps = num_steps(inputs)
     if not isinstance(burn_in, (int, np.integer)) or not 0 <= burn_in < steps:
         raise ValueError(
             f"burn_in must be an integer with 0 <= burn_in < T = {steps} (the number of inputs), "
@@ -557,7 +558,7 @@ def lyapunov_spectrum(
     `RuntimeWarning` is emitted; nothing raises.
     """
     n = _state_dim(h0)
-    steps = _num_steps(inputs)
+    steps = num_steps(inputs)
     result = _run(
         lyapunov_core, step, h0, inputs, q0, x64,
         k=k, burn_in=burn_in, reortho_every=reortho_every, method=method, key=key,
@@ -671,7 +672,7 @@ def lyapunov_ensemble(
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must lie in (0, 1); got {confidence!r}.")
     n = _state_dim(h0s) // n_ic
-    steps = _num_steps(inputs)
+    steps = num_steps(inputs)
     result = _run(
         _ensemble_core, step, h0s, inputs, q0, x64,
         k=k, burn_in=burn_in, reortho_every=reortho_every, method=method, key=key,

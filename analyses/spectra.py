@@ -41,6 +41,8 @@ import numpy as np
 import xarray as xr
 from jax.typing import ArrayLike
 
+from dynlab.analyses.lyapunov import num_steps
+
 __all__ = [
     "PowerLawFit",
     "TruncatedPowerLawFit",
@@ -259,18 +261,7 @@ def jacobian_spectra(
             "h0 must be a non-empty 1-D real floating state vector [N]; "
             f"got shape {h0.shape} and dtype {h0.dtype}."
         )
-    leaves = jax.tree.leaves(inputs)
-    if not leaves or any(np.ndim(leaf) == 0 for leaf in leaves):
-        raise ValueError(
-            "inputs must be an array (or a PyTree of arrays) with a leading time axis [T, ...]; "
-            "for an autonomous map pass zeros, e.g. jnp.zeros((T, 1))."
-        )
-    lengths = {int(np.shape(leaf)[0]) for leaf in leaves}
-    if len(lengths) != 1 or 0 in lengths:
-        raise ValueError(
-            f"All leaves of inputs must share one leading time axis T >= 1; got {lengths}."
-        )
-    steps = lengths.pop()
+    steps = num_steps(inputs)
 
     dtype = jnp.float64 if x64 else jnp.float32
     x64_mode = jax.enable_x64(True) if x64 else contextlib.nullcontext()

@@ -37,8 +37,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         t0 = time.perf_counter()
-        with dask_client():
-            pass
+        with dask_client() as client:
+            client.scheduler_info()  # a round trip: the client is up
         startup = time.perf_counter() - t0
 
         trivial = {"model": {"unit": "rnn", "hidden": 8}, "train": {"steps": 0}, "sweep": {"seed": list(range(n_trivial))}}
