@@ -419,6 +419,16 @@ def _run_scenario(target, sets, out, workers, scheduler, resume, retry_failed, q
     if workers_v is not None and scheduler is not None:
         raise ConfigError("use either --workers or --scheduler, not both")
     out_dir = Path(out) if out else (Path(resume) if isinstance(resume, str) else store.new_run_dir(f"run-{scenario.name}"))
+    if isinstance(scenario, spec.Program):
+        if workers_v is not None or scheduler is not None or resume:
+            raise ConfigError(f"scenario {scenario.name} is a programmed scenario ({scenario.entry}); "
+                              "--workers, --scheduler and --resume apply to sweeps only")
+        if not quiet:
+            click.echo(f"scenario {scenario.name}: {scenario.entry} -> {out_dir}")
+        with _steps_bar(quiet, scenario.name) as update:
+            datasets = scenario.run(out_dir, progress=update)
+        click.echo(f"done: {', '.join(sorted(datasets))}; results and figures in {out_dir}")
+        return
     n = len(scenario.cells)
     if not quiet:
         where = scheduler or (f"{workers_v} local worker processes" if workers_v else "in-process")
@@ -436,6 +446,23 @@ def _run_scenario(target, sets, out, workers, scheduler, resume, retry_failed, q
 
 
 def _cells_bar(quiet: bool, total: int):
+    """The sweep's progress bar: ``update(done, total, failures)``."""
+    import contextlib
+
+    if quiet:
+        return contextlib.nullcontext(None)
+
+    @contextlib.contextmanager
+    def bar():
+        with _steps_bar(False, "cells") as update:
+            update(0, total)
+            yield lambda done, n, failures: update(done, n, {"failures": failures})
+
+    return bar()
+
+
+def _steps_bar(quiet: bool, name: str):
+    """A progress bar whose ``update(done, total, info)`` shows a dict of short fields beside it."""
     import contextlib
 
     if quiet:
@@ -444,10 +471,15 @@ def _cells_bar(quiet: bool, total: int):
 
     @contextlib.contextmanager
     def bar():
-        with Progress(TextColumn("[bold]cells"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
+        with Progress(TextColumn(f"[bold]{name}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
                       TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn()) as p:
-            task = p.add_task("cells", total=total, status="")
-            yield lambda done, n, failures: p.update(task, completed=done, status=f"failures {failures}")
+            task = p.add_task(name, total=None, info="")
+
+            def update(done, total, info=None):
+                text = "  ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in (info or {}).items())
+                p.update(task, completed=done, total=total, info=text)
+
+            yield update
 
     return bar()
 

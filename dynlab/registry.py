@@ -134,13 +134,14 @@ def _matches(value: Any, annotation: Any) -> bool:
     return True
 
 
-def check_config(where: str, obj: Any, config: dict[str, Any], *, extra: dict | None = None) -> None:
+def check_config(where: str, obj: Any, config: dict[str, Any], *, extra: dict | None = None,
+                 exclude: tuple[str, ...] = ("key", "self")) -> None:
     """Validate ``config`` against ``obj``'s keyword parameters (plus ``extra`` parameters).
 
     Raises :class:`ConfigError` naming the bad key and listing valid keys, or naming the bad value
     and its expected type.
     """
-    params = dict(config_keys(obj))
+    params = dict(config_keys(obj, exclude=exclude))
     params.update(extra or {})
     target = obj.__init__ if inspect.isclass(obj) else obj
     open_ended = any(p.kind is p.VAR_KEYWORD for p in inspect.signature(target).parameters.values())

@@ -26,6 +26,22 @@ A scenario is a TOML file with the sections of a run config plus analyses and an
 ``jax.vmap``-ed computation (faster; equal to separate runs up to float32 rounding only).
 
 Every combination of the sweep axes is a *cell*: one run config, one training run, its analyses.
+
+**Programmed scenarios.** Experiments whose steps are not "train, then analyse" (train several
+networks, transplant a controller, fit a model across budgets, …) are a Python function named by
+the file, with its keyword arguments in ``[params]``::
+
+    name = "sith-trw"
+    description = "…"
+    entry = "dynlab.scenarios.sith_trw:run_sith_trw"   # module:function
+    [params]
+    seeds = [0, 1, 2]
+    steps = 200
+
+The function is called as ``fn(out_dir, progress=callback, **params)``; it writes its datasets
+and figures under ``out_dir`` and returns a dict of the datasets. ``params`` are checked against
+its signature (names and types) before anything runs, and ``--set params.steps=50`` overrides
+them. ``progress(done, total, info)`` takes a dict of short fields to show.
 """
 
 from __future__ import annotations
@@ -42,6 +58,7 @@ from dynlab import experiment, registry
 from dynlab.errors import ConfigError
 
 TOP_KEYS = {"name", "description", "seed", "model", "task", "rule", "train", "analyses", "sweep"}
+PROGRAM_KEYS = {"name", "description", "entry", "params"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +112,59 @@ class Scenario:
         return out
 
 
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """A programmed scenario: ``entry`` (``module:function``) called with ``params``."""
+
+    name: str
+    description: str
+    entry: str
+    params: dict
+    source: str
+
+    @property
+    def function(self):
+        return _entry_function(self.entry, self.source)
+
+    def run(self, out_dir: Path, progress=None) -> dict:
+        out_dir = Path(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        return self.function(out_dir, progress=progress, **self.params)
+
+
+def _entry_function(entry: str, source: str):
+    import importlib
+
+    module, _, name = entry.partition(":")
+    try:
+        fn = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError):
+        raise ConfigError(f"{source}: entry {entry!r} is not an importable module:function") from None
+    if not callable(fn):
+        raise ConfigError(f"{source}: entry {entry!r} is not callable")
+    return fn
+
+
+def _parse_program(doc: dict, source: str) -> Program:
+    unknown = set(doc) - PROGRAM_KEYS
+    if unknown:
+        raise ConfigError(
+            f"{source}: a programmed scenario (one with entry) takes only {', '.join(sorted(PROGRAM_KEYS))}; "
+            f"unknown: {', '.join(sorted(unknown))}"
+        )
+    entry, params = doc["entry"], doc.get("params", {})
+    if not isinstance(entry, str) or not isinstance(params, dict):
+        raise ConfigError(f"{source}: entry must be a string module:function and [params] a table")
+    fn = _entry_function(entry, source)
+    reserved = ("out_dir", "progress")  # the runner passes them
+    registry.check_config(f"{source}: params", fn, params, exclude=reserved)
+    missing = [n for n, p in registry.config_keys(fn, exclude=reserved).items()
+               if p.default is p.empty and n not in params]
+    if missing:
+        raise ConfigError(f"{source}: [params] lacks required key(s) {', '.join(missing)}")
+    return Program(doc.get("name", Path(source).stem), doc.get("description", ""), entry, dict(params), source)
+
+
 def _axis_values(where: str, key: str, values) -> list:
     if not isinstance(values, list):
         raise ConfigError(f"{where}: {key!r} must be a list of values, got {values!r}")
@@ -141,8 +211,10 @@ def _check_analysis(entry: dict) -> dict:
     return dict(entry)
 
 
-def parse(doc: dict, source: str = "<dict>") -> Scenario:
-    """Validate a scenario document and every cell config it implies."""
+def parse(doc: dict, source: str = "<dict>") -> Scenario | Program:
+    """Validate a scenario document and every cell config it implies (or a programmed scenario)."""
+    if "entry" in doc:
+        return _parse_program(doc, source)
     unknown = set(doc) - TOP_KEYS
     if unknown:
         raise ConfigError(
@@ -178,7 +250,7 @@ def builtin_names() -> dict[str, Path]:
     return {p.stem: p for p in sorted(builtin_dir().glob("*.toml"))}
 
 
-def load(name_or_file: str) -> Scenario:
+def load(name_or_file: str) -> Scenario | Program:
     """A built-in scenario by name, or a scenario file by path."""
     path = Path(name_or_file)
     builtin = builtin_names()
