@@ -243,7 +243,11 @@ class ARUCell(_Recurrent):
     def controller(self, a: Array, g: Array) -> tuple[Array, Array, Array]:
         """One controller step for all neurons: ``(a[H], g[H, n_g]) -> (g', n[H], s[H])``."""
         g = jnp.tanh(a[:, None] * self.w_ag + g @ self.w_gg.T + self.b_g)
-        return g, g @ self.w_gn + self.b_n, g @ self.w_gs + self.b_s
+        return g, *self.activation_params(g)
+
+    def activation_params(self, g: Array) -> tuple[Array, Array]:
+        """The controller's read-outs (Eq. 5) from its states: ``g[..., H, n_g] -> (n, s)``, each ``[..., H]``."""
+        return g @ self.w_gn + self.b_n, g @ self.w_gs + self.b_s
 
     def __call__(self, state: ARUState, x, *, drive=None):
         a = self.preactivation(state.h, x, drive)
