@@ -8,3 +8,5 @@ dynlab models, registered as analyses: :mod:`~dynlab.analyses.model_dynamics` (`
 """
 
 from dynlab.analyses import model_dynamics, pc_bp, trw  # noqa: F401  (registers the analyses)
+from dynlab.analyses import aru_dynamics, fractional, gain_scaling  # noqa: F401  (ARU paper analyses)
+from dynlab.analyses import activity  # noqa: F401  (ELM paper: activity statistics)

@@ -155,11 +155,43 @@ def sweep(ds: xr.Dataset):
     return fig
 
 
+def perturbation_curve(ds: xr.Dataset):
+    """Metric against perturbation strength (``perturb`` analysis): one line per ``network`` if
+    that dim exists, mean ± std over ``seed`` if that one does; chance as a dashed line."""
+    import numpy as np
+
+    metric = ds.attrs.get("metric", "accuracy")
+    fig, ax = plt.subplots(figsize=(5.6, 3.8))
+    networks = ds["network"].values if "network" in ds.dims else [None]
+    for net in networks:
+        da = ds[metric] if net is None else ds[metric].sel(network=net)
+        label = None if net is None else str(net)
+        if "seed" in da.dims:
+            mean, std = da.mean("seed").values, da.std("seed").values
+            ax.errorbar(ds.strength.values, mean, yerr=std, fmt="o-", ms=3, capsize=2, label=label)
+        else:
+            ax.plot(ds.strength.values, np.asarray(da.values), "o-", ms=3, label=label)
+    if "chance" in ds.attrs:
+        ax.axhline(ds.attrs["chance"], color="grey", ls="--", lw=0.8, label="chance")
+    xlabel = ds.strength.attrs.get("long_name", "strength")
+    ax.set(xlabel=xlabel, ylabel=f"held-out {metric}", title=f"{ds.attrs.get('kind', '')} perturbation")
+    ax.legend(fontsize=7)
+    fig.suptitle(ds.attrs.get("task", ""), fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
 def plot_dataset(ds: xr.Dataset):
     """The figure that fits a result dataset, by its ``analysis`` attribute."""
     kind = ds.attrs.get("analysis")
+    from dynlab.figures_aru import FIGURES as ARU_FIGURES
+
+    if kind in ARU_FIGURES:
+        return ARU_FIGURES[kind](ds)
     if kind == "training" and "eval_step" in ds.dims:
         return learning_curve(ds)
+    if kind == "perturb" and "strength" in ds.dims:
+        return perturbation_curve(ds)
     if kind == "lyapunov" and "mean" in ds:
         return lyapunov_spectrum(ds)
     if kind == "spectra" and "jacobian_spectral_radius" in ds:

@@ -1,0 +1,191 @@
+r"""Gain scaling of ARU controllers (Geadah et al. §2.3, Fig. 3b; notes §2).
+
+Protocol: the network receives low noise $N(0, \sigma_0^2)$ ($\sigma_0 = 0.01$) for ``pre`` steps,
+then $N(0, \xi^2)$ for ``duration`` steps, then low noise again for ``post`` steps. The steady
+state of the activation parameters in the high-noise period, $n_\infty(\xi)$ and $s_\infty(\xi)$,
+is fitted by a power law and an exponential:
+
+$$ n_\infty(\xi) = a\, \xi^{\,b}, \qquad s_\infty(\xi) = c + a\, e^{k \xi}. $$
+
+The paper reports a "power-law decay" of the gain and an "exponential ramp-up" of the saturation
+and gives no constants. Both fits are separable least squares: the nonlinear parameter ($b$ or
+$k$) is scanned on a grid with the linear ones solved exactly at each value, and the best point is
+refined by ``scipy.optimize.curve_fit``, which also gives the standard errors.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.optimize
+import xarray as xr
+from numpy.typing import ArrayLike
+
+from dynlab.analyses.aru_dynamics import analysis_attrs, aru_layer, aru_traces, number_grid
+from dynlab.errors import ConfigError, require_positive
+from dynlab.registry import register
+
+__all__ = ["exponential_fit", "gain_scaling_analysis", "power_law_fit"]
+
+
+def _xy(x: ArrayLike, y: ArrayLike, n_params: int) -> tuple[np.ndarray, np.ndarray]:
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if x.ndim != 1 or x.shape != y.shape or x.size <= n_params:
+        raise ConfigError(f"a {n_params}-parameter fit needs x and y of one equal length > {n_params}, "
+                          f"got {np.shape(x)} and {np.shape(y)}")
+    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
+        raise ConfigError("the data to fit must be finite")
+    return x, y
+
+
+def _separable(x, y, basis, grid) -> tuple[float, np.ndarray]:
+    """The grid value of the nonlinear parameter (and its linear coefficients) with the least squares."""
+    best = (np.inf, None, None)
+    for q in grid:
+        A = basis(x, q)
+        coef, *_ = np.linalg.lstsq(A, y, rcond=None)
+        sse = float(np.sum((A @ coef - y) ** 2))
+        if sse < best[0]:
+            best = (sse, q, coef)
+    return best[1], best[2]
+
+
+def _refine(model, x, y, p0, names) -> dict[str, float]:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", scipy.optimize.OptimizeWarning)
+            popt, pcov = scipy.optimize.curve_fit(model, x, y, p0=p0, maxfev=20000)
+    except RuntimeError:  # no convergence: keep the grid optimum, no errors
+        popt, pcov = np.asarray(p0, float), np.full((len(p0), len(p0)), np.nan)
+    residual = y - model(x, *popt)
+    total = np.sum((y - y.mean()) ** 2)
+    out = {name: float(v) for name, v in zip(names, popt)}
+    out.update({f"{name}_se": float(np.sqrt(v)) if v >= 0 else np.nan for name, v in zip(names, np.diag(pcov))})
+    out["r2"] = float(1 - np.sum(residual**2) / total) if total > 0 else np.nan
+    return out
+
+
+def power_law_fit(x: ArrayLike, y: ArrayLike, *, exponents: ArrayLike = np.linspace(-4, 4, 801)) -> dict[str, float]:
+    r"""Least-squares fit of $y = a\, x^{b}$ ($x > 0$): ``{"a", "b", "a_se", "b_se", "r2"}``.
+
+    $b$ is first scanned over ``exponents`` (default $[-4, 4]$ by 0.01) with $a$ solved exactly, then
+    both are refined jointly. Fitting in linear space (not log–log) lets $y$ take any sign and weighs
+    every point's residual alike.
+    """
+    x, y = _xy(x, y, 2)
+    if np.any(x <= 0):
+        raise ConfigError("a power law needs x > 0")
+    b0, (a0,) = _separable(x, y, lambda x, b: (x**b)[:, None], exponents)
+    return _refine(lambda x, a, b: a * x**b, x, y, [a0, b0], ["a", "b"])
+
+
+def exponential_fit(x: ArrayLike, y: ArrayLike, *, rates: int = 801) -> dict[str, float]:
+    r"""Least-squares fit of $y = c + a\, e^{k x}$: ``{"c", "a", "k", "c_se", "a_se", "k_se", "r2"}``.
+
+    $k$ is scanned over ``rates`` values with $|k|\,(x_{\max} - x_{\min}) \le 20$ ($k > 0$: a growing
+    exponential, $k < 0$ with $a < 0$: a saturating rise), $c, a$ solved exactly at each, then all
+    three refined jointly.
+    """
+    x, y = _xy(x, y, 3)
+    span = float(np.ptp(x))
+    if span == 0:
+        raise ConfigError("an exponential fit needs at least two distinct x values")
+    grid = np.linspace(-20, 20, rates) / span
+    grid = grid[grid != 0]
+    k0, (c0, a0) = _separable(x - x.min(), y, lambda x, k: np.stack([np.ones_like(x), np.exp(k * x)], 1), grid)
+    a0 = a0 * np.exp(-k0 * x.min())  # back from the shifted x used for conditioning
+    return _refine(lambda x, c, a, k: c + a * np.exp(k * x), x, y, [c0, a0, k0], ["c", "a", "k"])
+
+
+@register("analysis", "gain-scaling", "ARU Fig. 3b: steady-state gain, saturation vs noise std (power-law, exponential fits)")
+def gain_scaling_analysis(
+    model,
+    *,
+    stds: Sequence[float] = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0),
+    base_std: float = 0.01,
+    pre: int = 200,
+    duration: int = 200,
+    post: int = 200,
+    window: int = 100,
+    seeds: int = 3,
+    channel: str = "drive",
+    seed: int = 0,
+) -> xr.Dataset:
+    r"""The gain-scaling probe of an ARU model (§2.3): $n_\infty(\xi)$ and $s_\infty(\xi)$ against the noise std $\xi$.
+
+    Noise $\sigma_t \varepsilon_t$ with $\varepsilon_t \sim N(0, I)$ i.i.d. over time and
+    components and $\sigma_t = \xi$ for ``pre`` $\le t <$ ``pre + duration``, ``base_std`` otherwise,
+    enters through ``channel``: ``"drive"`` (default; added to every neuron's pre-activation,
+    independently per neuron — the "noisy external drive" of Fig. 3b's caption) or ``"input"``
+    (the input $x_t$, every feature; the notes' reading of §2.3). The paper does not say which.
+    Every std uses the same $\varepsilon$ (common random numbers) for each of ``seeds`` noise draws.
+
+    $n_\infty, s_\infty$ are the means over the last ``window`` high-noise steps, per neuron and noise
+    seed; ``n_inf_mean``/``s_inf_mean`` average them over neurons and seeds (the paper averages over
+    3 trained networks: sweep ``seed`` of the model for that), and are fitted by
+    :func:`power_law_fit` and :func:`exponential_fit` (``power_*``, ``exp_*`` variables).
+    ``n_trace``/``s_trace`` (``std``, ``time`` = steps since the high noise began) are the
+    neuron- and seed-mean traces.
+    """
+    for name, value in (("pre", pre), ("duration", duration), ("window", window), ("seeds", seeds)):
+        require_positive(name, value)
+    if isinstance(post, bool) or not isinstance(post, int) or post < 0:
+        raise ConfigError(f"post must be a non-negative integer, got {post!r}")
+    require_positive("base_std", base_std, integer=False)
+    if window > duration:
+        raise ConfigError(f"window must be at most duration = {duration}, got {window}")
+    if channel not in ("drive", "input"):
+        raise ConfigError(f"channel must be 'drive' or 'input', got {channel!r}")
+    stds = number_grid("stds", stds)
+    if np.any(stds <= 0):
+        raise ConfigError(f"stds must be positive, got {list(stds)!r}")
+    cell = aru_layer(model)
+    T, H, D, S = pre + duration + post, cell.hidden, model.input_size, stds.size
+    high = (np.arange(T) >= pre) & (np.arange(T) < pre + duration)
+    sigma = np.where(high[None, :], stds[:, None], base_std)  # [S, T]
+    width = H if channel == "drive" else D
+    eps = np.asarray(jax.random.normal(jax.random.key(seed), (seeds, T, width)))
+    noise = (sigma[:, None, :, None] * eps[None]).reshape(S * seeds, T, width)
+    if channel == "drive":
+        xs, drives = np.zeros((S * seeds, T, D)), noise
+    else:
+        xs, drives = noise, np.zeros((S * seeds, T))
+    tr = aru_traces(model, jnp.asarray(xs, jnp.float32), jnp.asarray(drives, jnp.float32))
+    n = np.asarray(tr["n"], float).reshape(S, seeds, T, H)
+    s = np.asarray(tr["s"], float).reshape(S, seeds, T, H)
+    last = slice(pre + duration - window, pre + duration)
+    n_inf, s_inf = n[:, :, last].mean(2), s[:, :, last].mean(2)  # [S, seeds, H]
+    n_mean, s_mean = n_inf.mean((1, 2)), s_inf.mean((1, 2))
+
+    data = {
+        "n_inf": (("std", "seed", "neuron"), n_inf, {"long_name": "steady-state gain n_inf"}),
+        "s_inf": (("std", "seed", "neuron"), s_inf, {"long_name": "steady-state saturation s_inf"}),
+        "n_inf_mean": ("std", n_mean, {"long_name": "n_inf, mean over neurons and seeds"}),
+        "s_inf_mean": ("std", s_mean, {"long_name": "s_inf, mean over neurons and seeds"}),
+        "n_trace": (("std", "time"), n.mean((1, 3)), {"long_name": "gain n_t, mean over neurons and seeds"}),
+        "s_trace": (("std", "time"), s.mean((1, 3)), {"long_name": "saturation s_t, mean over neurons and seeds"}),
+    }
+    for prefix, fit, y in (("power", power_law_fit, n_mean), ("exp", exponential_fit, s_mean)):
+        try:
+            params = fit(stds, y)
+        except ConfigError as e:  # e.g. too few stds for the fit
+            warnings.warn(f"no {prefix} fit: {e}", RuntimeWarning, stacklevel=2)
+            params = {}
+        for name, value in params.items():
+            data[f"{prefix}_{name}"] = ((), value)
+    return xr.Dataset(
+        data,
+        coords={
+            "std": ("std", stds, {"long_name": "noise std xi"}),
+            "seed": ("seed", np.arange(seeds), {"long_name": "noise seed"}),
+            "neuron": ("neuron", np.arange(H)),
+            "time": ("time", np.arange(T) - pre, {"long_name": "steps since the high noise began", "units": "steps"}),
+        },
+        attrs=analysis_attrs("gain-scaling", base_std=base_std, pre=pre, duration=duration, post=post, window=window,
+                     seeds=seeds, channel=channel, seed=seed, hidden=H,
+                     power_law="n_inf = a * std**b", exponential="s_inf = c + a * exp(k * std)"),
+    )

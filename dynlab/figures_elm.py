@@ -1,0 +1,78 @@
+"""Figures of the ELM scaling-law analyses (matplotlib, Agg backend)."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import xarray as xr  # noqa: E402
+
+
+def i_rep_fit(fit: xr.Dataset):
+    """Loss vs k_e per group (mean ± sd over repeated points) with the fitted I_rep curves and theory optima
+    (stars); measured vs fitted loss. ``fit`` is :func:`dynlab.analyses.elm_scaling.fit_i_rep`'s dataset."""
+    fig, (ax, ax_r) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [1.6, 1]})
+    for g, name in enumerate(fit.group.values):
+        points = fit.where(fit.point_group == name, drop=True)
+        k_values = np.unique(points.k_e.values)
+        mean = [float(points.loss.where(points.k_e == k).mean()) for k in k_values]
+        sd = [float(points.loss.where(points.k_e == k).std()) for k in k_values]
+        bars = ax.errorbar(k_values, mean, yerr=sd, fmt="o", ms=4, capsize=2, label=f"{name}")
+        color = bars[0].get_color()
+        ax.plot(fit.k_e_grid, fit.curve_loss.isel(group=g), color=color, lw=1.2)
+        if bool(fit.opt_interior.isel(group=g)):
+            ax.plot(float(fit.k_e_opt.isel(group=g)), float(fit.loss_opt.isel(group=g)), "*", ms=13,
+                    color="gold", mec=color, zorder=5)
+    ax.plot([], [], "*", ms=11, color="gold", mec="k", label="theory optimum")
+    ax.set(xscale="log", xlabel="per-neuron effective parameters k_e", ylabel="loss",
+           title="loss vs neuron complexity; lines: c0 - c1 I_rep")
+    ax.legend(fontsize=7)
+    lo, hi = float(min(fit.loss.min(), fit.fitted_loss.min())), float(max(fit.loss.max(), fit.fitted_loss.max()))
+    ax_r.plot([lo, hi], [lo, hi], color="grey", lw=0.8)
+    ax_r.scatter(fit.fitted_loss, fit.loss, s=10)
+    ax_r.set(xlabel="fitted loss", ylabel="measured loss", title=f"Pearson r = {float(fit.pearson_r):.3f}")
+    shared = ", ".join(f"{p}={fit.attrs[p + '_ref']:.3g}" for p in ("alpha", "beta", "gamma", "q_inf"))
+    fig.suptitle(f"joint I_rep fit ({fit.sizes['point']} points), reference {shared}", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def i_rep_curves(ds: xr.Dataset):
+    """-I_rep vs k_e for each budget, optima starred, floor crossover and alpha-crossing marked
+    (:func:`dynlab.analyses.elm_scaling.i_rep_curves`)."""
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for b, budget in enumerate(ds.budget.values):
+        line, = ax.plot(ds.k_e, -ds.i_rep.isel(budget=b), lw=1.2, label=f"P = {budget:.3g}")
+        ax.plot(float(ds.k_e_opt[b]), -float(ds.i_rep_opt[b]), "*", ms=12, color="gold", mec=line.get_color())
+    for k, text in ((ds.attrs["k_floor"], "floor k_e*"), (ds.attrs["k_cross"], "s = 1 (k_x)")):
+        if np.isfinite(k) and float(ds.k_e.min()) <= k <= float(ds.k_e.max()):
+            ax.axvline(k, color="grey", ls=":", lw=0.9)
+            ax.annotate(text, (k, 0.02), xycoords=("data", "axes fraction"), fontsize=7, rotation=90)
+    ax.set(xscale="log", xlabel="per-neuron effective parameters k_e", ylabel="-I_rep (bits)",
+           title=", ".join(f"{p}={ds.attrs[p]:.3g}" for p in ("alpha", "beta", "gamma", "q_inf")) + f", k_c={ds.attrs['k_c']:.3g}")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def activity(ds: xr.Dataset):
+    """Fraction active over time, ISI distribution, pairwise correlations
+    (:func:`dynlab.analyses.activity.activity_statistics`)."""
+    fig, (ax_f, ax_i, ax_c) = plt.subplots(1, 3, figsize=(13, 3.8))
+    ax_f.plot(ds.time, ds.fraction_active, lw=0.8)
+    ax_f.set(xlabel="step", ylabel="fraction active", ylim=(0, 1),
+             title=f"mean fraction active {float(ds.mean_fraction_active):.3f}")
+    nonzero = ds.isi_histogram.where(ds.isi_histogram > 0, drop=True)
+    ax_i.plot(nonzero.isi, nonzero, ".", ms=3)
+    ax_i.set(xscale="log", yscale="log", xlabel="inter-event interval (steps)", ylabel="count",
+             title=f"ISI CV {float(ds.isi_cv_mean):.2f} (pooled {float(ds.isi_cv_pooled):.2f}), "
+                   f"Fano {float(ds.fano_mean):.2f}")
+    ax_c.bar(ds.correlation, ds.correlation_histogram, width=ds.attrs["correlation_bin_width"])
+    ax_c.set(xlabel=f"pairwise correlation ({ds.attrs['correlation_of']})", ylabel="pairs",
+             title=f"mean {float(ds.correlation_mean):.3f} ± {float(ds.correlation_std):.3f}")
+    fig.suptitle(f"{ds.attrs.get('component', '')} threshold {ds.attrs['threshold']:g}, events {ds.attrs['events']}, "
+                 f"window {ds.attrs['window']}", fontsize=9)
+    fig.tight_layout()
+    return fig
