@@ -10,7 +10,11 @@ name      targets ``y``                      scored steps              metric
 ce_last   class ids ``[B]``                  the last step only        accuracy
 ce_all    class ids ``[B, T]``               where ``mask`` > 0        accuracy
 mse       values ``[B, T, O]``               where ``mask`` > 0        mse
+ce_bits   class ids ``[B, T]``               where ``mask`` > 0        bpc
 ========  =================================  ========================  ===========
+
+``ce_bits`` is ``ce_all`` reported in bits: the metric ``bpc`` (bits per character of a language
+model) is the cross-entropy (in nats) divided by ln 2.
 """
 
 from __future__ import annotations
@@ -57,6 +61,10 @@ def _mse(ys, y, mask):
     return _masked_mean(jnp.mean((ys - y) ** 2, axis=-1), mask)
 
 
+def _bits_all(ys, y, mask):
+    return _ce_all(ys, y, mask) / jnp.log(2.0)
+
+
 register("loss", "ce_last", "cross-entropy of the last step's read-out (sequence classification)")(
     Loss(_ce_last, _acc_last, "accuracy", True)
 )
@@ -64,6 +72,9 @@ register("loss", "ce_all", "cross-entropy at every masked step (sequence-to-sequ
     Loss(_ce_all, _acc_all, "accuracy", True)
 )
 register("loss", "mse", "mean squared error at every masked step (regression)")(Loss(_mse, _mse, "mse", False))
+register("loss", "ce_bits", "cross-entropy at every masked step, metric in bits per character (language models)")(
+    Loss(_ce_all, _bits_all, "bpc", False)
+)
 
 
 def get_loss(name: str) -> Loss:

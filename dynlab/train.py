@@ -5,6 +5,13 @@ Training runs in compiled chunks: one ``eqx.filter_jit`` call advances ``chunk``
 wakes up to update the progress bar, evaluate, checkpoint and check for divergence. Because every
 step's randomness depends only on (seed, step), the loss curve does not depend on the chunking
 and a resumed run continues exactly as an uninterrupted one.
+
+**Stateful tasks** (:class:`~dynlab.tasks.base.StatefulTask`, truncated BPTT over long streams):
+the scan also carries the model state of every stream from one step's window to the next (the
+rule's ``grads_from``), resetting the streams the task marks; that carried state travels with the
+optimiser state — the trainer's ``opt_state`` is the pair (optax state, carried state), ``None``
+for other tasks — so checkpoints hold it and resumed runs stay bit-identical. Held-out metrics
+of a stateful task cover its whole test split in one unbroken state (:func:`stream_metrics`).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import xarray as xr
 
 from dynlab import store
 from dynlab.errors import DivergenceError, require_positive
+from dynlab.tasks.base import StatefulTask
 
 OPTIMIZERS = {"adam": optax.adam, "adamw": optax.adamw, "sgd": optax.sgd, "rmsprop": optax.rmsprop}
 
@@ -44,9 +52,16 @@ class TrainConfig:
         clip: clip gradients to this global norm; 0 disables clipping.
         weight_decay: decoupled weight decay (``adamw`` only).
         eval_every: evaluate on held-out batches every this many steps (and at the end).
-        eval_size: held-out samples per evaluation (the same samples every time).
+        eval_size: held-out samples per evaluation (the same samples every time); stateful
+            tasks evaluate their whole test split instead.
         log_every: steps per compiled chunk (progress-bar refresh).
         checkpoint_every: write ``checkpoint.eqx`` every this many steps (and at the end).
+        trainable: glob patterns of the parameters to train (:func:`parameter_paths` names,
+            e.g. ``"cells.*.n"``); default all.
+        freeze: glob patterns of parameters kept fixed even if ``trainable`` matches them (e.g.
+            a transplanted controller, :mod:`dynlab.transfer`). Frozen parameters get exactly
+            zero updates and no optimiser state, and gradient clipping sees only the trained
+            ones; the ``grad_norm`` metric still covers every parameter.
     """
 
     steps: int = 1500
@@ -61,8 +76,17 @@ class TrainConfig:
     eval_size: int = 512
     log_every: int = 10
     checkpoint_every: int = 100
+    trainable: tuple[str, ...] = ("*",)
+    freeze: tuple[str, ...] = ()
 
     def __post_init__(self):
+        for name in ("trainable", "freeze"):  # TOML gives lists; a tuple keeps the config hashable
+            value = getattr(self, name)
+            if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+                from dynlab.errors import ConfigError
+
+                raise ConfigError(f"train.{name} must be a list of glob patterns (strings), got {value!r}")
+            object.__setattr__(self, name, tuple(value))
         for name in ("steps", "batch_size", "eval_every", "eval_size", "log_every", "checkpoint_every"):
             require_positive(f"train.{name}", getattr(self, name))
         require_positive("train.lr", self.lr, integer=False)
@@ -91,7 +115,47 @@ class TrainConfig:
             opt = optax.rmsprop(lr, decay=0.99)
         else:
             opt = OPTIMIZERS[self.optimizer](lr)
-        return optax.chain(optax.clip_by_global_norm(self.clip), opt) if self.clip > 0 else opt
+        opt = optax.chain(optax.clip_by_global_norm(self.clip), opt) if self.clip > 0 else opt
+        if self.trainable == ("*",) and not self.freeze:
+            return opt
+        labels = functools.partial(trainable_labels, trainable=self.trainable, freeze=self.freeze)
+        return optax.multi_transform({"train": opt, "freeze": optax.set_to_zero()}, labels)
+
+
+def parameter_paths(tree) -> dict[str, jax.Array]:
+    """The array leaves of a model (or its parameters) by dotted path, e.g. ``cells.0.w_hh``."""
+
+    def name(key) -> str:
+        for attr in ("name", "idx", "key"):  # GetAttrKey, SequenceKey, DictKey
+            if hasattr(key, attr):
+                return str(getattr(key, attr))
+        return str(key)
+
+    leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+    return {".".join(name(k) for k in path): leaf for path, leaf in leaves if eqx.is_inexact_array(leaf)}
+
+
+def trainable_labels(params, *, trainable: tuple[str, ...], freeze: tuple[str, ...]):
+    """``params`` with each array replaced by ``"train"`` or ``"freeze"`` (for ``optax.multi_transform``).
+
+    A parameter is trained iff its path matches a ``trainable`` glob and no ``freeze`` glob. A
+    pattern that matches no parameter, or a selection that leaves nothing to train, is a
+    :class:`~dynlab.errors.ConfigError` (a typo must not silently train everything).
+    """
+    from fnmatch import fnmatchcase
+
+    from dynlab.errors import ConfigError
+
+    paths = list(parameter_paths(params))
+    for key, patterns in (("trainable", trainable), ("freeze", freeze)):
+        for pattern in patterns:
+            if not any(fnmatchcase(p, pattern) for p in paths):
+                raise ConfigError(f"train.{key} pattern {pattern!r} matches no parameter; parameters: {', '.join(paths)}")
+    train = {p for p in paths if any(fnmatchcase(p, t) for t in trainable) and not any(fnmatchcase(p, f) for f in freeze)}
+    if not train:
+        raise ConfigError(f"train.trainable {list(trainable)} minus train.freeze {list(freeze)} leaves nothing to train")
+    labels = iter("train" if p in train else "freeze" for p in paths)
+    return jax.tree_util.tree_map(lambda leaf: next(labels) if eqx.is_inexact_array(leaf) else None, params)
 
 
 @dataclasses.dataclass
@@ -113,20 +177,44 @@ def _finite(tree) -> jax.Array:
     return jnp.all(jnp.stack([jnp.all(jnp.isfinite(l)) for l in leaves]))
 
 
+def _initial_carry(model, task, batch_size: int):
+    """The model state carried from step to step: each stream's initial state, stacked
+    ``[batch_size, ...]``, for stateful tasks; ``None`` for the others."""
+    if not isinstance(task, StatefulTask):
+        return None
+    return jax.tree_util.tree_map(lambda s: jnp.broadcast_to(s, (batch_size,) + s.shape), model.init_state())
+
+
+def _stateful_grads(model, rule, task, carried, step, batch_size, data_key, rule_key):
+    """Truncated BPTT on window ``step`` of the task's streams, each starting where it ended at
+    the previous step (``carried``) unless the task resets it to the initial state; returns the
+    rule's gradients and metrics and the states to carry on."""
+    reset = task.resets(data_key, step, batch_size)
+    start = jax.tree_util.tree_map(lambda c, s0: jnp.where(reset.reshape((-1,) + (1,) * s0.ndim), s0, c),
+                                   carried, model.init_state())
+    return rule.grads_from(model, task.window(step, batch_size), start, rule_key)
+
+
 def _chunk(params, static, opt_state, start, n, rule, task, optimizer, batch_size, data_key, rule_key):
-    """Advance ``n`` steps from step ``start``; return the new state and per-step metrics."""
+    """Advance ``n`` steps from step ``start``; return the new state and per-step metrics.
+
+    ``opt_state`` is the pair (optax state, carried model state) of the module docstring.
+    """
 
     def one_step(carry, i):
-        params, opt_state = carry
+        params, (opt_state, carried) = carry
         step = start + i
         model = eqx.combine(params, static)
-        batch = task.batch(jax.random.fold_in(data_key, step), batch_size)
-        grads, metrics = rule.grads(model, batch, jax.random.fold_in(rule_key, step))
+        data_k, rule_k = jax.random.fold_in(data_key, step), jax.random.fold_in(rule_key, step)
+        if carried is None:
+            grads, metrics = rule.grads(model, task.batch(data_k, batch_size), rule_k)
+        else:
+            grads, metrics, carried = _stateful_grads(model, rule, task, carried, step, batch_size, data_k, rule_k)
         grads = eqx.filter(grads, eqx.is_inexact_array)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         params = eqx.apply_updates(params, updates)
         metrics = dict(metrics, grad_norm=optax.tree.norm(grads), finite=_finite(params))
-        return (params, opt_state), metrics
+        return (params, (opt_state, carried)), metrics
 
     (params, opt_state), metrics = jax.lax.scan(one_step, (params, opt_state), jnp.arange(n))
     return params, opt_state, metrics
@@ -145,16 +233,33 @@ def _run_chunk_many(params, static, opt_state, start, n, rule, task, optimizer, 
     return jax.vmap(one)(params, opt_state, data_keys, rule_keys)
 
 
-@eqx.filter_jit
-def _evaluate(model, rule, task, eval_key, eval_size):
+def stream_metrics(model, rule, task: StatefulTask, split: str = "test") -> dict:
+    """Loss and metric of ``model`` over the whole ``split`` of a stateful task, read as one stream
+    from the initial state with one unbroken state (batch size 1): the windows in order, each
+    starting where the previous one ended. Window means are weighted by their scored steps, so
+    the result is the mean over every scored step of the split."""
+
+    def one(state, k):
+        batch = task.window(k, 1, split)
+        metrics, state = rule.evaluate_from(model, batch, state)
+        return state, (metrics, jnp.sum(batch[2]))
+
+    _, (metrics, weight) = jax.lax.scan(one, _initial_carry(model, task, 1), jnp.arange(task.windows(1, split)))
+    return jax.tree_util.tree_map(lambda m: jnp.sum(m * weight) / jnp.sum(weight), metrics)
+
+
+def _held_out(model, rule, task, eval_key, eval_size):
+    if isinstance(task, StatefulTask):
+        return stream_metrics(model, rule, task)
     return rule.evaluate(model, task.batch(eval_key, eval_size, split="test"))
+
+
+_evaluate = eqx.filter_jit(_held_out)
 
 
 @eqx.filter_jit
 def _evaluate_many(params, static, rule, task, eval_keys, eval_size):
-    return jax.vmap(lambda p, k: rule.evaluate(eqx.combine(p, static), task.batch(k, eval_size, split="test")))(
-        params, eval_keys
-    )
+    return jax.vmap(lambda p, k: _held_out(eqx.combine(p, static), rule, task, k, eval_size))(params, eval_keys)
 
 
 def _stack(trees):
@@ -338,7 +443,7 @@ def train(
     optimizer = cfg.optimizer_fn()
     data_key, rule_key, eval_key = _keys(experiment.seed)
     params, static = eqx.partition(model, eqx.is_inexact_array)
-    opt_state = optimizer.init(params)
+    opt_state = (optimizer.init(params), _initial_carry(model, task, cfg.batch_size))
     start, previous = 0, None
     if resume:
         start, model, opt_state = store.load_checkpoint(run_dir, model, opt_state)
@@ -388,7 +493,7 @@ def train_seeds(experiments, run_dirs=None, *, progress: Callable | None = None)
     parts = [eqx.partition(e.model, eqx.is_inexact_array) for e in experiments]
     static = parts[0][1]
     params = _stack([p for p, _ in parts])
-    opt_states = [optimizer.init(p) for p, _ in parts]
+    opt_states = [(optimizer.init(p), _initial_carry(e.model, task, cfg.batch_size)) for e, (p, _) in zip(experiments, parts)]
     opt_state = _stack(opt_states)
     keys = [_keys(e.seed) for e in experiments]
     data_keys, rule_keys, eval_keys = (jnp.stack([k[j] for k in keys]) for j in range(3))

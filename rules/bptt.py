@@ -4,6 +4,11 @@ $$ \nabla_\theta \mathcal{L}, \qquad
    \mathcal{L}(\theta) = \ell\big(\{\mathrm{readout}(h_t(\theta))\}_{t \le T},\, y,\, \text{mask}\big) $$
 
 computed by reverse-mode autodiff of the model's ``lax.scan`` over time, batched with ``vmap``.
+
+**Truncated BPTT** (:meth:`BPTT.grads_from`, stateful tasks): a window continues from carried
+states $h_0$ (where the previous window ended) that are treated as constants,
+$\nabla_\theta \mathcal{L}(\theta; \operatorname{stop\_gradient}(h_0))$, so gradients flow
+through the window's $T$ steps only; the window's final states are returned to be carried on.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import jax
 
 from dynlab.losses import get_loss
 from dynlab.registry import register
-from dynlab.rules.base import Rule
+from dynlab.rules.base import Rule, continue_from
 
 
 @register("rule", "bptt", "backpropagation through time (exact gradients through the unrolled scan)")
@@ -21,12 +26,19 @@ class BPTT(Rule):
     """Backpropagation through time. Config: ``loss`` is set from the task."""
 
     def grads(self, model, batch, key):
+        grads, metrics, _ = self._grads(model, batch, None)
+        return grads, metrics
+
+    def grads_from(self, model, batch, state, key):
+        return self._grads(model, batch, jax.lax.stop_gradient(state))
+
+    def _grads(self, model, batch, state):
         x, y, mask = batch
         spec = get_loss(self.loss)
 
         def objective(m):
-            ys = jax.vmap(m)(x)
-            return spec.loss(ys, y, mask), spec.metric(ys, y, mask)
+            ys, final = (jax.vmap(m)(x), None) if state is None else continue_from(m, x, state)
+            return spec.loss(ys, y, mask), (spec.metric(ys, y, mask), final)
 
-        (loss, metric), grads = eqx.filter_value_and_grad(objective, has_aux=True)(model)
-        return grads, {"loss": loss, spec.metric_name: metric}
+        (loss, (metric, final)), grads = eqx.filter_value_and_grad(objective, has_aux=True)(model)
+        return grads, {"loss": loss, spec.metric_name: metric}, final

@@ -1,0 +1,184 @@
+r"""Sequential MNIST: ``smnist`` (pixels in reading order) and ``psmnist`` (a fixed random permutation).
+
+One pixel per step, $T = 784$, $N_x = 1$, ten classes scored at the last step (``ce_last``; the
+ARU paper's psMNIST, notes §2). Options, all recorded in the run config:
+
+* ``downsample = k``: each $k \times k$ block of the $28 \times 28$ image is replaced by its mean
+  before anything else, so $T = (28/k)^2$ (``k = 2``: $14 \times 14$, $T = 196$) — CPU-scale runs;
+* ``perm_seed`` (``psmnist`` only): the permutation of the $T$ positions is
+  ``jax.random.permutation(jax.random.key(perm_seed), T)``, the same for every sample and split;
+* ``rotate``: rotate every digit by this many degrees (counter-clockwise, bilinear, same frame)
+  before down-sampling — the paper's 45° rotation-transfer probe (App. B.3);
+* ``standardize``: pixels in $[0, 1]$ are standardised with the usual MNIST mean 0.1307 and std
+  0.3081 (torchvision's pipeline; the paper does not say, notes §4 [gap]), else left in $[0, 1]$.
+
+Data: the 60k training split ``mnist/train-{images-idx3,labels-idx1}-ubyte[.gz]`` when present
+(the test split is then ``mnist/t10k-*``), otherwise a seeded split of the 10k file ``mnist/t10k-*``
+into ``test_size`` test images and the rest for training (``split_seed``). Files are read once, at
+construction; the pixels are held as arrays in the task, so :meth:`~SequentialMNIST.batch` is pure
+and jit-able. Training batches are drawn with replacement; test batches without replacement
+(a held-out evaluation of ``n`` samples sees ``n`` distinct digits, as long as the split has them).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dynlab.data import data_dir as resolve_data_dir
+from dynlab.errors import ConfigError, DataError, require_positive
+from dynlab.idx import read_idx
+from dynlab.registry import register
+from dynlab.tasks.base import Task
+
+SIDE = 28
+MNIST_MEAN, MNIST_STD = 0.1307, 0.3081  # the usual MNIST pixel statistics (pixels in [0, 1])
+
+
+def _find(root: Path, name: str) -> Path | None:
+    for candidate in (root / "mnist" / f"{name}.gz", root / "mnist" / name):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def has_mnist(stem: str, data_dir: str | os.PathLike | None = None) -> bool:
+    """Whether the images of split ``stem`` (``"train"`` or ``"t10k"``) are in the data directory."""
+    return _find(resolve_data_dir(data_dir), f"{stem}-images-idx3-ubyte") is not None
+
+
+def read_mnist(stem: str, data_dir: str | os.PathLike | None = None) -> tuple[np.ndarray, np.ndarray, Path]:
+    """``(images[n, 28, 28] uint8, labels[n] uint8, image path)`` of split ``stem`` (``train``/``t10k``).
+
+    Each file is looked up as ``mnist/<name>.gz`` then ``mnist/<name>`` in the data directory; a
+    missing one is a :class:`DataError` naming both names and the directory searched.
+    """
+    root = resolve_data_dir(data_dir)
+    paths = []
+    for kind in ("images-idx3-ubyte", "labels-idx1-ubyte"):
+        name = f"{stem}-{kind}"
+        path = _find(root, name)
+        if path is None:
+            raise DataError(f"missing MNIST file mnist/{name}.gz (or mnist/{name}, IDX format) in data directory "
+                            f"{str(root)!r}; put it there or point --data-dir / $DYNLAB_DATA at a directory that has it")
+        paths.append(path)
+    images, labels = read_idx(paths[0], ndim=3), read_idx(paths[1], ndim=1)
+    if images.shape[1:] != (SIDE, SIDE) or images.shape[0] != labels.shape[0]:
+        raise DataError(f"{paths[0]}: {images.shape[0]} images of {images.shape[1:]} do not match "
+                        f"{labels.shape[0]} labels of 28x28 digits")
+    return images, labels, paths[0]
+
+
+def block_mean(images: np.ndarray, k: int) -> np.ndarray:
+    """Mean over non-overlapping ``k x k`` blocks: ``[n, 28, 28] -> [n, 28/k, 28/k]`` (float32)."""
+    n, side = images.shape[0], images.shape[1] // k
+    return images.reshape(n, side, k, side, k).astype(np.float32).mean(axis=(2, 4))
+
+
+def rotate_images(images: np.ndarray, degrees: float) -> np.ndarray:
+    """Every image rotated counter-clockwise by ``degrees`` about its centre (bilinear, zero fill)."""
+    from scipy import ndimage
+
+    return ndimage.rotate(images.astype(np.float32), degrees, axes=(2, 1), reshape=False, order=1, cval=0.0)
+
+
+def _check_int(name: str, value, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ConfigError(f"{name} must be an integer >= {low}, got {value!r}")
+
+
+@register("task", "smnist", "sequential MNIST: one pixel per step in reading order (T=784/k^2), class at the end")
+class SequentialMNIST(Task):
+    """MNIST digits as pixel sequences ``x[T, 1]`` with the label scored at the last step.
+
+    Args:
+        downsample: block-mean factor ``k`` (a divisor of 28); ``T = (28/k)^2``.
+        rotate: rotation of every digit in degrees (0: none).
+        standardize: standardise pixels with the MNIST mean and std (else pixels in ``[0, 1]``).
+        test_size: test images taken from the 10k file when the 60k training split is absent.
+        split_seed: seed of that train/test split.
+        data_dir: data directory (default: ``$DYNLAB_DATA``, then ``~/.cache/dynlab/data``).
+    """
+
+    x_train: jax.Array
+    y_train: jax.Array
+    x_test: jax.Array
+    y_test: jax.Array
+    source: str = eqx.field(static=True)
+
+    def __init__(self, *, downsample: int = 1, rotate: float = 0.0, standardize: bool = True, test_size: int = 2000,
+                 split_seed: int = 0, data_dir: str | None = None):
+        self._setup(None, downsample, rotate, standardize, test_size, split_seed, data_dir)
+
+    def _setup(self, perm_seed, downsample, rotate, standardize, test_size, split_seed, data_dir) -> None:
+        _check_int("task.downsample", downsample, 1)
+        if SIDE % downsample:
+            raise ConfigError(f"task.downsample must divide 28 (1, 2, 4, 7, 14, 28), got {downsample}")
+        require_positive("task.test_size", test_size)
+        _check_int("task.split_seed", split_seed, 0)
+        if isinstance(rotate, bool) or not isinstance(rotate, (int, float)):
+            raise ConfigError(f"task.rotate must be a number of degrees, got {rotate!r}")
+        if has_mnist("train", data_dir):
+            (x_tr, y_tr, where), (x_te, y_te, _) = read_mnist("train", data_dir), read_mnist("t10k", data_dir)
+            source = f"MNIST train/t10k ({where.parent})"
+        else:
+            images, labels, where = read_mnist("t10k", data_dir)
+            if test_size >= images.shape[0]:
+                raise ConfigError(f"task.test_size = {test_size} leaves no training images of the {images.shape[0]} in {where}")
+            order = np.asarray(jax.random.permutation(jax.random.key(split_seed), images.shape[0]))
+            test, train = order[:test_size], order[test_size:]
+            x_tr, y_tr, x_te, y_te = images[train], labels[train], images[test], labels[test]
+            source = f"MNIST t10k split {images.shape[0] - test_size}/{test_size} (split_seed {split_seed}, {where.parent})"
+        T = (SIDE // downsample) ** 2
+        perm = None if perm_seed is None else np.asarray(jax.random.permutation(jax.random.key(perm_seed), T))
+
+        def sequences(images):
+            images = images.astype(np.float32) / 255.0
+            if rotate:
+                images = rotate_images(images, rotate)
+            seq = block_mean(images, downsample).reshape(images.shape[0], T)
+            if standardize:
+                seq = (seq - MNIST_MEAN) / MNIST_STD
+            return jnp.asarray(seq if perm is None else seq[:, perm])
+
+        self.x_train, self.x_test = sequences(x_tr), sequences(x_te)
+        self.y_train, self.y_test = jnp.asarray(y_tr, jnp.int32), jnp.asarray(y_te, jnp.int32)
+        self.input_size, self.output_size, self.length = 1, 10, T
+        self.loss, self.chance = "ce_last", 0.1
+        self.source = source
+
+    def batch(self, key, batch_size, split="train"):
+        if split not in ("train", "test"):
+            raise ConfigError(f"split must be 'train' or 'test', got {split!r}")
+        x, y = (self.x_train, self.y_train) if split == "train" else (self.x_test, self.y_test)
+        n = x.shape[0]
+        if split == "train" or batch_size > n:
+            idx = jax.random.randint(key, (batch_size,), 0, n)
+        else:
+            idx = jax.random.choice(key, n, (batch_size,), replace=False)
+        mask = jnp.zeros((batch_size, self.length)).at[:, -1].set(1.0)
+        return x[idx][:, :, None], y[idx], mask
+
+    def describe(self) -> str:
+        return f"{type(self).__name__} (T={self.length}, {self.x_train.shape[0]} train / {self.x_test.shape[0]} test, {self.source})"
+
+
+@register("task", "psmnist", "permuted sequential MNIST: pixels in a fixed seeded random order (T=784/k^2)")
+class PermutedSequentialMNIST(SequentialMNIST):
+    """:class:`SequentialMNIST` with the pixel positions in a fixed random order (``perm_seed``)."""
+
+    perm_seed: int = eqx.field(static=True)
+
+    def __init__(self, *, perm_seed: int = 0, downsample: int = 1, rotate: float = 0.0, standardize: bool = True,
+                 test_size: int = 2000, split_seed: int = 0, data_dir: str | None = None):
+        _check_int("task.perm_seed", perm_seed, 0)
+        self.perm_seed = perm_seed
+        self._setup(perm_seed, downsample, rotate, standardize, test_size, split_seed, data_dir)
+
+    def describe(self) -> str:
+        return super().describe().replace("(T=", f"(perm_seed {self.perm_seed}, T=", 1)
