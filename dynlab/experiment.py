@@ -89,7 +89,12 @@ def build(config: dict) -> Experiment:
     config = validate(config)
     model_cfg, task_cfg, rule_cfg = dict(config["model"]), dict(config["task"]), dict(config["rule"])
     unit = model_cfg.pop("unit", DEFAULT_UNIT)
-    task = registry.build("task", task_cfg.pop("name", DEFAULT_TASK), **task_cfg)
+    task_name = task_cfg.pop("name", DEFAULT_TASK)
+    task = registry.build("task", task_name, **task_cfg)
+    # Record the task's defaults too, so that a run's config names the exact data it saw
+    # (e.g. psmnist's perm_seed and downsample), whatever later versions default to.
+    task_defaults = {k: v for k, v in registry.defaults(registry.get("task", task_name).obj).items() if v is not None}
+    config["task"] = {"name": task_name, **task_defaults, **config["task"]}
     model_key = jax.random.fold_in(jax.random.key(config["seed"]), 0)
     model = registry.build(
         "model", unit=unit, input_size=task.input_size, output_size=task.output_size, key=model_key, **model_cfg

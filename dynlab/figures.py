@@ -165,7 +165,7 @@ def perturbation_curve(ds: xr.Dataset):
     networks = ds["network"].values if "network" in ds.dims else [None]
     for net in networks:
         da = ds[metric] if net is None else ds[metric].sel(network=net)
-        label = None if net is None else str(net)
+        label = None if net is None else str(ds["label"].sel(network=net).values if "label" in ds.coords else net)
         if "seed" in da.dims:
             mean, std = da.mean("seed").values, da.std("seed").values
             ax.errorbar(ds.strength.values, mean, yerr=std, fmt="o-", ms=3, capsize=2, label=label)

@@ -31,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dynlab.data import data_dir as resolve_data_dir
+from dynlab.data import data_file
 from dynlab.errors import ConfigError, DataError, require_positive
 from dynlab.idx import read_idx
 from dynlab.registry import register
@@ -40,38 +41,33 @@ SIDE = 28
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081  # the usual MNIST pixel statistics (pixels in [0, 1])
 
 
-def _find(root: Path, name: str) -> Path | None:
-    for candidate in (root / "mnist" / f"{name}.gz", root / "mnist" / name):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
 def has_mnist(stem: str, data_dir: str | os.PathLike | None = None) -> bool:
     """Whether the images of split ``stem`` (``"train"`` or ``"t10k"``) are in the data directory."""
-    return _find(resolve_data_dir(data_dir), f"{stem}-images-idx3-ubyte") is not None
+    name = resolve_data_dir(data_dir) / "mnist" / f"{stem}-images-idx3-ubyte"
+    return name.is_file() or name.with_name(name.name + ".gz").is_file()
+
+
+def _mnist_file(stem: str, kind: str, what: str, data_dir) -> Path:
+    """``mnist/<stem>-<kind>.gz``, or the uncompressed file when only that one exists."""
+    name = f"mnist/{stem}-{kind}"
+    if (resolve_data_dir(data_dir) / name).is_file() and not (resolve_data_dir(data_dir) / f"{name}.gz").is_file():
+        return data_file(name, layout=f"MNIST {what}, IDX", explicit=data_dir)
+    return data_file(f"{name}.gz", layout=f"MNIST {what}, IDX gzip, or uncompressed as {name}", explicit=data_dir)
 
 
 def read_mnist(stem: str, data_dir: str | os.PathLike | None = None) -> tuple[np.ndarray, np.ndarray, Path]:
     """``(images[n, 28, 28] uint8, labels[n] uint8, image path)`` of split ``stem`` (``train``/``t10k``).
 
-    Each file is looked up as ``mnist/<name>.gz`` then ``mnist/<name>`` in the data directory; a
-    missing one is a :class:`DataError` naming both names and the directory searched.
+    Each file is read as ``mnist/<name>.gz`` or, if only that exists, ``mnist/<name>``; a missing
+    one is a :class:`DataError` naming it and the directory searched (:func:`dynlab.data.data_file`).
     """
-    root = resolve_data_dir(data_dir)
-    paths = []
-    for kind in ("images-idx3-ubyte", "labels-idx1-ubyte"):
-        name = f"{stem}-{kind}"
-        path = _find(root, name)
-        if path is None:
-            raise DataError(f"missing MNIST file mnist/{name}.gz (or mnist/{name}, IDX format) in data directory "
-                            f"{str(root)!r}; put it there or point --data-dir / $DYNLAB_DATA at a directory that has it")
-        paths.append(path)
-    images, labels = read_idx(paths[0], ndim=3), read_idx(paths[1], ndim=1)
+    img = _mnist_file(stem, "images-idx3-ubyte", f"{stem} images", data_dir)
+    lab = _mnist_file(stem, "labels-idx1-ubyte", f"{stem} labels", data_dir)
+    images, labels = read_idx(img, ndim=3), read_idx(lab, ndim=1)
     if images.shape[1:] != (SIDE, SIDE) or images.shape[0] != labels.shape[0]:
-        raise DataError(f"{paths[0]}: {images.shape[0]} images of {images.shape[1:]} do not match "
+        raise DataError(f"{img}: {images.shape[0]} images of {images.shape[1:]} do not match "
                         f"{labels.shape[0]} labels of 28x28 digits")
-    return images, labels, paths[0]
+    return images, labels, img
 
 
 def block_mean(images: np.ndarray, k: int) -> np.ndarray:

@@ -21,8 +21,7 @@ from jaxtyping import Array
 from dynlab.errors import ConfigError, DataError, require_positive
 from dynlab.registry import register
 from dynlab.tasks.base import Task
-
-MNIST_MEAN, MNIST_STD = 0.1307, 0.3081  # the usual MNIST pixel statistics (pixels in [0, 1])
+from dynlab.tasks.mnist import MNIST_MEAN, MNIST_STD, has_mnist, read_mnist
 
 
 class FixedBatchTask(Task):
@@ -74,20 +73,8 @@ def load_mnist_split(data_dir: str | None = None) -> tuple[np.ndarray, np.ndarra
 
     Reads the 60k training split if present, else the 10k test split (which is what CI has).
     """
-    from dynlab.data import data_file
-    from dynlab.idx import read_idx
-
-    try:
-        stem = "train"
-        img = data_file("mnist/train-images-idx3-ubyte.gz", layout="MNIST training images, IDX gzip", explicit=data_dir)
-    except DataError:
-        stem = "t10k"
-        img = data_file("mnist/t10k-images-idx3-ubyte.gz", layout="MNIST images, IDX gzip (train-* or t10k-*)",
-                        explicit=data_dir)
-    lab = data_file(f"mnist/{stem}-labels-idx1-ubyte.gz", layout="MNIST labels, IDX gzip", explicit=data_dir)
-    images, labels = read_idx(img, ndim=3), read_idx(lab, ndim=1)
-    if images.shape[0] != labels.shape[0] or images.shape[1:] != (28, 28):
-        raise DataError(f"{img}: {images.shape} images do not match {labels.shape[0]} labels of 28x28 digits")
+    stem = "train" if has_mnist("train", data_dir) else "t10k"
+    images, labels, img = read_mnist(stem, data_dir)
     return images.reshape(images.shape[0], -1), labels, f"MNIST {stem} split ({img.parent})"
 
 

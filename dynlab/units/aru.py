@@ -148,12 +148,14 @@ class RNNGammaCell(_Recurrent):
     ):
         k_rec, k_n = jax.random.split(key)
         super().__init__(input_size, hidden, isolated, k_rec)
+        # dtype=float (here and in ARUCell): a weak-typed leaf turns strong after the first
+        # optimiser update, which would retrace and recompile the training step once more.
         if heterogeneous:
             self.n = n_mean + n_std * jax.random.normal(k_n, (hidden,))
-            self.s = jnp.full((hidden,), float(s_init))
+            self.s = jnp.full((hidden,), float(s_init), dtype=float)
         else:
-            self.n = jnp.asarray(float(n_mean))
-            self.s = jnp.asarray(float(s_init))
+            self.n = jnp.asarray(float(n_mean), dtype=float)
+            self.s = jnp.asarray(float(s_init), dtype=float)
 
     def __call__(self, state, x, *, drive=None):
         h = gamma(self.preactivation(state, x, drive), self.n, self.s)
@@ -229,10 +231,10 @@ class ARUCell(_Recurrent):
         self.w_gs = readout_scale * bound * jax.random.normal(k_gs, (n_g,))
         if prior == "per-neuron":
             self.b_n = n_mean + n_std * jax.random.normal(k_n, (hidden,))
-            self.b_s = jnp.full((hidden,), float(s_init))
+            self.b_s = jnp.full((hidden,), float(s_init), dtype=float)
         else:
-            self.b_n = jnp.asarray(float(n_mean))
-            self.b_s = jnp.asarray(float(s_init))
+            self.b_n = jnp.asarray(float(n_mean), dtype=float)
+            self.b_s = jnp.asarray(float(s_init), dtype=float)
 
     def init_state(self) -> ARUState:
         return ARUState(h=jnp.zeros(self.hidden), g=jnp.zeros((self.hidden, self.n_g)))

@@ -1,0 +1,85 @@
+r"""ARUN training throughput at the paper's size, against a static RNN+γ of the same width.
+
+Paper scale (Geadah et al.; notes §1): psMNIST $T = 784$, $N_h = 400$, $N_g = 50$, batch 64. One
+training step is BPTT through the whole sequence plus an Adam update (gradient clipping 1), the
+trainer's work per step; inputs are random pixels (throughput does not depend on the data, and
+the benchmark needs no data files). Comparator, same process: ``rnn-gamma`` (heterogeneous
+static $(n, s)$) with the same $N_h$ — the ARUN minus its controllers.
+
+Expected cost ratio from FLOPs per time step and sample (multiply–add = 2 FLOPs, forward; the
+backward pass scales both alike):
+
+$$ \text{RNN}+\gamma:\ 2N_h^2 + 2N_h N_x, \qquad
+   \text{ARUN}:\ 2N_h^2 + 2N_h N_x + \underbrace{2N_h N_g^2 + N_h N_g + 4 N_h N_g}_{\text{controllers}} $$
+
+i.e. about $1 + N_g^2/N_h$, 7.5 at the paper's size; the controllers' $N_h N_g$ tanh evaluations
+per step come on top. Memory: BPTT keeps every step's controller states, a few times
+$T B N_h N_g \cdot 4$ bytes — about 2.2 GB peak at batch 8, so the default batch 64 needs
+roughly 15 GB. Run: ``python benchmarks/aru.py [--steps 3] [--batch 64] [--hidden 400] [--n-g 50]``.
+"""
+
+import argparse
+import time
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+
+def train_step_time(unit: str, hidden: int, length: int, batch: int, steps: int, **config) -> tuple[float, float]:
+    """``(compile + 2 warm-up steps seconds, mean seconds per later step)`` of BPTT + Adam on ``unit``."""
+    import dynlab
+    from dynlab.train import TrainConfig
+
+    model = dynlab.build("model", unit=unit, input_size=1, output_size=10, key=jax.random.key(0), hidden=hidden, **config)
+    rule = dynlab.build("rule", "bptt", loss="ce_last")
+    optimizer = TrainConfig(lr=1e-4).optimizer_fn()
+    params, static = eqx.partition(model, eqx.is_inexact_array)
+    opt_state = optimizer.init(params)
+
+    @eqx.filter_jit
+    def step(params, opt_state, key):
+        k_x, k_y = jax.random.split(key)
+        x = jax.random.uniform(k_x, (batch, length, 1))
+        y = jax.random.randint(k_y, (batch,), 0, 10)
+        mask = jnp.zeros((batch, length)).at[:, -1].set(1.0)
+        grads, metrics = rule.grads(eqx.combine(params, static), (x, y, mask), key)
+        updates, opt_state = optimizer.update(eqx.filter(grads, eqx.is_inexact_array), opt_state, params)
+        return eqx.apply_updates(params, updates), opt_state, metrics["loss"]
+
+    t0 = time.perf_counter()
+    for i in range(2):  # the first compiles; the second would expose a retrace (e.g. a weak-typed leaf)
+        params, opt_state, loss = step(params, opt_state, jax.random.key(1000 + i))
+    loss.block_until_ready()
+    first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for i in range(steps):
+        params, opt_state, loss = step(params, opt_state, jax.random.key(i + 1))
+    loss.block_until_ready()
+    return first, (time.perf_counter() - t0) / steps
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=3, help="timed steps per model (after the compiling one)")
+    parser.add_argument("--hidden", type=int, default=400)
+    parser.add_argument("--n-g", type=int, default=50)
+    parser.add_argument("--length", type=int, default=784)
+    parser.add_argument("--batch", type=int, default=64)
+    a = parser.parse_args()
+    H, G, T, B = a.hidden, a.n_g, a.length, a.batch
+    print(f"T = {T}, N_h = {H}, N_g = {G}, batch {B}, {a.steps} timed steps each, on {jax.devices()[0].platform}")
+    rows = {}
+    for name, unit, config in (("RNN+gamma", "rnn-gamma", {}), ("ARUN", "aru", {"n_g": G})):
+        first, per = train_step_time(unit, H, T, B, a.steps, **config)
+        rows[name] = per
+        print(f"{name:<10} compile + 2 steps {first:7.1f} s   {per:8.3f} s/step   {B / per:8.1f} samples/s")
+    flops_static = 2 * H * H + 2 * H
+    flops_aru = flops_static + 2 * H * G * G + H * G + 4 * H * G
+    print(f"ARUN / RNN+gamma time per step: measured {rows['ARUN'] / rows['RNN+gamma']:.2f}x, "
+          f"expected from FLOPs {flops_aru / flops_static:.2f}x "
+          f"({flops_aru / 1e6:.2f} vs {flops_static / 1e6:.2f} MFLOP per time step and sample, forward)")
+
+
+if __name__ == "__main__":
+    main()
