@@ -570,6 +570,8 @@ def _summary(result):
 
 # Commands that live in their own modules register themselves on the groups above.
 from dynlab import cli_trw  # noqa: E402,F401
+from dynlab import cli_aru  # noqa: E402,F401
+from dynlab import cli_perturb  # noqa: E402,F401
 from dynlab.cli_compare import compare  # noqa: E402
 
 main.add_command(compare)
