@@ -19,26 +19,40 @@ ones. A step whose inference did not converge keeps its cosine only in ``cosine_
 Where the paper is silent: seeds vary the weight initialisation only (the task's fixed batch is
 the same for every seed); both runs use the same optimiser with the parameterisation's per-layer
 rates (:func:`dynlab.ffmodels.learning_rates`).
+
+**Recurrent models** (:func:`compare_pc_bptt`, ``model="rnn"``): the same comparison with time
+in the role of depth — a :class:`~dynlab.rnn_param.ParamRNN` of width $N$ on sequences of
+length $T$, PC through time (:mod:`dynlab.rules.pc_time`) against BPTT of the same objective
+(:func:`dynlab.rules.pc_time.loss`), over ``width`` × ``length`` × ``seed`` × ``step``, with the
+coordinate ``T_over_N`` in place of ``L_over_N``. For the linear RNN the closed form gives $s-1$
+(:func:`dynlab.rules.pc_time.closed_form`); with the read-out at the last step only and the
+marginal gain $g = 1$, $\mathbb E[s - 1] \approx (T-1)/(\gamma_0^2 N)$
+(:mod:`dynlab.rnn_param`). The fixed batch of each length is the task's first batch
+(``jax.random.key(0)``), the same for every width and seed.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Callable, Literal
+from typing import Callable, Literal, NamedTuple
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import xarray as xr
 
-from dynlab import ffmodels
+from dynlab import ffmodels, registry
 from dynlab.analyses import pc_closed_form as cf
 from dynlab.errors import ConfigError, require_positive
 from dynlab.registry import register
-from dynlab.rules import pc
+from dynlab.rnn_param import ParamRNN
+from dynlab.rules import pc, pc_time
 from dynlab.rules.bp import bp_grads
+
+MODELS = ("mlp", "rnn")
 
 
 def cosine(g1, g2, eps: float = 1e-10) -> jax.Array:
@@ -53,8 +67,14 @@ def cosine(g1, g2, eps: float = 1e-10) -> jax.Array:
 
 @dataclasses.dataclass(frozen=True)
 class CompareConfig:
-    """Everything except the grid axes (hashable: it is static in the compiled cell)."""
+    """Everything except the grid axes (hashable: it is static in the compiled cell).
 
+    ``model``: ``mlp`` (:class:`~dynlab.ffmodels.FeedForward`; ``alpha``, ``residual`` apply) or
+    ``rnn`` (:class:`~dynlab.rnn_param.ParamRNN`; ``gain`` and ``batch_size``, the size of the
+    fixed batch drawn from the sequence task, apply).
+    """
+
+    model: Literal["mlp", "rnn"] = "mlp"
     param: str = "mf"
     alpha: float | None = 0.5
     gamma0: float = 1.0
@@ -71,9 +91,15 @@ class CompareConfig:
     atol: float = 0.0
     rtol: float = 1e-4
     x64: bool = False
+    gain: float = 1.0
+    batch_size: int = 32
 
     def __post_init__(self):
+        if self.model not in MODELS:
+            raise ConfigError(f"unknown model {self.model!r}; valid: {', '.join(MODELS)}")
         ffmodels.parameterisation(self.param, alpha=self.alpha, gamma0=self.gamma0)  # validates name, alpha, gamma0
+        require_positive("gain", self.gain, integer=False)
+        require_positive("batch_size", self.batch_size)
         require_positive("steps", self.steps)
         require_positive("inference_steps", self.inference_steps)
         if self.energy not in ("closed-form", "inference"):
@@ -105,6 +131,13 @@ def make_model(cfg: CompareConfig, width: int, depth: int, input_size: int, outp
     return ffmodels.astype(model, jnp.float64 if cfg.x64 else jnp.float32)
 
 
+def make_rnn(cfg: CompareConfig, width: int, input_size: int, output_size: int, seed: int):
+    """The recurrent cell's initial network (the same for PC through time and BPTT)."""
+    model = ParamRNN(input_size, output_size, width=width, param=cfg.param, gamma0=cfg.gamma0, gain=cfg.gain,
+                     activation=cfg.activation, key=jax.random.key(seed))
+    return ffmodels.astype(model, jnp.float64 if cfg.x64 else jnp.float32)
+
+
 def _pc_step(cfg: CompareConfig, model, x, y):
     """PC gradient and diagnostics at ``model``."""
     nan = jnp.asarray(jnp.nan, x.dtype)
@@ -132,16 +165,43 @@ def _pc_step(cfg: CompareConfig, model, x, y):
     return grads, info
 
 
-@eqx.filter_jit
-def run_cell(model, x, y, cfg: CompareConfig):
-    """Train PC and BP from ``model`` for ``cfg.steps`` steps (one ``lax.scan``); per-step metrics."""
+def _pc_time_step(cfg: CompareConfig, model, x, y, mask, output: str):
+    """PC-through-time gradient and diagnostics at ``model`` (a :class:`ParamRNN`)."""
+    nan = jnp.asarray(jnp.nan, x.dtype)
+    exact = pc_time.closed_form(model, x, y, mask) if model.is_linear and output == "mse" else None
+    if cfg.energy == "closed-form":
+        energy, grads = pc_time.weight_grads(model, exact.z, x, y, mask, output)
+        info = dict(energy=exact.energy, loss_pc=exact.loss, s_minus_1=exact.s_minus_1,
+                    s_max_minus_1=exact.s_max_minus_1, converged=jnp.asarray(True), inference_steps=jnp.asarray(0),
+                    activity_distance=nan)
+        return grads, info
+    if cfg.inference == "ode":
+        inf = pc_time.infer_ode(model, x, y, mask, output=output, max_steps=cfg.inference_steps, atol=cfg.atol,
+                                rtol=cfg.rtol)
+    else:
+        inf = pc_time.infer(model, x, y, mask, optimizer=pc.activity_optimizer(cfg.activity_optimizer, cfg.beta),
+                            max_steps=cfg.inference_steps, atol=cfg.atol, rtol=cfg.rtol, output=output)
+    energy, grads = pc_time.weight_grads(model, inf.z, x, y, mask, output)
+    if exact is not None:
+        diff = jax.tree_util.tree_map(jnp.subtract, inf.z, exact.z)
+        s1, sm1, dist = exact.s_minus_1, exact.s_max_minus_1, optax.tree.norm(diff) / optax.tree.norm(exact.z)
+    else:
+        s1, sm1, dist = nan, nan, nan
+    info = dict(energy=energy, loss_pc=pc_time.loss(model, x, y, mask, output), s_minus_1=s1, s_max_minus_1=sm1,
+                converged=inf.converged, inference_steps=inf.steps, activity_distance=dist)
+    return grads, info
+
+
+def _train_both(model, cfg: CompareConfig, pc_step, bp_step):
+    """Train with ``pc_step(model) -> (grads, info)`` and ``bp_step(model) -> (loss, grads)`` from ``model``
+    for ``cfg.steps`` steps (one ``lax.scan``), both with the parameterisation's optimiser; per-step metrics."""
     optimizer = ffmodels.optimizer(model, cfg.optimizer, cfg.base_lr)
     params, static = eqx.partition(model, eqx.is_inexact_array)
 
     def step(carry, _):
         p_pc, s_pc, p_bp, s_bp = carry
-        g_pc, info = _pc_step(cfg, eqx.combine(p_pc, static), x, y)
-        loss_bp, g_bp = bp_grads(eqx.combine(p_bp, static), x, y)
+        g_pc, info = pc_step(eqx.combine(p_pc, static))
+        loss_bp, g_bp = bp_step(eqx.combine(p_bp, static))
         g_pc, g_bp = eqx.filter(g_pc, eqx.is_inexact_array), eqx.filter(g_bp, eqx.is_inexact_array)
         u_pc, s_pc = optimizer.update(g_pc, s_pc, p_pc)
         u_bp, s_bp = optimizer.update(g_bp, s_bp, p_bp)
@@ -153,11 +213,25 @@ def run_cell(model, x, y, cfg: CompareConfig):
     return out
 
 
+@eqx.filter_jit
+def run_cell(model, x, y, cfg: CompareConfig):
+    """Train PC and BP from ``model`` for ``cfg.steps`` steps (one ``lax.scan``); per-step metrics."""
+    return _train_both(model, cfg, lambda m: _pc_step(cfg, m, x, y), lambda m: bp_grads(m, x, y))
+
+
+@eqx.filter_jit
+def run_sequence_cell(model, x, y, mask, cfg: CompareConfig, output: str):
+    """Train PC through time and BPTT (of :func:`dynlab.rules.pc_time.loss`) from ``model``; per-step metrics."""
+    bptt = eqx.filter_value_and_grad(pc_time.loss)
+    return _train_both(model, cfg, lambda m: _pc_time_step(cfg, m, x, y, mask, output),
+                       lambda m: bptt(m, x, y, mask, output))
+
+
 VARIABLES = {
     "cosine": "cosine similarity of PC and BP gradients (NaN where inference did not converge)",
     "cosine_unconverged": "cosine similarity at every step, converged or not",
-    "loss_pc": "MSE loss (1/2P sum |y - f|^2) of the PC-trained network",
-    "loss_bp": "MSE loss (1/2P sum |y - f|^2) of the BP-trained network",
+    "loss_pc": "loss of the PC-trained network (MSE: 1/2P sum |y - f|^2, over the scored steps for sequences)",
+    "loss_bp": "loss of the BP(TT)-trained network (MSE: 1/2P sum |y - f|^2, over the scored steps for sequences)",
     "energy": "PC energy: F* (closed form) or F(z_T) after inference, at the PC network",
     "s_minus_1": "energy rescaling s(theta) - 1 = tr(S - I)/d_out, the mean eigenvalue (linear networks)",
     "s_max_minus_1": "lambda_max(S) - 1, the largest eigenvalue (jpc's s; linear networks)",
@@ -196,41 +270,126 @@ def compare_pc_bp(
     per-cell mean $s-1$ against $L/N$ (attr ``rescaling_slope``; the theory says 1).
     """
     cfg = CompareConfig(**options)
+    if cfg.model != "mlp":
+        raise ConfigError(f"compare_pc_bp compares feed-forward models; for model {cfg.model!r} use compare_pc_bptt")
     widths, depths = _int_list("widths", widths), _int_list("depths", depths)
     if min(depths) < 2:
         raise ConfigError(f"depths must be at least 2, got {min(depths)}")
+    seeds = _seed_list(seeds)
+    x, y = task.fixed_batch("train") if hasattr(task, "fixed_batch") else task
+    dtype = jnp.float64 if cfg.x64 else jnp.float32
+    with _precision(cfg):
+        xj, yj = jnp.asarray(x, dtype), jnp.asarray(np.reshape(y, (np.shape(y)[0], -1)), dtype)
+
+        def cell(n, depth, seed):
+            return run_cell(make_model(cfg, n, depth, xj.shape[1], yj.shape[1], seed), xj, yj, cfg)
+
+        data, seconds = _grid(cell, widths, depths, seeds, cfg.steps, "L", progress)
+    return _dataset(data, seconds, widths, depths, seeds, cfg, getattr(task, "describe", lambda: "arrays")(), DEPTH)
+
+
+@register("analysis", "pc-bptt", "PC through time vs BPTT on recurrent models: gradient cosine, s - 1, losses over width x length")
+def compare_pc_bptt(
+    task,
+    widths: list[int],
+    lengths: list[int],
+    seeds: int | list[int] = 3,
+    *,
+    progress: Callable[[int, int, dict], None] | None = None,
+    **options,
+) -> xr.Dataset:
+    r"""PC through time against BPTT over ``widths`` × ``lengths`` × ``seeds`` (module docstring); an ``xr.Dataset``.
+
+    Args:
+        task: a registered sequence task with a ``length`` key (e.g. ``"adding"``), or a function
+            ``length -> Task``. Each length's fixed batch is ``task.batch(key(0), batch_size)``.
+        widths, lengths: the grid (positive integers): RNN widths $N$ and sequence lengths $T$.
+        seeds: a number of seeds (``0..seeds-1``) or a list of seeds (weight initialisations).
+        progress: called as ``progress(cells_done, cells_total, {"N": .., "T": .., "cos": ..})``.
+        **options: the fields of :class:`CompareConfig` (``model`` defaults to ``rnn`` here;
+            ``param``, ``gamma0``, ``gain``, ``activation``, ``batch_size``, ``steps``, ``energy``,
+            ``optimizer``, ``lr``, ``inference``, ``activity_optimizer``, ``beta``,
+            ``inference_steps``, ``atol``, ``rtol``, ``x64``).
+
+    Returns the variables of :func:`compare_pc_bp` over (``width``, ``length``, ``seed``,
+    ``step``), ``mean_cosine`` over (``width``, ``length``), the coordinate ``T_over_N`` and the
+    log–log slope of $s-1$ against $T/N$ (attr ``rescaling_slope``; linear RNNs).
+    """
+    cfg = CompareConfig(**{"model": "rnn", **options})
+    if cfg.model != "rnn":
+        raise ConfigError(f"compare_pc_bptt compares recurrent models (model 'rnn'), got {cfg.model!r}")
+    widths, lengths = _int_list("widths", widths), _int_list("lengths", lengths)
+    seeds = _seed_list(seeds)
+    make_task = length_task(task) if isinstance(task, str) else task
+    first = make_task(lengths[0])
+    if first.loss not in pc_time.OUTPUTS:
+        raise ConfigError(f"task loss {first.loss!r} is not supported; valid: {', '.join(pc_time.OUTPUTS)}")
+    if cfg.energy == "closed-form" and first.loss != "mse":
+        raise ConfigError(f"energy 'closed-form' needs the mse loss, the task has {first.loss!r}; use energy 'inference'")
+    dtype = jnp.float64 if cfg.x64 else jnp.float32
+    with _precision(cfg):
+        batches = {}
+        draw = eqx.filter_jit(lambda t: t.batch(jax.random.key(0), cfg.batch_size, "train"))  # one compile per length
+        for length in lengths:
+            t = make_task(length)
+            x, y, mask = draw(t)
+            batches[length] = (jnp.asarray(x, dtype), jnp.asarray(y, y.dtype if t.loss != "mse" else dtype),
+                               jnp.asarray(mask, dtype))
+
+        def cell(n, length, seed):
+            x, y, mask = batches[length]
+            model = make_rnn(cfg, n, first.input_size, first.output_size, seed)
+            return run_sequence_cell(model, x, y, mask, cfg, first.loss)
+
+        data, seconds = _grid(cell, widths, lengths, seeds, cfg.steps, "T", progress)
+    return _dataset(data, seconds, widths, lengths, seeds, cfg, first.describe(), LENGTH)
+
+
+def length_task(name: str):
+    """``length -> Task`` for a registered task name that has a ``length`` config key."""
+    entry = registry.get("task", name)
+    if "length" not in registry.config_keys(entry.obj):
+        with_length = [n for n in registry.names("task") if "length" in registry.config_keys(registry.get("task", n).obj)]
+        raise ConfigError(f"task {name!r} has no length to vary; tasks with a length: {', '.join(with_length)}")
+    return lambda length: registry.build("task", name, length=length)
+
+
+def _seed_list(seeds) -> list[int]:
     seeds = list(range(seeds)) if isinstance(seeds, int) and not isinstance(seeds, bool) else _int_list("seeds", seeds, zero=True)
     if not seeds:
         raise ConfigError("seeds must be a positive integer or a non-empty list")
-    x, y = task.fixed_batch("train") if hasattr(task, "fixed_batch") else task
-    dtype = jnp.float64 if cfg.x64 else jnp.float32
-    shape = (len(widths), len(depths), len(seeds), cfg.steps)
-    data = {k: np.full(shape, np.nan) for k in VARIABLES if k not in ("cosine_unconverged",)}
-    data["cosine_unconverged"] = np.full(shape, np.nan)
+    return seeds
+
+
+def _precision(cfg: CompareConfig):
+    return jax.enable_x64(True) if cfg.x64 else _null()
+
+
+def _grid(cell, widths, second, seeds, steps, symbol, progress):
+    """Run ``cell(width, second, seed)`` (per-step metrics) over the grid; the arrays of :data:`VARIABLES`."""
+    shape = (len(widths), len(second), len(seeds), steps)
+    data = {k: np.full(shape, np.nan) for k in VARIABLES}
     seconds = np.zeros(shape[:2])
-    total, done = len(widths) * len(depths), 0
-    x64_mode = jax.enable_x64(True) if cfg.x64 else _null()
-    with x64_mode:
-        xj, yj = jnp.asarray(x, dtype), jnp.asarray(np.reshape(y, (np.shape(y)[0], -1)), dtype)
-        for i, n in enumerate(widths):
-            for j, depth in enumerate(depths):
-                t0 = time.perf_counter()
-                for k, seed in enumerate(seeds):
-                    model = make_model(cfg, n, depth, xj.shape[1], yj.shape[1], seed)
-                    out = jax.device_get(run_cell(model, xj, yj, cfg))
-                    conv = np.asarray(out["converged"], bool)
-                    cos = np.asarray(out["cosine"], np.float64)
-                    data["cosine_unconverged"][i, j, k] = cos
-                    data["cosine"][i, j, k] = np.where(conv, cos, np.nan)
-                    for name in ("loss_pc", "loss_bp", "energy", "s_minus_1", "s_max_minus_1", "inference_steps", "activity_distance"):
-                        data[name][i, j, k] = np.asarray(out[name], np.float64)
-                    data["converged"][i, j, k] = conv
-                    data["loss_over_energy"][i, j, k] = np.asarray(out["loss_pc"], np.float64) / np.asarray(out["energy"], np.float64)
-                seconds[i, j] = time.perf_counter() - t0
-                done += 1
-                if progress is not None:
-                    progress(done, total, {"N": n, "L": depth, "cos": float(np.nanmean(data["cosine"][i, j]))})
-    return _dataset(data, seconds, widths, depths, seeds, cfg, task)
+    total, done = len(widths) * len(second), 0
+    for i, n in enumerate(widths):
+        for j, v in enumerate(second):
+            t0 = time.perf_counter()
+            for k, seed in enumerate(seeds):
+                out = jax.device_get(cell(n, v, seed))
+                conv = np.asarray(out["converged"], bool)
+                cos = np.asarray(out["cosine"], np.float64)
+                data["cosine_unconverged"][i, j, k] = cos
+                data["cosine"][i, j, k] = np.where(conv, cos, np.nan)
+                for name in ("loss_pc", "loss_bp", "energy", "s_minus_1", "s_max_minus_1", "inference_steps", "activity_distance"):
+                    data[name][i, j, k] = np.asarray(out[name], np.float64)
+                data["converged"][i, j, k] = conv
+                data["loss_over_energy"][i, j, k] = np.asarray(out["loss_pc"], np.float64) / np.asarray(out["energy"], np.float64)
+            seconds[i, j] = time.perf_counter() - t0
+            done += 1
+            if progress is not None:
+                cos = data["cosine"][i, j]
+                progress(done, total, {"N": n, symbol: v, "cos": float(np.nanmean(cos)) if np.isfinite(cos).any() else np.nan})
+    return data, seconds
 
 
 class _null:
@@ -251,13 +410,33 @@ def _int_list(name, values, zero=False):
     return [int(v) for v in values]
 
 
+class GridAxis(NamedTuple):
+    """The second grid axis: feed-forward depth or (recurrent) sequence length."""
+
+    dim: str  # dimension name
+    ratio: str  # coordinate holding (axis value) / N
+    symbol: str  # L or T
+    long_name: str
+    config_key: str
+
+
+DEPTH = GridAxis("depth", "L_over_N", "L", "depth L (number of weight matrices)", "depths")
+LENGTH = GridAxis("length", "T_over_N", "T", "sequence length T (time plays the role of depth)", "lengths")
+
+
+def grid_axis(ds: xr.Dataset) -> GridAxis:
+    """The dataset's second grid axis (:data:`LENGTH` for recurrent comparisons, else :data:`DEPTH`)."""
+    return LENGTH if LENGTH.dim in ds.dims else DEPTH
+
+
 def rescaling_slope(ds: xr.Dataset, variable: str = "s_minus_1") -> tuple[float, float]:
-    r"""Least-squares slope and intercept of $\log(s-1)$ against $\log(L/N)$ over the cells (mean over seeds and steps).
+    r"""Least-squares slope and intercept of $\log(s-1)$ against $\log(L/N)$ (or $\log(T/N)$) over the cells
+    (mean over seeds and steps).
 
     ``variable``: ``s_minus_1`` ($\operatorname{tr}(S-I)/d_{out}$) or ``s_max_minus_1`` ($\lambda_{\max}(S) - 1$).
     """
     s1 = ds[variable].mean(("seed", "step")).values.ravel()
-    ln = ds["L_over_N"].values.ravel()
+    ln = ds[grid_axis(ds).ratio].values.ravel()
     ok = np.isfinite(s1) & (s1 > 0)
     if ok.sum() < 2:
         return float("nan"), float("nan")
@@ -265,11 +444,11 @@ def rescaling_slope(ds: xr.Dataset, variable: str = "s_minus_1") -> tuple[float,
     return float(slope), float(intercept)
 
 
-def _dataset(data, seconds, widths, depths, seeds, cfg, task) -> xr.Dataset:
+def _dataset(data, seconds, widths, second, seeds, cfg, task_name: str, axis: GridAxis) -> xr.Dataset:
     import dynlab
     from dynlab.config import dumps
 
-    dims = ("width", "depth", "seed", "step")
+    dims = ("width", axis.dim, "seed", "step")
     variables = {}
     for name, long_name in VARIABLES.items():
         values = data[name]
@@ -278,33 +457,36 @@ def _dataset(data, seconds, widths, depths, seeds, cfg, task) -> xr.Dataset:
         elif name == "inference_steps":
             values = values.astype(np.int64)
         variables[name] = (dims, values, {"long_name": long_name})
-    w, d = np.meshgrid(np.asarray(widths, float), np.asarray(depths, float), indexing="ij")
+    w, d = np.meshgrid(np.asarray(widths, float), np.asarray(second, float), indexing="ij")
     coords = {
         "width": ("width", np.asarray(widths), {"long_name": "width N"}),
-        "depth": ("depth", np.asarray(depths), {"long_name": "depth L (number of weight matrices)"}),
+        axis.dim: (axis.dim, np.asarray(second), {"long_name": axis.long_name}),
         "seed": ("seed", np.asarray(seeds)),
         "step": ("step", np.arange(cfg.steps), {"long_name": "training step"}),
-        "L_over_N": (("width", "depth"), d / w, {"long_name": "L / N"}),
+        axis.ratio: (("width", axis.dim), d / w, {"long_name": f"{axis.symbol} / N"}),
     }
     ds = xr.Dataset(variables, coords=coords)
     ds["mean_cosine"] = ds["cosine"].mean(("seed", "step"), skipna=True)
     ds["mean_cosine"].attrs["long_name"] = "cosine averaged over seeds and steps (converged steps only)"
-    ds["seconds"] = (("width", "depth"), seconds, {"long_name": "wall-clock seconds per cell (all seeds)", "units": "s"})
+    ds["seconds"] = (("width", axis.dim), seconds, {"long_name": "wall-clock seconds per cell (all seeds)", "units": "s"})
     slope, intercept = rescaling_slope(ds)
     slope_max, _ = rescaling_slope(ds, "s_max_minus_1")
     n_unconverged = int((~ds["converged"].values).sum())
-    task_name = getattr(task, "describe", lambda: "arrays")()
     config = dataclasses.asdict(cfg)
-    config = {k: v for k, v in config.items() if v is not None}
+    unused = ("alpha", "residual") if cfg.model == "rnn" else ("gain", "batch_size")
+    config = {k: v for k, v in config.items() if v is not None and k not in unused}
+    if cfg.model == "rnn":
+        ds.attrs.update(model="rnn-param", gain=float(cfg.gain), batch_size=cfg.batch_size)
+    else:
+        ds.attrs.update(model="mlp", alpha=float(ffmodels.parameterisation(cfg.param, alpha=cfg.alpha).alpha),
+                        residual=int(cfg.residual))
     ds.attrs.update(
         dynlab_version=dynlab.__version__,
-        analysis="pc-bp",
-        config=dumps({"compare": config, "widths": list(widths), "depths": list(depths), "seeds": list(seeds)}),
+        analysis="pc-bptt" if cfg.model == "rnn" else "pc-bp",
+        config=dumps({"compare": config, "widths": list(widths), axis.config_key: list(second), "seeds": list(seeds)}),
         seeds=np.asarray(seeds),
         task=task_name,
         param=cfg.param,
-        alpha=float(ffmodels.parameterisation(cfg.param, alpha=cfg.alpha).alpha),
-        residual=int(cfg.residual),
         activation=cfg.activation,
         energy=cfg.energy,
         optimizer=cfg.optimizer,

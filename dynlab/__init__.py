@@ -12,8 +12,9 @@ __version__ = "0.1.0"
 from dynlab.registry import KINDS, build, names  # noqa: E402
 
 # Importing the plug-in packages registers their contents.
-from dynlab import ffmodels, losses, models, tasks, units  # noqa: E402,F401
+from dynlab import ffmodels, losses, models, rnn_param, tasks, units  # noqa: E402,F401
 from dynlab import rules  # noqa: E402,F401
 from dynlab import analyses, scenarios  # noqa: E402,F401
+from dynlab import perturbations  # noqa: E402,F401  (registers the perturb analysis)
 
 __all__ = ["KINDS", "build", "names", "__version__"]

@@ -1,4 +1,4 @@
-"""``dynlab compare``: side-by-side comparisons of learning rules (``compare pc-bp``).
+"""``dynlab compare``: side-by-side comparisons of learning rules (``compare pc-bp``, feed-forward or recurrent).
 
 Attach to the main CLI with ``main.add_command(compare)``; errors are reported by the main group
 (one line, exit status 2).
@@ -12,7 +12,7 @@ import click
 
 from dynlab.errors import ConfigError
 
-TASKS = {"toy": "pc-toy", "mnist": "pc-mnist"}
+TASKS = {"toy": "pc-toy", "mnist": "pc-mnist"}  # feed-forward; recurrent models take any task with a length
 
 
 def int_list(name: str, text: str) -> list[int]:
@@ -49,15 +49,22 @@ def compare():
 
 
 @compare.command("pc-bp")
+@click.option("--model", "model_kind", type=click.Choice(["mlp", "rnn"]), default="mlp", show_default=True,
+              help="mlp: feed-forward (PC vs BP over width x depth); rnn: the parameterised RNN (rnn-param; PC "
+                   "through time vs BPTT over width x sequence length).")
 @click.option("--widths", default="8,32,128,512", show_default=True, help="Comma-separated widths N.")
-@click.option("--depths", default="2,4,8", show_default=True, help="Comma-separated depths L (weight matrices, >= 2).")
+@click.option("--depths", default=None, help="mlp: comma-separated depths L (weight matrices, >= 2) [default: 2,4,8].")
+@click.option("--lengths", default=None, help="rnn: comma-separated sequence lengths T [default: 2,8,32].")
 @click.option("--param", default="mf", show_default=True, help="Parameterisation: sp, ntk, mf, mup.")
-@click.option("--alpha", default=None, help="Residual depth exponent in [0, 1] (default: 1/2; 0 for sp).")
+@click.option("--alpha", default=None, help="mlp: residual depth exponent in [0, 1] (default: 1/2; 0 for sp).")
 @click.option("--gamma0", default="1.0", show_default=True, help="Output scale gamma0.")
-@click.option("--skips/--no-skips", default=True, show_default=True, help="Residual (skip) connections.")
+@click.option("--gain", default=None, help="rnn: recurrent gain g (default 1, the marginal network).")
+@click.option("--skips/--no-skips", default=True, show_default=True, help="mlp: residual (skip) connections.")
 @click.option("--activation", type=click.Choice(["linear", "tanh", "relu"]), default="linear", show_default=True)
-@click.option("--task", "task_name", type=click.Choice(sorted(TASKS)), default="mnist", show_default=True,
-              help="toy: x in R^40, 20 samples, y = +-1; mnist: one fixed batch of 64 digits (synthetic if absent).")
+@click.option("--task", "task_name", default=None,
+              help="mlp: toy (x in R^40, 20 samples, y = +-1) or mnist (one fixed batch of 64 digits, synthetic if "
+                   "absent) [default: mnist]; rnn: a sequence task with a length, e.g. adding [default: adding].")
+@click.option("--batch-size", default=None, help="rnn: size of each length's fixed batch (default 32).")
 @click.option("--steps", default="100", show_default=True, help="Training steps.")
 @click.option("--seeds", default="3", show_default=True, help="Number of seeds (weight initialisations).")
 @click.option("--energy", type=click.Choice(["closed-form", "inference"]), default="closed-form", show_default=True,
@@ -65,6 +72,8 @@ def compare():
 @click.option("--inference", type=click.Choice(["discrete", "ode"]), default="discrete", show_default=True,
               help="Numerical inference: optax steps on the activities, or a diffrax ODE solve.")
 @click.option("--inference-steps", default="500", show_default=True, help="Inference budget (steps).")
+@click.option("--activity-optimizer", type=click.Choice(["sgd", "momentum", "adam"]), default="sgd", show_default=True,
+              help="Optimiser of the activities (discrete inference); momentum is heavy ball 0.9.")
 @click.option("--beta", default="0.3", show_default=True, help="Activity step size (discrete inference).")
 @click.option("--rtol", default="1e-4", show_default=True, help="Inference converged when |grad_z F| <= atol + rtol |grad_z F|_0.")
 @click.option("--atol", default="0", show_default=True, help="See --rtol.")
@@ -75,52 +84,79 @@ def compare():
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Dataset file (.nc); figures go next to it. Default: runs/compare-pc-bp-<time>/pc_bp.nc.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar; print only the summary.")
-def pc_bp(widths, depths, param, alpha, gamma0, skips, activation, task_name, steps, seeds, energy, inference,
-          inference_steps, beta, rtol, atol, optimizer, lr, x64, data_dir, out, quiet):
-    """PC vs BP gradients across width x depth: cosine, s - 1, L/F*, loss curves.
+def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips, activation, task_name, batch_size,
+          steps, seeds, energy, inference, inference_steps, activity_optimizer, beta, rtol, atol, optimizer, lr, x64,
+          data_dir, out, quiet):
+    """PC vs BP gradients across width x depth (or x sequence length): cosine, s - 1, L/F*, loss curves.
 
     PC and BP train as separate runs from identical weights on one fixed batch; every step records
     the cosine of their gradients, both losses, the PC energy and s(theta) - 1. Writes an xarray
     dataset (dims width, depth, seed, step) and three figures: the cosine heat map, s - 1 against
-    L/N (log-log), and the loss curves.
+    L/N (log-log), and the loss curves. With --model rnn the network is an RNN under the same
+    parameterisation, PC runs through time (rule pc-time) against BPTT, and the sequence length T
+    takes the place of the depth (dims width, length, seed, step; s - 1 against T/N).
 
     \b
-    Example (the paper's Fig. 1, reduced):
+    Examples (the paper's Fig. 1, reduced; and its recurrent analogue):
       dynlab compare pc-bp --widths 8,32,128,512 --depths 2,4,8 --param mf --alpha 0.5 --task mnist
+      dynlab compare pc-bp --model rnn --widths 16,64,256 --lengths 2,8,32 --task adding
     """
     import warnings
 
     from dynlab import registry, store
-    from dynlab.analyses.pc_bp import compare_pc_bp
+    from dynlab.analyses.pc_bp import compare_pc_bp, compare_pc_bptt
     from dynlab.cli import progress_bar
 
+    recurrent = model_kind == "rnn"
     options = dict(
-        param=param, alpha=_number("--alpha", alpha), gamma0=_number("--gamma0", gamma0), residual=skips,
-        activation=activation, steps=_number("--steps", steps, int), energy=energy, inference=inference,
-        inference_steps=_number("--inference-steps", inference_steps, int), beta=_number("--beta", beta),
-        rtol=_number("--rtol", rtol), atol=_number("--atol", atol), optimizer=optimizer, lr=_number("--lr", lr), x64=x64,
+        model=model_kind, param=param, gamma0=_number("--gamma0", gamma0), activation=activation,
+        steps=_number("--steps", steps, int), energy=energy, inference=inference,
+        inference_steps=_number("--inference-steps", inference_steps, int), activity_optimizer=activity_optimizer,
+        beta=_number("--beta", beta), rtol=_number("--rtol", rtol), atol=_number("--atol", atol), optimizer=optimizer,
+        lr=_number("--lr", lr), x64=x64,
     )
-    w, d = int_list("--widths", widths), int_list("--depths", depths)
+    if recurrent:
+        _only("mlp", depths=depths, alpha=alpha)
+        second = int_list("--lengths", "2,8,32" if lengths is None else lengths)
+        options.update(gain=1.0 if gain is None else _number("--gain", gain),
+                       batch_size=32 if batch_size is None else _number("--batch-size", batch_size, int))
+        task_name = "adding" if task_name is None else task_name
+    else:
+        _only("rnn", lengths=lengths, gain=gain, batch_size=batch_size)
+        second = int_list("--depths", "2,4,8" if depths is None else depths)
+        options.update(alpha=_number("--alpha", alpha), residual=skips)
+        task_name = "mnist" if task_name is None else task_name
+        if task_name not in TASKS:
+            raise ConfigError(f"unknown task {task_name!r} for --model mlp; valid: {', '.join(sorted(TASKS))}")
+    w = int_list("--widths", widths)
     n_seeds = _number("--seeds", seeds, int)
     if n_seeds is None or n_seeds <= 0:
         raise ConfigError(f"--seeds must be a positive integer, got {seeds!r}")
-    from dynlab.analyses.pc_bp import CompareConfig
+    from dynlab.analyses.pc_bp import CompareConfig, length_task
 
     CompareConfig(**options)  # validate everything before loading data or creating files
     if out is not None and Path(out).suffix != ".nc":
         raise ConfigError(f"--out must name a .nc file, got {out!r}")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        kwargs = {"data_dir": data_dir} if task_name == "mnist" else {}
-        task = registry.build("task", TASKS[task_name], **kwargs)
-    for wmsg in caught:
-        click.echo(f"warning: {wmsg.message}", err=True)
+    if recurrent:
+        task = length_task(task_name)
+        describe = f"{task_name} (T = {', '.join(map(str, second))}, P = {options['batch_size']})"
+    else:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            kwargs = {"data_dir": data_dir} if task_name == "mnist" else {}
+            task = registry.build("task", TASKS[task_name], **kwargs)
+        for wmsg in caught:
+            click.echo(f"warning: {wmsg.message}", err=True)
+        describe = task.describe()
 
     if not quiet:
-        click.echo(f"PC vs BP on {task.describe()}: param {param}, {'residual' if skips else 'MLP'} {activation}, "
-                   f"energy {energy}, {optimizer}, {len(w)} widths x {len(d)} depths x {n_seeds} seeds x {options['steps']} steps")
+        kind = f"RNN {activation}, PC through time vs BPTT" if recurrent else f"{'residual' if skips else 'MLP'} {activation}"
+        axis = "lengths" if recurrent else "depths"
+        click.echo(f"PC vs BP on {describe}: param {param}, {kind}, energy {energy}, {optimizer}, "
+                   f"{len(w)} widths x {len(second)} {axis} x {n_seeds} seeds x {options['steps']} steps")
     with progress_bar(quiet, "cells") as update:
-        ds = compare_pc_bp(task, w, d, n_seeds, progress=update, **options)
+        run = compare_pc_bptt if recurrent else compare_pc_bp
+        ds = run(task, w, second, n_seeds, progress=update, **options)
 
     nc = Path(out) if out else store.new_run_dir("compare-pc-bp") / "pc_bp.nc"
     nc.parent.mkdir(parents=True, exist_ok=True)
@@ -140,14 +176,25 @@ def pc_bp(widths, depths, param, alpha, gamma0, skips, activation, task_name, st
     click.echo(f"dataset: {nc}\nfigures: " + ", ".join(str(p) for p in figs.values()))
 
 
+def _only(model_kind: str, **given) -> None:
+    """Options that apply to ``--model MODEL_KIND`` only must not be given with the other model."""
+    for name, value in given.items():
+        if value is not None:
+            flag = "--" + name.replace("_", "-")
+            raise ConfigError(f"{flag} applies to --model {model_kind} only")
+
+
 def _table(ds):
     from rich.console import Console
     from rich.table import Table
 
+    from dynlab.analyses.pc_bp import grid_axis
+
+    axis = grid_axis(ds)
     table = Table(title=f"mean PC-BP gradient cosine (over {ds.sizes['seed']} seeds x {ds.sizes['step']} steps)")
-    table.add_column("N \\ L", justify="right")
-    for L in ds.depth.values:
-        table.add_column(str(int(L)), justify="right")
+    table.add_column(f"N \\ {axis.symbol}", justify="right")
+    for v in ds[axis.dim].values:
+        table.add_column(str(int(v)), justify="right")
     for n in ds.width.values:
         row = ds.mean_cosine.sel(width=n).values
         table.add_row(str(int(n)), *("—" if v != v else f"{v:.4f}" for v in row))
@@ -155,5 +202,6 @@ def _table(ds):
     console.print(table)
     slope = ds.attrs.get("rescaling_slope", float("nan"))
     if slope == slope:
-        console.print(f"log-log slope of s - 1 against L/N: {slope:.3f} (s = tr(S)/d_out); "
-                      f"{ds.attrs['rescaling_max_slope']:.3f} (s = lambda_max(S)); theory: 1")
+        theory = "1" if axis.dim == "depth" else "s - 1 ~ (T-1)/(gamma0^2 N) with the read-out at the last step"
+        console.print(f"log-log slope of s - 1 against {axis.symbol}/N: {slope:.3f} (s = tr(S)/d_out); "
+                      f"{ds.attrs['rescaling_max_slope']:.3f} (s = lambda_max(S)); theory: {theory}")

@@ -296,25 +296,28 @@ def astype(model: FeedForward, dtype) -> FeedForward:
     return jax.tree_util.tree_map(lambda a: a.astype(dtype) if eqx.is_inexact_array(a) else a, model)
 
 
-def _labels(model: FeedForward):
-    """Per-leaf layer kind: ``in``, ``hidden``, ``out``, as a PyTree like ``model``'s arrays."""
-    kinds = {"w_in": "in", "b_in": "in", "w_hidden": "hidden", "b_hidden": "hidden", "w_out": "out", "b_out": "out"}
+def _labels(model):
+    """Per-leaf layer kind: ``in``, ``hidden``, ``out``, as a PyTree like ``model``'s arrays (by array name;
+    the recurrent matrix ``w_rec`` of :class:`dynlab.rnn_param.ParamRNN` is a hidden layer)."""
+    kinds = {"w_in": "in", "b_in": "in", "w_hidden": "hidden", "b_hidden": "hidden", "w_rec": "hidden",
+             "w_out": "out", "b_out": "out"}
     params = eqx.filter(model, eqx.is_inexact_array)
-    return jax.tree_util.tree_map_with_path(lambda path, _: kinds[path[0].name], params)
+    return jax.tree_util.tree_map_with_path(lambda path, _: kinds[path[-1].name], params)
 
 
-def learning_rates(model: FeedForward, optimizer: Literal["gd", "adam"], lr: float):
+def learning_rates(model, optimizer: Literal["gd", "adam"], lr: float):
     r"""Per-leaf learning rates (a PyTree like the model's arrays) for ``optimizer`` and base rate $\eta_0$.
 
-    GD: $\eta_0 \gamma^2 N^{-c}$ everywhere (Eq. 14). Adam: see the module docstring.
+    ``model``: a :class:`FeedForward` or a :class:`~dynlab.rnn_param.ParamRNN` (no skips, so no
+    depth factor). GD: $\eta_0 \gamma^2 N^{-c}$ everywhere (Eq. 14). Adam: see the module docstring.
     """
     require_positive("lr", lr, integer=False)
-    p, n, L = model.param, float(model.width), float(model.depth)
+    p, n = model.param, float(model.width)
     if optimizer == "gd":
         rates = {k: lr * p.gamma(model.width) ** 2 * n ** (-p.c) for k in ("in", "hidden", "out")}
     elif optimizer == "adam":
         if p.adam_scaling:
-            depth_factor = L ** (p.alpha - 1.0) if model.residual else 1.0
+            depth_factor = float(model.depth) ** (p.alpha - 1.0) if getattr(model, "residual", False) else 1.0
             rates = {"in": lr * n**p.a1, "hidden": lr * n ** (p.a - 1.0) * depth_factor, "out": lr * n ** (p.a + p.d - 1.0)}
         else:
             rates = {k: lr for k in ("in", "hidden", "out")}
@@ -335,7 +338,7 @@ def scale_by_tree(rates) -> optax.GradientTransformation:
     return optax.GradientTransformation(init, update)
 
 
-def optimizer(model: FeedForward, name: Literal["gd", "adam"], lr: float) -> optax.GradientTransformation:
+def optimizer(model, name: Literal["gd", "adam"], lr: float) -> optax.GradientTransformation:
     """The parameterisation's optimiser: GD or Adam with the per-layer rates of :func:`learning_rates`."""
     rates = learning_rates(model, name, lr)
     base = optax.identity() if name == "gd" else optax.scale_by_adam()

@@ -23,8 +23,13 @@ Samples do not interact during inference, so both act on $\sum_\mu \mathcal F_\m
 *not* divided by $P$): the step size $\beta$ then means the same thing at every batch size.
 (jpc differentiates the batch mean, so its $\beta$ is effectively $\beta/P$.)
 
+Both are thin wrappers of a model-free core, :func:`minimise` and :func:`minimise_ode`, which
+minimise any per-sample energy $z \mapsto [\mathcal F_\mu(z)]_\mu$ over any PyTree of activities
+whose leaves share one sample axis; predictive coding through time
+(:mod:`dynlab.rules.pc_time`) uses the same core on a recurrent model's states.
+
 **Convergence** is judged on the worst sample: with
-$g = \max_\mu \|\nabla_{z_\mu} \mathcal F_\mu\|$ (over all hidden layers), inference has converged
+$g = \max_\mu \|\nabla_{z_\mu} \mathcal F_\mu\|$ (over all hidden layers, i.e. all leaves), inference has converged
 when $g \le \text{atol} + \text{rtol}\, g_0$, $g_0$ being its value at the feed-forward
 initialisation. A run that stops at ``max_steps`` without meeting it is reported as not
 converged (``converged = False``); nothing downstream uses such gradients silently.
@@ -36,7 +41,7 @@ equilibrium this is $\nabla_\theta \mathcal F^*$ (:mod:`dynlab.analyses.pc_close
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple
+from typing import Callable, Literal, NamedTuple
 
 import equinox as eqx
 import jax
@@ -44,7 +49,7 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, PyTree
 
-from dynlab import ffmodels  # noqa: F401  (registers the feed-forward models the rule trains)
+from dynlab import ffmodels  # also registers the feed-forward models the rule trains
 from dynlab.errors import ConfigError, require_positive
 from dynlab.registry import register
 from dynlab.rules.base import Rule
@@ -90,11 +95,21 @@ def loss(model, x: Array, y: Array, output: str = "mse") -> Array:
     return jnp.mean(optax.softmax_cross_entropy(f, y))
 
 
+def energy_gradient(sample_energies: Callable[[PyTree], Array], z: PyTree, sample_axis: int):
+    r"""$(\sum_\mu \mathcal F_\mu, \nabla_z \sum_\mu \mathcal F_\mu, g)$ for any per-sample energy ``z -> [P]``.
+
+    ``z`` is any PyTree whose leaves hold the samples along ``sample_axis``; $g$ is the worst
+    sample's gradient norm over all leaves.
+    """
+    total, grad = jax.value_and_grad(lambda z: jnp.sum(sample_energies(z)))(z)
+    per_sample = sum(jnp.sum(g**2, axis=tuple(i for i in range(g.ndim) if i != sample_axis))
+                     for g in jax.tree_util.tree_leaves(grad))
+    return total, grad, jnp.sqrt(jnp.max(per_sample))
+
+
 def activity_gradient(model, z, x, y, output="mse"):
     r"""$(\sum_\mu \mathcal F_\mu, \nabla_z \sum_\mu \mathcal F_\mu, g)$ with $g$ the worst sample's gradient norm."""
-    total, grad = jax.value_and_grad(lambda z: jnp.sum(sample_energies(model, z, x, y, output)))(z)
-    g = jnp.sqrt(jnp.max(jnp.sum(grad**2, axis=(0, 2))))
-    return total, grad, g
+    return energy_gradient(lambda z: sample_energies(model, z, x, y, output), z, sample_axis=1)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -104,7 +119,7 @@ def activity_gradient(model, z, x, y, output="mse"):
 class Inference(NamedTuple):
     """Result of inference. Traces are ``[max_steps + 1]`` (index k = after k steps; NaN past the end)."""
 
-    z: Array  # [L-1, P, N]
+    z: PyTree  # the activities, e.g. [L-1, P, N] for a feed-forward model
     steps: Array  # int, steps taken
     converged: Array  # bool
     energy: Array  # batch-mean energy at the final z
@@ -112,6 +127,116 @@ class Inference(NamedTuple):
     trace_energy: Array | None = None
     trace_grad_norm: Array | None = None
     trace_distance: Array | None = None  # |z_k - z_exact| / |z_exact|, when z_exact is given
+
+
+def _samples(z: PyTree, sample_axis: int) -> int:
+    return jax.tree_util.tree_leaves(z)[0].shape[sample_axis]
+
+
+def minimise(
+    sample_energies: Callable[[PyTree], Array],
+    z0: PyTree,
+    *,
+    sample_axis: int,
+    optimizer: optax.GradientTransformation,
+    max_steps: int = 100,
+    atol: float = 0.0,
+    rtol: float = 1e-4,
+    z_exact: PyTree | None = None,
+    record: bool = False,
+) -> Inference:
+    r"""Optax steps on the activities ``z`` until $g \le \text{atol} + \text{rtol}\,g_0$ or ``max_steps``.
+
+    The model-free core of :func:`infer`: ``sample_energies`` maps a PyTree of activities (samples
+    along ``sample_axis`` of every leaf) to the per-sample energies ``[P]``; the steps descend
+    their sum, inside one ``lax.while_loop``. Arguments as in :func:`infer`.
+    """
+    require_positive("max_steps", max_steps)
+    p = _samples(z0, sample_axis)
+    dtype = jax.tree_util.tree_leaves(z0)[0].dtype
+    nan = jnp.full((max_steps + 1,), jnp.nan, dtype)
+    z_norm = None if z_exact is None else optax.tree.norm(z_exact)
+
+    def diagnostics(k, z, total, g, buffers):
+        if not record:
+            return buffers
+        be, bg, bd = buffers
+        be, bg = be.at[k].set(total / p), bg.at[k].set(g)
+        if z_exact is not None:
+            bd = bd.at[k].set(optax.tree.norm(jax.tree_util.tree_map(jnp.subtract, z, z_exact)) / z_norm)
+        return be, bg, bd
+
+    # A do-while loop: every iteration evaluates the gradient at the current z (one copy of the energy's
+    # graph in the compiled loop), sets the criterion from g_0 on the first, and steps unless done.
+    def body(carry):
+        k, z, state, _, _, threshold, _, buffers = carry
+        total, grad, g = energy_gradient(sample_energies, z, sample_axis)
+        threshold = jnp.where(k == 0, atol + rtol * g, threshold)
+        buffers = diagnostics(k, z, total, g, buffers)
+        done = (g <= threshold) | (k >= max_steps)
+        updates, new_state = optimizer.update(grad, state, z)
+
+        def keep(old, new):
+            return jax.tree_util.tree_map(lambda a, b: jnp.where(done, a, b), old, new)
+
+        return k + jnp.where(done, 0, 1), keep(z, optax.apply_updates(z, updates)), keep(state, new_state), total, g, \
+            threshold, done, buffers
+
+    zero = jnp.zeros((), dtype)
+    carry = (jnp.asarray(0), z0, optimizer.init(z0), zero, zero, zero, jnp.asarray(False), (nan, nan, nan))
+    k, z, _, total, g, threshold, _, (be, bg, bd) = jax.lax.while_loop(lambda c: ~c[6], body, carry)
+    traces = (be, bg, bd if z_exact is not None else None) if record else (None, None, None)
+    return Inference(z, k, g <= threshold, total / p, g, *traces)
+
+
+def minimise_ode(
+    sample_energies: Callable[[PyTree], Array],
+    z0: PyTree,
+    *,
+    sample_axis: int,
+    t1: float = 1e4,
+    max_steps: int = 4096,
+    atol: float = 0.0,
+    rtol: float = 1e-4,
+    ode_rtol: float = 1e-6,
+    ode_atol: float = 1e-8,
+    solver=None,
+) -> Inference:
+    r"""The gradient flow $\dot z = -\nabla_z \sum_\mu \mathcal F_\mu$ of any per-sample energy, solved by diffrax.
+
+    The model-free core of :func:`infer_ode` (arguments as there; ``sample_energies`` and
+    ``sample_axis`` as in :func:`minimise`).
+    """
+    import diffrax
+
+    require_positive("max_steps", max_steps)
+    p = _samples(z0, sample_axis)
+    _, _, g0 = energy_gradient(sample_energies, z0, sample_axis)
+    threshold = atol + rtol * g0
+
+    def vector_field(t, z, args):
+        return jax.tree_util.tree_map(jnp.negative, energy_gradient(sample_energies, z, sample_axis)[1])
+
+    def steady(t, z, args, **kwargs):
+        return energy_gradient(sample_energies, z, sample_axis)[2] <= threshold
+
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(vector_field),
+        diffrax.Tsit5() if solver is None else solver,
+        t0=0.0,
+        t1=t1,
+        dt0=None,
+        y0=z0,
+        stepsize_controller=diffrax.PIDController(rtol=ode_rtol, atol=ode_atol),
+        event=diffrax.Event(steady),
+        saveat=diffrax.SaveAt(t1=True),
+        max_steps=max_steps,
+        throw=False,
+    )
+    z = jax.tree_util.tree_map(lambda leaf: leaf[-1], sol.ys)
+    total, _, g = energy_gradient(sample_energies, z, sample_axis)
+    converged = (sol.result == diffrax.RESULTS.event_occurred) | (g <= threshold)
+    return Inference(z, sol.stats["num_accepted_steps"], converged, total / p, g)
 
 
 def _prepare(model, x, y, z0, output):
@@ -151,39 +276,9 @@ def infer(
     """
     require_positive("max_steps", max_steps)
     x, y, z0 = _prepare(model, x, y, z0, output)
-    optimizer = optax.sgd(0.1) if optimizer is None else optimizer
-    p = x.shape[0]
-    nan = jnp.full((max_steps + 1,), jnp.nan, z0.dtype)
-    z_norm = None if z_exact is None else jnp.linalg.norm(z_exact)
-
-    def diagnostics(k, z, total, g, buffers):
-        if not record:
-            return buffers
-        be, bg, bd = buffers
-        be, bg = be.at[k].set(total / p), bg.at[k].set(g)
-        if z_exact is not None:
-            bd = bd.at[k].set(jnp.linalg.norm(z - z_exact) / z_norm)
-        return be, bg, bd
-
-    total0, grad0, g0 = activity_gradient(model, z0, x, y, output)
-    threshold = atol + rtol * g0
-    buffers = diagnostics(0, z0, total0, g0, (nan, nan, nan))
-
-    def cond(carry):
-        k, _, _, _, _, g, _ = carry
-        return (k < max_steps) & (g > threshold)
-
-    def body(carry):
-        k, z, state, grad, _, _, buffers = carry
-        updates, state = optimizer.update(grad, state, z)
-        z = optax.apply_updates(z, updates)
-        total, grad, g = activity_gradient(model, z, x, y, output)
-        return k + 1, z, state, grad, total, g, diagnostics(k + 1, z, total, g, buffers)
-
-    carry = (jnp.asarray(0), z0, optimizer.init(z0), grad0, total0, g0, buffers)
-    k, z, _, _, total, g, (be, bg, bd) = jax.lax.while_loop(cond, body, carry)
-    traces = (be, bg, bd if z_exact is not None else None) if record else (None, None, None)
-    return Inference(z, k, g <= threshold, total / p, g, *traces)
+    return minimise(lambda z: sample_energies(model, z, x, y, output), z0, sample_axis=1,
+                    optimizer=optax.sgd(0.1) if optimizer is None else optimizer, max_steps=max_steps, atol=atol,
+                    rtol=rtol, z_exact=z_exact, record=record)
 
 
 def infer_ode(
@@ -208,37 +303,10 @@ def infer_ode(
     criterion as :func:`infer`). ``steps`` is the number of accepted solver steps; the result is
     not converged if the event did not fire (``t1`` or ``max_steps`` reached first).
     """
-    import diffrax
-
     require_positive("max_steps", max_steps)
     x, y, z0 = _prepare(model, x, y, z0, output)
-    p = x.shape[0]
-    _, _, g0 = activity_gradient(model, z0, x, y, output)
-    threshold = atol + rtol * g0
-
-    def vector_field(t, z, args):
-        return -activity_gradient(model, z, x, y, output)[1]
-
-    def steady(t, z, args, **kwargs):
-        return activity_gradient(model, z, x, y, output)[2] <= threshold
-
-    sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(vector_field),
-        diffrax.Tsit5() if solver is None else solver,
-        t0=0.0,
-        t1=t1,
-        dt0=None,
-        y0=z0,
-        stepsize_controller=diffrax.PIDController(rtol=ode_rtol, atol=ode_atol),
-        event=diffrax.Event(steady),
-        saveat=diffrax.SaveAt(t1=True),
-        max_steps=max_steps,
-        throw=False,
-    )
-    z = sol.ys[-1]
-    total, _, g = activity_gradient(model, z, x, y, output)
-    converged = (sol.result == diffrax.RESULTS.event_occurred) | (g <= threshold)
-    return Inference(z, sol.stats["num_accepted_steps"], converged, total / p, g)
+    return minimise_ode(lambda z: sample_energies(model, z, x, y, output), z0, sample_axis=1, t1=t1,
+                        max_steps=max_steps, atol=atol, rtol=rtol, ode_rtol=ode_rtol, ode_atol=ode_atol, solver=solver)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -326,6 +394,9 @@ class PC(Rule):
                      atol=self.atol, rtol=self.rtol, output=output)
 
     def grads(self, model, batch, key):
+        if not isinstance(model, ffmodels.FeedForward):
+            raise ConfigError(f"rule 'pc' trains feed-forward models (model 'mlp'), got a {type(model).__name__}; "
+                              "for recurrent models use rule 'pc-time'")
         x, y, output = _flat_batch(model, batch, self.loss)
         inf = self.equilibrate(model, x, y, output)
         f_value, grads = weight_grads(model, inf.z, x, y, output)
