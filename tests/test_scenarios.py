@@ -224,3 +224,12 @@ def test_programmed_scenario_checks_params_and_runs_with_overrides(tmp_path, mon
     assert res.exit_code == 2 and "not an importable module:function" in res.output
     res = CliRunner().invoke(main, ["run", "sith-trw", "--workers", "2"])
     assert res.exit_code == 2 and "sweeps only" in res.output
+
+
+def test_every_builtin_scenario_validates_and_elm_budget_rejects_a_budget_below_one_neuron(tmp_path):
+    from dynlab.scenarios.spec import builtin_names
+
+    for name in builtin_names():
+        load(name)  # raises on any invalid key, type or cell config
+    res = CliRunner().invoke(main, ["run", "elm-budget", "--set", "params.budgets=[10]", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "too small for one neuron" in res.output, res.output

@@ -1,0 +1,127 @@
+r"""Scenario ``elm-budget``: the fixed-budget N–k_e trade-off of the ELM network scaling paper.
+
+At a fixed layer budget $P = N(k_e + k_c)$ a wider network has smaller neurons: sweeping the
+memory size $d_m$ (with $d_{mlp} = 2 d_m$, so $k_e$ grows with $d_m$) and setting
+$N = \lfloor P / (k_e + k_c) \rfloor$ (:func:`dynlab.units.elm_net.budget_config`,
+``solve_for="hidden"``) traces the paper's Fig. 3 curves. Each (budget, $d_m$, seed) is one
+``elm-net`` trained with BPTT on ``task`` (synthetic SHD-Adding by default, the real files when
+present; ``charlm`` for character-level language modelling); its final held-out loss is a
+point of the joint affine fit $L \approx c_0 - c_1 I_{\rm rep}(k_e; P, k_c)$
+(:func:`dynlab.analyses.elm_scaling.fit_i_rep`, paper App. A.4).
+
+Seeds of one (budget, $d_m$) train together as one vmapped computation
+(:func:`dynlab.train.train_seeds`). A combination whose budget cannot hold one neuron is an
+error before any training starts.
+
+Writes ``runs/P<budget>-dm<d_m>-seed<k>/`` (run directories), ``budget.nc`` (dims ``budget``,
+``d_m``, ``seed``: ``loss``, the task metric, ``N``, ``k_e``, ``k_c``, ``P``), ``i_rep_fit.nc``
+and ``i_rep_fit.png`` (losses against $k_e$ per budget with the fitted curves and their optima).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+TASKS = {  # defaults that make each task CPU-sized; [params] task_options override them
+    "shd-adding": {"channel_pool": 5, "bin_ms": 20},
+    "charlm": {"reset_steps": 500},
+}
+
+
+def run_elm_budget(
+    out_dir,
+    *,
+    progress=None,
+    budgets: list[int] = (8_000, 16_000, 32_000),
+    d_ms: list[int] = (2, 5, 10, 20),
+    seeds: list[int] = (0, 1),
+    task: str = "shd-adding",
+    task_options: dict | None = None,
+    model: dict | None = None,
+    steps: int = 600,
+    batch_size: int = 32,
+    lr: float = 5e-3,
+    eval_size: int = 512,
+    fit: bool = True,
+) -> dict:
+    """Train every (budget, d_m, seed), collect the held-out losses, fit I_rep; returns
+    ``{"budget": dataset, "i_rep_fit": dataset}`` (also written to ``out_dir``)."""
+    from dynlab import experiment, store
+    from dynlab.errors import DivergenceError
+    from dynlab.train import train_seeds
+    from dynlab.units.elm_net import budget_config
+
+    budgets, d_ms, seeds = [int(b) for b in budgets], [int(d) for d in d_ms], [int(s) for s in seeds]
+    out = Path(out_dir)
+    task_section = {"name": task, **TASKS.get(task, {}), **(task_options or {})}
+    train_cfg = {"steps": steps, "batch_size": batch_size, "lr": lr, "clip": 1.0, "eval_every": steps,
+                 "eval_size": eval_size, "log_every": min(50, steps), "checkpoint_every": steps}
+    configs = {}
+    for b in budgets:  # every combination is built (checked) before any training
+        for d in d_ms:
+            section = {"unit": "elm-net", **budget_config(b, d_m=d, **(model or {}))}
+            configs[b, d] = [{"seed": s, "model": section, "task": task_section, "rule": {"name": "bptt"},
+                              "train": train_cfg} for s in seeds]
+            experiment.check(configs[b, d][0])
+    shape = (len(budgets), len(d_ms), len(seeds))
+    loss = np.full(shape, np.nan)
+    metric_values = np.full(shape, np.nan)
+    counts = {k: np.zeros(shape[:2], np.int64) for k in ("N", "k_e", "k_c", "P")}
+    metric = None
+    t0 = time.perf_counter()
+    for i, b in enumerate(budgets):
+        for j, d in enumerate(d_ms):
+            exps = [experiment.build(c) for c in configs[b, d]]
+            pc = exps[0].model.cells[0].param_count()
+            for k in counts:
+                counts[k][i, j] = pc[k]
+            dirs = [out / "runs" / f"P{b}-dm{d}-seed{s}" for s in seeds]
+            for run_dir in dirs:
+                run_dir.mkdir(parents=True, exist_ok=True)
+            for s_idx, res in enumerate(train_seeds(exps, dirs)):
+                if isinstance(res, DivergenceError):
+                    continue  # stays NaN: the fit ignores it
+                metric = res.metrics.attrs["metric"]
+                loss[i, j, s_idx] = res.metrics.eval_loss.values[-1]
+                metric_values[i, j, s_idx] = res.metrics[f"eval_{metric}"].values[-1]
+            if progress is not None:
+                progress(i * len(d_ms) + j + 1, len(budgets) * len(d_ms),
+                         {"P": b, "d_m": d, "N": int(counts["N"][i, j]), "loss": float(np.nanmean(loss[i, j])),
+                          "s": time.perf_counter() - t0})
+    dims3, dims2 = ("budget", "d_m", "seed"), ("budget", "d_m")
+    ds = xr.Dataset(
+        {"loss": (dims3, loss, {"long_name": "held-out loss at the end of training"}),
+         metric or "metric": (dims3, metric_values, {"long_name": f"held-out {metric}"}),
+         "N": (dims2, counts["N"], {"long_name": "neurons (hidden)"}),
+         "k_e": (dims2, counts["k_e"], {"long_name": "effective parameters per neuron"}),
+         "k_c": (dims2, counts["k_c"], {"long_name": "connectivity parameters per neuron"}),
+         "P": (dims2, counts["P"], {"long_name": "layer parameters N (k_e + k_c)"})},
+        coords={"budget": budgets, "d_m": d_ms, "seed": seeds},
+        attrs={"analysis": "elm-budget", "task": task, "steps": steps, "metric": metric or ""},
+    )
+    store.write_dataset(out / "budget.nc", ds)
+    results = {"budget": ds}
+    if fit:
+        results["i_rep_fit"] = _fit(ds, out)
+    return results
+
+
+def _fit(ds: xr.Dataset, out: Path) -> xr.Dataset:
+    """The joint I_rep fit over every finite point, one group (curve) per budget."""
+    from dynlab import figures_elm, store
+    from dynlab.analyses.elm_scaling import fit_i_rep
+    from dynlab.errors import ConfigError
+
+    st = ds.stack(point=("budget", "d_m", "seed"))
+    ok = np.isfinite(st.loss.values)
+    if ok.sum() < 4:
+        raise ConfigError(f"the I_rep fit needs at least 4 finite losses, got {int(ok.sum())}")
+    fit = fit_i_rep(st.loss.values[ok], st.k_e.values[ok], st.k_c.values[ok], st.N.values[ok],
+                    group=[f"P={b:g}" for b in st.budget.values[ok]], budget=st.budget.values[ok])
+    store.write_dataset(out / "i_rep_fit.nc", fit)
+    store.write_figure(out / "i_rep_fit.png", figures_elm.i_rep_fit(fit))
+    return fit
