@@ -2,10 +2,12 @@
 
 ``rnn``, ``rnn-gamma``, ``aru`` (the ARU family); ``gru``, ``lstm`` (gated baselines);
 ``blockdiag`` and the SITH continuum ``rnn-generic``, ``rnn-blockdiag``, ``rnn-diag-uniform``,
-``rnn-diag-geometric``, ``sith-rnn``, ``sithcon``. ``dynlab list units`` describes each.
+``rnn-diag-geometric``, ``sith-rnn``, ``sithcon``; ``elm`` (ELM neuron, Branch-ELM) and
+``elm-net`` (ELM network layer). ``dynlab list units`` describes each.
 """
 
 from dynlab.units import aru, blockdiag, continuum, gated, sith
+from dynlab.units import elm, elm_net
 from dynlab.units.base import Cell
 
 __all__ = ["Cell", "aru", "blockdiag", "continuum", "gated", "sith"]

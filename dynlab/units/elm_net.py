@@ -1,0 +1,393 @@
+r"""The ELM Network layer (Spieler, Martius & Levina, "Scaling laws and tradeoffs in recurrent
+networks of expressive neurons"; notes §1–2).
+
+**Neuron** (paper Eq. 1), $N$ of them, each with its own parameters, $d_m$ memory units and a
+scalar activity; $z_{t} \in \mathbb{R}^{d_s}$ its synaptic input, $d_s = d_{tree} d_{branch}$:
+
+$$ b_t = c\,\operatorname{branch\_sum}(z_t \odot w_s), \qquad
+   o_t = \mathrm{MLP}_{w_p}([b_t,\ \kappa_m \odot m_{t-1}]), \qquad
+   m_t = \kappa_m \odot m_{t-1} + (1-\kappa_\lambda) \odot \tanh(o_t), $$
+$$ r_t = \kappa_r r_{t-1} + (1-\kappa_r)\, w_r^\top m_t, \qquad
+   a_t = \operatorname{ReLU}(b + w_r^\top m_t - r_t + \xi_t), $$
+
+$\kappa_m = e^{-1/\tau_m}$, $\kappa_\lambda = e^{-\lambda/\tau_m}$, $\kappa_r = e^{-1/\tau_r}$ (time step 1). The
+branch sum is over contiguous groups of $d_{branch}$ synapses; the MLP has ``l_mlp`` hidden layers
+of width ``d_mlp`` with squared-ReLU, biases, and default ``Linear`` initialisation; $w_s$ gets the
+default initialisation "per branch", $U(\pm 1/\sqrt{d_{branch}})$ (unconstrained sign), $w_r$
+$U(\pm 1/\sqrt{d_m})$, $b = 0$ (the paper's 0 activity threshold). $m_0 = r_0 = a_0 = 0$.
+The drive $\xi$ (scalar or ``[N]``) enters the activity's pre-activation, as written.
+``spiking=True`` replaces the ReLU by a Heaviside step with the SuperSpike surrogate gradient
+$1/(1 + \beta|x|)^2$, $\beta$ = ``surrogate_scale`` = 100 (a ``jax.custom_vjp``: reverse mode only,
+so the forward-mode analyses — Lyapunov, Jacobian spectra — need ``spiking=False``).
+
+**Fixed by design** (not trained): $\tau_m$ (``d_m`` values log-spaced in [``tau_min``, ``tau_max``],
+shared by all neurons), $\tau_r$, $c$, $\lambda$. They are derived from the static config, not
+stored as arrays, so neither the optimiser nor weight decay can change them. Trainable per
+neuron: $w_s$, $w_p$, $w_r$, $b$.
+
+**Layer** (Eq. 2): $z_{t,i} = \operatorname{input\_select}_i([u_t, a_{t-1}])$: neuron $i$ gathers a fixed set
+of $d_s$ channels from the concatenated feed-forward input $u_t$ (``input_size``) and the
+layer's previous activity, each synapse drawn independently at initialisation: recurrent with
+probability $\rho_{rec}$ (a uniform neuron), else a uniform input channel; duplicates allowed.
+The wiring is an integer index array ``[N, d_s]`` (not a parameter); it is evaluated either as
+that gather or, by default while it fits (``wiring``), as one product with the equivalent dense
+matrix ``[d_inp + N, N d_tree]`` built once per sequence — same numbers, much cheaper to
+differentiate on CPU. The per-neuron MLPs run as one batched contraction over weights
+``[N, fan_in, fan_out]`` (no loop over neurons).
+
+**Network and read-out.** After the recurrent layer comes a feed-forward *read-out ELM layer* of
+``readout_neurons`` simple neurons ($l_{mlp} = 0$, ``readout_d_m`` memory units, no high-pass, no
+ReLU: output $y_t = b + w_r^\top m_t$), each gathering ``readout_d_tree * readout_d_branch``
+channels of the current activity $a_t$ (default: the hidden layer's ``d_tree``, ``d_branch``),
+then the paper's final linear layer. In dynlab the Cell is the two ELM layers: its output
+(``output_size = readout_neurons``) is the read-out layer's $y_t$, and the
+:class:`~dynlab.models.SequenceModel`'s linear read-out *is* the paper's final linear layer.
+The state is :class:`ElmNetState`.
+
+**Parameter accounting** (:meth:`ElmNet.param_count`): $k_e = \#w_p + \#w_r$ and $k_c = \#w_s = d_s$
+per hidden neuron, $P = N(k_e + k_c)$ the layer budget (Table 1: SHD 69,120, Enwik8 3,287,040);
+``total`` adds the $N$ biases $b$ and the read-out layer. :meth:`ElmNet.from_budget` /
+:func:`budget_config` size a network from $P$ with the paper's rounding (App. A.2): $N$ rounded
+down (N–$k_e$ sweeps) or $d_{branch}$ rounded down ($k_e$–$k_c$ sweeps).
+
+**Regularisers** (App. A.2): :meth:`ElmNet.penalty` from a trajectory — a per-neuron L2 penalty
+on the time-averaged $|o_t|$ and a population L1 penalty on the mean activity, both with
+"per-neuron scaling" (summed over neurons), strengths ``mlp_l2`` = 1e-5 and ``activity_l1`` = 1e-3
+(the paper's Pareto-search values; Table 2's reference strengths are missing from the text).
+
+Defaults are the SHD-Adding reference (Table 1): $N = 96$, $d_m = 5$, $d_{tree} = 30$, $d_{branch} = 10$,
+$c = 10$, $\lambda = 5$, $\tau_m \in [1, 500]$, $\tau_r = 5$, $\rho_{rec} = 0.25$, 19 read-out neurons with $d_m = 3$.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Literal
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, PRNGKeyArray
+
+from dynlab.errors import ConfigError, require_positive
+from dynlab.registry import defaults, register
+from dynlab.units.base import Cell, add_drive
+from dynlab.units.elm import MLP_ACTIVATIONS, NeuronMLP, check_branches, check_tau_range, memory_gains
+from dynlab.units.sith import tau_grid
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
+def superspike(x: Array, scale: float) -> Array:
+    r"""Heaviside step $\Theta(x)$ forward; SuperSpike surrogate $\partial/\partial x = 1/(1 + \beta|x|)^2$ backward."""
+    return (x > 0).astype(x.dtype)
+
+
+def _superspike_fwd(x, scale):
+    return superspike(x, scale), x
+
+
+def _superspike_bwd(scale, x, g):
+    return (g / jnp.square(1.0 + scale * jnp.abs(x)),)
+
+
+superspike.defvjp(_superspike_fwd, _superspike_bwd)
+
+
+def sample_wiring(key: PRNGKeyArray, n: int, d_s: int, input_size: int, rho_rec: float) -> Array:
+    r"""``index[n, d_s]`` into $[u_t, a_{t-1}]$: each synapse independently recurrent with probability
+    $\rho_{rec}$ (a uniform neuron, index ``input_size + j``), else a uniform input channel."""
+    k_pick, k_rec, k_ff = jax.random.split(key, 3)
+    shape = (n, d_s)
+    recurrent = jax.random.bernoulli(k_pick, float(rho_rec), shape)
+    return jnp.where(recurrent, input_size + jax.random.randint(k_rec, shape, 0, n, jnp.int32),
+                     jax.random.randint(k_ff, shape, 0, input_size, jnp.int32))
+
+
+DENSE_WIRING_MAX = 2**26  # "auto" wiring: dense up to this many matrix entries (256 MB in float32)
+
+
+class ElmLayer(eqx.Module):
+    r"""$N$ independent ELM neurons reading a fixed gather of a source vector (``index[N, d_s]``).
+
+    Computes branches, MLP output and memory update; the high-pass filter and the output
+    nonlinearity belong to :class:`ElmNet` (the read-out layer has neither).
+    """
+
+    w_s: Array
+    mlp: NeuronMLP
+    w_r: Array
+    b: Array
+    index: Array
+    d_m: int = eqx.field(static=True)
+    d_tree: int = eqx.field(static=True)
+    d_branch: int = eqx.field(static=True)
+    source_size: int = eqx.field(static=True)
+    wiring: str = eqx.field(static=True)
+    c: float = eqx.field(static=True)
+    lam: float = eqx.field(static=True)
+    tau_min: float = eqx.field(static=True)
+    tau_max: float = eqx.field(static=True)
+
+    def __init__(self, index: Array, source_size: int, *, d_m, d_mlp, l_mlp, d_tree, d_branch, c, lam, tau_min,
+                 tau_max, mlp_activation, wiring, key):
+        n = index.shape[0]
+        k_s, k_p, k_r = jax.random.split(key, 3)
+        self.index = index
+        self.w_s = jax.random.uniform(k_s, (n, d_tree * d_branch), minval=-1, maxval=1) / math.sqrt(d_branch)
+        self.mlp = NeuronMLP(d_tree + d_m, d_mlp, d_m, l_mlp, mlp_activation, key=k_p, lead=(n,))
+        self.w_r = jax.random.uniform(k_r, (n, d_m), minval=-1, maxval=1) / math.sqrt(d_m)
+        self.b = jnp.zeros(n)
+        self.d_m, self.d_tree, self.d_branch, self.source_size = d_m, d_tree, d_branch, source_size
+        if wiring == "auto":
+            wiring = "dense" if source_size * n * d_tree <= DENSE_WIRING_MAX else "gather"
+        self.wiring = wiring
+        self.c, self.lam, self.tau_min, self.tau_max = float(c), float(lam), float(tau_min), float(tau_max)
+
+    @property
+    def n(self) -> int:
+        return self.index.shape[0]
+
+    def gains(self) -> tuple[Array, Array]:
+        r"""$(\kappa_m, 1 - \kappa_\lambda)$ from the fixed log-spaced $\tau_m$ (constants, not parameters)."""
+        tau = jnp.asarray(tau_grid(self.tau_min, self.tau_max, self.d_m), jnp.float32)
+        return memory_gains(tau, self.lam, 1.0, "kappa_lambda")
+
+    def effective_weights(self) -> Array:
+        r"""The wiring as one matrix $W$ (``[source_size, N * d_tree]``): $b_t = W^\top \text{source}_t$,
+        $W_{j,(i,\beta)} = c \sum_{k \in \text{branch } \beta \text{ of } i,\ \text{index}_{ik} = j} w_{s,ik}$."""
+        d_s = self.index.shape[1]
+        rows = jnp.arange(self.n)[:, None] * self.d_tree + jnp.arange(d_s)[None, :] // self.d_branch
+        W = jnp.zeros((self.source_size, self.n * self.d_tree), self.w_s.dtype)
+        return W.at[self.index, rows].add(self.c * self.w_s)
+
+    def branches(self, source: Array) -> Array:
+        r"""$b_t = c \cdot \operatorname{branch\_sum}(z_t \odot w_s)$ for every neuron: ``[N, d_tree]``.
+
+        ``wiring="dense"``: one matrix product with :meth:`effective_weights` (built once per
+        sequence: XLA hoists it out of the time loop); ``"gather"``: the index gather itself. Same
+        numbers; on CPU the dense form trained 5x faster in ``benchmarks/elm.py`` (N = 256,
+        d_s = 1600; the gather's transpose is a slow scatter-add), the gather form needs no
+        ``[source_size, N d_tree]`` matrix.
+        """
+        if self.wiring == "dense":
+            return (source @ self.effective_weights()).reshape(self.n, self.d_tree)
+        z = source[self.index] * self.w_s
+        return self.c * z.reshape(self.n, self.d_tree, self.d_branch).sum(-1)
+
+    def mlp_output(self, source: Array, m: Array) -> Array:
+        r"""$o_t = \mathrm{MLP}([b_t, \kappa_m \odot m_{t-1}])$, the tanh's argument: ``[N, d_m]``."""
+        kappa_m, _ = self.gains()
+        return self.mlp(jnp.concatenate([self.branches(source), kappa_m * m], axis=-1))
+
+    def update(self, source: Array, m: Array) -> tuple[Array, Array]:
+        """``(m_t, w_r . m_t)``: the new memory ``[N, d_m]`` and its linear read-out ``[N]``."""
+        kappa_m, gain = self.gains()
+        m = kappa_m * m + gain * jnp.tanh(self.mlp_output(source, m))
+        return m, jnp.sum(self.w_r * m, axis=-1)
+
+
+class ElmNetState(eqx.Module):
+    """State of an ELM network: hidden memory ``m[N, d_m]``, high-pass reference ``r[N]``, activity
+    ``h[N]`` (the paper's $a_t$, named ``h`` like every unit's activity) and the read-out layer's
+    memory ``m_out[readout_neurons, readout_d_m]``."""
+
+    m: Array
+    r: Array
+    h: Array
+    m_out: Array
+
+
+def _layer_sizes(d_m, d_mlp, l_mlp, d_tree, d_branch) -> tuple[int, int]:
+    r"""$(k_e, k_c)$ of one neuron: $k_e = \#w_p + \#w_r$ (MLP biases counted), $k_c = d_s$."""
+    return NeuronMLP.count(d_tree + d_m, d_mlp, d_m, l_mlp) + d_m, d_tree * d_branch
+
+
+@register("unit", "elm-net", "ELM network layer: N recurrent ELM neurons, random sparse gather, read-out ELM layer")
+class ElmNet(Cell):
+    """A recurrent layer of ``hidden`` ELM neurons plus the read-out ELM layer (see the module doc).
+
+    Args:
+        input_size: feed-forward channels $u_t$ ($d_{inp}$).
+        hidden: recurrent neurons $N$. d_m, d_mlp (default ``2 d_m``), l_mlp: neuron complexity.
+        d_tree, d_branch: branches and synapses per branch; d_s: optional check, ``d_tree * d_branch``.
+        c: input scale. lam: $\\lambda$. tau_min, tau_max: the fixed $\\tau_m$ range. tau_r: high-pass.
+        rho_rec: probability that a synapse is recurrent.
+        readout_neurons, readout_d_m, readout_d_tree, readout_d_branch: the read-out ELM layer.
+        mlp_activation: ``"relu2"`` (paper) or ``"relu"``. spiking, surrogate_scale: SuperSpike output.
+        mlp_l2, activity_l1: regulariser strengths used by :meth:`penalty`.
+        wiring: how the gather is computed (:meth:`ElmLayer.branches`): ``"dense"``, ``"gather"``, or
+            ``"auto"`` (dense while the layer's matrix has at most 2**26 entries). Same numbers.
+    """
+
+    layer: ElmLayer
+    readout_layer: ElmLayer
+    l_mlp: int = eqx.field(static=True)
+    d_mlp: int = eqx.field(static=True)
+    tau_r: float = eqx.field(static=True)
+    spiking: bool = eqx.field(static=True)
+    surrogate_scale: float = eqx.field(static=True)
+    mlp_l2: float = eqx.field(static=True)
+    activity_l1: float = eqx.field(static=True)
+
+    def __init__(
+        self,
+        input_size: int,
+        *,
+        hidden: int = 96,
+        d_m: int = 5,
+        d_mlp: int | None = None,
+        l_mlp: int = 1,
+        d_tree: int = 30,
+        d_branch: int = 10,
+        d_s: int | None = None,
+        c: float = 10.0,
+        lam: float = 5.0,
+        tau_min: float = 1.0,
+        tau_max: float = 500.0,
+        tau_r: float = 5.0,
+        rho_rec: float = 0.25,
+        readout_neurons: int = 19,
+        readout_d_m: int = 3,
+        readout_d_tree: int | None = None,
+        readout_d_branch: int | None = None,
+        mlp_activation: Literal["relu2", "relu"] = "relu2",
+        spiking: bool = False,
+        surrogate_scale: float = 100.0,
+        mlp_l2: float = 1e-5,
+        activity_l1: float = 1e-3,
+        wiring: Literal["auto", "dense", "gather"] = "auto",
+        key: PRNGKeyArray,
+    ):
+        for name, value in (("input_size", input_size), ("hidden", hidden), ("d_m", d_m),
+                            ("readout_neurons", readout_neurons), ("readout_d_m", readout_d_m)):
+            require_positive(name, value)
+        d_mlp = 2 * d_m if d_mlp is None else d_mlp
+        require_positive("d_mlp", d_mlp)
+        if isinstance(l_mlp, bool) or not isinstance(l_mlp, int) or l_mlp < 0:
+            raise ConfigError(f"l_mlp must be a non-negative integer, got {l_mlp!r}")
+        check_branches(d_tree, d_branch, d_s)
+        readout_d_tree = d_tree if readout_d_tree is None else readout_d_tree
+        readout_d_branch = d_branch if readout_d_branch is None else readout_d_branch
+        require_positive("readout_d_tree", readout_d_tree)
+        require_positive("readout_d_branch", readout_d_branch)
+        for name, value in (("c", c), ("lam", lam), ("tau_r", tau_r), ("surrogate_scale", surrogate_scale)):
+            require_positive(name, value, integer=False)
+        check_tau_range(tau_min, tau_max)
+        if isinstance(rho_rec, bool) or not isinstance(rho_rec, (int, float)) or not 0 <= rho_rec <= 1:
+            raise ConfigError(f"rho_rec must be a probability in [0, 1], got {rho_rec!r}")
+        for name, value in (("mlp_l2", mlp_l2), ("activity_l1", activity_l1)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ConfigError(f"{name} must be a number >= 0, got {value!r}")
+        if wiring not in ("auto", "dense", "gather"):
+            raise ConfigError(f"wiring must be 'auto', 'dense' or 'gather', got {wiring!r}")
+        if mlp_activation not in MLP_ACTIVATIONS:
+            raise ConfigError(f"mlp_activation must be one of {', '.join(map(repr, MLP_ACTIVATIONS))}, got {mlp_activation!r}")
+
+        self.input_size, self.hidden, self.l_mlp, self.d_mlp = input_size, hidden, l_mlp, d_mlp
+        self.tau_r, self.spiking, self.surrogate_scale = float(tau_r), bool(spiking), float(surrogate_scale)
+        self.mlp_l2, self.activity_l1 = float(mlp_l2), float(activity_l1)
+        k_in, k_out, k_layer, k_readout = jax.random.split(key, 4)
+        index = sample_wiring(k_in, hidden, d_tree * d_branch, input_size, rho_rec)
+        common = dict(c=c, lam=lam, tau_min=tau_min, tau_max=tau_max, mlp_activation=mlp_activation, wiring=wiring)
+        self.layer = ElmLayer(index, input_size + hidden, d_m=d_m, d_mlp=d_mlp, l_mlp=l_mlp, d_tree=d_tree, d_branch=d_branch,
+                              key=k_layer, **common)
+        out_index = sample_wiring(k_out, readout_neurons, readout_d_tree * readout_d_branch, hidden, 0.0)
+        self.readout_layer = ElmLayer(out_index, hidden, d_m=readout_d_m, d_mlp=readout_d_m, l_mlp=0, d_tree=readout_d_tree,
+                                      d_branch=readout_d_branch, key=k_readout, **common)
+
+    @classmethod
+    def from_budget(cls, budget: int, input_size: int, *, solve_for: Literal["hidden", "d_branch"] = "hidden",
+                    key: PRNGKeyArray, **config) -> "ElmNet":
+        """The network whose layer budget $P = N(k_e + k_c)$ fits ``budget`` (see :func:`budget_config`)."""
+        return cls(input_size, key=key, **budget_config(budget, solve_for=solve_for, **config))
+
+    @property
+    def output_size(self) -> int:
+        return self.readout_layer.n
+
+    def init_state(self) -> ElmNetState:
+        n, ro = self.layer, self.readout_layer
+        return ElmNetState(m=jnp.zeros((n.n, n.d_m)), r=jnp.zeros(n.n), h=jnp.zeros(n.n), m_out=jnp.zeros((ro.n, ro.d_m)))
+
+    def recurrent_matrices(self) -> dict[str, Array]:
+        r"""``w_syn[i, j]`` $= c \sum_{k:\ \text{synapse } k \text{ of } i \text{ reads } a_j} w_{s,ik}$, the linear
+        weight with which neuron $j$'s activity enters neuron $i$'s branch sums (``[N, N]``)."""
+        W = self.layer.effective_weights()[self.input_size :]  # [N presynaptic, N * d_tree]
+        return {"w_syn": W.reshape(self.hidden, self.hidden, self.layer.d_tree).sum(-1).T}
+
+    def activity(self, pre: Array) -> Array:
+        """ReLU, or the SuperSpike step with ``spiking=True``."""
+        return superspike(pre, self.surrogate_scale) if self.spiking else jax.nn.relu(pre)
+
+    def __call__(self, state: ElmNetState, x: Array, *, drive: Array | None = None) -> tuple[ElmNetState, Array]:
+        layer, ro = self.layer, self.readout_layer
+        m, y = layer.update(jnp.concatenate([x, state.h]), state.m)
+        kappa_r = math.exp(-1.0 / self.tau_r)
+        r = kappa_r * state.r + (1 - kappa_r) * y
+        h = self.activity(add_drive(layer.b + y - r, drive))
+        m_out, y_out = ro.update(h, state.m_out)
+        return ElmNetState(m=m, r=r, h=h, m_out=m_out), ro.b + y_out
+
+    def regularisers(self, us: Array, states: ElmNetState, state0: ElmNetState | None = None) -> dict[str, Array]:
+        r"""The two unweighted regularisers of a trajectory (hidden layer, per-neuron scaling):
+
+        $$ \text{mlp\_l2} = \sum_{i=1}^{N} \sum_{k=1}^{d_m} \Big(\frac1T \sum_t |o_{t,ik}|\Big)^2, \qquad
+           \text{activity\_l1} = \sum_{i=1}^{N} \frac1T \sum_t |a_{t,i}| . $$
+
+        ``us[T, input_size]`` are the layer's inputs, ``states`` its states after each step (a
+        :meth:`~dynlab.models.SequenceModel.trajectory` entry) and ``state0`` the state before the
+        first (default: :meth:`init_state`). The MLP outputs $o_t$ are recomputed from
+        $(u_t, a_{t-1}, m_{t-1})$ for all $t$ at once (no scan).
+        """
+        state0 = self.init_state() if state0 is None else state0
+        prev_m = jnp.concatenate([state0.m[None], states.m[:-1]])
+        prev_h = jnp.concatenate([state0.h[None], states.h[:-1]])
+        o = jax.vmap(lambda u, h, m: self.layer.mlp_output(jnp.concatenate([u, h]), m))(us, prev_h, prev_m)
+        return {"mlp_l2": jnp.sum(jnp.square(jnp.mean(jnp.abs(o), axis=0))),
+                "activity_l1": jnp.sum(jnp.mean(jnp.abs(states.h), axis=0))}
+
+    def penalty(self, us: Array, states: ElmNetState, state0: ElmNetState | None = None) -> Array:
+        """``mlp_l2 * regularisers["mlp_l2"] + activity_l1 * regularisers["activity_l1"]`` (a scalar)."""
+        reg = self.regularisers(us, states, state0)
+        return self.mlp_l2 * reg["mlp_l2"] + self.activity_l1 * reg["activity_l1"]
+
+    def param_count(self) -> dict[str, int]:
+        """``N``, ``k_e``, ``k_c``, ``P = N (k_e + k_c)``, ``bias`` (N), ``readout`` and ``total``."""
+        n, ro = self.layer, self.readout_layer
+        k_e, k_c = _layer_sizes(n.d_m, self.d_mlp, self.l_mlp, n.d_tree, n.d_branch)
+        ro_e, ro_c = _layer_sizes(ro.d_m, ro.d_m, 0, ro.d_tree, ro.d_branch)
+        counts = {"N": n.n, "k_e": k_e, "k_c": k_c, "P": n.n * (k_e + k_c), "bias": n.n,
+                  "readout": ro.n * (ro_e + ro_c + 1)}
+        counts["total"] = counts["P"] + counts["bias"] + counts["readout"]
+        return counts
+
+
+def budget_config(budget: int, *, solve_for: Literal["hidden", "d_branch"] = "hidden", **config) -> dict:
+    r"""``config`` with ``hidden`` ($N$) or ``d_branch`` set so that $P = N(k_e + k_c) \le$ ``budget``.
+
+    * ``solve_for="hidden"`` (N vs $k_e$ sweeps): $N = \lfloor P / (k_e + k_c) \rfloor$;
+    * ``solve_for="d_branch"`` ($k_e$ vs $k_c$ sweeps): $d_{branch} = \lfloor (P/N - k_e) / d_{tree} \rfloor$.
+
+    Keys not given take :class:`ElmNet`'s defaults. A budget that cannot hold one neuron (or one
+    synapse per branch) is a :class:`~dynlab.errors.ConfigError`.
+    """
+    require_positive("budget", budget)
+    if solve_for not in ("hidden", "d_branch"):
+        raise ConfigError(f"solve_for must be 'hidden' or 'd_branch', got {solve_for!r}")
+    cfg = {**defaults(ElmNet), **config}
+    cfg.pop("d_s", None)
+    d_mlp = 2 * cfg["d_m"] if cfg["d_mlp"] is None else cfg["d_mlp"]
+    if solve_for == "hidden":
+        k_e, k_c = _layer_sizes(cfg["d_m"], d_mlp, cfg["l_mlp"], cfg["d_tree"], cfg["d_branch"])
+        if budget < k_e + k_c:
+            raise ConfigError(f"budget P = {budget} is too small for one neuron: k_e + k_c = {k_e} + {k_c} = {k_e + k_c}")
+        return {**config, "hidden": budget // (k_e + k_c)}
+    config = {k: v for k, v in config.items() if k != "d_s"}
+    k_e, _ = _layer_sizes(cfg["d_m"], d_mlp, cfg["l_mlp"], cfg["d_tree"], 1)
+    n, d_tree = cfg["hidden"], cfg["d_tree"]
+    d_branch = (budget - n * k_e) // (n * d_tree)
+    if d_branch < 1:
+        raise ConfigError(f"budget P = {budget} is too small for {n} neurons with one synapse per branch: "
+                          f"needs N (k_e + d_tree) = {n} * ({k_e} + {d_tree}) = {n * (k_e + d_tree)}")
+    return {**config, "d_branch": d_branch}
