@@ -471,6 +471,15 @@ def train(
     return result
 
 
+def _train_or_divergence(experiment, run_dir, progress):
+    from dynlab.errors import DivergenceError
+
+    try:
+        return train(experiment, run_dir, progress=progress)
+    except DivergenceError as e:
+        return e
+
+
 def train_seeds(experiments, run_dirs=None, *, progress: Callable | None = None) -> list:
     """Train runs that differ only in their seed as one ``jax.vmap``-ed computation.
 
@@ -479,6 +488,10 @@ def train_seeds(experiments, run_dirs=None, *, progress: Callable | None = None)
     :class:`~dynlab.errors.DivergenceError`), the others go on. The numbers equal those of
     separate :func:`train` calls up to float32 rounding (batched and unbatched matrix products
     may sum in different orders), not bit for bit.
+
+    Only the float arrays are batched; everything else (integer wiring, routing indices) must be
+    the same in every run. Units whose seed also draws those (``elm`` with random routing,
+    ``elm-net``'s gather) are therefore trained one seed after another with :func:`train`.
     """
     from dynlab.config import dumps
     from dynlab.errors import ConfigError
@@ -492,6 +505,8 @@ def train_seeds(experiments, run_dirs=None, *, progress: Callable | None = None)
     optimizer = cfg.optimizer_fn()
     parts = [eqx.partition(e.model, eqx.is_inexact_array) for e in experiments]
     static = parts[0][1]
+    if not all(bool(eqx.tree_equal(static, s)) for _, s in parts[1:]):
+        return [_train_or_divergence(e, d, progress) for e, d in zip(experiments, run_dirs)]
     params = _stack([p for p, _ in parts])
     opt_states = [(optimizer.init(p), _initial_carry(e.model, task, cfg.batch_size)) for e, (p, _) in zip(experiments, parts)]
     opt_state = _stack(opt_states)

@@ -147,3 +147,22 @@ def test_train_seeds_one_diverging_run_stops_alone():
     assert isinstance(diverged, DivergenceError) and diverged.step < 30
     assert good.steps_done == 30 and np.all(np.isfinite(good.metrics.loss.values))
     np.testing.assert_allclose(good.metrics.loss.values, train(exps[0]).metrics.loss.values, rtol=1e-4, atol=1e-6)
+
+
+def test_train_seeds_keeps_each_seeds_own_wiring():
+    """elm-net draws its integer wiring from the seed; vmapping only the float arrays would give
+    every seed the first one's wiring, so such runs train one after another."""
+    from dynlab.train import train_seeds
+
+    exps = []
+    for seed in (0, 1):
+        c = {"seed": seed, "model": {"unit": "elm-net", "hidden": 4, "d_m": 2, "d_tree": 2, "d_branch": 2,
+                                     "readout_d_tree": 1, "readout_d_branch": 2},
+             "task": {"name": "adding", "length": 5}, "train": {"steps": 2, "batch_size": 4, "eval_size": 4,
+                                                                "log_every": 1, "eval_every": 2, "checkpoint_every": 2}}
+        exps.append(experiment.build(c))
+    w0, w1 = (e.model.cells[0].layer.index for e in exps)
+    assert not np.array_equal(w0, w1)
+    results = train_seeds(exps)
+    for e, r in zip(exps, results):
+        np.testing.assert_array_equal(r.model.cells[0].layer.index, e.model.cells[0].layer.index)
