@@ -355,8 +355,19 @@ def lyapunov_core(
        `running[b]` is the same sum over the first $b+1$ blocks divided by the number of
        steps they hold. $m > 1$ saves QRs and gives the same estimate in exact arithmetic,
        but columns drift towards the leading direction by
-       $e^{m(\lambda_1 - \lambda_k)}$ between QRs, which costs accuracy in the smallest
-       exponents when that factor nears $1/\epsilon_{\text{machine}}$.
+       $e^{m(\lambda_1 - \lambda_k)}$ between QRs, and $\lambda_k$ loses roughly
+       $\epsilon\, e^{m(\lambda_1 - \lambda_k)}$ ($\epsilon$ the unit roundoff, $2^{-24}$ in
+       float32, $2^{-53}$ in float64). Measured on a tanh RNN with $N = 256$ and
+       $\lambda_1 - \lambda_N \approx 3.9$ over 1900 steps: in float32 $m = 2, 3, 4$ moved the
+       smallest exponents by up to $2\cdot10^{-3}$, $6\cdot10^{-3}$ and $5\cdot10^{-2}$
+       (float32 rounding alone: $3\cdot10^{-4}$), in float64 by $5\cdot10^{-11}$,
+       $4\cdot10^{-10}$ and $8\cdot10^{-9}$ (`benchmarks/lyapunov.py`).
+
+    **Cost.** Per step, pushing the frame forward costs $k$ JVPs (for an RNN, one $N\times N$
+    by $N\times k$ matmul), and each QR $4Nk^2 - \tfrac43 k^3$ flops at LAPACK's rate
+    (single-threaded on CPU, far below a matmul's). For the full spectrum ($k = N$) the QR
+    dominates: on a 2-core CPU, $N = 256$ in float32 takes ~1.5 ms for the QR against ~0.3 ms
+    for the push, which is what $m > 1$ saves.
 
     The frame is pushed forward by Jacobian-vector products (`jax.linearize` + `jax.vmap` over
     the $k$ columns, cost $\approx k$ evaluations of the map) or by a dense Jacobian
