@@ -27,6 +27,7 @@ Numeric parameters are stored as arrays, so one compiled evaluation serves every
 
 from __future__ import annotations
 
+import abc
 from typing import Literal
 
 import equinox as eqx
@@ -47,8 +48,9 @@ PAPER_T, PAPER_ONSET, PAPER_DURATION = 784, 200, 200  # the step drive's window 
 class Perturbation(eqx.Module):
     """Base class: ``p(key, x[T, D], width) -> (x'[T, D], drive[T, width] or None)`` for one sample."""
 
+    @abc.abstractmethod
     def __call__(self, key: PRNGKeyArray, x: Array, width: int) -> tuple[Array, Array | None]:
-        raise NotImplementedError
+        """The perturbed input and the drive (``None``: no drive) for one sample."""
 
 
 def _window(T: int, onset: Array, duration: Array) -> Array:
