@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dynlab.units.aru import gamma
+from dynlab.units.aru import N_MIN, gamma
 
 def sig(z):
     return 1.0 / (1.0 + np.exp(-z))
@@ -50,11 +50,17 @@ def test_finite_for_huge_arguments(nx):
     # and the value is right: softplus(nx)/n -> max(x, 0) for |nx| >> 1
     np.testing.assert_allclose(gamma(jnp.float32(nx), 1.0, 0.0), max(nx, 0.0), rtol=1e-6)
 
-def test_zero_gain_is_finite_and_clamped():
+def test_gain_is_floored_at_n_min():
+    """gamma is defined for n > 0 and has a pole ln2/n at n -> 0: gains below n_min (0, negative,
+    tiny) act as n_min, the value stays bounded by the floor's, and every gradient is finite."""
     x = jnp.linspace(-2, 2, 5)
     for s in (0.0, 0.5, 1.0):
-        val = gamma(x, 0.0, s)
-        assert np.all(np.isfinite(val))
-        np.testing.assert_allclose(val, gamma(x, 1e-3, s), rtol=1e-6)
-        grads = jax.grad(lambda x, n, s: gamma(x, n, s).sum(), argnums=(0, 1, 2))(x, jnp.float32(0.0), jnp.float32(s))
-        assert all(np.all(np.isfinite(g)) for g in grads)
+        at_floor = gamma(x, N_MIN, s)
+        for n in (0.0, -0.3, 1e-6):
+            np.testing.assert_allclose(gamma(x, n, s), at_floor, rtol=1e-6)
+            grads = jax.grad(lambda x, n, s: gamma(x, n, s).sum(), argnums=(0, 1, 2))(x, jnp.float32(n), jnp.float32(s))
+            assert all(np.all(np.isfinite(g)) for g in grads)
+        # at the floor gamma(0) = (1 - s) ln2 / n_min + s / 2: bounded, where n -> 0 would diverge
+        np.testing.assert_allclose(gamma(0.0, 0.0, s), (1 - s) * np.log(2) / N_MIN + s / 2, rtol=1e-6)
+    # above the floor nothing changes: a smaller floor gives the same values
+    np.testing.assert_allclose(gamma(x, 0.7, 0.3), gamma(x, 0.7, 0.3, n_min=1e-3), rtol=1e-7)

@@ -32,7 +32,11 @@ from dynlab.registry import register
 from dynlab.units.base import Cell, add_drive
 
 
-def gamma(x: Array, n: Array, s: Array, *, n_min: float = 1e-3) -> Array:
+N_MIN = 0.5
+"""Default floor of the gain $n$ (see :func:`gamma`)."""
+
+
+def gamma(x: Array, n: Array, s: Array, *, n_min: float = N_MIN) -> Array:
     r"""The ARU activation family (paper Eq. 2 / Eq. 8).
 
     $$ \gamma(x; n, s) = (1 - s)\,\frac{\operatorname{softplus}(n x)}{n} + s\,\sigma(n x) $$
@@ -41,14 +45,18 @@ def gamma(x: Array, n: Array, s: Array, *, n_min: float = 1e-3) -> Array:
     $s = 1$ sigmoid). ``softplus`` and ``sigmoid`` are evaluated in their overflow-free forms, so
     the value and its gradients are finite for any $|n x|$.
 
-    As $n \to 0$, $\operatorname{softplus}(n x)/n \approx \ln 2 / n + x/2$ diverges, so $\gamma$ has no
-    limit there. We clamp the gain's magnitude to at least ``n_min`` (keeping its sign; $n = 0$
-    becomes $+n_{\min}$), which keeps $\gamma$ finite and differentiable in $x$ and $s$ for every
-    input; in the clamped region $\partial\gamma/\partial n = 0$. The paper does not constrain
-    $n$; the clamp never acts for $|n| \ge n_{\min}$.
+    The family is defined for $n > 0$ (the domain the original implementation documents; the
+    paper's $(n, s)$ grid starts at $n = 1$). At $n \to 0$ it has a pole,
+    $\operatorname{softplus}(n x)/n \approx \ln 2 / n + x/2$, and a gain that drifts through zero
+    during training sends that neuron's output to $\pm\ln 2/|n|$ and, through $W_{hh}$, the network to inf (seen:
+    ARUN seed 2 of ``aru-table1`` at Adam lr 1e-3 diverged at step 121, when one neuron's gain,
+    drawn near 0 from the prior $N(5, 2^2)$, crossed zero). The paper does not say how it keeps
+    $n$ positive, so we floor it: $n \leftarrow \max(n, n_{\min})$ with ``n_min`` = 0.5 by default
+    ($\gamma(0) \le 2\ln 2$ at the floor), a parameter of the units. The floor is the identity
+    (values and gradients) for $n \ge n_{\min}$; below it $\partial\gamma/\partial n = 0$. It acts on 1.2% of the prior's draws.
     """
     n = jnp.asarray(n)
-    n = jnp.where(jnp.abs(n) < n_min, jnp.where(n < 0, -n_min, n_min), n)
+    n = jnp.where(n < n_min, n_min, n)  # not jnp.maximum: at n = n_min the gradient must pass whole
     nx = n * x
     return (1 - s) * jax.nn.softplus(nx) / n + s * jax.nn.sigmoid(nx)
 
@@ -133,6 +141,7 @@ class RNNGammaCell(_Recurrent):
 
     n: Array
     s: Array
+    n_min: float = eqx.field(static=True)
 
     def __init__(
         self,
@@ -143,9 +152,12 @@ class RNNGammaCell(_Recurrent):
         n_mean: float = 5.0,
         n_std: float = 2.0,
         s_init: float = 0.0,
+        n_min: float = N_MIN,
         isolated: bool = False,
         key: PRNGKeyArray,
     ):
+        require_positive("n_min", n_min, integer=False)
+        self.n_min = float(n_min)
         k_rec, k_n = jax.random.split(key)
         super().__init__(input_size, hidden, isolated, k_rec)
         # dtype=float (here and in ARUCell): a weak-typed leaf turns strong after the first
@@ -158,7 +170,7 @@ class RNNGammaCell(_Recurrent):
             self.s = jnp.asarray(float(s_init), dtype=float)
 
     def __call__(self, state, x, *, drive=None):
-        h = gamma(self.preactivation(state, x, drive), self.n, self.s)
+        h = gamma(self.preactivation(state, x, drive), self.n, self.s, n_min=self.n_min)
         return h, h
 
 
@@ -202,6 +214,7 @@ class ARUCell(_Recurrent):
     b_n: Array
     b_s: Array
     n_g: int = eqx.field(static=True)
+    n_min: float = eqx.field(static=True)
 
     def __init__(
         self,
@@ -214,10 +227,13 @@ class ARUCell(_Recurrent):
         n_std: float = 2.0,
         s_init: float = 0.0,
         readout_scale: float = 0.01,
+        n_min: float = N_MIN,
         isolated: bool = False,
         key: PRNGKeyArray,
     ):
         require_positive("n_g", n_g)
+        require_positive("n_min", n_min, integer=False)
+        self.n_min = float(n_min)
         if prior not in ("per-neuron", "shared"):
             raise ConfigError(f"prior must be 'per-neuron' or 'shared', got {prior!r}")
         k_rec, k_ag, k_gg, k_gn, k_gs, k_n = jax.random.split(key, 6)
@@ -254,5 +270,5 @@ class ARUCell(_Recurrent):
     def __call__(self, state: ARUState, x, *, drive=None):
         a = self.preactivation(state.h, x, drive)
         g, n, s = self.controller(a, state.g)
-        h = gamma(a, n, s)
+        h = gamma(a, n, s, n_min=self.n_min)
         return ARUState(h=h, g=g), h
