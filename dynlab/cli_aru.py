@@ -117,7 +117,7 @@ def _ci(ds, name, i):
     return text
 
 
-@analyze.command("adaptation")
+@analyze.command("adaptation", short_help="Fig. 5c/d: lambda_1 with (n, s) frozen where the ARU sets them under a drive.")
 @analysis_options
 @click.option("--drives", metavar="LIST", default=None, help="Step drives xi (default 1,2,5,10,20; 0 is always added).")
 @click.option("--t-hats", metavar="LIST", default=None,
@@ -165,7 +165,7 @@ def adaptation_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x6
     _done(ds)
 
 
-@analyze.command("controller")
+@analyze.command("controller", short_help="Fig. 5a/b: controller states (PCA) and limit points under constant drives.")
 @analysis_options
 @click.option("--drives", metavar="LIST", default=None,
               help="Constant drives xi (default 1,2,5,10,20,30; 0 is always added).")
@@ -190,7 +190,7 @@ def controller_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x6
     _done(ds)
 
 
-@analyze.command("gain-scaling")
+@analyze.command("gain-scaling", short_help="Fig. 3b: steady-state gain and saturation against the noise std, with fits.")
 @analysis_options
 @click.option("--stds", metavar="LIST", default=None, help="Noise stds xi (default 0.5,1,2,5,10,20).")
 @click.option("--base-std", metavar="X", default="0.01", show_default=True, help="Low-noise std before and after.")
@@ -224,7 +224,7 @@ def gain_scaling_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, 
     _done(ds)
 
 
-@analyze.command("fractional-order")
+@analyze.command("fractional-order", short_help="Fig. 4b-d: fractional order alpha of each neuron's step response.")
 @analysis_options
 @click.option("--drives", metavar="LIST", default="20", show_default=True, help="Step drive amplitudes xi.")
 @click.option("--onset", metavar="INT", default="100", show_default=True, help="First driven step.")
@@ -252,7 +252,7 @@ def fractional_order_cmd(unit, checkpoint, task_name, steps, seed, sets, out, pl
     _done(ds)
 
 
-@analyze.command("gradient-by-position")
+@analyze.command("gradient-by-position", short_help="Fig. 18: gradient norms by input position.")
 @analysis_options
 @click.option("--batch", metavar="INT", default="16", show_default=True, help="Held-out samples.")
 def gradient_by_position_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x64, quiet, batch):
@@ -271,7 +271,7 @@ def gradient_by_position_cmd(unit, checkpoint, task_name, steps, seed, sets, out
     _done(ds)
 
 
-@analyze.command("weight-eigs")
+@analyze.command("weight-eigs", short_help="Fig. 5e: eigenvalues of W_hh against the unit circle.")
 @analysis_options
 @click.option("--compare", "compare", multiple=True, type=click.Path(file_okay=False), metavar="RUN",
               help="Another trained run to overlay (repeatable), e.g. a non-adaptive network.")
