@@ -12,8 +12,11 @@ backward pass scales both alike):
 $$ \text{RNN}+\gamma:\ 2N_h^2 + 2N_h N_x, \qquad
    \text{ARUN}:\ 2N_h^2 + 2N_h N_x + \underbrace{2N_h N_g^2 + N_h N_g + 4 N_h N_g}_{\text{controllers}} $$
 
-i.e. about $1 + N_g^2/N_h$, 7.5 at the paper's size; the controllers' $N_h N_g$ tanh evaluations
-per step come on top. Memory: BPTT keeps every step's controller states, a few times
+i.e. about $1 + N_g^2/N_h$, 7.5 at the paper's size. The controllers' $N_h N_g$ tanh evaluations
+per step come on top, and on a CPU one tanh costs as much time as tens of FLOPs of a matmul; so the
+script also measures, in the same process, the time of one tanh and of one $\gamma$ (softplus +
+sigmoid) per element in units of the matmul's time per FLOP, and prints the cost ratio with those
+elementwise costs counted (tanh: $N_h N_g$ per step for the ARUN; $\gamma$: $N_h$ for both). Memory: BPTT keeps every step's controller states, a few times
 $T B N_h N_g \cdot 4$ bytes — about 2.2 GB peak at batch 8, so the default batch 64 needs
 roughly 15 GB. Run: ``python benchmarks/aru.py [--steps 3] [--batch 64] [--hidden 400] [--n-g 50]``.
 """
@@ -76,9 +79,40 @@ def main():
         print(f"{name:<10} compile + 2 steps {first:7.1f} s   {per:8.3f} s/step   {B / per:8.1f} samples/s")
     flops_static = 2 * H * H + 2 * H
     flops_aru = flops_static + 2 * H * G * G + H * G + 4 * H * G
-    print(f"ARUN / RNN+gamma time per step: measured {rows['ARUN'] / rows['RNN+gamma']:.2f}x, "
+    measured = rows["ARUN"] / rows["RNN+gamma"]
+    print(f"ARUN / RNN+gamma time per step: measured {measured:.2f}x, "
           f"expected from FLOPs {flops_aru / flops_static:.2f}x "
           f"({flops_aru / 1e6:.2f} vs {flops_static / 1e6:.2f} MFLOP per time step and sample, forward)")
+    c_tanh, c_gamma = elementwise_costs(B * H, G)
+    cost_static = flops_static + H * c_gamma
+    cost_aru = flops_aru + H * c_gamma + H * G * c_tanh
+    print(f"elementwise cost measured here: one tanh = {c_tanh:.0f} matmul FLOPs, one gamma = {c_gamma:.0f}; "
+          f"expected ratio with them counted {cost_aru / cost_static:.2f}x (measured {measured:.2f}x)")
+
+
+def elementwise_costs(rows: int, width: int, reps: int = 20) -> tuple[float, float]:
+    """Time per element of ``tanh`` and of ``gamma`` in units of the time per FLOP of the
+    controller-shaped matmul ``[rows, width] @ [width, width]``, all measured here."""
+    from dynlab.units.aru import gamma
+
+    key = jax.random.key(0)
+    z = jax.random.normal(key, (rows, width))
+    w = jax.random.normal(key, (width, width)) / width**0.5
+    n, s = 5.0 + jnp.zeros_like(z), jnp.zeros_like(z)
+
+    def repeat(f, x):  # reps dependent applications, so nothing is hoisted or fused away
+        return jax.jit(lambda x: jax.lax.fori_loop(0, reps, lambda _, y: f(y), x))(x)
+
+    def seconds(f, x):
+        repeat(f, x).block_until_ready()
+        t0 = time.perf_counter()
+        repeat(f, x).block_until_ready()
+        return (time.perf_counter() - t0) / reps
+
+    per_flop = seconds(lambda y: y @ w, z) / (2 * rows * width * width)
+    per_tanh = seconds(jnp.tanh, z) / z.size
+    per_gamma = seconds(lambda y: gamma(y, n, s), z) / z.size
+    return per_tanh / per_flop, per_gamma / per_flop
 
 
 if __name__ == "__main__":
