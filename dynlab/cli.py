@@ -135,7 +135,6 @@ def train(unit, task, rule, steps, seed, config_file, sets, out, resume, quiet):
     """
     from dynlab import config as cfgmod
     from dynlab import experiment, store
-    from dynlab.train import train as run_training
 
     if resume:
         if config_file or unit or task or rule:
@@ -156,22 +155,36 @@ def train(unit, task, rule, steps, seed, config_file, sets, out, resume, quiet):
 
     if resume:
         run_dir = Path(resume)
-    elif out is not None:
-        run_dir = Path(out)
-        if (run_dir / store.CONFIG).exists():
-            raise ConfigError(f"{out!r} already holds a run; use --resume {out} or another --out")
-        run_dir.mkdir(parents=True, exist_ok=True)
     else:
-        run_dir = store.new_run_dir(f"train-{exp.config['model'].get('unit', 'aru')}-{exp.config['task'].get('name', 'adding')}")
+        run_dir = new_run_dir(out, f"train-{exp.config['model'].get('unit', 'aru')}-{exp.config['task'].get('name', 'adding')}")
+
+    train_and_report(exp, run_dir, quiet, resume=bool(resume))
+
+
+def new_run_dir(out: str | None, prefix: str) -> Path:
+    """``out`` (created; an error if it already holds a run) or a fresh ``runs/<prefix>-<time>``."""
+    from dynlab import store
+
+    if out is None:
+        return store.new_run_dir(prefix)
+    run_dir = Path(out)
+    if (run_dir / store.CONFIG).exists():
+        raise ConfigError(f"{out!r} already holds a run; use --resume {out} or another --out")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return run_dir
+
+
+def train_and_report(exp, run_dir: Path, quiet: bool, *, resume: bool = False, what: str = ""):
+    """Train ``exp`` into ``run_dir`` with a progress bar; write the learning curve; print the summary."""
+    from dynlab import experiment, figures, store
+    from dynlab.train import train as run_training
 
     if not quiet:
-        click.echo(f"{exp.config['model'].get('unit', experiment.DEFAULT_UNIT)} "
+        click.echo(f"{exp.config['model'].get('unit', experiment.DEFAULT_UNIT)}{what} "
                    f"({exp.model.param_count()['total']:,} parameters) on {exp.task.describe()}, "
                    f"rule {exp.config['rule'].get('name', experiment.DEFAULT_RULE)}, seed {exp.seed} -> {run_dir}")
     with progress_bar(quiet, "train") as update:
-        result = run_training(exp, run_dir, resume=bool(resume), progress=update)
-    from dynlab import figures
-
+        result = run_training(exp, run_dir, resume=resume, progress=update)
     store.write_figure(run_dir / "learning_curve.png", figures.learning_curve(result.metrics))
     _summary(result)
 
@@ -572,6 +585,7 @@ def _summary(result):
 from dynlab import cli_trw  # noqa: E402,F401
 from dynlab import cli_aru  # noqa: E402,F401
 from dynlab import cli_perturb  # noqa: E402,F401
+from dynlab import cli_transfer  # noqa: E402,F401
 from dynlab.cli_compare import compare  # noqa: E402
 
 main.add_command(compare)

@@ -80,6 +80,11 @@ def _serialise(obj) -> Callable[[Path], None]:
 def save_checkpoint(run_dir: Path, step: int, model, opt_state) -> None:
     """Write ``checkpoint.eqx`` (step, model, optimiser state) and ``model.eqx``, each atomically."""
     atomic_write(Path(run_dir) / CHECKPOINT, _serialise((jnp.asarray(step, jnp.int32), model, opt_state)))
+    save_model(run_dir, model)
+
+
+def save_model(run_dir: Path, model) -> None:
+    """Write ``model.eqx`` alone (a run directory of a model that was derived, not trained)."""
     atomic_write(Path(run_dir) / MODEL, _serialise(model))
 
 

@@ -99,3 +99,48 @@ def test_isolated_neurons_evolve_on_their_own(frozen_run):
             np.testing.assert_allclose(states[t, i], h, rtol=1e-5, atol=1e-6)
     with pytest.raises(ConfigError, match="no isolated-neuron variant"):
         transfer.isolate(experiment.build(config("gru")))
+
+
+def test_transfer_cli_writes_run_directories_of_each_variant(tmp_path):
+    """`dynlab transfer controller|activation|isolate` on a tiny psMNIST ARU: what each run froze,
+    trained or isolated, read back from the run directories it wrote."""
+    from cli_runner import invoke
+    from test_mnist import write_mnist
+
+    rng = np.random.default_rng(0)
+    write_mnist(tmp_path / "data", "t10k", rng.integers(0, 256, (30, 28, 28)), rng.integers(0, 10, 30))
+    short = ["--set", "train.batch_size=4", "--set", "train.eval_size=8", "--set", "train.log_every=2",
+             "--set", "train.eval_every=2", "--set", "train.checkpoint_every=2", "--steps", "2", "-q"]
+    tiny = ["--set", f'task.data_dir="{tmp_path / "data"}"', "--set", "task.downsample=7", "--set", "task.test_size=10",
+            *short]
+    r = invoke(["train", "--model", "aru", "--task", "psmnist", "--set", "model.hidden=4", "--set", "model.n_g=2",
+                "--out", "donor", *tiny], tmp_path)
+    assert r.exit_code == 0, r.output
+    donor = experiment.load_run(tmp_path / "donor").model
+    params = lambda run: parameter_paths(experiment.load_run(tmp_path / run).model)  # noqa: E731
+
+    r = invoke(["transfer", "controller", "--donor", "donor", "--out", "ctl", *short], tmp_path)
+    assert r.exit_code == 0, r.output
+    ctl, before = params("ctl"), parameter_paths(donor)
+    for name in transfer.CONTROLLER:
+        np.testing.assert_array_equal(ctl[f"cells.0.{name}"], before[f"cells.0.{name}"])
+    assert not np.array_equal(ctl["cells.0.w_hh"], before["cells.0.w_hh"])  # a new main network
+    assert store.read_config(tmp_path / "ctl")["seed"] == 1
+
+    r = invoke(["transfer", "activation", "--checkpoint", "donor", "--out", "act", *short], tmp_path)
+    assert r.exit_code == 0, r.output
+    assert changed(donor, experiment.load_run(tmp_path / "act").model) == {"cells.0.b_n", "cells.0.b_s"}
+    assert store.read_config(tmp_path / "act")["task"]["rotate"] == 45
+
+    r = invoke(["transfer", "isolate", "--checkpoint", "donor", "--out", "iso"], tmp_path)
+    assert r.exit_code == 0, r.output
+    np.testing.assert_array_equal(params("iso")["cells.0.w_hh"], np.diagonal(before["cells.0.w_hh"]))
+
+    r = invoke(["train", "--model", "rnn-gamma", "--set", "model.hidden=3", "--set", "task.length=5", "--out", "adding",
+                *short], tmp_path)
+    assert r.exit_code == 0, r.output
+    for args, says in ((["activation", "--checkpoint", "adding"], "needs an MNIST task"),
+                       (["controller", "--donor", "adding"], "holds a 'rnn-gamma' model, not 'aru'"),
+                       (["controller", "--donor", "donor", "--set", "model.hidden=3"], "drop the --set model.*")):
+        r = invoke(["transfer", *args, "--out", "x"], tmp_path)
+        assert r.exit_code == 2 and says in r.output, (args, r.output)

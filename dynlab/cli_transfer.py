@@ -1,0 +1,110 @@
+"""``dynlab transfer``: the ARU paper's variants of trained networks from the command line
+(:mod:`dynlab.transfer`; registered on ``dynlab.cli.main``).
+
+* ``controller`` — App. C.4: a trained ARU's controller, frozen, inside a new main network
+  (another seed) trained around it;
+* ``activation`` — App. B.3: a trained network retrained on 45°-rotated digits with only its
+  per-neuron activation parameters free;
+* ``isolate`` — Fig. 4c: the trained network with only the diagonal of ``W_hh`` kept.
+
+Each writes an ordinary run directory (``config.toml`` says what was frozen, or that the units are
+isolated), so ``dynlab train --resume`` and every ``dynlab analyze … --checkpoint`` work on it.
+"""
+
+from __future__ import annotations
+
+import click
+
+from dynlab.cli import int_option, main, new_run_dir, number_option, train_and_report
+
+
+def _config(run: str, sets, steps, seed=None) -> dict:
+    """The stored config of ``run`` with the command's overrides (``train.*``, ``task.*``, seed)."""
+    from dynlab import config as cfgmod
+    from dynlab import store
+    from dynlab.errors import ConfigError
+
+    if any(s.split("=", 1)[0].startswith("model.") for s in sets):
+        raise ConfigError("the model comes from the trained run: drop the --set model.* overrides")
+    overrides = list(sets)
+    if steps is not None:
+        overrides.append(f"train.steps={int_option('--steps', steps)}")
+    if seed is not None:
+        overrides.append(f"seed={int_option('--seed', seed)}")
+    return cfgmod.apply_sets(store.read_config(run), overrides)
+
+
+@main.group()
+def transfer():
+    """Variants of a trained network (ARU paper): controller transplant, activation-only retraining,
+    isolated neurons. Each writes a run directory."""
+
+
+_common = [
+    click.option("--steps", metavar="INT", default=None, help="Training steps. Default: the trained run's."),
+    click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override task.*/train.* keys (repeatable)."),
+    click.option("--out", type=click.Path(file_okay=False), default=None,
+                 help="Run directory to create. Default: runs/transfer-<kind>-<time>."),
+    click.option("-q", "--quiet", is_flag=True, help="No progress bar; print only the summary."),
+]
+
+
+def _options(f):
+    for option in reversed(_common):
+        f = option(f)
+    return f
+
+
+@transfer.command("controller")
+@click.option("--donor", required=True, type=click.Path(file_okay=False), help="Run directory of a trained aru model.")
+@click.option("--seed", metavar="INT", default=None, help="Seed of the new main network. Default: the donor's + 1.")
+@_options
+def controller_cmd(donor, seed, steps, sets, out, quiet):
+    """Train a new ARU main network (another seed) around the donor's frozen controller (App. C.4)."""
+    from dynlab import experiment
+    from dynlab.transfer import transplant_controller
+
+    trained = experiment.load_run(donor, unit="aru")
+    seed = seed if seed is not None else str(trained.seed + 1)
+    exp = transplant_controller(trained.model, _config(donor, sets, steps, seed))
+    train_and_report(exp, new_run_dir(out, "transfer-controller"), quiet, what=" (transplanted controller, frozen)")
+
+
+@transfer.command("activation")
+@click.option("--checkpoint", required=True, type=click.Path(file_okay=False),
+              help="Run directory of a trained rnn-gamma or aru model.")
+@click.option("--rotate", metavar="DEGREES", default="45", show_default=True, help="Rotation of the digits (task.rotate).")
+@_options
+def activation_cmd(checkpoint, rotate, steps, sets, out, quiet):
+    """Retrain only the per-neuron activation parameters (rnn-gamma: n, s; aru: b_n, b_s) on rotated
+    digits (App. B.3); everything else stays as trained."""
+    from dynlab import config as cfgmod
+    from dynlab import experiment
+    from dynlab.errors import ConfigError
+    from dynlab.transfer import retrain_activation
+
+    trained = experiment.load_run(checkpoint)
+    config = _config(checkpoint, sets, steps)
+    if config["task"].get("name") not in ("psmnist", "smnist"):
+        raise ConfigError(f"--rotate needs an MNIST task (psmnist, smnist); the run's task is {trained.task.describe()!r}")
+    config = cfgmod.apply_values(config, {"task.rotate": number_option("--rotate", rotate)})
+    exp = retrain_activation(trained.model, config)
+    train_and_report(exp, new_run_dir(out, "transfer-activation"), quiet, what=" (activation parameters only)")
+
+
+@transfer.command("isolate")
+@click.option("--checkpoint", required=True, type=click.Path(file_okay=False),
+              help="Run directory of a trained rnn, rnn-gamma or aru model.")
+@click.option("--out", type=click.Path(file_okay=False), default=None,
+              help="Run directory to create. Default: runs/transfer-isolate-<time>.")
+def isolate_cmd(checkpoint, out):
+    """Write the trained network with isolated neurons (W_hh -> diag W_hh, Fig. 4c) as a run directory
+    to analyse, e.g. 'dynlab analyze perturb --checkpoint OUT'. Nothing is trained."""
+    from dynlab import experiment, store
+    from dynlab.transfer import isolate
+
+    exp = isolate(experiment.load_run(checkpoint))
+    run_dir = new_run_dir(out, "transfer-isolate")
+    store.write_config(run_dir, exp.config)
+    store.save_model(run_dir, exp.model)
+    click.echo(f"isolated neurons of {checkpoint} -> {run_dir} (config.toml, model.eqx)")
