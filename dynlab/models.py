@@ -33,6 +33,10 @@ class SequenceModel(eqx.Module):
         readout_bias: whether the linear read-out has a bias. Networks judged on rescaled
             inputs (e.g. the SITH paper's time dilation of linear networks) need it off: the
             features scale with the input, a fixed bias does not.
+        remat: recompute each time step in the backward pass (``equinox.filter_checkpoint``)
+            instead of storing its intermediates; BPTT then keeps only the states. ``None``: the
+            unit's preference (:attr:`Cell.remat_step`; on for ``aru``). Values and gradients are
+            the same either way; only speed and memory differ.
         key: PRNG key.
         **unit_config: the unit's own config keys (``hidden``, ``n_g``, ...), used for every layer.
 
@@ -44,6 +48,7 @@ class SequenceModel(eqx.Module):
     encoder: eqx.nn.Linear | None
     readout: eqx.nn.Linear
     unit: str = eqx.field(static=True)
+    remat: bool = eqx.field(static=True)
 
     def __init__(
         self,
@@ -54,6 +59,7 @@ class SequenceModel(eqx.Module):
         layers: int = 1,
         encoder_size: int | None = None,
         readout_bias: bool = True,
+        remat: bool | None = None,
         key: PRNGKeyArray,
         **unit_config: Any,
     ):
@@ -64,6 +70,7 @@ class SequenceModel(eqx.Module):
         cell_cls = get("unit", unit).obj
         check_config("model", cell_cls, unit_config, extra=config_keys(SequenceModel))
         self.unit = unit
+        self.remat = cell_cls.remat_step if remat is None else bool(remat)
         k_enc, k_out, *k_cells = jax.random.split(key, 2 + layers)
         self.encoder = None if encoder_size is None else eqx.nn.Linear(input_size, encoder_size, key=k_enc)
         width = input_size if encoder_size is None else encoder_size
@@ -105,9 +112,11 @@ class SequenceModel(eqx.Module):
         state = self.init_state() if state is None else state
         drives = jnp.zeros(xs.shape[0], xs.dtype) if drive is None else jnp.asarray(drive)
 
+        step = eqx.filter_checkpoint(type(self).step) if self.remat else type(self).step
+
         def body(s, inp):
             x, d = inp
-            s, y = self.step(s, x, d)
+            s, y = step(self, s, x, d)
             return s, ((y, s) if keep_states else y)
 
         return jax.lax.scan(body, state, (xs, drives))[1]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import math
+from typing import ClassVar
 
 import equinox as eqx
 import jax
@@ -22,6 +23,12 @@ class Cell(eqx.Module):
 
     input_size: int = eqx.field(static=True)
     hidden: int = eqx.field(static=True)
+
+    remat_step: ClassVar[bool] = False
+    """Whether BPTT through this unit should recompute each step in the backward pass instead of
+    storing its intermediates (``SequenceModel``'s ``remat`` default). Worth it when a step's
+    intermediates are much larger than its state, as the ARU's ``[hidden, n_g]`` controller arrays:
+    on a CPU that training step is bound by writing and re-reading them, not by FLOPs."""
 
     @property
     def output_size(self) -> int:
