@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+import math
+
 from typing import Any
 
 import equinox as eqx
@@ -33,10 +35,10 @@ class SequenceModel(eqx.Module):
         readout_bias: whether the linear read-out has a bias. Networks judged on rescaled
             inputs (e.g. the SITH paper's time dilation of linear networks) need it off: the
             features scale with the input, a fixed bias does not.
-        remat: recompute each time step in the backward pass (``equinox.filter_checkpoint``)
-            instead of storing its intermediates; BPTT then keeps only the states. ``None``: the
-            unit's preference (:attr:`Cell.remat_step`; on for ``aru``). Values and gradients are
-            the same either way; only speed and memory differ.
+        remat: checkpoint BPTT (:func:`checkpointed_scan`): store the state every
+            ``sqrt(T)`` steps and recompute the rest in the backward pass, instead of storing every
+            step's intermediates. ``None``: the unit's preference (:attr:`Cell.remat_step`; on for
+            ``aru``). Values and gradients are the same either way; only speed and memory differ.
         key: PRNG key.
         **unit_config: the unit's own config keys (``hidden``, ``n_g``, ...), used for every layer.
 
@@ -112,14 +114,13 @@ class SequenceModel(eqx.Module):
         state = self.init_state() if state is None else state
         drives = jnp.zeros(xs.shape[0], xs.dtype) if drive is None else jnp.asarray(drive)
 
-        step = eqx.filter_checkpoint(type(self).step) if self.remat else type(self).step
-
-        def body(s, inp):
+        def body(model, s, inp):
             x, d = inp
-            s, y = step(self, s, x, d)
+            s, y = model.step(s, x, d)
             return s, ((y, s) if keep_states else y)
 
-        return jax.lax.scan(body, state, (xs, drives))[1]
+        scan = checkpointed_scan if self.remat else plain_scan
+        return scan(body, self, state, (xs, drives))[1]
 
     def trajectory(self, xs: Array, drive: Array | None = None, state: tuple | None = None):
         """Run ``xs[T, input_size]``; return ``(ys[T, output_size], states)``.
@@ -143,3 +144,35 @@ class SequenceModel(eqx.Module):
                 counts[name] = count_params(part)
         counts["total"] = sum(v for k, v in counts.items() if k != "total")
         return counts
+
+
+def plain_scan(body, model, carry, xs):
+    """``lax.scan`` of ``body(model, carry, x)`` over the leading axis of ``xs``."""
+    return jax.lax.scan(lambda c, x: body(model, c, x), carry, xs)
+
+
+def checkpointed_scan(body, model, carry, xs):
+    r"""The same as :func:`plain_scan`, with the memory of BPTT cut from $T$ steps' intermediates to
+    $\sqrt T$ states plus one segment's intermediates.
+
+    The $T$ steps are split into segments of $k = \lceil\sqrt T\,\rceil$; reverse mode stores the
+    carry only at segment boundaries and recomputes each segment's forward pass when its backward
+    pass needs it (``equinox.filter_checkpoint`` around the inner scan): one extra forward pass,
+    for memory $O(\sqrt T)$ instead of $O(T)$ (Griewank's checkpointing with one level). Steps left
+    over after the last whole segment run plainly. Values and gradients equal :func:`plain_scan`'s.
+    """
+    length = jax.tree_util.tree_leaves(xs)[0].shape[0]
+    k = max(1, math.ceil(math.sqrt(length)))
+    n = length // k
+    head = jax.tree_util.tree_map(lambda a: a[: n * k].reshape(n, k, *a.shape[1:]), xs)
+
+    @eqx.filter_checkpoint
+    def segment(model, carry, seg):
+        return plain_scan(body, model, carry, seg)
+
+    carry, ys = jax.lax.scan(lambda c, seg: segment(model, c, seg), carry, head)
+    ys = jax.tree_util.tree_map(lambda a: a.reshape(n * k, *a.shape[2:]), ys)
+    if n * k < length:
+        carry, rest = plain_scan(body, model, carry, jax.tree_util.tree_map(lambda a: a[n * k:], xs))
+        ys = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b]), ys, rest)
+    return carry, ys

@@ -115,11 +115,12 @@ def test_model_stack_and_trajectory():
 
 @pytest.mark.parametrize("unit", ["aru", "gru"])
 def test_remat_changes_neither_values_nor_gradients(unit):
-    """Recomputing steps in the backward pass (``remat``) is an implementation choice: the loss
-    and every gradient equal those of the stored-intermediates path (float64, two layers, a drive)."""
+    """Checkpointed BPTT (``remat``: states every sqrt(T) steps, the rest recomputed) is an
+    implementation choice: the loss and every gradient equal those of plain BPTT (float64, two
+    layers, a drive)."""
     with jax.enable_x64(True):
-        xs = jax.random.normal(jax.random.key(1), (9, 3), jnp.float64)
-        drive = 0.3 * jnp.arange(9.0)
+        xs = jax.random.normal(jax.random.key(1), (10, 3), jnp.float64)  # segments of 4, 4 and a plain tail of 2
+        drive = 0.3 * jnp.arange(10.0)
 
         def build(remat):
             m = dynlab.build("model", unit=unit, input_size=3, output_size=2, layers=2, remat=remat, hidden=5,
@@ -131,6 +132,6 @@ def test_remat_changes_neither_values_nor_gradients(unit):
         np.testing.assert_allclose(la, lb, rtol=1e-13)
         for a, b in zip(jax.tree_util.tree_leaves(ga), jax.tree_util.tree_leaves(gb)):
             np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-14)
-    # the default is the unit's preference: the ARU's controller arrays make recomputing pay
+    # the default is the unit's preference: the ARU's controller arrays make checkpointing pay
     assert dynlab.build("model", unit="aru", input_size=1, output_size=1, key=jax.random.key(0)).remat
     assert not dynlab.build("model", unit="gru", input_size=1, output_size=1, key=jax.random.key(0)).remat

@@ -215,7 +215,7 @@ class ARUCell(_Recurrent):
     b_s: Array
     n_g: int = eqx.field(static=True)
     n_min: float = eqx.field(static=True)
-    remat_step = True  # BPTT recomputes the [hidden, n_g] controller step (benchmarks/aru.py: 1.6-1.9x faster)
+    remat_step = True  # checkpointed BPTT: 1.4x faster at the paper's size, 1.6x at T = 196 (benchmarks/aru.py)
 
     def __init__(
         self,

@@ -25,10 +25,10 @@ class Cell(eqx.Module):
     hidden: int = eqx.field(static=True)
 
     remat_step: ClassVar[bool] = False
-    """Whether BPTT through this unit should recompute each step in the backward pass instead of
-    storing its intermediates (``SequenceModel``'s ``remat`` default). Worth it when a step's
-    intermediates are much larger than its state, as the ARU's ``[hidden, n_g]`` controller arrays:
-    on a CPU that training step is bound by writing and re-reading them, not by FLOPs."""
+    """Whether BPTT through this unit should be checkpointed (``SequenceModel``'s ``remat``
+    default; :func:`dynlab.models.checkpointed_scan`). Worth it when a step's intermediates are
+    much larger than its state, as the ARU's ``[hidden, n_g]`` controller arrays: storing all of
+    them costs more time in memory traffic than recomputing them."""
 
     @property
     def output_size(self) -> int:
