@@ -158,7 +158,7 @@ class ParamRNN(SequenceModel):
             raise ConfigError(f"unknown activation {activation!r}; valid: {', '.join(ACTIVATIONS)}")
         p = parameterisation(param, gamma0=gamma0)
         k_cell, k_out = jax.random.split(key)
-        self.param, self.width, self.unit, self.encoder = p, width, "rnn-param", None
+        self.param, self.width, self.unit, self.encoder, self.remat = p, width, "rnn-param", None, False
         self.cells = (ParamRNNCell(input_size, width, p, float(gain), activation, bias, k_cell),)
         self.readout = ParamReadout(width, output_size, p, bias, k_out)
 
