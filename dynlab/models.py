@@ -135,6 +135,29 @@ class SequenceModel(eqx.Module):
         """Read-out at every step, ``[T, output_size]``."""
         return self._run(xs, drive, state, keep_states=False)
 
+    @property
+    def penalised(self) -> bool:
+        """Does any layer add a regulariser to the training loss (a cell whose ``penalised`` is true)?"""
+        return any(getattr(c, "penalised", False) for c in self.cells)
+
+    def penalty(self, xs: Array, states: tuple, state: tuple | None = None) -> Array:
+        r"""The layers' regularisers on one sample's trajectory: $\sum_l$ ``cells[l].penalty(u^l, states[l], s^l_0)``.
+
+        ``states`` is :meth:`trajectory`'s (each layer's states after every step), ``state`` the
+        initial states (default :meth:`init_state`). Layer $l$'s inputs $u^l_t$ are the (encoded)
+        inputs for $l = 0$ and layer $l-1$'s outputs otherwise, recomputed from the stored states
+        for all $t$ at once, $u^{l+1}_t = \mathrm{cell}_l(s^l_{t-1}, u^l_t)$ (no scan). Only cells
+        whose ``penalised`` is true contribute (the ELM network's, :meth:`ElmNet.penalty`).
+        """
+        us = xs if self.encoder is None else jax.vmap(self.encoder)(xs)
+        total = jnp.zeros((), us.dtype)
+        for cell, s, s0 in zip(self.cells, states, self.init_state() if state is None else state):
+            if getattr(cell, "penalised", False):
+                total = total + cell.penalty(us, s, s0)
+            previous = jax.tree_util.tree_map(lambda a0, a: jnp.concatenate([a0[None], a[:-1]]), s0, s)
+            us = jax.vmap(lambda st, u, cell=cell: cell(st, u)[1])(previous, us)
+        return total
+
     def param_count(self) -> dict[str, int]:
         counts = {"total": 0}
         for i, c in enumerate(self.cells):

@@ -9,12 +9,18 @@ computed by reverse-mode autodiff of the model's ``lax.scan`` over time, batched
 states $h_0$ (where the previous window ended) that are treated as constants,
 $\nabla_\theta \mathcal{L}(\theta; \operatorname{stop\_gradient}(h_0))$, so gradients flow
 through the window's $T$ steps only; the window's final states are returned to be carried on.
+
+**Regularisers**: when the model is ``penalised`` (an ELM network with non-zero ``mlp_l2`` or
+``activity_l1``), the gradient is that of $\mathcal{L} + \text{mean}_b\,\text{penalty}_b$
+(:meth:`~dynlab.models.SequenceModel.penalty` on each sample's trajectory); the reported ``loss`` is
+the task loss alone, comparable with the held-out loss.
 """
 
 from __future__ import annotations
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 
 from dynlab.losses import get_loss
 from dynlab.registry import register
@@ -37,8 +43,16 @@ class BPTT(Rule):
         spec = get_loss(self.loss)
 
         def objective(m):
-            ys, final = (jax.vmap(m)(x), None) if state is None else continue_from(m, x, state)
-            return spec.loss(ys, y, mask), (spec.metric(ys, y, mask), final)
+            if not getattr(m, "penalised", False):
+                ys, final = (jax.vmap(m)(x), None) if state is None else continue_from(m, x, state)
+                loss = spec.loss(ys, y, mask)
+                return loss, (loss, spec.metric(ys, y, mask), final)
+            starts = jax.vmap(lambda _: m.init_state())(x) if state is None else state
+            ys, states = jax.vmap(lambda xs, s: m.trajectory(xs, state=s))(x, starts)
+            final = None if state is None else jax.tree_util.tree_map(lambda a: a[:, -1], states)
+            loss = spec.loss(ys, y, mask)
+            penalty = jnp.mean(jax.vmap(m.penalty)(x, states, starts))
+            return loss + penalty, (loss, spec.metric(ys, y, mask), final)
 
-        (loss, (metric, final)), grads = eqx.filter_value_and_grad(objective, has_aux=True)(model)
+        (_, (loss, metric, final)), grads = eqx.filter_value_and_grad(objective, has_aux=True)(model)
         return grads, {"loss": loss, spec.metric_name: metric}, final

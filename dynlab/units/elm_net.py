@@ -54,6 +54,8 @@ down (N–$k_e$ sweeps) or $d_{branch}$ rounded down ($k_e$–$k_c$ sweeps).
 on the time-averaged $|o_t|$ and a population L1 penalty on the mean activity, both with
 "per-neuron scaling" (summed over neurons), strengths ``mlp_l2`` = 1e-5 and ``activity_l1`` = 1e-3
 (the paper's Pareto-search values; Table 2's reference strengths are missing from the text).
+BPTT adds them to the training loss whenever either strength is non-zero (``penalised``; see
+:mod:`dynlab.rules.bptt`); set both to 0 to train without them.
 
 Defaults are the SHD-Adding reference (Table 1): $N = 96$, $d_m = 5$, $d_{tree} = 30$, $d_{branch} = 10$,
 $c = 10$, $\lambda = 5$, $\tau_m \in [1, 500]$, $\tau_r = 5$, $\rho_{rec} = 0.25$, 19 read-out neurons with $d_m = 3$.
@@ -346,6 +348,11 @@ class ElmNet(Cell):
         o = jax.vmap(lambda u, h, m: self.layer.mlp_output(jnp.concatenate([u, h]), m))(us, prev_h, prev_m)
         return {"mlp_l2": jnp.sum(jnp.square(jnp.mean(jnp.abs(o), axis=0))),
                 "activity_l1": jnp.sum(jnp.mean(jnp.abs(states.h), axis=0))}
+
+    @property
+    def penalised(self) -> bool:
+        """Whether training adds :meth:`penalty` to the loss (either strength non-zero)."""
+        return self.mlp_l2 > 0 or self.activity_l1 > 0
 
     def penalty(self, us: Array, states: ElmNetState, state0: ElmNetState | None = None) -> Array:
         """``mlp_l2 * regularisers["mlp_l2"] + activity_l1 * regularisers["activity_l1"]`` (a scalar)."""
