@@ -42,7 +42,8 @@ def transfer():
 
 _common = [
     click.option("--steps", metavar="INT", default=None, help="Training steps. Default: the trained run's."),
-    click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override task.*/train.* keys (repeatable)."),
+    click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+                 help="Override task.*/train.* keys (repeatable)."),
     click.option("--out", type=click.Path(file_okay=False), default=None,
                  help="Run directory to create. Default: runs/transfer-<kind>-<time>."),
     click.option("-q", "--quiet", is_flag=True, help="No progress bar; print only the summary."),
@@ -67,7 +68,8 @@ def controller_cmd(donor, seed, steps, sets, out, quiet):
     trained = experiment.load_run(donor, unit="aru")
     seed = seed if seed is not None else str(trained.seed + 1)
     exp = transplant_controller(trained.model, _config(donor, sets, steps, seed))
-    train_and_report(exp, new_run_dir(out, "transfer-controller"), quiet, what=" (transplanted controller, frozen)")
+    run_dir = new_run_dir(out, "transfer-controller")
+    train_and_report(exp, run_dir, quiet, what=" (transplanted controller, frozen)")
 
 
 @transfer.command("activation")
@@ -86,7 +88,8 @@ def activation_cmd(checkpoint, rotate, steps, sets, out, quiet):
     trained = experiment.load_run(checkpoint)
     config = _config(checkpoint, sets, steps)
     if config["task"].get("name") not in ("psmnist", "smnist"):
-        raise ConfigError(f"--rotate needs an MNIST task (psmnist, smnist); the run's task is {trained.task.describe()!r}")
+        raise ConfigError(f"--rotate needs an MNIST task (psmnist, smnist); the run's task is "
+                          f"{trained.task.describe()!r}")
     config = cfgmod.apply_values(config, {"task.rotate": number_option("--rotate", rotate)})
     exp = retrain_activation(trained.model, config)
     train_and_report(exp, new_run_dir(out, "transfer-activation"), quiet, what=" (activation parameters only)")

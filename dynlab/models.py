@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import math
-
 from typing import Any
 
 import equinox as eqx
@@ -141,13 +140,13 @@ class SequenceModel(eqx.Module):
         return any(getattr(c, "penalised", False) for c in self.cells)
 
     def penalty(self, xs: Array, states: tuple, state: tuple | None = None) -> Array:
-        r"""The layers' regularisers on one sample's trajectory: $\sum_l$ ``cells[l].penalty(u^l, states[l], s^l_0)``.
+        r"""The layers' regularisers on one sample's trajectory, $\sum_l$ ``cells[l].penalty(u^l, states[l], s0^l)``.
 
         ``states`` is :meth:`trajectory`'s (each layer's states after every step), ``state`` the
         initial states (default :meth:`init_state`). Layer $l$'s inputs $u^l_t$ are the (encoded)
         inputs for $l = 0$ and layer $l-1$'s outputs otherwise, recomputed from the stored states
-        for all $t$ at once, $u^{l+1}_t = \mathrm{cell}_l(s^l_{t-1}, u^l_t)$ (no scan). Only cells
-        whose ``penalised`` is true contribute (the ELM network's, :meth:`ElmNet.penalty`).
+        for all $t$ at once, $u^{l+1}_t = \mathrm{cell}_l(s^l_{t-1}, u^l_t)$ (no scan; no drive, as in
+        training). Only cells whose ``penalised`` is true contribute (:meth:`ElmNet.penalty`).
         """
         us = xs if self.encoder is None else jax.vmap(self.encoder)(xs)
         total = jnp.zeros((), us.dtype)

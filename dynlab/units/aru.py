@@ -47,13 +47,14 @@ def gamma(x: Array, n: Array, s: Array, *, n_min: float = N_MIN) -> Array:
 
     The family is defined for $n > 0$ (the domain the original implementation documents; the
     paper's $(n, s)$ grid starts at $n = 1$). At $n \to 0$ it has a pole,
-    $\operatorname{softplus}(n x)/n \approx \ln 2 / n + x/2$, and a gain that drifts through zero
-    during training sends that neuron's output to $\pm\ln 2/|n|$ and, through $W_{hh}$, the network to inf (seen:
-    ARUN seed 2 of ``aru-table1`` at Adam lr 1e-3 diverged at step 121, when one neuron's gain,
-    drawn near 0 from the prior $N(5, 2^2)$, crossed zero). The paper does not say how it keeps
-    $n$ positive, so we floor it: $n \leftarrow \max(n, n_{\min})$ with ``n_min`` = 0.5 by default
-    ($\gamma(0) \le 2\ln 2$ at the floor), a parameter of the units. The floor is the identity
-    (values and gradients) for $n \ge n_{\min}$; below it $\partial\gamma/\partial n = 0$. It acts on 1.2% of the prior's draws.
+    $\operatorname{softplus}(n x)/n \approx \ln 2 / n + x/2$: a gain that drifts through zero during
+    training sends that neuron's output to $\pm\ln 2/|n|$ and, through $W_{hh}$, the network to
+    inf (seen: ARUN seed 2 of ``aru-table1`` at Adam lr 1e-3 diverged at step 121, when one
+    neuron's gain, drawn near 0 from the prior $N(5, 2^2)$, crossed zero). The paper does not say
+    how it keeps $n$ positive, so we floor it: $n \leftarrow \max(n, n_{\min})$ with ``n_min`` = 0.5
+    by default ($\gamma(0) \le 2\ln 2$ at the floor), a parameter of the units. The floor is the
+    identity (values and gradients) for $n \ge n_{\min}$; below it $\partial\gamma/\partial n = 0$.
+    It acts on 1.2% of the prior's draws.
     """
     n = jnp.asarray(n)
     n = jnp.where(n < n_min, n_min, n)  # not jnp.maximum: at n = n_min the gradient must pass whole
