@@ -166,9 +166,10 @@ def _pc_step(cfg: CompareConfig, model, x, y):
 
 
 def _pc_time_step(cfg: CompareConfig, model, x, y, mask, output: str):
-    """PC-through-time gradient and diagnostics at ``model`` (a :class:`ParamRNN`)."""
+    """PC-through-time gradient and diagnostics at ``model`` (a :class:`ParamRNN` or any
+    :class:`~dynlab.models.SequenceModel`; the closed form and its diagnostics need a linear one)."""
     nan = jnp.asarray(jnp.nan, x.dtype)
-    exact = pc_time.closed_form(model, x, y, mask) if model.is_linear and output == "mse" else None
+    exact = pc_time.closed_form(model, x, y, mask) if getattr(model, "is_linear", False) and output == "mse" else None
     if cfg.energy == "closed-form":
         energy, grads = pc_time.weight_grads(model, exact.z, x, y, mask, output)
         info = dict(energy=exact.energy, loss_pc=exact.loss, s_minus_1=exact.s_minus_1,
@@ -192,10 +193,11 @@ def _pc_time_step(cfg: CompareConfig, model, x, y, mask, output: str):
     return grads, info
 
 
-def _train_both(model, cfg: CompareConfig, pc_step, bp_step):
+def _train_both(model, cfg: CompareConfig, pc_step, bp_step, optimizer=None):
     """Train with ``pc_step(model) -> (grads, info)`` and ``bp_step(model) -> (loss, grads)`` from ``model``
-    for ``cfg.steps`` steps (one ``lax.scan``), both with the parameterisation's optimiser; per-step metrics."""
-    optimizer = ffmodels.optimizer(model, cfg.optimizer, cfg.base_lr)
+    for ``cfg.steps`` steps (one ``lax.scan``), both with ``optimizer`` (default: the parameterisation's);
+    per-step metrics."""
+    optimizer = ffmodels.optimizer(model, cfg.optimizer, cfg.base_lr) if optimizer is None else optimizer
     params, static = eqx.partition(model, eqx.is_inexact_array)
 
     def step(carry, _):
@@ -220,11 +222,18 @@ def run_cell(model, x, y, cfg: CompareConfig):
 
 
 @eqx.filter_jit
-def run_sequence_cell(model, x, y, mask, cfg: CompareConfig, output: str):
-    """Train PC through time and BPTT (of :func:`dynlab.rules.pc_time.loss`) from ``model``; per-step metrics."""
+def run_sequence_cell(model, x, y, mask, cfg: CompareConfig, output: str, plain: bool = False):
+    """Train PC through time and BPTT (of :func:`dynlab.rules.pc_time.loss`) from ``model``; per-step metrics.
+
+    ``plain=True``: for any registered unit's :class:`~dynlab.models.SequenceModel` (no width
+    parameterisation), both rules train with plain ``optax.adam`` / ``optax.sgd`` at ``cfg.base_lr``.
+    """
     bptt = eqx.filter_value_and_grad(pc_time.loss)
+    optimizer = None
+    if plain:
+        optimizer = optax.adam(cfg.base_lr) if cfg.optimizer == "adam" else optax.sgd(cfg.base_lr)
     return _train_both(model, cfg, lambda m: _pc_time_step(cfg, m, x, y, mask, output),
-                       lambda m: bptt(m, x, y, mask, output))
+                       lambda m: bptt(m, x, y, mask, output), optimizer)
 
 
 VARIABLES = {

@@ -185,9 +185,12 @@ def plot_dataset(ds: xr.Dataset):
     """The figure that fits a result dataset, by its ``analysis`` attribute."""
     kind = ds.attrs.get("analysis")
     from dynlab.figures_aru import FIGURES as ARU_FIGURES
+    from dynlab.figures_cross import FIGURES as CROSS_FIGURES
 
     if kind in ARU_FIGURES:
         return ARU_FIGURES[kind](ds)
+    if kind in CROSS_FIGURES:
+        return CROSS_FIGURES[kind](ds)
     if kind == "training" and "eval_step" in ds.dims:
         return learning_curve(ds)
     if kind == "perturb" and "strength" in ds.dims:

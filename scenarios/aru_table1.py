@@ -41,17 +41,31 @@ NETWORKS = {  # name -> (model section without hidden, label in the table)
 NOT_PERTURBED_IN_PAPER = ("gru", "lstm")
 
 
-def model_sections(networks, hidden: int, n_g: int, match_tol: float) -> dict[str, dict]:
-    """Each network's ``[model]`` section; GRU/LSTM widths matched to the ARUN's parameter count."""
+def model_sections(networks, hidden: int, n_g: int, match_tol: float, extra: dict | None = None) -> dict[str, dict]:
+    """Each network's ``[model]`` section; GRU/LSTM widths matched to the ARUN's parameter count.
+
+    ``extra`` maps further network names to their own ``[model]`` sections (used as given, except
+    ``label``, which only names the row; ``hidden`` defaults to ``hidden``).
+    """
+    from dynlab import experiment, registry
     from dynlab.errors import ConfigError
     from dynlab.sizing import hidden_for_budget, model_params
 
-    unknown = [n for n in networks if n not in NETWORKS]
+    extra = extra or {}
+    unknown = [n for n in networks if n not in NETWORKS and n not in extra]
     if unknown:
-        raise ConfigError(f"unknown network(s) {', '.join(unknown)}; valid: {', '.join(NETWORKS)}")
+        raise ConfigError(f"unknown network(s) {', '.join(unknown)}; valid: {', '.join([*NETWORKS, *extra])} "
+                          "(add others as [params.extra_networks.NAME] model sections)")
     budget = model_params("aru", hidden, 1, 10, n_g=n_g)
     sections = {}
     for name in networks:
+        if name in extra:
+            section = {k: v for k, v in extra[name].items() if k != "label"}
+            experiment.validate({"model": section})  # a bad key fails here, before any training
+            if "hidden" in registry.config_keys(registry.get("unit", section.get("unit", "aru")).obj):
+                section = {"hidden": hidden, **section}
+            sections[name] = section
+            continue
         section = dict(NETWORKS[name][0])
         if section["unit"] == "aru":
             section["n_g"] = n_g
@@ -82,9 +96,16 @@ def run_aru_table1(
     std_ratio: float = 0.4,
     n_test: int = 2000,
     match_tol: float = 0.05,
+    extra_networks: dict | None = None,
+    scenario: str = "aru-table1",
 ) -> dict:
     """Train every network for every seed, evaluate clean and under the noisy drive, print the
-    table; returns ``{"table1": dataset}`` (also written to ``out_dir``)."""
+    table; returns ``{"table1": dataset}`` (also written to ``out_dir``).
+
+    ``extra_networks``: more networks by name, each a ``[model]`` section plus an optional
+    ``label`` (e.g. the ELM network with and without the ARU's adaptation in ``cross-adaptation``);
+    list their names in ``networks``. ``scenario`` names the result (attr and table title).
+    """
     import click
 
     from dynlab import experiment, figures, store
@@ -101,7 +122,8 @@ def run_aru_table1(
     networks, seeds = list(networks), list(seeds)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    sections = model_sections(networks, hidden, n_g, match_tol)
+    sections = model_sections(networks, hidden, n_g, match_tol, extra_networks)
+    labels = [extra_networks[n].get("label", n) if n in (extra_networks or {}) else NETWORKS[n][1] for n in networks]
     task = {"name": "psmnist", "downsample": downsample, "perm_seed": perm_seed}
     train_cfg = {"steps": steps, "batch_size": batch_size, "lr": lr, "clip": 1.0, "eval_every": max(steps // 4, 1),
                  "eval_size": eval_size, "log_every": min(50, steps), "checkpoint_every": steps}
@@ -116,7 +138,7 @@ def run_aru_table1(
                    for s in seeds]
         exps = [experiment.build(c) for c in configs]
         params.append(exps[0].model.param_count()["total"])
-        widths.append(sections[net]["hidden"])
+        widths.append(sections[net].get("hidden", 0))
         dirs = [out / "runs" / f"{net}-seed{s}" for s in seeds]
         for d in dirs:
             d.mkdir(parents=True, exist_ok=True)
@@ -148,7 +170,8 @@ def run_aru_table1(
                                     "downsample": downsample, "perm_seed": perm_seed, "steps": steps,
                                     "batch_size": batch_size, "lr": lr, "eval_size": eval_size, "strengths": strengths,
                                     "table_strength": table_strength, "std_ratio": std_ratio, "n_test": n_test,
-                                    "match_tol": match_tol}})
+                                    "match_tol": match_tol, "extra_networks": extra_networks or {},
+                                    "scenario": scenario}})
     result = xr.Dataset(
         {
             "accuracy": (("network", "seed", "strength"), acc, {"long_name": "held-out accuracy under the noisy drive"}),
@@ -160,8 +183,8 @@ def run_aru_table1(
         },
         coords={"network": networks, "seed": seeds,
                 "strength": ("strength", strengths, {"long_name": "noisy drive mean mu (std = std_ratio * mu)"}),
-                "label": ("network", [NETWORKS[n][1] for n in networks])},
-        attrs={**attrs, "analysis": "perturb", "scenario": "aru-table1", "table_strength": float(table_strength),
+                "label": ("network", labels)},
+        attrs={**attrs, "analysis": "perturb", "scenario": scenario, "table_strength": float(table_strength),
                "params_toml": params_text, "seconds": time.perf_counter() - t_start},
     )
     store.write_dataset(out / "table1.nc", result)
@@ -176,8 +199,8 @@ def table(ds: xr.Dataset) -> str:
     """Table 1 as text: accuracy (%) clean and under the noisy drive, mean ± std over seeds."""
     s = ds.attrs["table_strength"]
     std = s * ds.attrs.get("std_ratio", 0.0)
-    head = f"{'model':<18}{'params':>8}{'hidden':>8}{'clean':>16}{f'noisy N({s:g},{std:g}^2)':>20}{'drop':>9}"
-    lines = [f"psMNIST {ds.attrs.get('task', '')}", f"held-out accuracy (%), mean ± std over seeds {[int(s) for s in ds.seed.values]}",
+    head = f"{'model':<26}{'params':>8}{'hidden':>8}{'clean':>16}{f'noisy N({s:g},{std:g}^2)':>20}{'drop':>9}"
+    lines = [f"{ds.attrs.get('scenario', '')}: {ds.attrs.get('task', '')}", f"held-out accuracy (%), mean ± std over seeds {[int(s) for s in ds.seed.values]}",
              head, "-" * len(head)]
     for net in ds.network.values:
         clean = 100 * ds.accuracy.sel(network=net, strength=0.0)
@@ -185,7 +208,7 @@ def table(ds: xr.Dataset) -> str:
         note = "  (not perturbed in the paper)" if net in NOT_PERTURBED_IN_PAPER else ""
         ok = int((ds.status.sel(network=net) == "ok").sum())
         note += "" if ok == ds.sizes["seed"] else f"  ({ds.sizes['seed'] - ok} diverged)"
-        lines.append(f"{str(ds.label.sel(network=net).values):<18}{int(ds.params.sel(network=net)):>8}"
+        lines.append(f"{str(ds.label.sel(network=net).values):<26}{int(ds.params.sel(network=net)):>8}"
                      f"{int(ds.hidden.sel(network=net)):>8}{_pm(clean):>16}{_pm(noisy):>20}"
                      f"{float((clean - noisy).mean('seed')):>9.1f}{note}")
     return "\n".join(lines)

@@ -25,12 +25,17 @@ LR = {"rnn-generic": 1e-3, "rnn-blockdiag": 3e-3, "rnn-diag-uniform": 3e-3, "rnn
       "sith-rnn": 1e-2, "sithcon": 1e-2}
 
 
-def build(unit: str, seed: int, steps: int, mode: str = "pulse"):
+def build(unit: str | dict, seed: int, steps: int, mode: str = "pulse", lr: float | None = None):
+    """The experiment of one network on the hierarchical language: ``unit`` is a unit name (its
+    defaults, learning rate from :data:`LR`) or a whole ``[model]`` section (then give ``lr``);
+    AdamW with weight decay 1e-3 on the full batch of the 9 sequences, bias-free read-out."""
     from dynlab import experiment
 
-    cfg = {"seed": seed, "model": {"unit": unit, "readout_bias": False}, "task": {"name": "hierarchical-language", "mode": mode},
-           "rule": {"name": "bptt"},
-           "train": {"steps": steps, "batch_size": 9, "optimizer": "adamw", "weight_decay": 1e-3, "lr": LR[unit],
+    section = {"unit": unit} if isinstance(unit, str) else dict(unit)
+    lr = LR[section["unit"]] if lr is None else lr
+    cfg = {"seed": seed, "model": {**section, "readout_bias": False},
+           "task": {"name": "hierarchical-language", "mode": mode}, "rule": {"name": "bptt"},
+           "train": {"steps": steps, "batch_size": 9, "optimizer": "adamw", "weight_decay": 1e-3, "lr": lr,
                      "eval_every": steps, "eval_size": 9, "log_every": min(10, steps), "checkpoint_every": steps}}
     return experiment.build(cfg)
 

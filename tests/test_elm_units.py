@@ -245,6 +245,8 @@ def np_elm_net_run(net, xs, drives):
     N, R = hid["idx"].shape[0], out["idx"].shape[0]
     kappa_r = np.exp(-1 / net.tau_r)
     m, r, a = np.zeros((N, net.layer.d_m)), np.zeros(N), np.zeros(N)
+    ctrl = None if net.gain is None else {k: f64(getattr(net.gain, k)) for k in ("w_ag", "w_gg", "b_g", "w_gn", "w_gs", "b_n", "b_s")}
+    g = np.zeros((N, 0 if ctrl is None else net.gain.n_g))
     m_out = np.zeros((R, net.readout_layer.d_m))
     ys, acts, mlp_outs = [], [], []
     for x, xi in zip(xs, drives):
@@ -253,7 +255,14 @@ def np_elm_net_run(net, xs, drives):
         for i in range(N):
             o, m[i], y = neuron(hid, i, src, m[i])
             r[i] = kappa_r * r[i] + (1 - kappa_r) * y
-            a_new[i] = max(0.0, hid["b"][i] + y - r[i] + xi)
+            pre = hid["b"][i] + y - r[i] + xi
+            if ctrl is None:
+                a_new[i] = max(0.0, pre)
+            else:  # ARU Eqs. 2-5 for neuron i: its controller RNN, then gamma(pre; n, s)
+                g[i] = np.tanh(ctrl["w_ag"] * pre + ctrl["w_gg"] @ g[i] + ctrl["b_g"])
+                n = max(ctrl["w_gn"] @ g[i] + ctrl["b_n"][i], net.gain.n_min)
+                s = ctrl["w_gs"] @ g[i] + ctrl["b_s"][i]
+                a_new[i] = (1 - s) * np.log1p(np.exp(n * pre)) / n + s / (1 + np.exp(-n * pre))
             o_t.append(o)
         a = a_new
         y_out = np.zeros(R)
@@ -302,6 +311,33 @@ def test_elm_net_matches_numpy_loop(tiny_net):
     np.testing.assert_allclose(reg["activity_l1"], np.sum(np.mean(np.abs(a_ref), axis=0)), rtol=1e-5)
     expected = 1e-5 * reg["mlp_l2"] + 1e-3 * reg["activity_l1"]
     np.testing.assert_allclose(tiny_net.penalty(jnp.asarray(xs, jnp.float32), states), expected, rtol=1e-6)
+
+
+def test_elm_net_with_aru_adaptation_matches_numpy_loop():
+    """adaptation="aru": every neuron's activity is the ARU's gamma(pre; n_t, s_t) set by its own
+    controller RNN; and tau_r = inf switches the high-pass reference off (r_t = 0)."""
+    def make(tau_r):
+        net = ElmNet(3, hidden=5, d_m=3, d_tree=2, d_branch=3, rho_rec=0.5, tau_min=1.0, tau_max=50.0, tau_r=tau_r,
+                     readout_neurons=2, readout_d_m=2, readout_d_tree=2, readout_d_branch=2, adaptation="aru", n_g=3,
+                     key=jax.random.key(3))
+        # controller read-outs far from their ~0 initialisation, so n_t and s_t move with the input
+        return eqx.tree_at(lambda n: (n.gain.w_gn, n.gain.w_gs, n.gain.b_s), net,
+                           (jnp.array([2.0, -1.5, 1.0]), jnp.array([0.3, 0.2, -0.25]), jnp.full(5, 0.3)))
+
+    rng = np.random.default_rng(5)
+    xs, drives = rng.normal(size=(15, 3)), 0.5 * rng.normal(size=15)
+    for tau_r in (3.0, math.inf):
+        net = make(tau_r)
+        y_ref, a_ref, _ = np_elm_net_run(net, xs, drives)
+        states, ys = _net_trajectory(net, jnp.asarray(xs, jnp.float32), jnp.asarray(drives, jnp.float32))
+        np.testing.assert_allclose(states.h, a_ref, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(ys, y_ref, rtol=1e-4, atol=1e-5)
+        assert np.ptp(np.asarray(states.g)) > 0.5  # the controllers are doing something
+        assert (np.all(np.asarray(states.r) == 0) if tau_r == math.inf else np.abs(states.r).max() > 1e-3)
+    counts = net.param_count()
+    assert counts["adaptation"] == 3 + 9 + 3 + 3 + 3 + 5 + 5 and counts["total"] == count_params(net)
+    with pytest.raises(ConfigError, match="spiking"):
+        ElmNet(3, hidden=4, adaptation="aru", spiking=True, key=jax.random.key(0))
 
 
 def test_elm_net_wiring_and_fixed_timescales(tiny_net):

@@ -66,6 +66,81 @@ def _uniform(key, shape, bound):
     return jax.random.uniform(key, shape, minval=-bound, maxval=bound)
 
 
+def controller_params(hidden: int, n_g: int, prior: str, n_mean: float, n_std: float, s_init: float,
+                      readout_scale: float, keys) -> dict[str, Array]:
+    r"""Initial weights of ``hidden`` per-neuron controller RNNs (Eqs. 3–5; see :class:`ARUCell`).
+
+    ``keys``: five PRNG keys (for $W_{ag}$, $W_{gg}$, $W_{gn}$, $W_{gs}$, $b_n$). Returns the arrays
+    ``w_ag[n_g]``, ``w_gg[n_g, n_g]``, ``b_g[n_g]``, ``w_gn[n_g]``, ``w_gs[n_g]`` and ``b_n``, ``b_s``
+    (``[hidden]`` with ``prior="per-neuron"``, scalars with ``"shared"``).
+    """
+    if prior not in ("per-neuron", "shared"):
+        raise ConfigError(f"prior must be 'per-neuron' or 'shared', got {prior!r}")
+    k_ag, k_gg, k_gn, k_gs, k_n = keys
+    bound = n_g**-0.5
+    params = {"w_ag": _uniform(k_ag, (n_g,), bound), "w_gg": _uniform(k_gg, (n_g, n_g), bound), "b_g": jnp.zeros(n_g),
+              "w_gn": readout_scale * bound * jax.random.normal(k_gn, (n_g,)),
+              "w_gs": readout_scale * bound * jax.random.normal(k_gs, (n_g,))}
+    if prior == "per-neuron":
+        params["b_n"] = n_mean + n_std * jax.random.normal(k_n, (hidden,))
+        params["b_s"] = jnp.full((hidden,), float(s_init), dtype=float)
+    else:
+        params["b_n"] = jnp.asarray(float(n_mean), dtype=float)
+        params["b_s"] = jnp.asarray(float(s_init), dtype=float)
+    return params
+
+
+def controller_step(c, a: Array, g: Array) -> tuple[Array, Array, Array]:
+    r"""One step of every neuron's controller, $(a[H], g[H, n_g]) \mapsto (g', n[H], s[H])$ (Eqs. 3–5):
+    $g' = \tanh(W_{ag} a + W_{gg} g + b_g)$, then the read-outs of :func:`activation_params`.
+    ``c`` holds the weights of :func:`controller_params` as attributes (an ARU cell, a :class:`GainController`)."""
+    g = jnp.tanh(a[:, None] * c.w_ag + g @ c.w_gg.T + c.b_g)
+    return g, *activation_params(c, g)
+
+
+def activation_params(c, g: Array) -> tuple[Array, Array]:
+    """The controller read-outs (Eq. 5): ``g[..., H, n_g] -> (n, s)``, each ``[..., H]``."""
+    return g @ c.w_gn + c.b_n, g @ c.w_gs + c.b_s
+
+
+class GainController(eqx.Module):
+    r"""The ARU's adaptive activation as a part that other units can carry: ``hidden`` private
+    controller RNNs (shared weights) that set $\gamma(a; n_t, s_t)$ of each neuron from its
+    pre-activation (Eqs. 3–5, initialisation as :class:`ARUCell`, ``prior="per-neuron"``).
+
+    ``controller(a, g) -> (h, g')``: the adapted activity $h = \gamma(a; n_t, s_t)$ and the new
+    controller state ``g[hidden, n_g]`` (initially zeros).
+    """
+
+    w_ag: Array
+    w_gg: Array
+    b_g: Array
+    w_gn: Array
+    w_gs: Array
+    b_n: Array
+    b_s: Array
+    n_g: int = eqx.field(static=True)
+    n_min: float = eqx.field(static=True)
+
+    def __init__(self, hidden: int, *, n_g: int = 8, n_mean: float = 5.0, n_std: float = 2.0, s_init: float = 0.0,
+                 readout_scale: float = 0.01, n_min: float = N_MIN, key: PRNGKeyArray):
+        require_positive("n_g", n_g)
+        require_positive("n_min", n_min, integer=False)
+        self.n_g, self.n_min = n_g, float(n_min)
+        params = controller_params(hidden, n_g, "per-neuron", n_mean, n_std, s_init, readout_scale,
+                                   jax.random.split(key, 5))
+        for name, value in params.items():
+            setattr(self, name, value)
+
+    def __call__(self, a: Array, g: Array) -> tuple[Array, Array]:
+        g, n, s = controller_step(self, a, g)
+        return gamma(a, n, s, n_min=self.n_min), g
+
+    def param_count(self) -> int:
+        return sum(int(jnp.size(getattr(self, k))) for k in ("w_ag", "w_gg", "b_g", "w_gn", "w_gs", "b_n", "b_s"))
+
+
+
 class _Recurrent(Cell):
     r"""Shared part of the family: the pre-activation $a = W_{hh} h + W_{xh} x + b_h + \xi$.
 
@@ -236,23 +311,12 @@ class ARUCell(_Recurrent):
         require_positive("n_g", n_g)
         require_positive("n_min", n_min, integer=False)
         self.n_min = float(n_min)
-        if prior not in ("per-neuron", "shared"):
-            raise ConfigError(f"prior must be 'per-neuron' or 'shared', got {prior!r}")
-        k_rec, k_ag, k_gg, k_gn, k_gs, k_n = jax.random.split(key, 6)
+        k_rec, *k_controller = jax.random.split(key, 6)
         super().__init__(input_size, hidden, isolated, k_rec)
         self.n_g = n_g
-        bound = n_g**-0.5
-        self.w_ag = _uniform(k_ag, (n_g,), bound)
-        self.w_gg = _uniform(k_gg, (n_g, n_g), bound)
-        self.b_g = jnp.zeros(n_g)
-        self.w_gn = readout_scale * bound * jax.random.normal(k_gn, (n_g,))
-        self.w_gs = readout_scale * bound * jax.random.normal(k_gs, (n_g,))
-        if prior == "per-neuron":
-            self.b_n = n_mean + n_std * jax.random.normal(k_n, (hidden,))
-            self.b_s = jnp.full((hidden,), float(s_init), dtype=float)
-        else:
-            self.b_n = jnp.asarray(float(n_mean), dtype=float)
-            self.b_s = jnp.asarray(float(s_init), dtype=float)
+        for name, value in controller_params(hidden, n_g, prior, n_mean, n_std, s_init, readout_scale,
+                                             k_controller).items():
+            setattr(self, name, value)
 
     def init_state(self) -> ARUState:
         return ARUState(h=jnp.zeros(self.hidden), g=jnp.zeros((self.hidden, self.n_g)))
@@ -262,12 +326,11 @@ class ARUCell(_Recurrent):
 
     def controller(self, a: Array, g: Array) -> tuple[Array, Array, Array]:
         """One controller step for all neurons: ``(a[H], g[H, n_g]) -> (g', n[H], s[H])``."""
-        g = jnp.tanh(a[:, None] * self.w_ag + g @ self.w_gg.T + self.b_g)
-        return g, *self.activation_params(g)
+        return controller_step(self, a, g)
 
     def activation_params(self, g: Array) -> tuple[Array, Array]:
         """The controller's read-outs (Eq. 5) from its states: ``g[..., H, n_g] -> (n, s)``, each ``[..., H]``."""
-        return g @ self.w_gn + self.b_n, g @ self.w_gs + self.b_s
+        return activation_params(self, g)
 
     def __call__(self, state: ARUState, x, *, drive=None):
         a = self.preactivation(state.h, x, drive)

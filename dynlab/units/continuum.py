@@ -218,8 +218,14 @@ def _add_drive(b, drive):
 
 
 def _plus(b, drive):
-    """One step: ``drive`` is a scalar or broadcasts to the layer's state; ``None`` adds nothing."""
-    return b if drive is None else b + drive
+    """One step: ``drive`` is a scalar, broadcasts to the layer's state, or is a per-neuron vector over
+    the flattened state (``[hidden]``, e.g. ``[n_features * n_taus]``); ``None`` adds nothing."""
+    if drive is None:
+        return b
+    drive = jnp.asarray(drive)
+    if drive.ndim == 1 and b.ndim > 1 and drive.shape[0] == b.size:
+        drive = drive.reshape(b.shape)
+    return b + drive
 
 
 @register("unit", "rnn-generic", "Net 1: deep linear RNN, dense trainable I, R, L shared across 4 layers")

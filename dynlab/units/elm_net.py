@@ -57,6 +57,15 @@ on the time-averaged $|o_t|$ and a population L1 penalty on the mean activity, b
 BPTT adds them to the training loss whenever either strength is non-zero (``penalised``; see
 :mod:`dynlab.rules.bptt`); set both to 0 to train without them.
 
+**Cross-paper ablation** (``adaptation="aru"``; not in the scaling paper): the activity's ReLU is
+replaced by the ARU's adaptive activation (Geadah et al. Eqs. 3–5, :class:`~dynlab.units.aru.GainController`):
+every neuron gets a private controller RNN that reads its pre-activation
+$p_t = b + w_r^\top m_t - r_t + \xi_t$ and sets $a_t = \gamma(p_t; n_t, s_t)$. At initialisation
+$n \sim N(5, 2^2)$, $s = 0$: a softplus close to the ReLU it replaces. ``tau_r = inf`` switches the
+high-pass reference off ($\kappa_r = 1$, $r_t = r_0 = 0$), so the two adaptation mechanisms — the ELM
+network's subtractive high-pass and the ARU's gain control — can be removed or combined one by one
+(scenario ``cross-adaptation``).
+
 Defaults are the SHD-Adding reference (Table 1): $N = 96$, $d_m = 5$, $d_{tree} = 30$, $d_{branch} = 10$,
 $c = 10$, $\lambda = 5$, $\tau_m \in [1, 500]$, $\tau_r = 5$, $\rho_{rec} = 0.25$, 19 read-out neurons with $d_m = 3$.
 """
@@ -74,6 +83,7 @@ from jaxtyping import Array, PRNGKeyArray
 
 from dynlab.errors import ConfigError, require_positive
 from dynlab.registry import defaults, register
+from dynlab.units.aru import N_MIN, GainController
 from dynlab.units.base import Cell, add_drive
 from dynlab.units.elm import MLP_ACTIVATIONS, NeuronMLP, check_branches, check_tau_range, memory_gains
 from dynlab.units.sith import tau_grid
@@ -192,12 +202,14 @@ class ElmLayer(eqx.Module):
 class ElmNetState(eqx.Module):
     """State of an ELM network: hidden memory ``m[N, d_m]``, high-pass reference ``r[N]``, activity
     ``h[N]`` (the paper's $a_t$, named ``h`` like every unit's activity) and the read-out layer's
-    memory ``m_out[readout_neurons, readout_d_m]``."""
+    memory ``m_out[readout_neurons, readout_d_m]``; with ``adaptation="aru"`` also the gain
+    controllers' states ``g[N, n_g]``."""
 
     m: Array
     r: Array
     h: Array
     m_out: Array
+    g: Array | None = None
 
 
 def _layer_sizes(d_m, d_mlp, l_mlp, d_tree, d_branch) -> tuple[int, int]:
@@ -218,12 +230,16 @@ class ElmNet(Cell):
         readout_neurons, readout_d_m, readout_d_tree, readout_d_branch: the read-out ELM layer.
         mlp_activation: ``"relu2"`` (paper) or ``"relu"``. spiking, surrogate_scale: SuperSpike output.
         mlp_l2, activity_l1: regulariser strengths used by :meth:`penalty`.
+        adaptation: ``"none"`` (the paper's ReLU activity) or ``"aru"``: the ARU's adaptive activation
+            moved into the ELM network (a cross-paper ablation, module doc). n_g, n_mean, n_std, n_min:
+            its controller (:class:`~dynlab.units.aru.GainController`).
         wiring: how the gather is computed (:meth:`ElmLayer.branches`): ``"dense"``, ``"gather"``, or
             ``"auto"`` (dense while the layer's matrix has at most 2**26 entries). Same numbers.
     """
 
     layer: ElmLayer
     readout_layer: ElmLayer
+    gain: GainController | None
     l_mlp: int = eqx.field(static=True)
     d_mlp: int = eqx.field(static=True)
     tau_r: float = eqx.field(static=True)
@@ -259,6 +275,11 @@ class ElmNet(Cell):
         mlp_l2: float = 1e-5,
         activity_l1: float = 1e-3,
         wiring: Literal["auto", "dense", "gather"] = "auto",
+        adaptation: Literal["none", "aru"] = "none",
+        n_g: int = 8,
+        n_mean: float = 5.0,
+        n_std: float = 2.0,
+        n_min: float = N_MIN,
         key: PRNGKeyArray,
     ):
         for name, value in (("input_size", input_size), ("hidden", hidden), ("d_m", d_m),
@@ -286,10 +307,16 @@ class ElmNet(Cell):
         if mlp_activation not in MLP_ACTIVATIONS:
             raise ConfigError(f"mlp_activation must be one of {', '.join(map(repr, MLP_ACTIVATIONS))}, got {mlp_activation!r}")
 
+        if adaptation not in ("none", "aru"):
+            raise ConfigError(f"adaptation must be 'none' or 'aru', got {adaptation!r}")
+        if adaptation == "aru" and spiking:
+            raise ConfigError("adaptation 'aru' replaces the ReLU by the adaptive gamma; it cannot be combined with spiking")
         self.input_size, self.hidden, self.l_mlp, self.d_mlp = input_size, hidden, l_mlp, d_mlp
         self.tau_r, self.spiking, self.surrogate_scale = float(tau_r), bool(spiking), float(surrogate_scale)
         self.mlp_l2, self.activity_l1 = float(mlp_l2), float(activity_l1)
         k_in, k_out, k_layer, k_readout = jax.random.split(key, 4)
+        self.gain = None if adaptation == "none" else GainController(
+            hidden, n_g=n_g, n_mean=n_mean, n_std=n_std, n_min=n_min, key=jax.random.fold_in(key, 1))
         index = sample_wiring(k_in, hidden, d_tree * d_branch, input_size, rho_rec)
         common = dict(c=c, lam=lam, tau_min=tau_min, tau_max=tau_max, mlp_activation=mlp_activation, wiring=wiring)
         self.layer = ElmLayer(index, input_size + hidden, d_m=d_m, d_mlp=d_mlp, l_mlp=l_mlp, d_tree=d_tree, d_branch=d_branch,
@@ -310,13 +337,16 @@ class ElmNet(Cell):
 
     def init_state(self) -> ElmNetState:
         n, ro = self.layer, self.readout_layer
-        return ElmNetState(m=jnp.zeros((n.n, n.d_m)), r=jnp.zeros(n.n), h=jnp.zeros(n.n), m_out=jnp.zeros((ro.n, ro.d_m)))
+        g = None if self.gain is None else jnp.zeros((n.n, self.gain.n_g))
+        return ElmNetState(m=jnp.zeros((n.n, n.d_m)), r=jnp.zeros(n.n), h=jnp.zeros(n.n), m_out=jnp.zeros((ro.n, ro.d_m)),
+                           g=g)
 
     def recurrent_matrices(self) -> dict[str, Array]:
         r"""``w_syn[i, j]`` $= c \sum_{k:\ \text{synapse } k \text{ of } i \text{ reads } a_j} w_{s,ik}$, the linear
         weight with which neuron $j$'s activity enters neuron $i$'s branch sums (``[N, N]``)."""
         W = self.layer.effective_weights()[self.input_size :]  # [N presynaptic, N * d_tree]
-        return {"w_syn": W.reshape(self.hidden, self.hidden, self.layer.d_tree).sum(-1).T}
+        w_syn = W.reshape(self.hidden, self.hidden, self.layer.d_tree).sum(-1).T
+        return {"w_syn": w_syn} if self.gain is None else {"w_syn": w_syn, "w_gg": self.gain.w_gg}
 
     def activity(self, pre: Array) -> Array:
         """ReLU, or the SuperSpike step with ``spiking=True``."""
@@ -327,9 +357,13 @@ class ElmNet(Cell):
         m, y = layer.update(jnp.concatenate([x, state.h]), state.m)
         kappa_r = math.exp(-1.0 / self.tau_r)
         r = kappa_r * state.r + (1 - kappa_r) * y
-        h = self.activity(add_drive(layer.b + y - r, drive))
+        pre = add_drive(layer.b + y - r, drive)
+        if self.gain is None:
+            h, g = self.activity(pre), None
+        else:
+            h, g = self.gain(pre, state.g)
         m_out, y_out = ro.update(h, state.m_out)
-        return ElmNetState(m=m, r=r, h=h, m_out=m_out), ro.b + y_out
+        return ElmNetState(m=m, r=r, h=h, m_out=m_out, g=g), ro.b + y_out
 
     def regularisers(self, us: Array, states: ElmNetState, state0: ElmNetState | None = None) -> dict[str, Array]:
         r"""The two unweighted regularisers of a trajectory (hidden layer, per-neuron scaling):
@@ -360,13 +394,14 @@ class ElmNet(Cell):
         return self.mlp_l2 * reg["mlp_l2"] + self.activity_l1 * reg["activity_l1"]
 
     def param_count(self) -> dict[str, int]:
-        """``N``, ``k_e``, ``k_c``, ``P = N (k_e + k_c)``, ``bias`` (N), ``readout`` and ``total``."""
+        """``N``, ``k_e``, ``k_c``, ``P = N (k_e + k_c)``, ``bias`` (N), ``readout``, ``adaptation`` (the
+        gain controllers, 0 without) and ``total``."""
         n, ro = self.layer, self.readout_layer
         k_e, k_c = _layer_sizes(n.d_m, self.d_mlp, self.l_mlp, n.d_tree, n.d_branch)
         ro_e, ro_c = _layer_sizes(ro.d_m, ro.d_m, 0, ro.d_tree, ro.d_branch)
         counts = {"N": n.n, "k_e": k_e, "k_c": k_c, "P": n.n * (k_e + k_c), "bias": n.n,
-                  "readout": ro.n * (ro_e + ro_c + 1)}
-        counts["total"] = counts["P"] + counts["bias"] + counts["readout"]
+                  "readout": ro.n * (ro_e + ro_c + 1), "adaptation": 0 if self.gain is None else self.gain.param_count()}
+        counts["total"] = counts["P"] + counts["bias"] + counts["readout"] + counts["adaptation"]
         return counts
 
 

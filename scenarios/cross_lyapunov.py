@@ -1,0 +1,119 @@
+r"""Scenario ``cross-lyapunov``: the Lyapunov spectrum of every unit at initialisation and after
+training on the same task.
+
+Each unit of :data:`~dynlab.scenarios.every_unit.UNITS`, at the same ``width``
+(:func:`~dynlab.scenarios.every_unit.model_section`), is built from each seed; the ``k`` largest
+exponents of its full state map (all layers, PyTree states flattened; :mod:`dynlab.analyses.lyapunov`)
+are measured under the task's own inputs (``task = "train"`` protocol: the same input stream before
+and after training), then the model is trained with BPTT on ``task`` and measured again.
+
+Writes ``runs/<unit>-seed<k>/`` (the trained run directories), ``lyapunov.nc`` (dims ``unit``,
+``seed``, ``stage`` = init / trained, ``exponent``: the spectrum's mean over initial conditions with
+its confidence interval, the largest exponent, held-out loss, state dimension and parameter
+count), ``spectra.png`` (one panel per unit) and ``largest.png`` ($\lambda_1$ before vs after).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from dynlab.scenarios.every_unit import UNITS, check_units, model_section
+
+STAGES = ("init", "trained")
+
+
+def run_cross_lyapunov(
+    out_dir,
+    *,
+    progress=None,
+    units: list[str] = UNITS,
+    width: int = 32,
+    seeds: list[int] = (0, 1),
+    task: str = "adding",
+    length: int = 20,
+    steps: int = 1500,
+    batch_size: int = 64,
+    lr: float = 3e-3,
+    k: int = 8,
+    lyapunov_steps: int = 1000,
+    burn_in: int = 200,
+    ics: int = 3,
+    n_test: int = 1000,
+) -> dict:
+    """Measure, train, measure again, for every unit and seed; returns ``{"lyapunov": dataset}``."""
+    import jax
+
+    from dynlab import experiment, store
+    from dynlab.analyses.model_dynamics import lyapunov_analysis
+    from dynlab.errors import DivergenceError
+    from dynlab.figures_cross import lyapunov_largest, lyapunov_spectra
+    from dynlab.perturbations import evaluate_under
+    from dynlab.train import train
+
+    units, seeds = check_units(units), [int(s) for s in seeds]
+    out = Path(out_dir)
+    train_cfg = {"steps": steps, "batch_size": batch_size, "lr": lr, "clip": 1.0, "eval_every": max(steps // 5, 1),
+                 "log_every": min(50, steps), "checkpoint_every": steps}
+    configs = {(u, s): {"seed": s, "model": model_section(u, width), "task": {"name": task, "length": length},
+                        "rule": {"name": "bptt"}, "train": train_cfg} for u in units for s in seeds}
+    for cfg in configs.values():  # every config valid before any work
+        experiment.check(cfg)
+    shape = (len(units), len(seeds), len(STAGES))
+    mean, low, high = (np.full(shape + (k,), np.nan) for _ in range(3))
+    largest, loss = np.full(shape, np.nan), np.full(shape, np.nan)
+    state_dim, params, seconds = np.zeros(len(units), int), np.zeros(len(units), int), np.zeros((len(units), len(seeds)))
+    status = np.full(shape[:2], "ok", dtype=object)
+    lyap = dict(k=k, steps=lyapunov_steps, burn_in=burn_in, ics=ics)
+    done, total = 0, len(configs)
+    for i, unit in enumerate(units):
+        for j, seed in enumerate(seeds):
+            t0 = time.perf_counter()
+            exp = experiment.build(configs[unit, seed])
+            counts = exp.model.param_count()
+            params[i] = counts["total"] if isinstance(counts, dict) else counts
+            models = {"init": exp.model}
+            run_dir = out / "runs" / f"{unit}-seed{seed}"
+            run_dir.mkdir(parents=True, exist_ok=True)
+            try:
+                models["trained"] = train(exp, run_dir).model
+            except DivergenceError as e:
+                status[i, j] = f"diverged: {e}"
+            for s, stage in enumerate(STAGES):
+                if stage not in models:
+                    continue
+                loss[i, j, s] = float(evaluate_under(models[stage], exp.task, None, jax.random.key(seed), n_test)["loss"])
+                ds = lyapunov_analysis(models[stage], task=exp.task, seed=seed, **lyap)
+                store.write_dataset(run_dir / f"lyapunov-{stage}.nc", ds)
+                mean[i, j, s], low[i, j, s], high[i, j, s] = ds["mean"], ds.ci_low, ds.ci_high
+                largest[i, j, s], state_dim[i] = float(ds.largest_mean), ds.attrs["state_dim"]
+            seconds[i, j] = time.perf_counter() - t0
+            done += 1
+            if progress is not None:
+                progress(done, total, {"unit": unit, "seed": seed, "l1 init": largest[i, j, 0],
+                                       "l1 trained": largest[i, j, 1], "loss": loss[i, j, 1]})
+    exponent_dims = ("unit", "seed", "stage", "exponent")
+    result = xr.Dataset(
+        {
+            "mean": (exponent_dims, mean, {"long_name": "Lyapunov exponent per step, mean over initial conditions"}),
+            "ci_low": (exponent_dims, low, {"long_name": "lower end of the confidence interval"}),
+            "ci_high": (exponent_dims, high, {"long_name": "upper end of the confidence interval"}),
+            "largest": (("unit", "seed", "stage"), largest, {"long_name": "largest Lyapunov exponent (mean over ICs)"}),
+            "eval_loss": (("unit", "seed", "stage"), loss, {"long_name": "held-out task loss (n_test samples)"}),
+            "status": (("unit", "seed"), status.astype(str), {"long_name": "ok or diverged"}),
+            "state_dim": ("unit", state_dim, {"long_name": "dimension of the full state map"}),
+            "params": ("unit", params, {"long_name": "trainable parameters"}),
+            "seconds": (("unit", "seed"), seconds, {"long_name": "wall time (train + both spectra)", "units": "s"}),
+        },
+        coords={"unit": units, "seed": seeds, "stage": list(STAGES), "exponent": np.arange(1, k + 1)},
+        attrs={"analysis": "cross-lyapunov", "scenario": "cross-lyapunov", "task": exp.task.describe(), "width": width,
+               "steps": steps, "lr": lr, "protocol": "task inputs", "lyapunov_steps": lyapunov_steps,
+               "burn_in": burn_in, "ics": ics, "n_test": n_test, "chance": exp.task.chance},
+    )
+    store.write_dataset(out / "lyapunov.nc", result)
+    store.write_figure(out / "spectra.png", lyapunov_spectra(result))
+    store.write_figure(out / "largest.png", lyapunov_largest(result))
+    return {"lyapunov": result}
