@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
@@ -17,6 +18,20 @@ def _grid(n: int, size=(3.0, 2.5)):
     for ax in axes.ravel()[n:]:
         ax.set_visible(False)
     return fig, axes.ravel()
+
+
+def _small(ax, title: str, xlabel: str, ylabel: str) -> None:
+    ax.set_title(title, fontsize=8)
+    ax.set_xlabel(xlabel, fontsize=8)
+    ax.set_ylabel(ylabel, fontsize=8)
+    ax.tick_params(labelsize=7)
+
+
+def _finish(fig, axes, title: str):
+    axes[0].legend(fontsize=7)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return fig
 
 
 def lyapunov_spectra(ds: xr.Dataset):
@@ -37,16 +52,10 @@ def lyapunov_spectra(ds: xr.Dataset):
                                 color=styles.get(str(stage), {}).get("color"))
         ax.axhline(0, color="k", lw=0.5)
         loss = ds.eval_loss.sel(unit=unit, stage="trained").mean("seed")
-        ax.set_title(f"{unit} (dim {int(ds.state_dim.sel(unit=unit))}), loss {float(loss):.3g}", fontsize=8)
-        ax.set_xlabel("exponent i", fontsize=8)
-        ax.set_ylabel("λ_i per step", fontsize=8)
-        ax.tick_params(labelsize=7)
-    axes[0].legend(fontsize=7)
-    fig.suptitle(f"Lyapunov spectra at initialisation and after training — {ds.attrs.get('task', '')}, "
-                 f"width {ds.attrs.get('width', '?')}, chance loss {ds.attrs.get('chance', float('nan')):.3g}",
-                 fontsize=9)
-    fig.tight_layout()
-    return fig
+        _small(ax, f"{unit} (dim {int(ds.state_dim.sel(unit=unit))}), loss {float(loss):.3g}", "exponent i",
+               "λ_i per step")
+    return _finish(fig, axes, f"Lyapunov spectra at initialisation and after training — {ds.attrs.get('task', '')}, "
+                              f"width {ds.attrs.get('width', '?')}")
 
 
 def lyapunov_largest(ds: xr.Dataset):
@@ -87,17 +96,14 @@ def pc_alignment(ds: xr.Dataset):
             ax.plot(ds.length.values[conv == 1], c[conv == 1], "o", ms=4, color=line.get_color())
             ax.plot(ds.length.values[conv < 1], c[conv < 1], "o", ms=5, mfc="none", color=line.get_color())
         ax.set_xscale("log")
+        ax.set_xticks(ds.length.values, [str(int(t)) for t in ds.length.values])
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_ylim(min(0.0, float(np.nanmin(cos.values))), 1.02)
         ax.axhline(1, color="k", lw=0.5)
-        ax.set_title(f"{unit}: converged {100 * float(ds.fraction_converged.sel(unit=unit).mean()):.0f}%", fontsize=9)
-        ax.set_xlabel("sequence length T", fontsize=8)
-        ax.set_ylabel("cos(PC, BPTT)", fontsize=8)
-        ax.tick_params(labelsize=7)
-    axes[0].legend(fontsize=7)
-    fig.suptitle(f"PC through time vs BPTT gradient alignment — {ds.attrs.get('task', '')}; "
-                 "hollow: inference not converged", fontsize=9)
-    fig.tight_layout()
-    return fig
+        _small(ax, f"{unit}: converged {100 * float(ds.fraction_converged.sel(unit=unit).mean()):.0f}%",
+               "sequence length T", "cos(PC, BPTT)")
+    return _finish(fig, axes, f"PC through time vs BPTT gradient alignment — {ds.attrs.get('task', '')}; "
+                              "hollow: inference not converged")
 
 
 FIGURES["cross-pc-alignment"] = pc_alignment

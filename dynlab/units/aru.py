@@ -108,7 +108,7 @@ class GainController(eqx.Module):
     controller RNNs (shared weights) that set $\gamma(a; n_t, s_t)$ of each neuron from its
     pre-activation (Eqs. 3–5, initialisation as :class:`ARUCell`, ``prior="per-neuron"``).
 
-    ``controller(a, g) -> (h, g')``: the adapted activity $h = \gamma(a; n_t, s_t)$ and the new
+    ``gain(a, g) -> (h, g')`` (``gain`` an instance): the adapted activity $h = \gamma(a; n_t, s_t)$ and the new
     controller state ``g[hidden, n_g]`` (initially zeros).
     """
 
