@@ -26,8 +26,14 @@ RNN under the mean-field parameterisation that is wide networks and short sequen
 cosine ≥ 0.99 at $N = 256$, $T = 5$). Here every unit is in its own standard parameterisation, so
 the width trend is each unit's own.
 
+**Reference, the theory's case**: the linear RNN under the mean-field parameterisation
+(``rnn-param``, :func:`dynlab.analyses.pc_bp.compare_pc_bptt`, exact equilibrium, Adam with the
+parameterisation's rates) over ``reference_widths`` × ``reference_lengths``, ``reference_steps``
+steps — the width × length law (cosine → 1 as $T/N \to 0$, $s - 1 \propto T/N$) at full size.
+
 Writes ``pc_alignment.nc`` (dims ``unit``, ``width``, ``length``, ``seed``, ``step``; ``mean_cosine``
-over ``unit``, ``width``, ``length``) and ``pc_alignment.png``.
+over ``unit``, ``width``, ``length``), ``pc_alignment.png``, and for the reference ``linear_rnn.nc``
+(the ``pc-bptt`` dataset), ``linear_rnn_cosine.png`` and ``linear_rnn_rescaling.png``.
 """
 
 from __future__ import annotations
@@ -67,14 +73,19 @@ def run_cross_pc(
     activity_optimizer: str = "momentum",
     beta: float = 0.1,
     rtol: float = 1e-4,
+    reference_widths: list[int] = (16, 64, 256),
+    reference_lengths: list[int] = (2, 8, 32),
+    reference_steps: int = 100,
 ) -> dict:
-    """Run the grid; returns ``{"pc_alignment": dataset}`` (also written with its figure)."""
+    """Run the grid; returns ``{"pc_alignment": dataset, "linear_rnn": dataset}`` (also written with
+    their figures). ``reference_widths`` empty skips the linear-RNN reference (module doc)."""
     import jax
 
     from dynlab import experiment, store
-    from dynlab.analyses.pc_bp import CompareConfig, length_task, run_sequence_cell
+    from dynlab.analyses.pc_bp import CompareConfig, compare_pc_bptt, length_task, run_sequence_cell
     from dynlab.errors import require_positive
     from dynlab.figures_cross import pc_alignment
+    from dynlab.figures_pc import cosine_heatmap, rescaling_vs_l_over_n
 
     units, seeds = check_units(units), [int(s) for s in seeds]
     widths, lengths = [int(w) for w in widths], [int(t) for t in lengths]
@@ -126,4 +137,11 @@ def run_cross_pc(
     out = Path(out_dir)
     store.write_dataset(out / "pc_alignment.nc", ds)
     store.write_figure(out / "pc_alignment.png", pc_alignment(ds))
-    return {"pc_alignment": ds}
+    if not reference_widths:
+        return {"pc_alignment": ds}
+    linear = compare_pc_bptt(task, list(reference_widths), list(reference_lengths), seeds, steps=reference_steps,
+                             param="mf", activation="linear", energy="closed-form", batch_size=32)
+    store.write_dataset(out / "linear_rnn.nc", linear)
+    store.write_figure(out / "linear_rnn_cosine.png", cosine_heatmap(linear))
+    store.write_figure(out / "linear_rnn_rescaling.png", rescaling_vs_l_over_n(linear))
+    return {"pc_alignment": ds, "linear_rnn": linear}

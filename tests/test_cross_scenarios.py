@@ -66,9 +66,12 @@ def test_cross_pc_alignment_cosine_is_that_of_the_two_gradients(tmp_path):
     from dynlab.rules import pc, pc_time
     from dynlab.scenarios.cross_pc import run_cross_pc
 
-    ds = run_cross_pc(tmp_path, units=["rnn", "gru"], widths=[16], lengths=[3], seeds=[0], steps=1, batch_size=4,
-                      inference_steps=1000)["pc_alignment"]
+    out = run_cross_pc(tmp_path, units=["rnn", "gru"], widths=[16], lengths=[3], seeds=[0], steps=1, batch_size=4,
+                       inference_steps=1000, reference_widths=[64], reference_lengths=[2], reference_steps=2)
+    ds = out["pc_alignment"]
     assert (tmp_path / "pc_alignment.png").is_file() and bool(ds.converged.all())
+    # the reference: the linear mean-field RNN aligns at N >> T (the theory's case, tests/test_pc_time.py)
+    assert float(out["linear_rnn"].mean_cosine.squeeze()) >= 0.99 and (tmp_path / "linear_rnn_cosine.png").is_file()
     for unit in ("rnn", "gru"):
         exp = experiment.build({"seed": 0, "model": model_section(unit, 16), "task": {"name": "adding", "length": 3}})
         x, y, mask = exp.task.batch(jax.random.key(0), 4, "train")
