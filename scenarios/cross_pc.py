@@ -103,6 +103,11 @@ def run_cross_pc(
     shape = (len(units), len(widths), len(lengths), len(seeds), steps)
     data = {k: np.full(shape, np.nan) for k in RECORDED}
     seconds = np.zeros(shape[:3])
+    attrs = dict(analysis="cross-pc-alignment", scenario="cross-pc-alignment",
+                 task=f"{task} (loss {make_task(lengths[0]).loss})", steps=steps, batch_size=batch_size, lr=lr,
+                 inference_steps=inference_steps, beta=beta, rtol=rtol, optimizer="adam (plain, both rules)",
+                 activity_optimizer=activity_optimizer)
+    out = Path(out_dir)
     done, total = 0, len(units) * len(widths) * len(lengths)
     for i, unit in enumerate(units):
         for a, width in enumerate(widths):
@@ -111,31 +116,19 @@ def run_cross_pc(
                 x, y, mask = batches[length]
                 for j, seed in enumerate(seeds):
                     exp = experiment.build(configs[unit, width, length, seed])
-                    out = jax.device_get(run_sequence_cell(exp.model, x, y, mask, cfg, exp.task.loss, plain=True))
-                    out["cosine_unconverged"] = out["cosine"]
-                    out["cosine"] = np.where(out["converged"], out["cosine"], np.nan)
+                    res = jax.device_get(run_sequence_cell(exp.model, x, y, mask, cfg, exp.task.loss, plain=True))
+                    res["cosine_unconverged"] = res["cosine"]
+                    res["cosine"] = np.where(res["converged"], res["cosine"], np.nan)
                     for k in RECORDED:
-                        data[k][i, a, b, j] = np.asarray(out[k], np.float64)
+                        data[k][i, a, b, j] = np.asarray(res[k], np.float64)
                 seconds[i, a, b] = time.perf_counter() - t0
                 done += 1
                 if progress is not None:
                     progress(done, total, {"unit": unit, "N": width, "T": length,
                                            "cos": float(np.nanmean(data["cosine_unconverged"][i, a, b])),
                                            "conv": float(np.mean(data["converged"][i, a, b]))})
-    dims = ("unit", "width", "length", "seed", "step")
-    variables = {k: (dims, data[k].astype(bool) if k == "converged" else data[k], {"long_name": v})
-                 for k, v in RECORDED.items()}
-    ds = xr.Dataset(variables, coords={"unit": units, "width": widths, "length": lengths, "seed": seeds,
-                                       "step": np.arange(steps)})
-    ds["mean_cosine"] = ds.cosine.mean(("seed", "step"), skipna=True)
-    ds["mean_cosine"].attrs["long_name"] = "cosine averaged over seeds and steps (converged steps only)"
-    ds["fraction_converged"] = ds.converged.mean(("seed", "step"))
-    ds["seconds"] = (("unit", "width", "length"), seconds, {"long_name": "wall time per cell (all seeds)", "units": "s"})
-    ds.attrs.update(analysis="cross-pc-alignment", scenario="cross-pc-alignment", task=f"{task} (loss {make_task(lengths[0]).loss})",
-                    steps=steps, batch_size=batch_size, lr=lr, inference_steps=inference_steps, beta=beta, rtol=rtol,
-                    optimizer="adam (plain, both rules)", activity_optimizer=activity_optimizer)
-    out = Path(out_dir)
-    store.write_dataset(out / "pc_alignment.nc", ds)
+        ds = _dataset(data, seconds, units, widths, lengths, seeds, steps, attrs)
+        store.write_dataset(out / "pc_alignment.nc", ds)  # after every unit: finished units stay on disk
     store.write_figure(out / "pc_alignment.png", pc_alignment(ds))
     if not reference_widths:
         return {"pc_alignment": ds}
@@ -145,3 +138,16 @@ def run_cross_pc(
     store.write_figure(out / "linear_rnn_cosine.png", cosine_heatmap(linear))
     store.write_figure(out / "linear_rnn_rescaling.png", rescaling_vs_l_over_n(linear))
     return {"pc_alignment": ds, "linear_rnn": linear}
+
+
+def _dataset(data, seconds, units, widths, lengths, seeds, steps, attrs) -> xr.Dataset:
+    """The scenario's dataset from the recorded arrays (NaN where a unit has not run yet)."""
+    dims = ("unit", "width", "length", "seed", "step")
+    variables = {k: (dims, data[k] == 1 if k == "converged" else data[k], {"long_name": v}) for k, v in RECORDED.items()}
+    ds = xr.Dataset(variables, coords={"unit": units, "width": widths, "length": lengths, "seed": seeds,
+                                       "step": np.arange(steps)}, attrs=attrs)
+    ds["mean_cosine"] = ds.cosine.mean(("seed", "step"), skipna=True)
+    ds["mean_cosine"].attrs["long_name"] = "cosine averaged over seeds and steps (converged steps only)"
+    ds["fraction_converged"] = ds.converged.mean(("seed", "step"))
+    ds["seconds"] = (("unit", "width", "length"), seconds, {"long_name": "wall time per cell (all seeds)", "units": "s"})
+    return ds
