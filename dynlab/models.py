@@ -100,12 +100,19 @@ class SequenceModel(eqx.Module):
         ``drive`` (scalar, or per-neuron when all layers have the same width) is added to the
         pre-activation of every neuron of every layer.
         """
-        h = x if self.encoder is None else self.encoder(x)
+        return self._step(state, self.project_input(x), drive)
+
+    def project_input(self, x: Array) -> Array:
+        """The first layer's projected input (:meth:`~dynlab.units.base.Cell.project_input`) of ``x_t``."""
+        return self.cells[0].project_input(x if self.encoder is None else self.encoder(x))
+
+    def _step(self, state: tuple, u: Array, drive: Array | None) -> tuple[tuple, Array]:
+        """:meth:`step` from the first layer's projected input ``u``."""
         new_state = []
-        for cell, s in zip(self.cells, state):
-            s, h = cell(s, h, drive=drive)
+        for i, (cell, s) in enumerate(zip(self.cells, state)):
+            s, u = cell.step_projected(s, u, drive=drive) if i == 0 else cell(s, u, drive=drive)
             new_state.append(s)
-        return tuple(new_state), self.readout(h)
+        return tuple(new_state), self.readout(u)
 
     def _run(self, xs: Array, drive: Array | None, state: tuple | None, keep_states: bool):
         if xs.ndim != 2 or xs.shape[1] != self.input_size:
@@ -114,12 +121,14 @@ class SequenceModel(eqx.Module):
         drives = jnp.zeros(xs.shape[0], xs.dtype) if drive is None else jnp.asarray(drive)
 
         def body(model, s, inp):
-            x, d = inp
-            s, y = model.step(s, x, d)
+            u, d = inp
+            s, y = model._step(s, u, d)
             return s, ((y, s) if keep_states else y)
 
+        # the input-only part of the first layer for all steps at once, outside the time loop
+        us = jax.vmap(self.project_input)(xs)
         scan = checkpointed_scan if self.remat else plain_scan
-        return scan(body, self, state, (xs, drives))[1]
+        return scan(body, self, state, (us, drives))[1]
 
     def trajectory(self, xs: Array, drive: Array | None = None, state: tuple | None = None):
         """Run ``xs[T, input_size]``; return ``(ys[T, output_size], states)``.

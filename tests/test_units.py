@@ -135,3 +135,28 @@ def test_remat_changes_neither_values_nor_gradients(unit):
     # the default is the unit's preference: the ARU's controller arrays make checkpointing pay
     assert dynlab.build("model", unit="aru", input_size=1, output_size=1, key=jax.random.key(0)).remat
     assert not dynlab.build("model", unit="gru", input_size=1, output_size=1, key=jax.random.key(0)).remat
+
+
+@pytest.mark.parametrize("unit", dynlab.names("unit"))
+def test_hoisted_input_projection_equals_the_plain_step(unit):
+    """``SequenceModel`` projects the first layer's inputs for all steps before its time loop
+    (``Cell.project_input`` / ``step_projected``); values and gradients must equal calling the
+    cells step by step on the raw inputs."""
+    model = dynlab.build("model", unit=unit, input_size=3, output_size=2, key=jax.random.key(0))
+    xs = jax.random.normal(jax.random.key(1), (7, 3))
+
+    def plain(m):
+        def body(s, x):
+            new, h = [], x
+            for cell, st in zip(m.cells, s):
+                st, h = cell(st, h)
+                new.append(st)
+            return tuple(new), m.readout(h)
+
+        return jax.lax.scan(body, m.init_state(), xs)[1]
+
+    np.testing.assert_allclose(model(xs), plain(model), rtol=1e-5, atol=1e-6)
+    g_fast = eqx.filter_grad(lambda m: jnp.sum(m(xs) ** 2))(model)
+    g_plain = eqx.filter_grad(lambda m: jnp.sum(plain(m) ** 2))(model)
+    for a, b in zip(jax.tree_util.tree_leaves(g_fast), jax.tree_util.tree_leaves(g_plain)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)

@@ -43,6 +43,21 @@ class Cell(eqx.Module):
     def __call__(self, state: PyTree, x: Array, *, drive: Array | None = None) -> tuple[PyTree, Array]:
         """One step: ``(state, x[input_size]) -> (next state, output[hidden])``."""
 
+    def project_input(self, x: Array) -> Array:
+        """The part of a step that depends on the input ``x_t`` alone (default: ``x`` itself).
+
+        :class:`~dynlab.models.SequenceModel` evaluates it for all time steps of the first layer
+        at once, before its time loop (one large matrix product instead of one small one per step,
+        for units that project their input, e.g. the ELM neuron's synaptic routing), and then
+        calls :meth:`step_projected`. ``cell(state, x)`` must equal
+        ``cell.step_projected(state, cell.project_input(x))``.
+        """
+        return x
+
+    def step_projected(self, state: PyTree, u: Array, *, drive: Array | None = None) -> tuple[PyTree, Array]:
+        """One step from the projected input ``u = project_input(x)`` (default: ``__call__``)."""
+        return self(state, u, drive=drive)
+
     def recurrent_matrices(self) -> dict[str, Array]:
         """The unit's square recurrent weight matrices by name (a vector means a diagonal one).
 

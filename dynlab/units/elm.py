@@ -335,8 +335,16 @@ class ELMCell(Cell):
         return x @ self.branch_matrix()
 
     def __call__(self, state: ELMState, x: Array, *, drive: Array | None = None) -> tuple[ELMState, Array]:
+        return self.step_projected(state, self.synaptic_input(x), drive=drive)
+
+    def project_input(self, x: Array) -> Array:
+        """:meth:`synaptic_input`: linear in $x_t$, so a sequence model computes it for all $t$ at once."""
+        return self.synaptic_input(x)
+
+    def step_projected(self, state: ELMState, u: Array, *, drive: Array | None = None) -> tuple[ELMState, Array]:
+        """Eq. 1 from the routed synaptic input ``u`` = :meth:`synaptic_input` of $x_t$."""
         kappa_m, gain = memory_gains(self.tau_m, self.lam, self.dt, self.memory_update)
-        s = self.kappa_s * state.s + self.synaptic_input(x)
+        s = self.kappa_s * state.s + u
         pre = add_drive(self.mlp(jnp.concatenate([s, kappa_m * state.h])), drive)
         dm = jnp.tanh(pre) if self.activation == "tanh" else scaled_tanh(pre)
         m = kappa_m * state.h + gain * dm

@@ -187,16 +187,24 @@ class ElmLayer(eqx.Module):
         z = source[self.index] * self.w_s
         return self.c * z.reshape(self.n, self.d_tree, self.d_branch).sum(-1)
 
-    def mlp_output(self, source: Array, m: Array) -> Array:
-        r"""$o_t = \mathrm{MLP}([b_t, \kappa_m \odot m_{t-1}])$, the tanh's argument: ``[N, d_m]``."""
+    def mlp_output(self, source: Array, m: Array, branches: Array | None = None) -> Array:
+        r"""$o_t = \mathrm{MLP}([b_t, \kappa_m \odot m_{t-1}])$, the tanh's argument: ``[N, d_m]``
+        (``branches``: $b_t$ if already computed, else from ``source``)."""
         kappa_m, _ = self.gains()
-        return self.mlp(jnp.concatenate([self.branches(source), kappa_m * m], axis=-1))
+        b = self.branches(source) if branches is None else branches
+        return self.mlp(jnp.concatenate([b, kappa_m * m], axis=-1))
 
-    def update(self, source: Array, m: Array) -> tuple[Array, Array]:
+    def update(self, source: Array, m: Array, branches: Array | None = None) -> tuple[Array, Array]:
         """``(m_t, w_r . m_t)``: the new memory ``[N, d_m]`` and its linear read-out ``[N]``."""
         kappa_m, gain = self.gains()
-        m = kappa_m * m + gain * jnp.tanh(self.mlp_output(source, m))
+        m = kappa_m * m + gain * jnp.tanh(self.mlp_output(source, m, branches))
         return m, jnp.sum(self.w_r * m, axis=-1)
+
+    def split_branches(self, u_x: Array, h: Array) -> Array:
+        r"""$b_t$ from the feed-forward part ``u_x`` = ``x @ W[:d_inp]`` (``[N d_tree]``) and the recurrent
+        activity ``h``: dense wiring only, ``(u_x + h @ W[d_inp:])`` reshaped to ``[N, d_tree]``."""
+        d_in = self.source_size - self.n
+        return (u_x + h @ self.effective_weights()[d_in:]).reshape(self.n, self.d_tree)
 
 
 class ElmNetState(eqx.Module):
@@ -352,9 +360,24 @@ class ElmNet(Cell):
         """ReLU, or the SuperSpike step with ``spiking=True``."""
         return superspike(pre, self.surrogate_scale) if self.spiking else jax.nn.relu(pre)
 
+    def project_input(self, x: Array) -> Array:
+        """Dense wiring: the input's share of every branch sum, ``x @ W[:input_size]`` (``[N d_tree]``),
+        computed for all steps at once by a sequence model; gather wiring: ``x`` itself."""
+        return x @ self.layer.effective_weights()[: self.input_size] if self.layer.wiring == "dense" else x
+
+    def step_projected(self, state: ElmNetState, u: Array, *, drive: Array | None = None) -> tuple[ElmNetState, Array]:
+        """One step from :meth:`project_input`'s ``u``."""
+        if self.layer.wiring != "dense":
+            return self(state, u, drive=drive)
+        return self._step(state, None, self.layer.split_branches(u, state.h), drive)
+
     def __call__(self, state: ElmNetState, x: Array, *, drive: Array | None = None) -> tuple[ElmNetState, Array]:
+        return self._step(state, x, None, drive)
+
+    def _step(self, state: ElmNetState, x: Array | None, branches: Array | None, drive) -> tuple[ElmNetState, Array]:
         layer, ro = self.layer, self.readout_layer
-        m, y = layer.update(jnp.concatenate([x, state.h]), state.m)
+        source = None if branches is not None else jnp.concatenate([x, state.h])
+        m, y = layer.update(source, state.m, branches)
         kappa_r = math.exp(-1.0 / self.tau_r)
         r = kappa_r * state.r + (1 - kappa_r) * y
         pre = add_drive(layer.b + y - r, drive)
