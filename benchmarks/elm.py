@@ -28,7 +28,7 @@ Measured (2-core CPU, this script, 2026-11-23): ``elm`` 17.7 ms/step vs PyTorch 
 outside its time loop, ``Cell.project_input``: 42.5 ms/step, 5.4x); ``elm-net`` 1011 ms/step vs
 3195 ms/step, **3.2x** (2.6x before). The ``elm-net`` step is bound by its backward pass (4.7x the
 forward): reverse-mode ``lax.scan`` accumulates the recurrent weights' gradient
-$\sum_t h_{t-1}^\top \delta_t$ one rank-8 (batch) update of a ``[N, N d_tree]`` matrix per step,
+sum_t h_{t-1}^T delta_t one rank-8 (batch) update of a ``[N, N d_tree]`` matrix per step,
 a memory-bound pass over 2.6M entries each step; building the effective weight matrix is not the
 cost (measured: no change with it precomputed).
 
