@@ -195,9 +195,11 @@ def final_logits(model, xs, method: str = "sequence"):
     return model.readout(model_layers(model, method)(xs)[-1][-1])
 
 
-def extended_model(model, factor: float):
-    """``model`` with every τ-extensible cell's τ range extended by ``factor`` (others unchanged)."""
-    cells = tuple(c.extend_taus(factor) if hasattr(c, "extend_taus") and _extensible(c) else c for c in model.cells)
+def extended_model(model, factor: float, how: str = "extend"):
+    """``model`` with every τ-extensible cell's τ range extended by ``factor`` (others unchanged);
+    ``how="shift"`` scales the τ window instead (:meth:`dynlab.units.sith.SITH.shift`)."""
+    cells = tuple(c.extend_taus(factor, how) if hasattr(c, "extend_taus") and _extensible(c) else c
+                  for c in model.cells)
     return eqx.tree_at(lambda m: m.cells, model, cells)
 
 
@@ -229,7 +231,7 @@ def default_task(model, task=None):
 @register("analysis", "trw", "temporal receptive windows: block scrambling, recurrence-matrix correlation, s50 per layer")
 def trw_analysis(model, *, task=None, n_shuffle: int = 200, scales=None, dilation: int = 0, mode: str | None = None,
                  entries: str = "offdiag", frac: float = 0.5, seed: int = 0, batch_size: int = 200,
-                 extend: bool = True) -> xr.Dataset:
+                 extend: bool = True, how: str = "extend") -> xr.Dataset:
     """TRW scrambling analysis of any dynlab model on the hierarchical-language stream.
 
     Args:
@@ -238,7 +240,7 @@ def trw_analysis(model, *, task=None, n_shuffle: int = 200, scales=None, dilatio
         scales: block lengths (default $3^0 \\dots 3^6$ times the dilation factor); each must divide
             the stream length.
         dilation: exponent m; the stream is dilated by $3^m$ (τ-extensible units extended when
-            ``extend``).
+            ``extend``; ``how="shift"`` scales their τ window instead).
         entries, frac, seed, batch_size: see the module docstring / :func:`scramble_correlations`.
 
     Returns a dataset with ``correlation[layer, scale, shuffle]``, its mean and std over shuffles,
@@ -254,7 +256,7 @@ def trw_analysis(model, *, task=None, n_shuffle: int = 200, scales=None, dilatio
         scales = [3**i * 3**m for i in range(7) if T % (3**i * 3**m) == 0]
     scales = check_scales(T, scales)
     if m and extend:
-        model = extended_model(model, 3**m)
+        model = extended_model(model, 3**m, how)
     c = np.asarray(scramble_correlations(model_layers(model, "scan"), x, scales, n_shuffle, jax.random.key(seed),
                                          entries=entries, batch_size=batch_size))
     mean = c.mean(-1)
@@ -366,10 +368,11 @@ def impulse_responses(cell, *, steps: int | None = None, feature: int = 0, margi
 
 
 def accuracy_vs_dilation(model, *, task=None, dilations=range(7), mode: str | None = None,
-                         extend: bool = True, method: str = "scan") -> xr.Dataset:
+                         extend: bool = True, method: str = "scan", how: str = "extend") -> xr.Dataset:
     """Accuracy on the 9 sequences at each time dilation $3^m$ (zero-shot; no training).
 
-    τ-extensible units (SITHCon, SITH-RNN) get their τ range extended by $3^m$ when ``extend``.
+    τ-extensible units (SITHCon, SITH-RNN) get their τ range extended by $3^m$ when ``extend``
+    (``how="shift"``: their τ window scaled by $3^m$ instead; :meth:`dynlab.units.sith.SITH.shift`).
     ``method="scan"`` (default) scans the Cell step with the 9 sequences batched (``vmap``): on
     CPUs the fastest (``benchmarks/dilation.py``: 4–6 s per network at 3^6 on 2 cores);
     ``"sequence"`` uses the time-parallel layer path one sequence at a time (``lax.map``), meant
@@ -381,7 +384,7 @@ def accuracy_vs_dilation(model, *, task=None, dilations=range(7), mode: str | No
     accs, preds = [], []
     for m in dilations:
         m = check_exponent("dilation", m)
-        mm = extended_model(model, 3**m) if (m and extend) else model
+        mm = extended_model(model, 3**m, how) if (m and extend) else model
         xs = jnp.asarray(task.inputs(m, mode))
         if method == "scan":
             logits = jax.jit(lambda mod, xs: jax.vmap(lambda x: final_logits(mod, x, "scan"))(xs))(mm, xs)
@@ -395,7 +398,7 @@ def accuracy_vs_dilation(model, *, task=None, dilations=range(7), mode: str | No
          "prediction": (("dilation", "sequence"), np.stack(preds))},
         coords={"dilation": ("dilation", np.asarray(list(dilations)), {"long_name": "exponent m of the dilation 3^m"}),
                 "factor": ("dilation", 3 ** np.asarray(list(dilations))), "sequence": np.arange(9)},
-        attrs=_attrs(analysis="accuracy_vs_dilation", mode=task.mode if mode is None else mode, extend=int(extend),
+        attrs=_attrs(analysis="accuracy_vs_dilation", mode=task.mode if mode is None else mode, extend=int(extend), how=how,
                      chance=1 / 9),
     )
 

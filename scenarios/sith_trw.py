@@ -41,8 +41,12 @@ def build(unit: str | dict, seed: int, steps: int, mode: str = "pulse", lr: floa
 
 
 def run_sith_trw(out_dir, *, seeds=(0, 1, 2), steps: int = 200, quick: bool = False, progress=None,
-                 networks=NETWORKS) -> dict:
-    """Run the scenario; returns ``{"accuracy": ds, "trw": {net: ds}, "params": ds}`` (also written)."""
+                 networks=NETWORKS, tau_rescale: str = "extend") -> dict:
+    """Run the scenario; returns ``{"accuracy": ds, "trw": {net: ds}, "params": ds}`` (also written).
+
+    ``tau_rescale``: how SITHCon / SITH-RNN meet a dilated input, ``"extend"`` (the τ range grows
+    at the top; the paper's wording) or ``"shift"`` (the whole τ window scales,
+    :meth:`dynlab.units.sith.SITH.shift`)."""
     from dynlab import figures_trw, store
     from dynlab.analyses import trw
     from dynlab.train import train
@@ -60,7 +64,7 @@ def run_sith_trw(out_dir, *, seeds=(0, 1, 2), steps: int = 200, quick: bool = Fa
         for j, seed in enumerate(seeds):
             t0 = time.perf_counter()
             res = train(build(net, seed, steps))
-            a = trw.accuracy_vs_dilation(res.model, dilations=dilations)
+            a = trw.accuracy_vs_dilation(res.model, dilations=dilations, how=tau_rescale)
             acc[i, j] = a.accuracy.values
             models[net] = res.model
             if j == 0 and net in ("sith-rnn", "sithcon"):
@@ -75,7 +79,7 @@ def run_sith_trw(out_dir, *, seeds=(0, 1, 2), steps: int = 200, quick: bool = Fa
     ds = xr.Dataset(
         {"accuracy": (("network", "seed", "dilation"), acc, {"long_name": "zero-shot accuracy (trained at 3^0)"})},
         coords={"network": list(networks), "seed": seeds, "dilation": dilations},
-        attrs={"analysis": "sith-trw", "steps": steps, "quick": int(quick)},
+        attrs={"analysis": "sith-trw", "steps": steps, "quick": int(quick), "tau_rescale": tau_rescale},
     ).merge(params, combine_attrs="override")
     store.write_dataset(out / "accuracy.nc", ds)
     store.write_figure(out / "accuracy_vs_dilation.png", figures_trw.accuracy_vs_dilation(ds))

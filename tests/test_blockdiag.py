@@ -110,6 +110,32 @@ def test_sith_rnn_extension_is_scale_invariant():
     np.testing.assert_allclose(h3[3 * np.arange(30)][..., 2:], h1, rtol=1e-4, atol=1e-5)
 
 
+def test_shifted_tau_window_sees_the_dilated_input_as_the_original():
+    """how="shift": the whole tau window times 3 reads pulses dilated by 3 exactly as the original
+    window reads the original (same nodes, no new fast ones): the layer-1 read-out is unchanged at
+    the dilated times, for the leaky integrators of SITH-RNN and for SITHCon's Post memory."""
+    from dynlab.units.sith import SITH
+
+    cell = dynlab.build("unit", "sith-rnn", input_size=3, key=jax.random.key(0), n_features=3, n_layers=1,
+                        n_taus=9, tau_min=1.0, tau_max=81.0)
+    shifted = cell.extend_taus(3, how="shift")
+    assert shifted.n_taus == 9 and (shifted.tau_min, shifted.tau_max) == (3.0, 243.0)
+    x = np.zeros((30, 3), np.float32)
+    x[np.arange(0, 30, 4), np.arange(8) % 3] = 1
+    xd = np.zeros((90, 3), np.float32)
+    xd[::3] = x
+    h1 = np.asarray(cell.layer_hidden_sequence(jnp.asarray(x)))
+    h3 = np.asarray(shifted.layer_hidden_sequence(jnp.asarray(xd)))
+    np.testing.assert_allclose(h3[3 * np.arange(30)], h1, rtol=1e-4, atol=1e-5)
+    # Post filters: Phi_{3 tau}(3 u) = Phi_tau(u) / 3 (closed form), so the shifted memory of pulses
+    # dilated by 3 is the original's divided by 3 at every node
+    mem = SITH(2.0, 40.0, 12, k=8)
+    np.testing.assert_allclose(mem.shift(3).kernels(3 * np.arange(1, 60)), mem.kernels(np.arange(1, 60)) / 3,
+                               rtol=1e-10, atol=1e-14)
+    with pytest.raises(ConfigError, match="how must be"):
+        cell.extend_taus(3, how="stretch")
+
+
 @pytest.mark.parametrize("unit, kwargs, fragment", [
     ("sith-rnn", dict(motif_width=4), "motif_width must be odd"),
     ("rnn-diag-uniform", dict(input_weight="twos"), "input_weight must be one of"),

@@ -426,15 +426,17 @@ class DiagonalRNN(LayerStack):
     def recurrent_matrices(self):
         return {"R_when": self.decays()}
 
-    def extend_taus(self, factor: float):
-        """The same network with the geometric τ grid extended by ``factor`` (Toeplitz read-out only)."""
+    def extend_taus(self, factor: float, how: str = "extend"):
+        """The same network with the geometric τ grid extended (or, ``how="shift"``, scaled; see
+        :meth:`dynlab.units.sith.SITH.shift`) by ``factor`` (Toeplitz read-out only)."""
         if self.motif is None or self.log_tau is not None or self.spacing != "geometric":
             raise ConfigError("only a Toeplitz read-out over a fixed geometric tau grid (sith-rnn) can be extended")
         from dynlab.units.sith import SITH
 
-        new = SITH(self.tau_min, self.tau_max, self.n_taus, 1).extend(factor)
+        new = SITH(self.tau_min, self.tau_max, self.n_taus, 1).rescaled(factor, how)
         out = copy.copy(self)
-        for name, v in (("n_taus", new.n_taus), ("tau_max", new.tau_max), ("hidden", self.n_features * new.n_taus)):
+        for name, v in (("n_taus", new.n_taus), ("tau_min", new.tau_min), ("tau_max", new.tau_max),
+                        ("hidden", self.n_features * new.n_taus)):
             object.__setattr__(out, name, v)
         return out
 
