@@ -21,7 +21,7 @@ import numpy as np
 import xarray as xr
 
 NETWORKS = ("rnn-generic", "rnn-blockdiag", "rnn-diag-uniform", "rnn-diag-geometric", "sith-rnn", "sithcon")
-LR = {"rnn-generic": 1e-3, "rnn-blockdiag": 3e-3, "rnn-diag-uniform": 3e-3, "rnn-diag-geometric": 3e-3,
+LR = {"rnn-generic": 3e-4, "rnn-blockdiag": 3e-3, "rnn-diag-uniform": 3e-3, "rnn-diag-geometric": 3e-3,
       "sith-rnn": 1e-2, "sithcon": 1e-2}
 
 
@@ -41,12 +41,15 @@ def build(unit: str | dict, seed: int, steps: int, mode: str = "pulse", lr: floa
 
 
 def run_sith_trw(out_dir, *, seeds=(0, 1, 2), steps: int = 200, quick: bool = False, progress=None,
-                 networks=NETWORKS, tau_rescale: str = "extend") -> dict:
+                 networks=NETWORKS, tau_rescale: str = "extend", generic_steps: int = 600) -> dict:
     """Run the scenario; returns ``{"accuracy": ds, "trw": {net: ds}, "params": ds}`` (also written).
 
     ``tau_rescale``: how SITHCon / SITH-RNN meet a dilated input, ``"extend"`` (the τ range grows
     at the top; the paper's wording) or ``"shift"`` (the whole τ window scales,
-    :meth:`dynlab.units.sith.SITH.shift`)."""
+    :meth:`dynlab.units.sith.SITH.shift`). ``generic_steps``: training steps of Net 1, the generic
+    RNN (210,600 parameters in a deep linear recurrence), which needs smaller and more Adam steps
+    than the others: at 3e-4 x 600 it classified all 9 sequences at 3^0 for 3 of 3 seeds; at
+    1e-3 x 200 (the other networks' budget) 0.56 on average, and 1e-2 diverged."""
     from dynlab import figures_trw, store
     from dynlab.analyses import trw
     from dynlab.train import train
@@ -63,7 +66,7 @@ def run_sith_trw(out_dir, *, seeds=(0, 1, 2), steps: int = 200, quick: bool = Fa
     for i, net in enumerate(networks):
         for j, seed in enumerate(seeds):
             t0 = time.perf_counter()
-            res = train(build(net, seed, steps))
+            res = train(build(net, seed, generic_steps if net == "rnn-generic" else steps))
             a = trw.accuracy_vs_dilation(res.model, dilations=dilations, how=tau_rescale)
             acc[i, j] = a.accuracy.values
             models[net] = res.model
@@ -79,7 +82,8 @@ def run_sith_trw(out_dir, *, seeds=(0, 1, 2), steps: int = 200, quick: bool = Fa
     ds = xr.Dataset(
         {"accuracy": (("network", "seed", "dilation"), acc, {"long_name": "zero-shot accuracy (trained at 3^0)"})},
         coords={"network": list(networks), "seed": seeds, "dilation": dilations},
-        attrs={"analysis": "sith-trw", "steps": steps, "quick": int(quick), "tau_rescale": tau_rescale},
+        attrs={"analysis": "sith-trw", "steps": steps, "generic_steps": generic_steps, "quick": int(quick),
+               "tau_rescale": tau_rescale},
     ).merge(params, combine_attrs="override")
     store.write_dataset(out / "accuracy.nc", ds)
     store.write_figure(out / "accuracy_vs_dilation.png", figures_trw.accuracy_vs_dilation(ds))
