@@ -398,8 +398,8 @@ def accuracy_vs_dilation(model, *, task=None, dilations=range(7), mode: str | No
          "prediction": (("dilation", "sequence"), np.stack(preds))},
         coords={"dilation": ("dilation", np.asarray(list(dilations)), {"long_name": "exponent m of the dilation 3^m"}),
                 "factor": ("dilation", 3 ** np.asarray(list(dilations))), "sequence": np.arange(9)},
-        attrs=_attrs(analysis="accuracy_vs_dilation", mode=task.mode if mode is None else mode, extend=int(extend), how=how,
-                     chance=1 / 9),
+        attrs=_attrs(analysis="accuracy_vs_dilation", mode=task.mode if mode is None else mode, extend=int(extend),
+                     how=how, chance=1 / 9),
     )
 
 

@@ -80,9 +80,6 @@ def lyapunov_largest(ds: xr.Dataset):
     return fig
 
 
-FIGURES = {"cross-lyapunov": lyapunov_spectra}
-
-
 def pc_alignment(ds: xr.Dataset):
     """One panel per unit: the PC–BPTT gradient cosine against sequence length, one line per width
     (mean over seeds and training steps). Filled markers: inference converged at every step;
@@ -106,9 +103,6 @@ def pc_alignment(ds: xr.Dataset):
                               "hollow: inference not converged")
 
 
-FIGURES["cross-pc-alignment"] = pc_alignment
-
-
 def trw_by_layer(ds: xr.Dataset):
     r"""$\log_3 s_{50}$ of the temporal receptive window against layer, one line per network
     (mean ± std over seeds; hollow markers: s50 censored at the largest scale tested)."""
@@ -126,4 +120,4 @@ def trw_by_layer(ds: xr.Dataset):
     return fig
 
 
-FIGURES["cross-trw"] = trw_by_layer
+FIGURES = {"cross-lyapunov": lyapunov_spectra, "cross-pc-alignment": pc_alignment, "cross-trw": trw_by_layer}

@@ -200,7 +200,8 @@ def table(ds: xr.Dataset) -> str:
     s = ds.attrs["table_strength"]
     std = s * ds.attrs.get("std_ratio", 0.0)
     head = f"{'model':<26}{'params':>8}{'hidden':>8}{'clean':>16}{f'noisy N({s:g},{std:g}^2)':>20}{'drop':>9}"
-    lines = [f"{ds.attrs.get('scenario', '')}: {ds.attrs.get('task', '')}", f"held-out accuracy (%), mean ± std over seeds {[int(s) for s in ds.seed.values]}",
+    lines = [f"{ds.attrs.get('scenario', '')}: {ds.attrs.get('task', '')}",
+             f"held-out accuracy (%), mean ± std over seeds {[int(s) for s in ds.seed.values]}",
              head, "-" * len(head)]
     for net in ds.network.values:
         clean = 100 * ds.accuracy.sel(network=net, strength=0.0)

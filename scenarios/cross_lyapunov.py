@@ -73,8 +73,7 @@ def run_cross_lyapunov(
         for j, seed in enumerate(seeds):
             t0 = time.perf_counter()
             exp = experiment.build(configs[unit, seed])
-            counts = exp.model.param_count()
-            params[i] = counts["total"] if isinstance(counts, dict) else counts
+            params[i] = exp.model.param_count()["total"]
             models = {"init": exp.model}
             run_dir = out / "runs" / f"{unit}-seed{seed}"
             run_dir.mkdir(parents=True, exist_ok=True)
@@ -85,7 +84,8 @@ def run_cross_lyapunov(
             for s, stage in enumerate(STAGES):
                 if stage not in models:
                     continue
-                loss[i, j, s] = float(evaluate_under(models[stage], exp.task, None, jax.random.key(seed), n_test)["loss"])
+                held_out = evaluate_under(models[stage], exp.task, None, jax.random.key(seed), n_test)
+                loss[i, j, s] = float(held_out["loss"])
                 ds = lyapunov_analysis(models[stage], task=exp.task, seed=seed, **lyap)
                 store.write_dataset(run_dir / f"lyapunov-{stage}.nc", ds)
                 mean[i, j, s], low[i, j, s], high[i, j, s] = ds["mean"], ds.ci_low, ds.ci_high

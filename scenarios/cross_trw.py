@@ -67,7 +67,6 @@ def run_cross_trw(
     seeds, dilations = [int(s) for s in seeds], [int(m) for m in dilations]
     out = Path(out_dir)
     names = list(networks)
-    n_layers = {}
     results, acc = {}, np.full((len(names), len(seeds), len(dilations)), np.nan)
     done, total = 0, len(names) * len(seeds)
     for i, name in enumerate(names):
@@ -82,22 +81,19 @@ def run_cross_trw(
             if j == 0:
                 store.write_figure(out / f"trw-{name}.png", trw_curves(ds))
             results[name, seed] = ds
-            n_layers[name] = ds.sizes["layer"]
             done += 1
             if progress is not None:
                 progress(done, total, {"network": name, "seed": seed, "acc@3^0": float(acc[i, j, 0]),
                                        "log3 s50": " ".join(f"{v:.2f}" for v in ds.log3_s50.values),
                                        "s": time.perf_counter() - t0})
-    depth = max(n_layers.values())
-    fields = {"log3_s50": np.nan, "s50": np.nan, "s50_censored": False}
-    arrays = {k: np.full((len(names), len(seeds), depth), v, dtype=float if k != "s50_censored" else bool)
-              for k, v in fields.items()}
-    for (name, seed), ds in results.items():
-        i, j = names.index(name), seeds.index(seed)
-        for k in fields:
-            arrays[k][i, j, : ds.sizes["layer"]] = ds[k].values
-    long_names = {"log3_s50": "log3 of the TRW s50 (steps)", "s50": "TRW s50: scale where the correlation halves (steps)",
+    long_names = {"log3_s50": "log3 of the TRW s50 (steps)",
+                  "s50": "TRW s50: scale where the correlation halves (steps)",
                   "s50_censored": "s50 beyond the largest scale tested"}
+    depth = max(ds.sizes["layer"] for ds in results.values())  # shorter stacks: NaN in the deeper layers
+    arrays = {k: np.full((len(names), len(seeds), depth), False if k == "s50_censored" else np.nan) for k in long_names}
+    for (name, seed), ds in results.items():
+        for k, a in arrays.items():
+            a[names.index(name), seeds.index(seed), : ds.sizes["layer"]] = ds[k].values
     trw_ds = xr.Dataset({k: (("network", "seed", "layer"), v, {"long_name": long_names[k]}) for k, v in arrays.items()},
                         coords={"network": names, "seed": seeds, "layer": np.arange(1, depth + 1)},
                         attrs={"analysis": "cross-trw", "scenario": "cross-trw", "steps": steps, "n_shuffle": n_shuffle})

@@ -94,20 +94,27 @@ def test_fixed_decays_untouched_by_adamw():
     np.testing.assert_array_equal(eqx.combine(params, static).cells[0].decays(), before)
 
 
-def test_sith_rnn_extension_is_scale_invariant():
-    """Dilating pulses by 3 with the tau grid extended by 3 (2 indices at ratio sqrt 3) gives the
-    same layer-1 read-out, shifted by 2 indices, at the dilated times (leaky integrators are exact)."""
+def _original_and_dilated(how: str):
+    """A one-layer SITH-RNN's read-out of sparse pulses, and that of the same network with its tau
+    grid rescaled by 3 (``how``) of the pulses dilated by 3, taken at the dilated times."""
     cell = dynlab.build("unit", "sith-rnn", input_size=3, key=jax.random.key(0), n_features=3, n_layers=1,
                         n_taus=9, tau_min=1.0, tau_max=81.0)
-    ext = cell.extend_taus(3)
-    assert ext.n_taus == 11
+    rescaled = cell.extend_taus(3, how=how)
     x = np.zeros((30, 3), np.float32)
     x[np.arange(0, 30, 4), np.arange(8) % 3] = 1
     xd = np.zeros((90, 3), np.float32)
     xd[::3] = x
     h1 = np.asarray(cell.layer_hidden_sequence(jnp.asarray(x)))
-    h3 = np.asarray(ext.layer_hidden_sequence(jnp.asarray(xd)))
-    np.testing.assert_allclose(h3[3 * np.arange(30)][..., 2:], h1, rtol=1e-4, atol=1e-5)
+    h3 = np.asarray(rescaled.layer_hidden_sequence(jnp.asarray(xd)))[3 * np.arange(30)]
+    return rescaled, h1, h3
+
+
+def test_sith_rnn_extension_is_scale_invariant():
+    """Dilating pulses by 3 with the tau grid extended by 3 (2 indices at ratio sqrt 3) gives the
+    same layer-1 read-out, shifted by 2 indices, at the dilated times (leaky integrators are exact)."""
+    ext, h1, h3 = _original_and_dilated("extend")
+    assert ext.n_taus == 11
+    np.testing.assert_allclose(h3[..., 2:], h1, rtol=1e-4, atol=1e-5)
 
 
 def test_shifted_tau_window_sees_the_dilated_input_as_the_original():
@@ -116,24 +123,16 @@ def test_shifted_tau_window_sees_the_dilated_input_as_the_original():
     the dilated times, for the leaky integrators of SITH-RNN and for SITHCon's Post memory."""
     from dynlab.units.sith import SITH
 
-    cell = dynlab.build("unit", "sith-rnn", input_size=3, key=jax.random.key(0), n_features=3, n_layers=1,
-                        n_taus=9, tau_min=1.0, tau_max=81.0)
-    shifted = cell.extend_taus(3, how="shift")
+    shifted, h1, h3 = _original_and_dilated("shift")
     assert shifted.n_taus == 9 and (shifted.tau_min, shifted.tau_max) == (3.0, 243.0)
-    x = np.zeros((30, 3), np.float32)
-    x[np.arange(0, 30, 4), np.arange(8) % 3] = 1
-    xd = np.zeros((90, 3), np.float32)
-    xd[::3] = x
-    h1 = np.asarray(cell.layer_hidden_sequence(jnp.asarray(x)))
-    h3 = np.asarray(shifted.layer_hidden_sequence(jnp.asarray(xd)))
-    np.testing.assert_allclose(h3[3 * np.arange(30)], h1, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(h3, h1, rtol=1e-4, atol=1e-5)
     # Post filters: Phi_{3 tau}(3 u) = Phi_tau(u) / 3 (closed form), so the shifted memory of pulses
     # dilated by 3 is the original's divided by 3 at every node
     mem = SITH(2.0, 40.0, 12, k=8)
     np.testing.assert_allclose(mem.shift(3).kernels(3 * np.arange(1, 60)), mem.kernels(np.arange(1, 60)) / 3,
                                rtol=1e-10, atol=1e-14)
     with pytest.raises(ConfigError, match="how must be"):
-        cell.extend_taus(3, how="stretch")
+        shifted.extend_taus(3, how="stretch")
 
 
 @pytest.mark.parametrize("unit, kwargs, fragment", [

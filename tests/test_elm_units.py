@@ -245,7 +245,8 @@ def np_elm_net_run(net, xs, drives):
     N, R = hid["idx"].shape[0], out["idx"].shape[0]
     kappa_r = np.exp(-1 / net.tau_r)
     m, r, a = np.zeros((N, net.layer.d_m)), np.zeros(N), np.zeros(N)
-    ctrl = None if net.gain is None else {k: f64(getattr(net.gain, k)) for k in ("w_ag", "w_gg", "b_g", "w_gn", "w_gs", "b_n", "b_s")}
+    names = ("w_ag", "w_gg", "b_g", "w_gn", "w_gs", "b_n", "b_s")
+    ctrl = None if net.gain is None else {k: f64(getattr(net.gain, k)) for k in names}
     g = np.zeros((N, 0 if ctrl is None else net.gain.n_g))
     m_out = np.zeros((R, net.readout_layer.d_m))
     ys, acts, mlp_outs = [], [], []

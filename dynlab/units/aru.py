@@ -29,7 +29,7 @@ from jaxtyping import Array, PRNGKeyArray
 
 from dynlab.errors import ConfigError, require_positive
 from dynlab.registry import register
-from dynlab.units.base import Cell, add_drive
+from dynlab.units.base import Cell, add_drive, count_params
 
 
 N_MIN = 0.5
@@ -74,6 +74,7 @@ def controller_params(hidden: int, n_g: int, prior: str, n_mean: float, n_std: f
     ``w_ag[n_g]``, ``w_gg[n_g, n_g]``, ``b_g[n_g]``, ``w_gn[n_g]``, ``w_gs[n_g]`` and ``b_n``, ``b_s``
     (``[hidden]`` with ``prior="per-neuron"``, scalars with ``"shared"``).
     """
+    require_positive("n_g", n_g)
     if prior not in ("per-neuron", "shared"):
         raise ConfigError(f"prior must be 'per-neuron' or 'shared', got {prior!r}")
     k_ag, k_gg, k_gn, k_gs, k_n = keys
@@ -124,7 +125,6 @@ class GainController(eqx.Module):
 
     def __init__(self, hidden: int, *, n_g: int = 8, n_mean: float = 5.0, n_std: float = 2.0, s_init: float = 0.0,
                  readout_scale: float = 0.01, n_min: float = N_MIN, key: PRNGKeyArray):
-        require_positive("n_g", n_g)
         require_positive("n_min", n_min, integer=False)
         self.n_g, self.n_min = n_g, float(n_min)
         params = controller_params(hidden, n_g, "per-neuron", n_mean, n_std, s_init, readout_scale,
@@ -137,8 +137,7 @@ class GainController(eqx.Module):
         return gamma(a, n, s, n_min=self.n_min), g
 
     def param_count(self) -> int:
-        return sum(int(jnp.size(getattr(self, k))) for k in ("w_ag", "w_gg", "b_g", "w_gn", "w_gs", "b_n", "b_s"))
-
+        return count_params(self)
 
 
 class _Recurrent(Cell):
@@ -308,7 +307,6 @@ class ARUCell(_Recurrent):
         isolated: bool = False,
         key: PRNGKeyArray,
     ):
-        require_positive("n_g", n_g)
         require_positive("n_min", n_min, integer=False)
         self.n_min = float(n_min)
         k_rec, *k_controller = jax.random.split(key, 6)

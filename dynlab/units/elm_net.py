@@ -318,7 +318,8 @@ class ElmNet(Cell):
         if adaptation not in ("none", "aru"):
             raise ConfigError(f"adaptation must be 'none' or 'aru', got {adaptation!r}")
         if adaptation == "aru" and spiking:
-            raise ConfigError("adaptation 'aru' replaces the ReLU by the adaptive gamma; it cannot be combined with spiking")
+            raise ConfigError("adaptation 'aru' replaces the ReLU by the adaptive gamma; "
+                              "it cannot be combined with spiking")
         self.input_size, self.hidden, self.l_mlp, self.d_mlp = input_size, hidden, l_mlp, d_mlp
         self.tau_r, self.spiking, self.surrogate_scale = float(tau_r), bool(spiking), float(surrogate_scale)
         self.mlp_l2, self.activity_l1 = float(mlp_l2), float(activity_l1)
@@ -346,8 +347,8 @@ class ElmNet(Cell):
     def init_state(self) -> ElmNetState:
         n, ro = self.layer, self.readout_layer
         g = None if self.gain is None else jnp.zeros((n.n, self.gain.n_g))
-        return ElmNetState(m=jnp.zeros((n.n, n.d_m)), r=jnp.zeros(n.n), h=jnp.zeros(n.n), m_out=jnp.zeros((ro.n, ro.d_m)),
-                           g=g)
+        return ElmNetState(m=jnp.zeros((n.n, n.d_m)), r=jnp.zeros(n.n), h=jnp.zeros(n.n),
+                           m_out=jnp.zeros((ro.n, ro.d_m)), g=g)
 
     def recurrent_matrices(self) -> dict[str, Array]:
         r"""``w_syn[i, j]`` $= c \sum_{k:\ \text{synapse } k \text{ of } i \text{ reads } a_j} w_{s,ik}$, the linear
