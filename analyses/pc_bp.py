@@ -2,7 +2,8 @@ r"""PC versus BP across width and depth: gradient cosines, $s-1$, $\mathcal L/\m
 
 The paper's comparison (Innocenti et al., Figs. 1–3, §A.8): for every width $N$, depth $L$ and
 seed, a PC network and a BP network start from *identical* weights and are trained as two
-separate runs on one fixed batch; at every step $t$
+separate runs on the same data — one fixed batch, or (``batches="stream"``) the same stream of
+fresh batches; at every step $t$
 
 $$ \cos_t = \frac{\langle g^{PC}_t, g^{BP}_t \rangle}{\|g^{PC}_t\|\,\|g^{BP}_t\|}, \qquad
    g^{PC}_t = \nabla_\theta \mathcal F^*(\theta^{PC}_t) \text{ (or } \partial_\theta\mathcal F(z_T, \theta^{PC}_t)
@@ -16,9 +17,18 @@ its step count and — for linear networks — the distance of the inferred acti
 ones. A step whose inference did not converge keeps its cosine only in ``cosine_unconverged``;
 ``cosine`` is NaN there, so no summary uses it unknowingly.
 
-Where the paper is silent: seeds vary the weight initialisation only (the task's fixed batch is
-the same for every seed); both runs use the same optimiser with the parameterisation's per-layer
-rates (:func:`dynlab.ffmodels.learning_rates`).
+Where the paper is silent: seeds vary the weight initialisation only (the task's fixed batch, or
+its stream, is the same for every seed and cell); both runs use the same optimiser with the
+parameterisation's per-layer rates (:func:`dynlab.ffmodels.learning_rates`).
+
+**Batches.** ``batches="fixed"`` (default) trains on the task's one fixed batch, as the toy
+task and our Fig. 1 reproduction do. ``batches="stream"`` draws batch $t$ at step $t$ from the
+task's training pool (:meth:`~dynlab.tasks.pc_tasks.MNISTBatchTask.stream_pool`: rows
+$tP, \dots, tP + P - 1$ modulo the pool size, the pool in its seeded order, the same order every
+epoch), as the paper's image runs train on a stream of batches (§A.8, batch size 64). Step 0's
+batch is the fixed batch. With a stream, the recorded losses, energy and $s - 1$ are those of the
+step's batch. Streaming matters for long runs: on one fixed batch the networks eventually
+interpolate it, and both gradients shrink towards zero.
 
 **Recurrent models** (:func:`compare_pc_bptt`, ``model="rnn"``): the same comparison with time
 in the role of depth — a :class:`~dynlab.rnn_param.ParamRNN` of width $N$ on sequences of
@@ -55,8 +65,12 @@ from dynlab.rules.bp import bp_grads
 MODELS = ("mlp", "rnn")
 
 
-def cosine(g1, g2, eps: float = 1e-10) -> jax.Array:
-    """Cosine similarity of two gradient PyTrees over all their leaves (0 if a norm vanishes)."""
+COSINE_EPS = 1e-10
+"""Below this product of the two gradient norms the cosine is set to 0 (the public code's convention)."""
+
+
+def cosine(g1, g2, eps: float = COSINE_EPS) -> jax.Array:
+    """Cosine similarity of two gradient PyTrees over all their leaves (0 if the product of their norms is below ``eps``)."""
     a = jax.tree_util.tree_leaves(eqx.filter(g1, eqx.is_inexact_array))
     b = jax.tree_util.tree_leaves(eqx.filter(g2, eqx.is_inexact_array))
     dot = sum(jnp.vdot(x, y) for x, y in zip(a, b))
@@ -69,7 +83,8 @@ def cosine(g1, g2, eps: float = 1e-10) -> jax.Array:
 class CompareConfig:
     """Everything except the grid axes (hashable: it is static in the compiled cell).
 
-    ``model``: ``mlp`` (:class:`~dynlab.ffmodels.FeedForward`; ``alpha``, ``residual`` apply) or
+    ``model``: ``mlp`` (:class:`~dynlab.ffmodels.FeedForward`; ``alpha``, ``residual``, ``batches``
+    apply, and ``batch_size`` — the size of each streamed batch — with ``batches="stream"``) or
     ``rnn`` (:class:`~dynlab.rnn_param.ParamRNN`; ``gain`` and ``batch_size``, the size of the
     fixed batch drawn from the sequence task, apply).
     """
@@ -93,6 +108,7 @@ class CompareConfig:
     x64: bool = False
     gain: float = 1.0
     batch_size: int = 32
+    batches: Literal["fixed", "stream"] = "fixed"
 
     def __post_init__(self):
         if self.model not in MODELS:
@@ -102,6 +118,10 @@ class CompareConfig:
         require_positive("batch_size", self.batch_size)
         require_positive("steps", self.steps)
         require_positive("inference_steps", self.inference_steps)
+        if self.batches not in ("fixed", "stream"):
+            raise ConfigError(f"unknown batches {self.batches!r}; valid: fixed, stream")
+        if self.batches == "stream" and self.model != "mlp":
+            raise ConfigError("batches 'stream' applies to feed-forward models (model 'mlp') only")
         if self.energy not in ("closed-form", "inference"):
             raise ConfigError(f"unknown energy {self.energy!r}; valid: closed-form, inference")
         if self.optimizer not in ("gd", "adam"):
@@ -194,31 +214,43 @@ def _pc_time_step(cfg: CompareConfig, model, x, y, mask, output: str):
 
 
 def _train_both(model, cfg: CompareConfig, pc_step, bp_step, optimizer=None):
-    """Train with ``pc_step(model) -> (grads, info)`` and ``bp_step(model) -> (loss, grads)`` from ``model``
-    for ``cfg.steps`` steps (one ``lax.scan``), both with ``optimizer`` (default: the parameterisation's);
-    per-step metrics."""
+    """Train with ``pc_step(model, t) -> (grads, info)`` and ``bp_step(model, t) -> (loss, grads)`` (``t`` the
+    step) from ``model`` for ``cfg.steps`` steps (one ``lax.scan``), both with ``optimizer`` (default: the
+    parameterisation's); per-step metrics."""
     optimizer = ffmodels.optimizer(model, cfg.optimizer, cfg.base_lr) if optimizer is None else optimizer
     params, static = eqx.partition(model, eqx.is_inexact_array)
 
-    def step(carry, _):
+    def step(carry, t):
         p_pc, s_pc, p_bp, s_bp = carry
-        g_pc, info = pc_step(eqx.combine(p_pc, static))
-        loss_bp, g_bp = bp_step(eqx.combine(p_bp, static))
+        g_pc, info = pc_step(eqx.combine(p_pc, static), t)
+        loss_bp, g_bp = bp_step(eqx.combine(p_bp, static), t)
         g_pc, g_bp = eqx.filter(g_pc, eqx.is_inexact_array), eqx.filter(g_bp, eqx.is_inexact_array)
         u_pc, s_pc = optimizer.update(g_pc, s_pc, p_pc)
         u_bp, s_bp = optimizer.update(g_bp, s_bp, p_bp)
-        out = dict(info, loss_bp=loss_bp, cosine=cosine(g_pc, g_bp))
+        out = dict(info, loss_bp=loss_bp, cosine=cosine(g_pc, g_bp), grad_norm_pc=optax.tree.norm(g_pc),
+                   grad_norm_bp=optax.tree.norm(g_bp))
         return (eqx.apply_updates(p_pc, u_pc), s_pc, eqx.apply_updates(p_bp, u_bp), s_bp), out
 
     state = optimizer.init(params)
-    _, out = jax.lax.scan(step, (params, state, params, state), None, length=cfg.steps)
+    _, out = jax.lax.scan(step, (params, state, params, state), jnp.arange(cfg.steps))
     return out
 
 
 @eqx.filter_jit
 def run_cell(model, x, y, cfg: CompareConfig):
-    """Train PC and BP from ``model`` for ``cfg.steps`` steps (one ``lax.scan``); per-step metrics."""
-    return _train_both(model, cfg, lambda m: _pc_step(cfg, m, x, y), lambda m: bp_grads(m, x, y))
+    r"""Train PC and BP from ``model`` for ``cfg.steps`` steps (one ``lax.scan``); per-step metrics.
+
+    ``x[P, D]``, ``y[P, d_out]``: the fixed batch; with ``cfg.batches == "stream"``, the pool
+    that step $t$ takes rows $tP' \dots tP' + P' - 1$ (modulo its size) from, $P'$ = ``cfg.batch_size``.
+    """
+    if cfg.batches == "stream":
+        def batch(t):
+            rows = (t * cfg.batch_size + jnp.arange(cfg.batch_size)) % x.shape[0]
+            return x[rows], y[rows]
+    else:
+        def batch(t):
+            return x, y
+    return _train_both(model, cfg, lambda m, t: _pc_step(cfg, m, *batch(t)), lambda m, t: bp_grads(m, *batch(t)))
 
 
 @eqx.filter_jit
@@ -232,8 +264,8 @@ def run_sequence_cell(model, x, y, mask, cfg: CompareConfig, output: str, plain:
     optimizer = None
     if plain:
         optimizer = optax.adam(cfg.base_lr) if cfg.optimizer == "adam" else optax.sgd(cfg.base_lr)
-    return _train_both(model, cfg, lambda m: _pc_time_step(cfg, m, x, y, mask, output),
-                       lambda m: bptt(m, x, y, mask, output), optimizer)
+    return _train_both(model, cfg, lambda m, t: _pc_time_step(cfg, m, x, y, mask, output),
+                       lambda m, t: bptt(m, x, y, mask, output), optimizer)
 
 
 VARIABLES = {
@@ -245,6 +277,8 @@ VARIABLES = {
     "s_minus_1": "energy rescaling s(theta) - 1 = tr(S - I)/d_out, the mean eigenvalue (linear networks)",
     "s_max_minus_1": "lambda_max(S) - 1, the largest eigenvalue (jpc's s; linear networks)",
     "loss_over_energy": "L / F (equals s for scalar output at equilibrium)",
+    "grad_norm_pc": "norm of the PC gradient over all parameters",
+    "grad_norm_bp": "norm of the BP gradient over all parameters (cosine := 0 where the product of the norms is below 1e-10)",
     "converged": "inference met its convergence criterion",
     "inference_steps": "inference steps taken (0 for the closed form)",
     "activity_distance": "|z_T - z*| / |z*| of inferred to exact activities (linear networks)",
@@ -264,20 +298,24 @@ def compare_pc_bp(
     r"""Run the PC/BP comparison over ``widths`` × ``depths`` × ``seeds``; an ``xr.Dataset``.
 
     Args:
-        task: a fixed-batch task (``pc-toy``, ``pc-mnist``) or a pair ``(x[P, D], y[P, d_out])``.
+        task: a fixed-batch task (``pc-toy``, ``pc-mnist``) or a pair ``(x[P, D], y[P, d_out])``
+            (with ``batches="stream"``: ``pc-mnist``, or a pair holding the pool; batches of
+            ``batch_size``, default the fixed batch's size).
         widths, depths: the grid (positive integers; depths ≥ 2).
         seeds: a number of seeds (``0..seeds-1``) or a list of seeds.
         progress: called as ``progress(cells_done, cells_total, {"N": .., "L": .., "cos": ..})``.
         **options: the fields of :class:`CompareConfig` (``param``, ``alpha``, ``gamma0``,
             ``residual``, ``activation``, ``steps``, ``energy``, ``optimizer``, ``lr``,
             ``inference``, ``activity_optimizer``, ``beta``, ``inference_steps``, ``atol``, ``rtol``,
-            ``x64``).
+            ``x64``, ``batches``, ``batch_size``).
 
     Returns variables over (``width``, ``depth``, ``seed``, ``step``) — see :data:`VARIABLES` —
     plus ``mean_cosine`` over (``width``, ``depth``) (mean over seeds and steps, converged steps
     only), the coordinate ``L_over_N`` and, when $s-1$ is defined, the log–log slope of the
     per-cell mean $s-1$ against $L/N$ (attr ``rescaling_slope``; the theory says 1).
     """
+    fixed = task.fixed_batch("train") if hasattr(task, "fixed_batch") else task
+    options.setdefault("batch_size", int(np.shape(fixed[0])[0]))
     cfg = CompareConfig(**options)
     if cfg.model != "mlp":
         raise ConfigError(f"compare_pc_bp compares feed-forward models; for model {cfg.model!r} use compare_pc_bptt")
@@ -285,7 +323,9 @@ def compare_pc_bp(
     if min(depths) < 2:
         raise ConfigError(f"depths must be at least 2, got {min(depths)}")
     seeds = _seed_list(seeds)
-    x, y = task.fixed_batch("train") if hasattr(task, "fixed_batch") else task
+    x, y = task.stream_pool() if cfg.batches == "stream" and hasattr(task, "stream_pool") else fixed
+    if cfg.batches == "stream" and np.shape(x)[0] < cfg.batch_size:
+        raise ConfigError(f"batch_size {cfg.batch_size} is larger than the pool to stream from ({np.shape(x)[0]} samples)")
     dtype = jnp.float64 if cfg.x64 else jnp.float32
     with _precision(cfg):
         xj, yj = jnp.asarray(x, dtype), jnp.asarray(np.reshape(y, (np.shape(y)[0], -1)), dtype)
@@ -389,7 +429,8 @@ def _grid(cell, widths, second, seeds, steps, symbol, progress):
                 cos = np.asarray(out["cosine"], np.float64)
                 data["cosine_unconverged"][i, j, k] = cos
                 data["cosine"][i, j, k] = np.where(conv, cos, np.nan)
-                for name in ("loss_pc", "loss_bp", "energy", "s_minus_1", "s_max_minus_1", "inference_steps", "activity_distance"):
+                for name in ("loss_pc", "loss_bp", "energy", "s_minus_1", "s_max_minus_1", "inference_steps",
+                             "activity_distance", "grad_norm_pc", "grad_norm_bp"):
                     data[name][i, j, k] = np.asarray(out[name], np.float64)
                 data["converged"][i, j, k] = conv
                 data["loss_over_energy"][i, j, k] = np.asarray(out["loss_pc"], np.float64) / np.asarray(out["energy"], np.float64)
@@ -481,14 +522,15 @@ def _dataset(data, seconds, widths, second, seeds, cfg, task_name: str, axis: Gr
     slope, intercept = rescaling_slope(ds)
     slope_max, _ = rescaling_slope(ds, "s_max_minus_1")
     n_unconverged = int((~ds["converged"].values).sum())
+    n_vanishing = int((ds["grad_norm_pc"] * ds["grad_norm_bp"] <= COSINE_EPS).sum())
     config = dataclasses.asdict(cfg)
-    unused = ("alpha", "residual") if cfg.model == "rnn" else ("gain", "batch_size")
+    unused = ("alpha", "residual", "batches") if cfg.model == "rnn" else ("gain",)
     config = {k: v for k, v in config.items() if v is not None and k not in unused}
     if cfg.model == "rnn":
         ds.attrs.update(model="rnn-param", gain=float(cfg.gain), batch_size=cfg.batch_size)
     else:
         ds.attrs.update(model="mlp", alpha=float(ffmodels.parameterisation(cfg.param, alpha=cfg.alpha).alpha),
-                        residual=int(cfg.residual))
+                        residual=int(cfg.residual), batches=cfg.batches, batch_size=cfg.batch_size)
     ds.attrs.update(
         dynlab_version=dynlab.__version__,
         analysis="pc-bptt" if cfg.model == "rnn" else "pc-bp",
@@ -505,5 +547,6 @@ def _dataset(data, seconds, widths, second, seeds, cfg, task_name: str, axis: Gr
         rescaling_intercept=intercept,
         rescaling_max_slope=slope_max,
         n_unconverged=n_unconverged,
+        n_vanishing_gradients=n_vanishing,
     )
     return ds

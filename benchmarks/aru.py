@@ -26,7 +26,18 @@ Measured (2-core CPU, batch 64, paper size): RNN+γ 1.01 s/step, ARUN 12.7 s/ste
 and 18.0 s/step plain; ratio 12.6x against 7.55x from FLOPs and 10.4x with the elementwise costs
 counted (tanh = 94 matmul FLOPs here). The controllers' work is elementwise passes over
 $[B, N_h, N_g]$ arrays (tanh and its derivative, the read-outs' outer products) and matmuls with
-inner dimension $N_g = 50$, which is why the ratio exceeds the FLOP count. Run: ``python benchmarks/aru.py [--steps 3] [--batch 64] [--hidden 400] [--n-g 50]``.
+inner dimension $N_g = 50$, which is why the ratio exceeds the FLOP count.
+
+Where the time goes (2026-11-23, T = 196, same sizes otherwise): ratio 11.5x (7.55x FLOPs, 12.3x
+with tanh = 140 matmul FLOPs). The ARUN's throughput per sample hardly depends on the batch
+(25.6 / 25.0 / 23.6 samples/s at batch 8 / 16 / 64) while the RNN+γ's grows with it
+(237 / 201 / 273), so the ratio is 9.3x / 8.0x / 11.5x: the controllers' per-step state,
+$B N_h N_g$ floats (5 MB at batch 64), does not fit in a core's 1 MB L2 cache, the RNN+γ's does.
+In a controller-only scan the backward pass costs 10x the forward (13.4 vs 1.3 ms per time
+step); a hand-written VJP of the controller step saves 8% (12.3 ms), the weight-gradient
+$g^\top \delta$ (contraction over $B N_h = 25{,}600$) runs at ~70 GFLOP/s, and neither XLA's
+XNNPACK/oneDNN paths nor keeping freed memory mapped (glibc ``MALLOC_*``) changed the train
+step. Run: ``python benchmarks/aru.py [--steps 3] [--batch 64] [--hidden 400] [--n-g 50]``.
 """
 
 import argparse

@@ -64,7 +64,12 @@ def compare():
 @click.option("--task", "task_name", default=None,
               help="mlp: toy (x in R^40, 20 samples, y = +-1) or mnist (one fixed batch of 64 digits, synthetic if "
                    "absent) [default: mnist]; rnn: a sequence task with a length, e.g. adding [default: adding].")
-@click.option("--batch-size", default=None, help="rnn: size of each length's fixed batch (default 32).")
+@click.option("--batches", type=click.Choice(["fixed", "stream"]), default="fixed", show_default=True,
+              help="mlp: train on the task's one fixed batch, or on a stream of fresh batches from the MNIST pool "
+                   "(batch t at step t; the paper's image runs).")
+@click.option("--batch-size", default=None,
+              help="rnn: size of each length's fixed batch (default 32); mlp with --batches stream: size of each "
+                   "streamed batch (default: the task's batch, 64).")
 @click.option("--steps", default="100", show_default=True, help="Training steps.")
 @click.option("--seeds", default="3", show_default=True, help="Number of seeds (weight initialisations).")
 @click.option("--energy", type=click.Choice(["closed-form", "inference"]), default="closed-form", show_default=True,
@@ -84,12 +89,13 @@ def compare():
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Dataset file (.nc); figures go next to it. Default: runs/compare-pc-bp-<time>/pc_bp.nc.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar; print only the summary.")
-def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips, activation, task_name, batch_size,
-          steps, seeds, energy, inference, inference_steps, activity_optimizer, beta, rtol, atol, optimizer, lr, x64,
+def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips, activation, task_name, batches,
+          batch_size, steps, seeds, energy, inference, inference_steps, activity_optimizer, beta, rtol, atol, optimizer, lr, x64,
           data_dir, out, quiet):
     """PC vs BP gradients across width x depth (or x sequence length): cosine, s - 1, L/F*, loss curves.
 
-    PC and BP train as separate runs from identical weights on one fixed batch; every step records
+    PC and BP train as separate runs from identical weights on one fixed batch (or, with --batches
+    stream, on the same stream of fresh MNIST batches); every step records
     the cosine of their gradients, both losses, the PC energy and s(theta) - 1. Writes an xarray
     dataset (dims width, depth, seed, step) and three figures: the cosine heat map, s - 1 against
     L/N (log-log), and the loss curves. With --model rnn the network is an RNN under the same
@@ -116,15 +122,19 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
         lr=_number("--lr", lr), x64=x64,
     )
     if recurrent:
-        _only("mlp", depths=depths, alpha=alpha)
+        _only("mlp", depths=depths, alpha=alpha, batches=None if batches == "fixed" else batches)
         second = int_list("--lengths", "2,8,32" if lengths is None else lengths)
         options.update(gain=1.0 if gain is None else _number("--gain", gain),
                        batch_size=32 if batch_size is None else _number("--batch-size", batch_size, int))
         task_name = "adding" if task_name is None else task_name
     else:
-        _only("rnn", lengths=lengths, gain=gain, batch_size=batch_size)
+        _only("rnn", lengths=lengths, gain=gain)
+        if batch_size is not None and batches == "fixed":
+            raise ConfigError("--batch-size applies to --model rnn, or to --model mlp with --batches stream")
         second = int_list("--depths", "2,4,8" if depths is None else depths)
-        options.update(alpha=_number("--alpha", alpha), residual=skips)
+        options.update(alpha=_number("--alpha", alpha), residual=skips, batches=batches)
+        if batch_size is not None:
+            options.update(batch_size=_number("--batch-size", batch_size, int))
         task_name = "mnist" if task_name is None else task_name
         if task_name not in TASKS:
             raise ConfigError(f"unknown task {task_name!r} for --model mlp; valid: {', '.join(sorted(TASKS))}")
@@ -173,6 +183,10 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
     if ds.attrs["n_unconverged"]:
         click.echo(f"warning: inference did not converge at {ds.attrs['n_unconverged']} of {ds['converged'].size} "
                    "steps; their cosines are excluded (NaN in 'cosine', kept in 'cosine_unconverged')", err=True)
+    if ds.attrs["n_vanishing_gradients"]:
+        click.echo(f"warning: at {ds.attrs['n_vanishing_gradients']} steps the product of the PC and BP gradient norms "
+                   "was below 1e-10 (the network fits its batch); their cosine is set to 0 (the public code's "
+                   "convention): see grad_norm_pc, grad_norm_bp", err=True)
     click.echo(f"dataset: {nc}\nfigures: " + ", ".join(str(p) for p in figs.values()))
 
 

@@ -62,6 +62,8 @@ def test_unconverged_inference_is_flagged_not_used(tmp_path):
         (["--activation", "tanh"], ["closed-form' needs a linear network"]),
         (["--out", "x.txt"], ["--out must name a .nc file"]),
         (["--gamma0", "0"], ["gamma0 must be a positive number"]),
+        (["--batches", "stream"], ["one fixed batch", "pc-mnist"]),
+        (["--batch-size", "8"], ["--batch-size applies to --model rnn, or to --model mlp with --batches stream"]),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(extra, fragments, tmp_path):

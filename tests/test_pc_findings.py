@@ -64,11 +64,15 @@ def test_sp_cosine_does_not_approach_one(mnist):
 
 @pytest.mark.skipif(not os.environ.get("DYNLAB_DATA"), reason="DYNLAB_DATA is not set: needs the real MNIST batch "
                     "(on the synthetic digits the no-skip/skip gap at N = 64 is only ~0.05)")
-def test_no_skips_at_depth_32_breaks_down(mnist):
-    """At L = 32 the MLP (no skips) aligns much worse than the residual network of the same width.
+def test_no_skips_at_depth_32_align_worse_than_residual_at_small_width(mnist):
+    """At L = 32 and N = 64 the MLP (no skips) aligns much worse than the residual network.
 
-    Measured (100 steps): the MLP recovers with width (0.48, 0.66, 0.93, 0.99 at N = 16, 64, 256,
-    1024), unlike the paper's "breaks down at any width"; see the issue report.
+    Not the paper's "breaks down at any width" (Fig. A.7): measured over 100 steps the MLP
+    recovers with width (0.48, 0.66, 0.93, 0.99 at N = 16, 64, 256, 1024; the same with a fresh
+    batch each step). Over 1000 steps at N = 1024 its gradients stay aligned (cosine 0.98–0.997)
+    while the loss falls below 1e-6; the mean cosine drops to 0.72 only because from step ~720
+    the product of the two gradient norms is below 1e-10 and the public code's convention sets
+    the cosine to 0 there (``n_vanishing_gradients``). See the issue report.
     """
     ds = {skips: compare_pc_bp(mnist, [64], [32], 1, steps=20, residual=skips) for skips in (True, False)}
     res, mlp = (float(ds[s].mean_cosine.squeeze()) for s in (True, False))

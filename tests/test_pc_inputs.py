@@ -140,6 +140,66 @@ def test_mnist_task_reads_idx_files_and_falls_back(tmp_path, monkeypatch):
     assert t.source == "synthetic digits" and any("synthetic" in str(w.message) for w in caught)
 
 
+def test_streamed_batches_are_batch_t_at_step_t():
+    """``batches="stream"``: step t trains on rows tP .. tP + P - 1 of the pool (mod its size). Checked
+    against Adam steps taken by hand on those batches: the BP loss recorded at steps 1 and 2 (step 2's
+    batch wraps around the pool) and the cosine at step 0, which is the fixed-batch run's."""
+    import equinox as eqx
+
+    from dynlab.analyses.pc_bp import CompareConfig, make_model, run_cell
+    from dynlab.rules.bp import bp_grads
+
+    P, n = 4, 10
+    x = jax.random.normal(jax.random.key(1), (n, 6))
+    y = jax.random.normal(jax.random.key(2), (n, 2))
+    cfg = CompareConfig(steps=3, batches="stream", batch_size=P, residual=False)
+    model = make_model(cfg, 8, 3, 6, 2, seed=0)
+    out = run_cell(model, x, y, cfg)
+    fixed = run_cell(model, x[:P], y[:P], CompareConfig(steps=1, residual=False))
+    np.testing.assert_allclose(out["cosine"][0], fixed["cosine"][0], rtol=1e-6)
+
+    optimizer = ffmodels.optimizer(model, "adam", cfg.base_lr)
+    params, static = eqx.partition(model, eqx.is_inexact_array)
+    state = optimizer.init(params)
+    for t, rows in enumerate(([0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 0, 1])):
+        loss, grads = bp_grads(eqx.combine(params, static), x[jnp.array(rows)], y[jnp.array(rows)])
+        np.testing.assert_allclose(out["loss_bp"][t], loss, rtol=1e-5)
+        updates, state = optimizer.update(eqx.filter(grads, eqx.is_inexact_array), state, params)
+        params = eqx.apply_updates(params, updates)
+    assert len(set(np.asarray(out["loss_bp"]).round(6).tolist())) == 3  # three different batches
+
+    with pytest.raises(ConfigError, match="batches 'stream' applies to feed-forward models"):
+        CompareConfig(model="rnn", batches="stream")
+    with pytest.raises(ConfigError, match="unknown batches 'epochs'"):
+        CompareConfig(batches="epochs")
+
+
+def test_vanishing_gradients_are_counted_and_their_cosine_is_zero():
+    """A batch the initial network fits exactly (y = f(x)) has zero residual, so both gradients are 0
+    (BP: J^T r; closed-form PC: F* = r^T S^-1 r): the cosine takes the public code's value 0, the
+    norms are recorded, and the dataset counts those steps."""
+    from dynlab.analyses.pc_bp import CompareConfig, compare_pc_bp, make_model
+
+    x = jax.random.normal(jax.random.key(0), (6, 5))
+    y = make_model(CompareConfig(), 8, 3, 5, 2, seed=0)(x)
+    ds = compare_pc_bp((x, y), [8], [3], [0], steps=2)
+    assert float(ds.grad_norm_bp[0, 0, 0, 0]) < 1e-6 and float(ds.grad_norm_pc[0, 0, 0, 0]) < 1e-6
+    assert float(ds.cosine[0, 0, 0, 0]) == 0.0 and ds.attrs["n_vanishing_gradients"] >= 1
+    ds = compare_pc_bp((x, y + 1.0), [8], [3], [0], steps=2)
+    assert ds.attrs["n_vanishing_gradients"] == 0 and float(ds.grad_norm_bp.min()) > 1e-3
+
+
+def test_mnist_pool_starts_with_the_fixed_batch():
+    t = dynlab.build("task", "pc-mnist", source="synthetic", batch=8)
+    pool_x, pool_y = t.stream_pool()
+    x, y = t.fixed_batch()
+    assert pool_x.shape[0] == 31 * 8  # 32 synthetic batches, less the test batch
+    np.testing.assert_array_equal(np.asarray(pool_x[:8]), np.asarray(x))
+    np.testing.assert_array_equal(np.asarray(pool_y[:8]), np.asarray(y))
+    x_test, _ = t.fixed_batch("test")
+    assert not (np.abs(np.asarray(pool_x)[:, None] - np.asarray(x_test)[None]).sum(-1) == 0).any()  # disjoint
+
+
 @pytest.mark.skipif(not os.environ.get("DYNLAB_DATA"), reason="DYNLAB_DATA is not set (real MNIST files)")
 def test_real_mnist_batch():
     t = dynlab.build("task", "pc-mnist", source="file")

@@ -1,10 +1,11 @@
 """Fixed-batch feed-forward tasks of the PC width/depth study (Innocenti et al., §A.8).
 
-Both hold one fixed set of samples (the paper trains on one fixed batch): ``batch(key, n)``
-returns the first ``n`` samples of the split (wrapping around if ``n`` exceeds the pool) and
-ignores ``key``. Inputs come as ``x[n, 1, D]`` and targets as ``y[n, 1, d_out]`` (one "time
-step"), so the sequence trainer and ``Rule.evaluate`` work unchanged; :meth:`fixed_batch` gives
-the flat ``[P, D]``, ``[P, d_out]`` arrays the PC–BP comparison uses.
+Both hold one fixed set of samples: ``batch(key, n)`` returns the first ``n`` samples of the
+split (wrapping around if ``n`` exceeds the pool) and ignores ``key``. Inputs come as
+``x[n, 1, D]`` and targets as ``y[n, 1, d_out]`` (one "time step"), so the sequence trainer and
+``Rule.evaluate`` work unchanged; :meth:`~FixedBatchTask.fixed_batch` gives the flat ``[P, D]``,
+``[P, d_out]`` arrays the PC–BP comparison uses. ``pc-mnist`` also offers a stream of batches
+(:meth:`MNISTBatchTask.stream_pool`), as the paper's image runs draw a new batch each step.
 """
 
 from __future__ import annotations
@@ -43,6 +44,11 @@ class FixedBatchTask(Task):
     def fixed_batch(self, split: str = "train") -> tuple[Array, Array]:
         """The whole fixed batch of ``split``: ``(x[P, D], y[P, d_out])``."""
         return (self.x_train, self.y_train) if split == "train" else (self.x_test, self.y_test)
+
+    def stream_pool(self) -> tuple[Array, Array]:
+        """Training samples to stream fresh batches from: ``(x[n, D], y[n, d_out])`` (tasks that have more than one batch)."""
+        raise ConfigError(f"task {type(self).__name__} has one fixed batch and no pool to stream batches from; "
+                          "streaming needs the MNIST task (pc-mnist)")
 
     def describe(self) -> str:
         return f"{type(self).__name__} (P={self.x_train.shape[0]}, D={self.input_size}, loss {self.loss}, {self.source})"
@@ -87,18 +93,29 @@ def synthetic_digits(key, n: int) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(pix * 255).astype(np.uint8), np.asarray(labels)
 
 
+SYNTHETIC_BATCHES = 32
+"""Size of the synthetic stand-in for MNIST, in batches (test batch included)."""
+
+
 @register("task", "pc-mnist", "PC fixed MNIST batch: 64 images, one-hot targets, MSE (synthetic if files absent)")
 class MNISTBatchTask(FixedBatchTask):
     r"""One fixed batch of MNIST digits with one-hot targets and MSE (the paper's Fig. 1 setting).
 
-    ``batch`` images are drawn (seeded by ``seed``) from the data directory's MNIST split
-    (:func:`load_mnist_split`); another disjoint ``batch`` images form the test split. Pixels are
-    scaled to $[0, 1]$ and standardised with the usual MNIST mean 0.1307 and std 0.3081.
+    The images of the data directory's MNIST split (:func:`load_mnist_split`) are put in a seeded
+    random order (``seed``); the first ``batch`` of them are the fixed training batch, the next
+    ``batch`` the test split, and the training batch followed by all the images after the test
+    split form the training pool. Pixels are scaled
+    to $[0, 1]$ and standardised with the usual MNIST mean 0.1307 and std 0.3081.
+    :meth:`stream_pool` gives the whole training pool, in that order, for runs that draw a fresh
+    batch each step (the paper's image runs train on a stream of batches, §A.8).
 
     ``source``: ``file`` (the data files must exist), ``synthetic`` (generated digits-like data,
     :func:`synthetic_digits`), or ``auto`` (the files if present, else synthetic with a
     warning). Chance (dynlab ``mse`` of predicting 1/10 everywhere): 0.09.
     """
+
+    pool_pixels: Array
+    pool_labels: Array
 
     def __init__(self, *, batch: int = 64, seed: int = 0, source: Literal["auto", "file", "synthetic"] = "auto",
                  data_dir: str | None = None):
@@ -117,14 +134,23 @@ class MNISTBatchTask(FixedBatchTask):
                     raise
                 warnings.warn(f"MNIST files not found, using synthetic digits instead ({e})", RuntimeWarning, stacklevel=2)
         if images is None:
-            images, labels = synthetic_digits(jax.random.fold_in(key, 1), 2 * batch)
+            images, labels = synthetic_digits(jax.random.fold_in(key, 1), SYNTHETIC_BATCHES * batch)
             where = "synthetic digits"
         if images.shape[0] < 2 * batch:
             raise ConfigError(f"task.batch = {batch} needs {2 * batch} images, the data has {images.shape[0]}")
-        order = np.asarray(jax.random.permutation(key, images.shape[0]))[: 2 * batch]
-        x = (images[order].astype(np.float32) / 255.0 - MNIST_MEAN) / MNIST_STD
-        y = np.eye(10, dtype=np.float32)[labels[order]]
-        self.x_train, self.y_train = jnp.asarray(x[:batch]), jnp.asarray(y[:batch])
-        self.x_test, self.y_test = jnp.asarray(x[batch:]), jnp.asarray(y[batch:])
+        order = np.asarray(jax.random.permutation(key, images.shape[0]))
+        test, pool = order[batch:2 * batch], np.concatenate([order[:batch], order[2 * batch:]])
+        self.pool_pixels, self.pool_labels = jnp.asarray(images[pool]), jnp.asarray(labels[pool])
+        self.x_train, self.y_train = self._standardise(images[pool[:batch]], labels[pool[:batch]])
+        self.x_test, self.y_test = self._standardise(images[test], labels[test])
         self.input_size, self.output_size, self.length = 784, 10, 1
         self.loss, self.chance, self.source = "mse", 0.09, where
+
+    @staticmethod
+    def _standardise(pixels, labels) -> tuple[Array, Array]:
+        x = (jnp.asarray(pixels, jnp.float32) / 255.0 - MNIST_MEAN) / MNIST_STD
+        return x, jax.nn.one_hot(jnp.asarray(labels), 10, dtype=jnp.float32)
+
+    def stream_pool(self) -> tuple[Array, Array]:
+        """The training pool, standardised: ``(x[n, 784], y[n, 10])``; its first ``batch`` rows are :meth:`fixed_batch`."""
+        return self._standardise(self.pool_pixels, self.pool_labels)
