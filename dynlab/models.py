@@ -120,15 +120,20 @@ class SequenceModel(eqx.Module):
         state = self.init_state() if state is None else state
         drives = jnp.zeros(xs.shape[0], xs.dtype) if drive is None else jnp.asarray(drive)
 
-        def body(model, s, inp):
-            u, d = inp
-            s, y = model._step(s, u, d)
-            return s, ((y, s) if keep_states else y)
-
-        # the input-only part of the first layer for all steps at once, outside the time loop
-        us = jax.vmap(self.project_input)(xs)
+        # layer by layer (the stack is feed-forward between layers): each layer's input-only part
+        # for all steps at once, outside its time loop, then the layer's loop (Cell.run_sequence)
         scan = checkpointed_scan if self.remat else plain_scan
-        return scan(body, self, state, (us, drives))[1]
+        us = jax.vmap(self.project_input)(xs)
+        states = []
+        for i, (cell, s) in enumerate(zip(self.cells, state)):
+            if i:
+                us = jax.vmap(cell.project_input)(us)
+            us = cell.run_sequence(s, us, drives, scan, keep_states)
+            if keep_states:
+                us, s = us
+                states.append(s)
+        ys = jax.vmap(self.readout)(us)
+        return (ys, tuple(states)) if keep_states else ys
 
     def trajectory(self, xs: Array, drive: Array | None = None, state: tuple | None = None):
         """Run ``xs[T, input_size]``; return ``(ys[T, output_size], states)``.

@@ -1,4 +1,4 @@
-"""The paper's findings at reduced size (full size: `benchmarks/pc_grid.py`, `dynlab compare pc-bp`).
+"""The paper's findings at reduced size (full size: `dynlab run pc-width-depth`, `benchmarks/pc_grid.py`).
 
 Linear residual networks, mean-field, α = 1/2, one fixed MNIST batch (synthetic digits when
 DYNLAB_DATA has no MNIST), Adam, closed-form PC energy, float32 — as in the paper's Fig. 1/3 but
@@ -87,3 +87,22 @@ def test_nonlinear_tanh_residual_aligns_at_width(mnist):
     assert ds.converged.values.all()
     cos = ds.mean_cosine.sel(depth=4).values
     assert cos[1] >= 0.95 and cos[1] > cos[0]
+
+
+def test_scenario_writes_each_comparison_and_its_verdicts(tmp_path):
+    """``dynlab run pc-width-depth`` at toy size: each comparison's dataset is the one compare_pc_bp
+    gives directly, and the verdicts are computed from them (slope, widest SP cosine, best deep MLP)."""
+    from dynlab.scenarios.pc_width_depth import run_pc_width_depth
+
+    out = run_pc_width_depth(tmp_path, task="toy", widths=[4, 16], depths=[2, 3], sp_widths=[4], sp_depth=2,
+                             mlp_widths=[4], mlp_depths=[3], seeds=1, steps=2)
+    toy = dynlab.build("task", "pc-toy")
+    direct = compare_pc_bp(toy, [4, 16], [2, 3], 1, steps=2, param="mf", alpha=0.5, residual=True)
+    np.testing.assert_array_equal(out["mf-residual"].cosine.values, direct.cosine.values)
+    f = out["findings"]
+    assert f.value.values[2] == direct.attrs["rescaling_slope"]
+    assert f.value.values[3] == float(out["sp-mlp"].mean_cosine.squeeze())
+    assert f.value.values[4] == float(out["mf-mlp"].mean_cosine.squeeze())
+    assert np.isnan(f.value.values[0]) and not f.holds.values[0]  # no N >= 512 cells in this grid
+    names = {p.name for p in tmp_path.iterdir()}
+    assert {"findings.nc", "mf-residual.nc", "sp-mlp.nc", "mf-mlp.nc", "mf-mlp_cosine.png"} <= names

@@ -46,8 +46,8 @@ class Cell(eqx.Module):
     def project_input(self, x: Array) -> Array:
         """The part of a step that depends on the input ``x_t`` alone (default: ``x`` itself).
 
-        :class:`~dynlab.models.SequenceModel` evaluates it for all time steps of the first layer
-        at once, before its time loop (one large matrix product instead of one small one per step,
+        :class:`~dynlab.models.SequenceModel` evaluates it for all time steps of a layer at
+        once, before the layer's time loop (one large matrix product instead of one small one per step,
         for units that project their input, e.g. the ELM neuron's synaptic routing), and then
         calls :meth:`step_projected`. ``cell(state, x)`` must equal
         ``cell.step_projected(state, cell.project_input(x))``.
@@ -57,6 +57,22 @@ class Cell(eqx.Module):
     def step_projected(self, state: PyTree, u: Array, *, drive: Array | None = None) -> tuple[PyTree, Array]:
         """One step from the projected input ``u = project_input(x)`` (default: ``__call__``)."""
         return self(state, u, drive=drive)
+
+    def run_sequence(self, state: PyTree, us: Array, drives: Array, scan, keep_states: bool):
+        """The layer over a whole sequence: from the projected inputs ``us`` (:meth:`project_input` of
+        every step, leading axis ``T``) and the per-step ``drives``, the outputs ``[T, output_size]``
+        and, with ``keep_states``, ``(outputs, states after every step)``.
+
+        ``scan(body, cell, carry, xs)`` is the time loop to use (:func:`dynlab.models.plain_scan` or
+        the checkpointed one). Default: :meth:`step_projected` in that loop. A unit may override it
+        to take work that does not feed back out of the loop (:meth:`dynlab.units.elm_net.ElmNet.run_sequence`);
+        the result must equal stepping.
+        """
+        def body(cell, s, inp):
+            s, y = cell.step_projected(s, inp[0], drive=inp[1])
+            return s, ((y, s) if keep_states else y)
+
+        return scan(body, self, state, (us, drives))[1]
 
     def recurrent_matrices(self) -> dict[str, Array]:
         """The unit's square recurrent weight matrices by name (a vector means a diagonal one).
