@@ -23,10 +23,12 @@ the batch); its synaptic wiring is a matrix product with the effective weight ma
 (the paper's formulation, same numbers) to separate the two.
 Needs the ``bench`` extra (``pip install -e .[bench]``, torch 2.13.0).
 
-Measured (2-core CPU, this script, 2026-11-23): ``elm`` 17.7 ms/step vs PyTorch 220.5 ms/step,
-**12.4x** (before the sequence model computed the first layer's input projection for all steps
-outside its time loop, ``Cell.project_input``: 42.5 ms/step, 5.4x); ``elm-net`` 1011 ms/step vs
-3195 ms/step, **3.2x** (2.6x before). The ``elm-net`` step is bound by its backward pass (4.7x the
+Measured (2-core CPU, this script, ``--steps 5``, 2026-11-23): ``elm`` 17.6 ms/step vs PyTorch
+220.9 ms/step, **12.5x** (before the sequence model computed the first layer's input projection
+for all steps outside its time loop, ``Cell.project_input``: 42.5 ms/step, 5.4x); ``elm-net``
+847 ms/step vs 3031 ms/step, **3.6x** (2.6x, then 3.2x at 1011 ms/step before the read-out
+layer's branch sums moved out of the time loop, ``ElmNet.run_sequence``; an A/B of that change in
+one session: 1015 -> 790 ms/step). The ``elm-net`` step is bound by its backward pass (~3.5x the
 forward): reverse-mode ``lax.scan`` accumulates the recurrent weights' gradient
 sum_t h_{t-1}^T delta_t one rank-8 (batch) update of a ``[N, N d_tree]`` matrix per step,
 a memory-bound pass over 2.6M entries each step; building the effective weight matrix is not the
