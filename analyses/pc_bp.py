@@ -21,12 +21,12 @@ Where the paper is silent: seeds vary the weight initialisation only (the task's
 its stream, is the same for every seed and cell); both runs use the same optimiser with the
 parameterisation's per-layer rates (:func:`dynlab.ffmodels.learning_rates`).
 
-**Batches.** ``batches="fixed"`` (default) trains on the task's one fixed batch, as the toy
-task and our Fig. 1 reproduction do. ``batches="stream"`` draws batch $t$ at step $t$ from the
+**Batches.** ``batches="fixed"`` (default) trains on the task's one fixed batch, as the paper's
+public code does (jpc ``experiments/limits_paper/train.py`` takes the first batch of 64 of its
+loader and trains on it throughout). ``batches="stream"`` draws batch $t$ at step $t$ from the
 task's training pool (:meth:`~dynlab.tasks.pc_tasks.MNISTBatchTask.stream_pool`: rows
 $tP, \dots, tP + P - 1$ modulo the pool size, the pool in its seeded order, the same order every
-epoch), as the paper's image runs train on a stream of batches (§A.8, batch size 64). Step 0's
-batch is the fixed batch. With a stream, the recorded losses, energy and $s - 1$ are those of the
+epoch). Step 0's batch is the fixed batch. With a stream, the recorded losses, energy and $s - 1$ are those of the
 step's batch. Streaming matters for long runs: on one fixed batch the networks eventually
 interpolate it, and both gradients shrink towards zero.
 

@@ -65,8 +65,8 @@ def compare():
               help="mlp: toy (x in R^40, 20 samples, y = +-1) or mnist (one fixed batch of 64 digits, synthetic if "
                    "absent) [default: mnist]; rnn: a sequence task with a length, e.g. adding [default: adding].")
 @click.option("--batches", type=click.Choice(["fixed", "stream"]), default="fixed", show_default=True,
-              help="mlp: train on the task's one fixed batch, or on a stream of fresh batches from the MNIST pool "
-                   "(batch t at step t; the paper's image runs).")
+              help="mlp: train on the task's one fixed batch (as the paper's code does), or on a stream of fresh "
+                   "batches from the MNIST pool (batch t at step t).")
 @click.option("--batch-size", default=None,
               help="rnn: size of each length's fixed batch (default 32); mlp with --batches stream: size of each "
                    "streamed batch (default: the task's batch, 64).")

@@ -4,8 +4,8 @@ Both hold one fixed set of samples: ``batch(key, n)`` returns the first ``n`` sa
 split (wrapping around if ``n`` exceeds the pool) and ignores ``key``. Inputs come as
 ``x[n, 1, D]`` and targets as ``y[n, 1, d_out]`` (one "time step"), so the sequence trainer and
 ``Rule.evaluate`` work unchanged; :meth:`~FixedBatchTask.fixed_batch` gives the flat ``[P, D]``,
-``[P, d_out]`` arrays the PC–BP comparison uses. ``pc-mnist`` also offers a stream of batches
-(:meth:`MNISTBatchTask.stream_pool`), as the paper's image runs draw a new batch each step.
+``[P, d_out]`` arrays the PC–BP comparison uses. ``pc-mnist`` also offers a pool to stream
+fresh batches from (:meth:`MNISTBatchTask.stream_pool`).
 """
 
 from __future__ import annotations
@@ -107,7 +107,8 @@ class MNISTBatchTask(FixedBatchTask):
     split form the training pool. Pixels are scaled
     to $[0, 1]$ and standardised with the usual MNIST mean 0.1307 and std 0.3081.
     :meth:`stream_pool` gives the whole training pool, in that order, for runs that draw a fresh
-    batch each step (the paper's image runs train on a stream of batches, §A.8).
+    batch each step. (The paper, §A.8, says "batch size 64"; its public code trains on the first
+    batch of its loader only, as the fixed batch does.)
 
     ``source``: ``file`` (the data files must exist), ``synthetic`` (generated digits-like data,
     :func:`synthetic_digits`), or ``auto`` (the files if present, else synthetic with a
