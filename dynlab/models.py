@@ -100,19 +100,16 @@ class SequenceModel(eqx.Module):
         ``drive`` (scalar, or per-neuron when all layers have the same width) is added to the
         pre-activation of every neuron of every layer.
         """
-        return self._step(state, self.project_input(x), drive)
+        h = x if self.encoder is None else self.encoder(x)
+        new_state = []
+        for cell, s in zip(self.cells, state):
+            s, h = cell(s, h, drive=drive)
+            new_state.append(s)
+        return tuple(new_state), self.readout(h)
 
     def project_input(self, x: Array) -> Array:
         """The first layer's projected input (:meth:`~dynlab.units.base.Cell.project_input`) of ``x_t``."""
         return self.cells[0].project_input(x if self.encoder is None else self.encoder(x))
-
-    def _step(self, state: tuple, u: Array, drive: Array | None) -> tuple[tuple, Array]:
-        """:meth:`step` from the first layer's projected input ``u``."""
-        new_state = []
-        for i, (cell, s) in enumerate(zip(self.cells, state)):
-            s, u = cell.step_projected(s, u, drive=drive) if i == 0 else cell(s, u, drive=drive)
-            new_state.append(s)
-        return tuple(new_state), self.readout(u)
 
     def _run(self, xs: Array, drive: Array | None, state: tuple | None, keep_states: bool):
         if xs.ndim != 2 or xs.shape[1] != self.input_size:

@@ -4,8 +4,8 @@ Three PC-vs-BP comparisons (:func:`dynlab.analyses.pc_bp.compare_pc_bp`: separat
 from identical weights, closed-form equilibrated energy, Adam, one fixed MNIST batch of 64):
 
 * ``mf-residual`` — the paper's Fig. 1/3 grid: linear residual networks, mean-field, α = 1/2,
-  N ∈ {2, 8, 32, 128, 512, 2048} × L ∈ {2, 4, 8, 16, 32} × 3 seeds × 100 steps (~32 min of the
-  ~40 on 2 cores; the N = 2048, L = 32 cell alone ~17 min);
+  N ∈ {2, 8, 32, 128, 512, 2048} × L ∈ {2, 4, 8, 16, 32} × 3 seeds × 100 steps (most of the run's
+  35 min on 2 CPU cores, measured);
 * ``sp-mlp`` — the standard parameterisation, linear MLP, L = 5 (Figs. A.19/A.20);
 * ``mf-mlp`` — mean-field MLPs without skips at L = 8 and 32 (Fig. A.7).
 
