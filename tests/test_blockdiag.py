@@ -49,10 +49,17 @@ def test_fast_paths_equal_step_scan(unit):
     np.testing.assert_allclose(cell.scan_layers(xs, drive), ref, atol=tol)
 
 
-def test_diagonal_net_against_numpy_equations():
-    """Nets 3-5, Eqs. 3, 5-7 written out with explicit loops over features and taus."""
-    cell = small("sith-rnn", input_weight="decay")
+@pytest.mark.parametrize("hidden_input", ["pulse", "hold"])
+def test_diagonal_net_against_numpy_equations(hidden_input):
+    """Nets 3-5, Eqs. 3, 5-7 written out with explicit loops over features and taus.
+
+    ``"hold"``: layers 2, 3 integrate the leaky kernel ``a e^{-u/tau}`` over each step, here by
+    numerical quadrature (scipy), so the closed form in the code is checked too."""
+    from scipy.integrate import quad
+
+    cell = small("sith-rnn", input_weight="decay", hidden_input=hidden_input)
     a = np.exp(-1 / cell.taus)
+    held = np.array([quad(lambda u, tau=tau: np.exp(-u / tau), 0, 1)[0] for tau in cell.taus]) * a
     m = np.asarray(cell.motif) - np.asarray(cell.motif).mean()
     L = np.zeros((6, 6))
     for i in range(6):
@@ -67,7 +74,7 @@ def test_diagonal_net_against_numpy_equations():
         u = xs[t]
         for l in range(3):
             for f in range(3):
-                h[l, f] = a * h[l, f] + a * u[f]
+                h[l, f] = a * h[l, f] + (held if l and hidden_input == "hold" else a) * u[f]
             lh = h[l] @ L.T
             u = np.array([max(sum(g[o, b] * lh[b, i] for b in range(3)) for i in range(6)) for o in range(3)])
         out.append(u)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dynlab.errors import ConfigError
-from dynlab.units.sith import SITH, causal_fft_conv, diagonal_scan, post_kernel, tau_grid
+from dynlab.units.sith import SITH, _fd_operator, causal_fft_conv, diagonal_scan, post_kernel, tau_grid
 
 
 def scan_memory(mem, f):
@@ -63,6 +63,37 @@ def test_fd_recurrence_approximates_post_filters_and_equals_its_filter_bank():
     # float32 finite differences of order k cancel digits (weights ~ (s/ds)^k): agreement to ~0.3%
     np.testing.assert_allclose(rec, ref, atol=5e-3 * np.abs(ref).max())
     np.testing.assert_allclose(mem.sequence(f), ref, atol=5e-3 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("method", ["cascade", "fd"])
+def test_held_input_kernels_integrate_the_filters_over_each_step(method):
+    """``hold``: the discrete kernel is the continuous filter integrated over each step (scipy quad
+    of the closed-form Post filter, or of the fd method's Laplace kernels), and the recurrence,
+    the filter bank and these kernels agree."""
+    from scipy.integrate import quad
+
+    k = 15 if method == "cascade" else 4
+    mem = SITH(1.0, 20.0, 6, k=k, method=method)
+    lags = np.arange(60)
+    if method == "cascade":
+        phi = lambda u, i: post_kernel(mem.taus[i : i + 1], k, [u])[0, 0]  # noqa: E731
+    else:
+        s, W = _fd_operator(*mem._key(), mem.fd_pad)
+        phi = lambda u, i: W[i] @ np.exp(-s * u)  # noqa: E731
+    ref = np.array([[quad(phi, n, n + 1, args=(i,), epsabs=1e-13)[0] for n in lags] for i in range(6)])
+    np.testing.assert_allclose(mem.kernels(lags, hold=True), ref, atol=1e-9 * np.abs(ref).max())
+    f = jax.random.normal(jax.random.key(3), (60, 2))
+
+    def body(state, x):
+        state = mem.step(state, x, hold=True)
+        return state, mem.read(state)
+
+    rec = np.asarray(jax.lax.scan(body, jnp.zeros(mem.state_shape(2)), f)[1])
+    conv = np.stack([[np.convolve(np.asarray(f[:, j], np.float64), ref[i])[:60] for i in range(6)] for j in range(2)])
+    conv = conv.transpose(2, 0, 1)
+    tol = (2e-5 if method == "cascade" else 5e-3) * np.abs(conv).max()  # fd: float32 cancellation, as above
+    np.testing.assert_allclose(rec, conv, atol=tol)
+    np.testing.assert_allclose(mem.sequence(f, hold=True), conv, atol=tol)
 
 
 @pytest.mark.parametrize("method", ["cascade", "fd"])

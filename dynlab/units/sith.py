@@ -40,6 +40,18 @@ evaluations of the same memory are provided (:class:`SITH`, parameter ``method``
   inputs. It equals the cascade to float rounding (tested), with no truncation of the filters
   (the reference code truncates at 3 τ_max).
 
+**Held inputs** (``hold=True`` in :meth:`SITH.step`, :meth:`SITH.sequence`, :meth:`SITH.kernels`):
+the above is exact for pulses at the step onsets (layer 1's one-hot symbols). A signal of
+continuous time known only at the steps (a deeper layer's input) is better taken as constant
+over each step $(t-1, t]$; the exact memory of such an input has the Post filter integrated over
+each step as its discrete kernel,
+$K_n = \int_n^{n+1}\Phi_{\tau^*}(u)\,du = P(k+1, s(n+1)) - P(k+1, s n)$ ($P$ = regularised lower
+incomplete gamma function; $\Phi$ is the Erlang density of shape $k+1$ and rate $s$). In the
+cascade only the input vector changes: a unit input held over one step leaves
+$P_j = \frac{s^{j+1}}{j!}\int_0^1 u^j e^{-su} du = P(j+1, s)$ instead of $s\,\delta_{j0}$; the
+transition matrix is the exact one-step propagation either way. For ``"fd"`` the Laplace
+integrators' input gain becomes $(1 - e^{-s})/s$.
+
 The $\tau^*$ range can be extended at evaluation time (:meth:`SITH.extend`): same ratio, more
 cells at the slow end, the first ``n_taus`` unchanged. SITHCon's weights are shared over τ
 (width-1 convolution, max over τ), so an extended SITHCon is the same trained network.
@@ -56,6 +68,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, PRNGKeyArray
+from scipy.special import gammainc
 
 from dynlab.errors import ConfigError, require_positive
 from dynlab.registry import register
@@ -139,6 +152,11 @@ def _cascade_matrices(tau_min, tau_max, n_taus, k):
         log = np.clip(d, 0, None)[None] * np.log(s)[:, None, None] - logfac[None] - s[:, None, None]
     A = np.where(d[None] >= 0, np.exp(log), 0.0)
     return A, s
+
+
+def _held_input(s: np.ndarray, k: int) -> np.ndarray:
+    r"""Cascade state ``[n, k+1]`` after a unit input held over one step: $P_j = P(j+1, s)$."""
+    return gammainc(np.arange(k + 1)[None, :] + 1.0, np.asarray(s, np.float64)[:, None])
 
 
 def causal_fft_conv(u: Array, kernel: Array) -> Array:
@@ -264,14 +282,17 @@ class SITH(eqx.Module):
             return (n_features, self.n_taus, self.k + 1)
         return (n_features, self.n_taus + 2 * self.fd_pad)
 
-    def step(self, state: Array, f: Array) -> Array:
-        """Advance by one step with input ``f[n_features]``; returns the new state."""
+    def step(self, state: Array, f: Array, hold: bool = False) -> Array:
+        """Advance by one step with input ``f[n_features]`` (a pulse, or ``hold``: held over the step)."""
         if self.method == "cascade":
             A, s = _cascade_matrices(*self._key())
             new = jnp.einsum("tjm,ftm->ftj", jnp.asarray(A, state.dtype), state)
+            if hold:
+                return new + jnp.asarray(_held_input(s, self.k), state.dtype)[None] * f[:, None, None]
             return new.at[:, :, 0].add(jnp.asarray(s, state.dtype)[None, :] * f[:, None])
         s, _ = _fd_operator(*self._key(), self.fd_pad)
-        return jnp.exp(-jnp.asarray(s, state.dtype))[None, :] * state + f[:, None]
+        gain = -np.expm1(-s) / s if hold else np.ones_like(s)
+        return jnp.exp(-jnp.asarray(s, state.dtype))[None, :] * state + jnp.asarray(gain, state.dtype)[None, :] * f[:, None]
 
     def read(self, state: Array) -> Array:
         r"""The time cells $\tilde f$ ``[n_features, n_taus]`` of a state."""
@@ -280,25 +301,32 @@ class SITH(eqx.Module):
         _, W = _fd_operator(*self._key(), self.fd_pad)
         return state @ jnp.asarray(W.T, state.dtype)
 
-    def kernels(self, lags) -> np.ndarray:
-        """The impulse responses ``[n_taus, len(lags)]`` this method realises (float64)."""
+    def kernels(self, lags, hold: bool = False) -> np.ndarray:
+        """The discrete kernels ``[n_taus, len(lags)]`` this method realises (float64): responses to
+        a unit pulse, or (``hold``) to a unit input held over one step."""
+        lags = np.asarray(lags, np.float64)
         if self.method == "cascade":
-            return post_kernel(self.taus, self.k, lags)
+            if not hold:
+                return post_kernel(self.taus, self.k, lags)
+            s = self.k / self.taus[:, None]
+            return gammainc(self.k + 1, s * np.maximum(lags + 1, 0)) - gammainc(self.k + 1, s * np.maximum(lags, 0))
         s, W = _fd_operator(*self._key(), self.fd_pad)
-        return W @ np.exp(-np.outer(s, np.asarray(lags, np.float64)))
+        gain = -np.expm1(-s) / s if hold else np.ones_like(s)
+        return W @ (gain[:, None] * np.exp(-np.outer(s, lags)))
 
-    def sequence(self, f: Array) -> Array:
+    def sequence(self, f: Array, hold: bool = False) -> Array:
         """Time cells for a whole input ``f[T, n_features]`` -> ``[T, n_features, n_taus]``.
 
-        ``"cascade"``: FFT convolution with the closed-form Post filters; ``"fd"``: Laplace by
-        ``associative_scan`` then the finite-difference weights.
+        ``"cascade"``: FFT convolution with the closed-form kernels (:meth:`kernels`); ``"fd"``:
+        Laplace by ``associative_scan`` then the finite-difference weights.
         """
         T = f.shape[0]
         if self.method == "cascade":
-            K = jnp.asarray(self.kernels(np.arange(T)), f.dtype)  # [n, T]
+            K = jnp.asarray(self.kernels(np.arange(T), hold), f.dtype)  # [n, T]
             return jax.vmap(lambda kern: causal_fft_conv(f, kern), out_axes=-1)(K)
         s, W = _fd_operator(*self._key(), self.fd_pad)
-        F = diagonal_scan(jnp.exp(-jnp.asarray(s, f.dtype)), jnp.broadcast_to(f[:, :, None], (T, f.shape[1], len(s))))
+        gain = jnp.asarray(-np.expm1(-s) / s if hold else np.ones_like(s), f.dtype)
+        F = diagonal_scan(jnp.exp(-jnp.asarray(s, f.dtype)), f[:, :, None] * gain)
         return F @ jnp.asarray(W.T, f.dtype)
 
 
@@ -316,7 +344,9 @@ class SITHConCell(LayerStack):
     by all layers (81 parameters at $n_f = 9$); the memory has no trainable parameters (its
     geometric τ* and Post order are static config, so neither the optimiser nor weight decay can
     touch them — stronger than ``lax.stop_gradient`` on a stored array, which AdamW's decoupled
-    weight decay would still shrink). If ``input_size != n_features`` a trainable linear map
+    weight decay would still shrink). Layers 2… take their input as held over each step
+    (``hidden_input="hold"``, default; ``"pulse"`` treats it like layer 1's pulses; see the module
+    doc and :mod:`dynlab.units.continuum`). If ``input_size != n_features`` a trainable linear map
     ``w_in`` takes the input to the first layer's features (not in the paper, where both are 9).
 
     State: every layer's memory state, one array ``[layers, n_f, n_taus, k+1]`` (cascade) or
@@ -339,27 +369,28 @@ class SITHConCell(LayerStack):
         method: Literal["cascade", "fd"] = "cascade",
         fd_pad: int | None = None,
         activation: Literal["none", "relu", "tanh"] = "none",
+        hidden_input: Literal["hold", "pulse"] = "hold",
         key: PRNGKeyArray,
     ):
         self.sith = SITH(tau_min, tau_max, n_taus, k, method, fd_pad)
         k_g, k_in = jax.random.split(key)
-        self._init_stack(input_size, n_features, n_layers, activation, n_features * n_taus, k_in)
+        self._init_stack(input_size, n_features, n_layers, activation, n_features * n_taus, k_in, hidden_input)
         self.g = jax.random.uniform(k_g, (n_features, n_features), minval=-1, maxval=1) / math.sqrt(n_features)
 
     def layer_state_shape(self):
         return self.sith.state_shape(self.n_features)
 
-    def layer_step(self, h, u, drive):
-        return self.sith.step(h, u if drive is None else u + drive)
+    def layer_step(self, h, u, drive, hold=False):
+        return self.sith.step(h, u if drive is None else u + drive, hold)
 
     def layer_features(self, h):
         return self.sith.read(h)
 
-    def layer_features_sequence(self, u, drive):
-        return self.sith.sequence(u if drive is None else u + (drive if drive.ndim == 2 else drive[:, None]))
+    def layer_features_sequence(self, u, drive, hold=False):
+        return self.sith.sequence(u if drive is None else u + (drive if drive.ndim == 2 else drive[:, None]), hold)
 
-    def layer_hidden_sequence(self, u, drive=None):
-        return self.layer_features_sequence(u, drive)
+    def layer_hidden_sequence(self, u, drive=None, hold=False):
+        return self.layer_features_sequence(u, drive, hold)
 
     def readout_when(self, h):
         return h  # SITHCon's time cells are read directly (no L)
