@@ -195,9 +195,10 @@ def final_logits(model, xs, method: str = "sequence"):
     return model.readout(model_layers(model, method)(xs)[-1][-1])
 
 
-def extended_model(model, factor: float, how: str = "extend"):
-    """``model`` with every τ-extensible cell's τ range extended by ``factor`` (others unchanged);
-    ``how="shift"`` scales the τ window instead (:meth:`dynlab.units.sith.SITH.shift`)."""
+def extended_model(model, factor: float, how: str = "shift"):
+    """``model`` with every τ-extensible cell's τ window scaled by ``factor`` (``how="shift"``,
+    default; :meth:`dynlab.units.sith.SITH.shift`) or its τ range extended at the slow end
+    (``how="extend"``); other cells unchanged."""
     cells = tuple(c.extend_taus(factor, how) if hasattr(c, "extend_taus") and _extensible(c) else c
                   for c in model.cells)
     return eqx.tree_at(lambda m: m.cells, model, cells)
@@ -231,7 +232,7 @@ def default_task(model, task=None):
 @register("analysis", "trw", "temporal receptive windows: block scrambling, recurrence-matrix correlation, s50 per layer")
 def trw_analysis(model, *, task=None, n_shuffle: int = 200, scales=None, dilation: int = 0, mode: str | None = None,
                  entries: str = "offdiag", frac: float = 0.5, seed: int = 0, batch_size: int = 200,
-                 extend: bool = True, how: str = "extend") -> xr.Dataset:
+                 extend: bool = True, how: str = "shift") -> xr.Dataset:
     """TRW scrambling analysis of any dynlab model on the hierarchical-language stream.
 
     Args:
@@ -239,8 +240,8 @@ def trw_analysis(model, *, task=None, n_shuffle: int = 200, scales=None, dilatio
         n_shuffle: permutations per scale (paper: 200).
         scales: block lengths (default $3^0 \\dots 3^6$ times the dilation factor); each must divide
             the stream length.
-        dilation: exponent m; the stream is dilated by $3^m$ (τ-extensible units extended when
-            ``extend``; ``how="shift"`` scales their τ window instead).
+        dilation: exponent m; the stream is dilated by $3^m$ (τ-extensible units rescaled when
+            ``extend``: ``how="shift"`` scales their τ window, ``"extend"`` extends their τ range).
         entries, frac, seed, batch_size: see the module docstring / :func:`scramble_correlations`.
 
     Returns a dataset with ``correlation[layer, scale, shuffle]``, its mean and std over shuffles,
@@ -280,6 +281,50 @@ def trw_analysis(model, *, task=None, n_shuffle: int = 200, scales=None, dilatio
                      mode=task.mode if mode is None else mode, stream_length=T),
     )
     return ds
+
+
+def selected_timescales(model, *, task=None, dilation: int = 0, how: str = "shift",
+                        quantiles=(0.1, 0.5, 0.9)) -> xr.Dataset:
+    r"""Which time cell each layer's max over τ picks on the intact stream (What × When units).
+
+    For every layer of every τ-pooled layer stack (SITHCon, Nets 2–5) and every time step and
+    feature, $\tau$ at $\arg\max_i \sum_b g_{ab} M_{b,i}(t)$: the timescale whose memory the layer
+    passes on. A layer's temporal receptive window is at least that of the cells it selects (and,
+    through the layers below, their sum), so this explains the s50 of :func:`trw_analysis`. Units
+    without a τ grid (Net 2) report the selected index instead. ``dilation``: the stream dilated
+    by $3^m$, τ-extensible units rescaled (``how``).
+
+    Returns ``tau_selected[layer, time, feature]`` (NaN while a feature's memory is still empty) and
+    its ``tau_selected_quantile[layer, quantile]`` over time and features.
+    """
+    task = default_task(model, task)
+    x = jnp.asarray(task.stream(dilation))
+    if dilation:
+        model = extended_model(model, 3**dilation, how)
+    u = x if model.encoder is None else jax.vmap(model.encoder)(x)
+    sel, names = [], []
+    for i, cell in enumerate(model.cells):
+        if not (_is_stack(cell) and getattr(cell, "g", None) is not None):
+            raise ConfigError(f"cell {i} ({type(cell).__name__}) has no max over tau; selected timescales need "
+                              "a What x When unit (sithcon, rnn-blockdiag, rnn-diag-*, sith-rnn)")
+        feats = np.asarray(cell.pooled_features_sequence(u))  # [layers, T, n_f, n_tau]
+        idx = feats.argmax(-1)
+        taus = getattr(cell, "taus", None)
+        tau = np.asarray(taus, np.float64)[idx] if taus is not None else idx.astype(np.float64)
+        peak = np.abs(feats).max(-1)  # a memory still empty (nothing seen yet) selects nothing
+        sel.append(np.where(peak > 1e-6 * max(float(peak.max()), 1e-30), tau, np.nan))
+        names += [f"cell{i}.layer{l + 1}" for l in range(cell.layers)]
+        u = cell.sequence(u)[-1]
+    sel = np.concatenate(sel)
+    q = np.nanquantile(sel.reshape(len(sel), -1), quantiles, axis=1).T
+    return xr.Dataset(
+        {"tau_selected": (("layer", "time", "feature"), sel, {"long_name": "tau of the time cell at the max over tau",
+                                                              "units": "steps"}),
+         "tau_selected_quantile": (("layer", "quantile"), q, {"long_name": "quantiles over time and features",
+                                                              "units": "steps"})},
+        coords={"layer": np.arange(1, len(names) + 1), "layer_name": ("layer", names), "quantile": list(quantiles)},
+        attrs=_attrs(analysis="selected-timescales", dilation=int(dilation), how=how),
+    )
 
 
 def recurrence_plots(model, *, task=None, dilation: int = 0, window: int | None = None) -> xr.Dataset:
@@ -368,11 +413,12 @@ def impulse_responses(cell, *, steps: int | None = None, feature: int = 0, margi
 
 
 def accuracy_vs_dilation(model, *, task=None, dilations=range(7), mode: str | None = None,
-                         extend: bool = True, method: str = "scan", how: str = "extend") -> xr.Dataset:
+                         extend: bool = True, method: str = "scan", how: str = "shift") -> xr.Dataset:
     """Accuracy on the 9 sequences at each time dilation $3^m$ (zero-shot; no training).
 
-    τ-extensible units (SITHCon, SITH-RNN) get their τ range extended by $3^m$ when ``extend``
-    (``how="shift"``: their τ window scaled by $3^m$ instead; :meth:`dynlab.units.sith.SITH.shift`).
+    τ-extensible units (SITHCon, SITH-RNN) are rescaled by $3^m$ when ``extend``: ``how="shift"``
+    (default) scales their τ window (:meth:`dynlab.units.sith.SITH.shift`), ``"extend"`` extends
+    their τ range at the slow end.
     ``method="scan"`` (default) scans the Cell step with the 9 sequences batched (``vmap``): on
     CPUs the fastest (``benchmarks/dilation.py``: 4–6 s per network at 3^6 on 2 cores);
     ``"sequence"`` uses the time-parallel layer path one sequence at a time (``lax.map``), meant

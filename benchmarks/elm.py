@@ -233,6 +233,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=2, help="timed training steps per implementation")
     parser.add_argument("--with-gather", action="store_true", help="also time elm-net with wiring='gather'")
+    parser.add_argument("--dispatch", action="store_true",
+                        help="also time both on the same elm-net graph at a tiny size (the per-step dispatch floor)")
     args = parser.parse_args()
     print(f"JAX {jax.__version__} on {jax.devices()[0].platform}, PyTorch {torch.__version__} "
           f"({torch.get_num_threads()} threads); machine may be shared: timings include contention")
@@ -262,6 +264,25 @@ def main():
         _, t_dense = timed(jax_trainer(net), jnp.asarray(x), jnp.asarray(y), args.steps)
         print(f"elm-net dynlab wiring: gather {t_gather * 1e3:.1f} ms/step, dense {t_dense * 1e3:.1f} ms/step "
               f"(ratio {t_gather / t_dense:.1f}x)")
+    if args.dispatch:
+        dispatch_floor(B, T, args.steps)
+
+
+def dispatch_floor(B, T, steps):
+    """The same elm-net step (same ops per time step, same T and batch) at a tiny size (N = 8,
+    4 inputs, 2 x 2 synapses): its PyTorch time is the per-time-step dispatch cost that
+    ``lax.scan`` removes, and bounds what that removal can gain at the full size."""
+    D = 4
+    tiny = dynlab.build("model", unit="elm-net", input_size=D, output_size=D, key=jax.random.key(0), hidden=8, d_m=2,
+                        d_mlp=4, d_tree=2, d_branch=2, rho_rec=8 / 12, tau_min=0.1, tau_max=100.0, tau_r=2.0,
+                        readout_neurons=4)
+    rng = np.random.default_rng(1)
+    x = 3 * np.eye(D, dtype=np.float32)[rng.integers(0, D, (B, T))]
+    y = rng.normal(size=(B, T, D)).astype(np.float32)
+    _, t_torch = timed(torch_trainer(TorchElmNet(tiny)), torch.tensor(x), torch.tensor(y), steps)
+    _, t_jax = timed(jax_trainer(tiny), jnp.asarray(x), jnp.asarray(y), steps)
+    print(f"elm-net dispatch floor (N = 8, batch {B}, T = {T}): PyTorch {t_torch * 1e3:.1f} ms/step, "
+          f"dynlab {t_jax * 1e3:.1f} ms/step ({t_torch / t_jax:.0f}x)")
 
 
 if __name__ == "__main__":

@@ -131,3 +131,43 @@ def test_cli_trw_bad_input(args, fragment, tmp_path):
     err = res.stderr.strip()
     assert err.startswith("error: ") and "\n" not in err and fragment in err, err
     assert not (tmp_path / "runs").exists()
+
+
+def sithcon_identity_mixing(n_layers=1, **kw):
+    import equinox as eqx
+
+    model = dynlab.build("model", unit="sithcon", input_size=9, output_size=9, key=jax.random.key(0),
+                         n_layers=n_layers, **kw)
+    return eqx.tree_at(lambda m: m.cells[0].g, model, jnp.eye(9))
+
+
+def test_max_over_tau_of_a_pulse_selects_tau_k_over_k_plus_1_times_the_lag():
+    r"""With $g = I$, a pulse at lag $t$ gives the time cells $\Phi_{\tau}(t) \propto \tau^{-(k+1)} e^{-kt/\tau}$,
+    maximal at $\tau = k t / (k + 1)$: the selected cell is the grid point nearest to it in log τ."""
+    cell = sithcon_identity_mixing(tau_max=60.0, n_taus=40).cells[0]
+    x = jnp.zeros((80, 9)).at[0, 2].set(1.0)
+    feats = np.asarray(cell.pooled_features_sequence(x))[0, :, 2]  # [T, n_tau]
+    t = np.arange(2, 60)
+    expected = np.abs(np.log(cell.taus)[None, :] - np.log(15 * t / 16)[:, None]).argmin(1)
+    np.testing.assert_array_equal(feats[t].argmax(1), expected)
+
+
+def test_selected_timescales_against_numpy_filter_bank():
+    """One SITHCon layer, g = I, on the task's stream: the selected τ equals the argmax over τ of
+    the stream convolved (NumPy) with the closed-form Post filters."""
+    from dynlab.tasks.hierarchical import HierarchicalLanguageTask
+    from dynlab.units.sith import post_kernel
+
+    model = sithcon_identity_mixing(tau_max=27.0, n_taus=13)
+    ds = trw.selected_timescales(model)
+    x = np.asarray(HierarchicalLanguageTask().stream(0), np.float64)
+    taus = model.cells[0].taus
+    K = post_kernel(taus, 15, np.arange(len(x)))
+    mem = np.stack([[np.convolve(x[:, a], K[i])[: len(x)] for i in range(len(taus))] for a in range(9)])  # [9, n, T]
+    mem = mem.transpose(2, 0, 1)  # [T, 9, n]
+    ref = np.where(mem.max(-1) > 0, taus[mem.argmax(-1)], np.nan)  # nothing selected before a feature's first pulse
+    np.testing.assert_array_equal(ds.tau_selected.sel(layer=1).values, ref)
+    np.testing.assert_allclose(ds.tau_selected_quantile.sel(layer=1).values, np.nanquantile(ref, [0.1, 0.5, 0.9]))
+    with pytest.raises(ConfigError, match="no max over tau"):
+        trw.selected_timescales(dynlab.build("model", unit="rnn-generic", input_size=9, output_size=9,
+                                             key=jax.random.key(0), hidden=8))

@@ -259,9 +259,10 @@ class SITH(eqx.Module):
 
         For an input dilated by ``factor`` this is the window that sees what the original saw; an
         extended window (:meth:`extend`) keeps the fast τ* too, which then see the dilated input's
-        fine structure. Measured (sith-trw protocol, 200 steps, trained at 3^0 in pulse mode): SITHCon
-        evaluated in hold mode, seed 0, 0.89 at each of 3^1..3^4 with shifted windows, 0.11–0.33 with
-        extended ones; in pulse mode over 3 seeds, 0.48–0.52 at 3^1..3^6 shifted, 0.15–0.30 extended.
+        fine structure. Measured (sith-trw protocol: SITHCon, 200 steps at 3^0, task mode "pulse"):
+        with ``hidden_input="hold"`` (default), 1.00 at every dilation 3^1..3^6 for 3 of 3 seeds
+        with shifted windows, 0.11–0.67 with extended ones (seeds 0, 1); with ``"pulse"``,
+        0.48–0.52 shifted and 0.15–0.30 extended (3 seeds).
         """
         if not factor > 0:
             raise ConfigError(f"the tau window can only be scaled by a positive factor, got {factor}")
