@@ -245,7 +245,8 @@ def trw_analysis(model, *, task=None, n_shuffle: int = 200, scales=None, dilatio
         entries, frac, seed, batch_size: see the module docstring / :func:`scramble_correlations`.
 
     Returns a dataset with ``correlation[layer, scale, shuffle]``, its mean and std over shuffles,
-    ``s50[layer]`` (steps), ``log3_s50``, ``s50_censored``.
+    ``s50[layer]`` (steps), ``log3_s50``, ``s50_censored``; for What × When units (every cell pools
+    over τ) also ``tau_selected_quantile[layer, quantile]`` (:func:`selected_timescales`).
     """
     from dynlab.tasks.hierarchical import check_exponent
 
@@ -280,11 +281,18 @@ def trw_analysis(model, *, task=None, n_shuffle: int = 200, scales=None, dilatio
         attrs=_attrs(analysis="trw", seed=seed, n_shuffle=n_shuffle, entries=entries, frac=frac, dilation=m,
                      mode=task.mode if mode is None else mode, stream_length=T),
     )
+    if all(_pools_over_tau(c) for c in model.cells):  # model is already rescaled for the dilation
+        sel = selected_timescales(model, task=task, dilation=m, mode=mode, rescale=False)
+        ds = ds.assign(tau_selected_quantile=sel.tau_selected_quantile)
     return ds
 
 
-def selected_timescales(model, *, task=None, dilation: int = 0, how: str = "shift",
-                        quantiles=(0.1, 0.5, 0.9)) -> xr.Dataset:
+def _pools_over_tau(cell) -> bool:
+    return _is_stack(cell) and getattr(cell, "g", None) is not None
+
+
+def selected_timescales(model, *, task=None, dilation: int = 0, mode: str | None = None, how: str = "shift",
+                        rescale: bool = True, quantiles=(0.1, 0.5, 0.9)) -> xr.Dataset:
     r"""Which time cell each layer's max over τ picks on the intact stream (What × When units).
 
     For every layer of every τ-pooled layer stack (SITHCon, Nets 2–5) and every time step and
@@ -292,19 +300,19 @@ def selected_timescales(model, *, task=None, dilation: int = 0, how: str = "shif
     passes on. A layer's temporal receptive window is at least that of the cells it selects (and,
     through the layers below, their sum), so this explains the s50 of :func:`trw_analysis`. Units
     without a τ grid (Net 2) report the selected index instead. ``dilation``: the stream dilated
-    by $3^m$, τ-extensible units rescaled (``how``).
+    by $3^m$ (``mode``: the task's by default), τ-extensible units rescaled (``how``) when ``rescale``.
 
     Returns ``tau_selected[layer, time, feature]`` (NaN while a feature's memory is still empty) and
     its ``tau_selected_quantile[layer, quantile]`` over time and features.
     """
     task = default_task(model, task)
-    x = jnp.asarray(task.stream(dilation))
-    if dilation:
+    x = jnp.asarray(task.stream(dilation, mode))
+    if dilation and rescale:
         model = extended_model(model, 3**dilation, how)
     u = x if model.encoder is None else jax.vmap(model.encoder)(x)
     sel, names = [], []
     for i, cell in enumerate(model.cells):
-        if not (_is_stack(cell) and getattr(cell, "g", None) is not None):
+        if not _pools_over_tau(cell):
             raise ConfigError(f"cell {i} ({type(cell).__name__}) has no max over tau; selected timescales need "
                               "a What x When unit (sithcon, rnn-blockdiag, rnn-diag-*, sith-rnn)")
         feats = np.asarray(cell.pooled_features_sequence(u))  # [layers, T, n_f, n_tau]

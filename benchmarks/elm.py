@@ -34,6 +34,15 @@ sum_t h_{t-1}^T delta_t one rank-8 (batch) update of a ``[N, N d_tree]`` matrix 
 a memory-bound pass over 2.6M entries each step; building the effective weight matrix is not the
 cost (measured: no change with it precomputed).
 
+Why ``elm-net`` stays far from 10x (``--steps 3 --dispatch``, idle machine, 2026-11-23: ``elm``
+18.1 vs 221.8 ms/step, 12.3x; ``elm-net`` 904 vs 2963 ms/step, 3.3x): the same ``elm-net`` graph
+at N = 8 (same ops per time step, same batch and T) takes PyTorch 77 ms/step against dynlab's
+3.4 ms (23x). That is PyTorch's per-time-step dispatch cost, the part ``lax.scan`` removes, and
+it is 2.6% of PyTorch's full-size step: at N = 256 PyTorch spends ~2.9 s in arithmetic
+(index gathers, scatter-adds, einsums), so 10x would need dynlab's arithmetic ~10x faster than
+PyTorch's on the same CPU. Batch 1 tells the same (measured separately: PyTorch 681 ms/step,
+dynlab 197 ms/step, 3.5x).
+
 Run: ``python benchmarks/elm.py`` (a few minutes on 2 cores); ``--steps N`` timed steps each
 (after one warm-up / compilation step).
 """

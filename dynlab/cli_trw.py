@@ -45,5 +45,9 @@ def trw_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x64, quie
                       mode=mode, entries=entries, frac=frac_v, seed=seed_v)
     for i in range(ds.sizes["layer"]):
         cens = " (at or below the smallest scale)" if bool(ds.s50_censored[i]) else ""
-        click.echo(f"{ds.layer_name.values[i]:<16} s50 = {float(ds.s50[i]):8.2f} steps = 3^{float(ds.log3_s50[i]):.2f}{cens}")
+        sel = ""
+        if "tau_selected_quantile" in ds:
+            q = ds.tau_selected_quantile[i].values
+            sel = f"; tau at the max over tau: median {q[1]:.1f} (10-90%: {q[0]:.1f}-{q[2]:.1f})"
+        click.echo(f"{ds.layer_name.values[i]:<16} s50 = {float(ds.s50[i]):8.2f} steps = 3^{float(ds.log3_s50[i]):.2f}{cens}{sel}")
     click.echo(f"dataset: {ds.attrs['path']}\nfigure:  {ds.attrs['figure']}")

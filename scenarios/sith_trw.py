@@ -87,8 +87,7 @@ def run_sith_trw(out_dir, *, seeds=(0, 1, 2), steps: int = 200, quick: bool = Fa
             acc[i, j] = a.accuracy.values
             models[net] = res.model
             if j == 0 and net in ("sith-rnn", "sithcon"):
-                sel = trw.selected_timescales(res.model).tau_selected_quantile
-                trws[net] = trw.trw_analysis(res.model, n_shuffle=n_shuffle, seed=seed).assign(tau_selected_quantile=sel)
+                trws[net] = trw.trw_analysis(res.model, n_shuffle=n_shuffle, seed=seed)
                 store.write_dataset(out / f"trw-{net}.nc", trws[net])
                 store.write_figure(out / f"trw-{net}.png", figures_trw.trw_curves(trws[net]))
             done += 1

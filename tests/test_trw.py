@@ -118,6 +118,11 @@ def test_cli_trw(tmp_path):
                   "--out", "t.nc", "-q"], tmp_path)
     assert res.exit_code == 0, res.output + res.stderr
     assert "cell0.layer4" in res.output and (tmp_path / "t.nc").is_file() and (tmp_path / "t.png").is_file()
+    assert res.output.count("tau at the max over tau: median") == 4
+    import xarray as xr
+
+    with xr.open_dataset(tmp_path / "t.nc") as ds:
+        assert ds.tau_selected_quantile.dims == ("layer", "quantile")
 
 
 @pytest.mark.parametrize("args, fragment", [
