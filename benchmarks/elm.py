@@ -28,11 +28,14 @@ Measured (2-core CPU, this script, ``--steps 5``, 2026-11-23): ``elm`` 17.6 ms/s
 for all steps outside its time loop, ``Cell.project_input``: 42.5 ms/step, 5.4x); ``elm-net``
 847 ms/step vs 3031 ms/step, **3.6x** (2.6x, then 3.2x at 1011 ms/step before the read-out
 layer's branch sums moved out of the time loop, ``ElmNet.run_sequence``; an A/B of that change in
-one session: 1015 -> 790 ms/step). The ``elm-net`` step is bound by its backward pass (~3.5x the
-forward): reverse-mode ``lax.scan`` accumulates the recurrent weights' gradient
-sum_t h_{t-1}^T delta_t one rank-8 (batch) update of a ``[N, N d_tree]`` matrix per step,
-a memory-bound pass over 2.6M entries each step; building the effective weight matrix is not the
-cost (measured: no change with it precomputed).
+one session: 1015 -> 790 ms/step). The ``elm-net`` step is bound by its backward pass (~3-4x the
+~170 ms forward). Not the cost, measured by interleaved A/B in one process: building the
+effective weight matrix (no change with it precomputed), and the recurrent weights' gradient
+accumulated in the reverse scan (``stop_gradient`` on them: 534-574 vs 518-613 ms/step). The
+per-neuron MLPs are a large part: alone, in the same scan and batch, 25 ms forward and 165 ms
+value-and-grad (their ``"...i,...io->...o"`` batched contractions are tiny GEMMs per neuron and
+step; a broadcast-multiply-sum form is 3.5x slower). This machine is a shared VM: the same
+step measured 520-950 ms across runs minutes apart, so only ratios from one run mean much.
 
 Why ``elm-net`` stays far from 10x (``--steps 3 --dispatch``, idle machine, 2026-11-23: ``elm``
 18.1 vs 221.8 ms/step, 12.3x; ``elm-net`` 904 vs 2963 ms/step, 3.3x): the same ``elm-net`` graph
