@@ -24,9 +24,17 @@ def trw_curves(ds: xr.Dataset):
     ax.set(xscale="log", xlabel="scrambling scale s (steps)", ylabel="C(ρ, ρ_shuff(s))", title="TRW scrambling")
     ax.set_xticks(scales, [f"3^{int(round(np.log(s) / np.log(3)))}" for s in scales])
     ax.legend(fontsize=7)
-    ax_s.plot(ds.layer.values, ds.log3_s50.values, "o-")
-    ax_s.set(xlabel="layer", ylabel="log3 s50", title="temporal receptive window per layer")
-    fig.suptitle(f"{ds.attrs.get('model', '')} — {ds.attrs.get('n_shuffle', '')} shuffles per scale", fontsize=9)
+    log3 = lambda v: np.log(np.asarray(v, np.float64)) / np.log(3)  # noqa: E731
+    ax_s.plot(ds.layer.values, ds.log3_s50.values, "o-", label="s50 (scrambling)")
+    if "tau_selected_quantile" in ds:  # What x When units: the time cells their max over tau picks
+        q = log3(ds.tau_selected_quantile.values)
+        ax_s.plot(ds.layer.values, q[:, 1], "s--", label="τ at the max over τ: median, 10–90%")
+        ax_s.fill_between(ds.layer.values, q[:, 0], q[:, -1], alpha=0.15, color=ax_s.lines[-1].get_color())
+    ax_s.set(xlabel="layer", ylabel="log3 steps", title="temporal receptive window per layer",
+             ylim=(-0.2, log3(scales.max()) + 0.2), xticks=ds.layer.values)
+    ax_s.legend(fontsize=7)
+    parts = [ds.attrs.get("model", ""), f"{ds.attrs['n_shuffle']} shuffles per scale" if "n_shuffle" in ds.attrs else ""]
+    fig.suptitle(" — ".join(p for p in parts if p), fontsize=9)
     fig.tight_layout()
     return fig
 
