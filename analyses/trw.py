@@ -17,9 +17,20 @@ Sarkar & Howard (Methods; notes §3). For a layer with output $o^l(t) \in \mathb
   scale, $s_{50}$ is that scale and ``s50_censored`` is set.
 
 The correlation of two $T \times T$ recurrence matrices is computed without forming them when
-$N < T$: with $Z, Z'$ the normalised outputs,
-$\sum_{ij}\rho_{ij}\rho'_{ij} = \lVert Z^\top Z'\rVert_F^2$, $\sum_{ij}\rho_{ij} = \lVert\sum_i \hat z_i\rVert^2$
-(diagonal terms subtracted for ``offdiag``): $O(T N^2)$ instead of $O(T^2 N)$.
+$N < T$: with $y_i = \hat z_i - \bar z$ and $a_i = y_i\cdot\bar z$,
+$\rho_{ij} = y_i\cdot y_j + a_i + a_j + \lVert\bar z\rVert^2$, whose non-constant part has mean 0, so
+$\sum_{ij}\tilde\rho_{ij}\tilde\rho'_{ij} = \lVert Y^\top Y'\rVert_F^2 + 2T\, a\cdot a'$ (diagonal terms
+subtracted for ``offdiag``): $O(T N^2)$ instead of $O(T^2 N)$, and no cancellation of a large mean
+when the population vectors are all alike.
+
+**Warm-up** (``warmup``): by default (``"stream"``) the intact stream is presented once before the
+measured one, intact or scrambled, and its outputs are discarded, so both responses start from the
+same ongoing state. Without it (``"none"``) every response starts from the zero state, and the
+onset transient of layers with slow cells (τ up to 81 steps per layer, compounding over layers)
+dominates their recurrence matrices: measured on a trained SITHCon (sith-trw, seed 0), C > 0.5 for
+layers 2–4 exactly when the permutation leaves the first block first (1/n of the shuffles:
+0.01 / 0.04 / 0.10 / 0.34 at s = 9 … 243), so their s50 was 3^5.1–3^5.3 whatever the layer;
+with the warm-up 0.69 / 1.97 / 3.20 / 4.09 (40 shuffles).
 
 "Layers" of a model: for a unit whose one Cell holds several internal layers
 (:class:`dynlab.units.continuum.LayerStack`: SITHCon, Nets 1–5) its internal layers' outputs;
@@ -66,16 +77,20 @@ def recurrence_correlation(za: jax.Array, zb: jax.Array, entries: str = "offdiag
             ra, rb = ra[m], rb[m]
         ra, rb = ra.ravel() - ra.mean(), rb.ravel() - rb.mean()
         return jnp.sum(ra * rb) / jnp.sqrt(jnp.sum(ra**2) * jnp.sum(rb**2))
-    s_ab = jnp.sum((za.T @ zb) ** 2)
-    s_aa = jnp.sum((za.T @ za) ** 2)
-    s_bb = jnp.sum((zb.T @ zb) ** 2)
-    sum_a = jnp.sum(jnp.sum(za, 0) ** 2)
-    sum_b = jnp.sum(jnp.sum(zb, 0) ** 2)
+    # rho_ij = y_i.y_j + a_i + a_j + |mean z|^2 with y = z - mean z, a_i = y_i . mean z: the constant
+    # drops out of a correlation and the rest has mean 0 over all entries, so no large mean is
+    # subtracted from large sums (float32 cancellation when all population vectors are alike)
+    ya, yb = za - za.mean(0), zb - zb.mean(0)
+    aa, ab = ya @ za.mean(0), yb @ zb.mean(0)
+    s_ab = jnp.sum((ya.T @ yb) ** 2) + 2 * T * jnp.dot(aa, ab)
+    s_aa = jnp.sum((ya.T @ ya) ** 2) + 2 * T * jnp.dot(aa, aa)
+    s_bb = jnp.sum((yb.T @ yb) ** 2) + 2 * T * jnp.dot(ab, ab)
+    sum_a = sum_b = 0.0
     n = T * T
     if entries == "offdiag":
-        da, db = jnp.sum(za**2, 1), jnp.sum(zb**2, 1)
+        da, db = jnp.sum(ya**2, 1) + 2 * aa, jnp.sum(yb**2, 1) + 2 * ab  # the diagonal of rho, shifted
         s_ab, s_aa, s_bb = s_ab - jnp.sum(da * db), s_aa - jnp.sum(da**2), s_bb - jnp.sum(db**2)
-        sum_a, sum_b, n = sum_a - jnp.sum(da), sum_b - jnp.sum(db), n - T
+        sum_a, sum_b, n = -jnp.sum(da), -jnp.sum(db), n - T
     cov = s_ab - sum_a * sum_b / n
     return cov / jnp.sqrt(jnp.maximum((s_aa - sum_a**2 / n) * (s_bb - sum_b**2 / n), 1e-30))
 
@@ -101,17 +116,23 @@ def check_scales(T: int, scales) -> list[int]:
 
 
 def scramble_correlations(layer_fn, x, scales, n_shuffle: int, key, *, entries: str = "offdiag",
-                          batch_size: int = 200) -> jax.Array:
+                          warmup: str = "stream", batch_size: int = 200) -> jax.Array:
     """``C[layer, scale, shuffle]`` for ``layer_fn: x[T, D] -> tuple of [T, N_l]`` (any function).
 
-    Shuffles are evaluated with ``lax.map`` in batches of ``batch_size`` (``vmap`` inside a batch),
-    all scales and shuffles under one compilation.
+    ``warmup``: ``"stream"`` runs ``x`` itself before every measured stream and drops those outputs;
+    ``"none"`` starts from ``layer_fn``'s initial state (module docstring). Shuffles are evaluated
+    with ``lax.map`` in batches of ``batch_size`` (``vmap`` inside a batch), all scales and
+    shuffles under one compilation.
     """
     if entries not in ("offdiag", "all"):
         raise ConfigError(f"entries must be 'offdiag' or 'all', got {entries!r}")
+    if warmup not in WARMUPS:
+        raise ConfigError(f"warmup must be one of {', '.join(map(repr, WARMUPS))}, got {warmup!r}")
     require_positive("n_shuffle", n_shuffle)
     T = x.shape[0]
     scales = check_scales(T, scales)
+    if warmup == "stream":
+        layer_fn = _after_warmup(layer_fn, x)
     ref = [normalise_rows(o) for o in layer_fn(x)]
 
     def one(args):
@@ -125,6 +146,15 @@ def scramble_correlations(layer_fn, x, scales, n_shuffle: int, key, *, entries: 
     ss = jnp.repeat(jnp.asarray(scales), n_shuffle)
     c = jax.jit(lambda k, s: jax.lax.map(one, (k, s), batch_size=batch_size))(keys, ss)  # [S*n, L]
     return c.reshape(len(scales), n_shuffle, -1).transpose(2, 0, 1)
+
+
+WARMUPS = ("stream", "none")
+
+
+def _after_warmup(layer_fn, warm):
+    """``layer_fn`` run on ``warm`` then ``x``, returning only the outputs for ``x``."""
+    W = warm.shape[0]
+    return lambda x: tuple(o[W:] for o in layer_fn(jnp.concatenate([warm, x])))
 
 
 def s50(scales, curve, frac: float = 0.5) -> tuple[float, bool]:
@@ -231,7 +261,7 @@ def default_task(model, task=None):
 
 @register("analysis", "trw", "temporal receptive windows: block scrambling, recurrence-matrix correlation, s50 per layer")
 def trw_analysis(model, *, task=None, n_shuffle: int = 200, scales=None, dilation: int = 0, mode: str | None = None,
-                 entries: str = "offdiag", frac: float = 0.5, seed: int = 0, batch_size: int = 200,
+                 entries: str = "offdiag", warmup: str = "stream", frac: float = 0.5, seed: int = 0, batch_size: int = 200,
                  extend: bool = True, how: str = "shift") -> xr.Dataset:
     """TRW scrambling analysis of any dynlab model on the hierarchical-language stream.
 
@@ -242,7 +272,7 @@ def trw_analysis(model, *, task=None, n_shuffle: int = 200, scales=None, dilatio
             the stream length.
         dilation: exponent m; the stream is dilated by $3^m$ (τ-extensible units rescaled when
             ``extend``: ``how="shift"`` scales their τ window, ``"extend"`` extends their τ range).
-        entries, frac, seed, batch_size: see the module docstring / :func:`scramble_correlations`.
+        entries, warmup, frac, seed, batch_size: see the module docstring / :func:`scramble_correlations`.
 
     Returns a dataset with ``correlation[layer, scale, shuffle]``, its mean and std over shuffles,
     ``s50[layer]`` (steps), ``log3_s50``, ``s50_censored``; for What × When units (every cell pools
@@ -260,7 +290,7 @@ def trw_analysis(model, *, task=None, n_shuffle: int = 200, scales=None, dilatio
     if m and extend:
         model = extended_model(model, 3**m, how)
     c = np.asarray(scramble_correlations(model_layers(model, "scan"), x, scales, n_shuffle, jax.random.key(seed),
-                                         entries=entries, batch_size=batch_size))
+                                         entries=entries, warmup=warmup, batch_size=batch_size))
     mean = c.mean(-1)
     res = [s50(scales, row, frac) for row in mean]
     names = layer_names(model)
@@ -278,11 +308,11 @@ def trw_analysis(model, *, task=None, n_shuffle: int = 200, scales=None, dilatio
                 "layer_name": ("layer", names),
                 "scale": ("scale", np.asarray(scales), {"long_name": "scrambling block length", "units": "steps"}),
                 "shuffle": np.arange(n_shuffle)},
-        attrs=_attrs(analysis="trw", seed=seed, n_shuffle=n_shuffle, entries=entries, frac=frac, dilation=m,
+        attrs=_attrs(analysis="trw", seed=seed, n_shuffle=n_shuffle, entries=entries, warmup=warmup, frac=frac, dilation=m,
                      mode=task.mode if mode is None else mode, stream_length=T),
     )
     if all(_pools_over_tau(c) for c in model.cells):  # model is already rescaled for the dilation
-        sel = selected_timescales(model, task=task, dilation=m, mode=mode, rescale=False)
+        sel = selected_timescales(model, task=task, dilation=m, mode=mode, rescale=False, warmup=warmup)
         ds = ds.assign(tau_selected_quantile=sel.tau_selected_quantile)
     return ds
 
@@ -292,7 +322,7 @@ def _pools_over_tau(cell) -> bool:
 
 
 def selected_timescales(model, *, task=None, dilation: int = 0, mode: str | None = None, how: str = "shift",
-                        rescale: bool = True, quantiles=(0.1, 0.5, 0.9)) -> xr.Dataset:
+                        rescale: bool = True, warmup: str = "stream", quantiles=(0.1, 0.5, 0.9)) -> xr.Dataset:
     r"""Which time cell each layer's max over τ picks on the intact stream (What × When units).
 
     For every layer of every τ-pooled layer stack (SITHCon, Nets 2–5) and every time step and
@@ -301,12 +331,18 @@ def selected_timescales(model, *, task=None, dilation: int = 0, mode: str | None
     through the layers below, their sum), so this explains the s50 of :func:`trw_analysis`. Units
     without a τ grid (Net 2) report the selected index instead. ``dilation``: the stream dilated
     by $3^m$ (``mode``: the task's by default), τ-extensible units rescaled (``how``) when ``rescale``.
+    ``warmup="stream"``: measured on a second presentation of the stream, as :func:`trw_analysis`.
 
     Returns ``tau_selected[layer, time, feature]`` (NaN while a feature's memory is still empty) and
     its ``tau_selected_quantile[layer, quantile]`` over time and features.
     """
     task = default_task(model, task)
+    if warmup not in WARMUPS:
+        raise ConfigError(f"warmup must be one of {', '.join(map(repr, WARMUPS))}, got {warmup!r}")
     x = jnp.asarray(task.stream(dilation, mode))
+    W = x.shape[0] if warmup == "stream" else 0
+    if W:
+        x = jnp.concatenate([x, x])
     if dilation and rescale:
         model = extended_model(model, 3**dilation, how)
     u = x if model.encoder is None else jax.vmap(model.encoder)(x)
@@ -315,7 +351,7 @@ def selected_timescales(model, *, task=None, dilation: int = 0, mode: str | None
         if not _pools_over_tau(cell):
             raise ConfigError(f"cell {i} ({type(cell).__name__}) has no max over tau; selected timescales need "
                               "a What x When unit (sithcon, rnn-blockdiag, rnn-diag-*, sith-rnn)")
-        feats = np.asarray(cell.pooled_features_sequence(u))  # [layers, T, n_f, n_tau]
+        feats = np.asarray(cell.pooled_features_sequence(u))[:, W:]  # [layers, T, n_f, n_tau]
         idx = feats.argmax(-1)
         taus = getattr(cell, "taus", None)
         tau = np.asarray(taus, np.float64)[idx] if taus is not None else idx.astype(np.float64)

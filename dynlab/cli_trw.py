@@ -18,9 +18,11 @@ TASK = "hierarchical-language"
 @click.option("--mode", type=click.Choice(["pulse", "hold"]), default=None, help="Dilation mode (default: the task's).")
 @click.option("--entries", type=click.Choice(["offdiag", "all"]), default="offdiag", show_default=True,
               help="Recurrence-matrix entries correlated.")
+@click.option("--warmup", type=click.Choice(["stream", "none"]), default="stream", show_default=True,
+              help="Present the intact stream once before each measured one (stream) or start from the zero state (none).")
 @click.option("--frac", metavar="X", default="0.5", show_default=True, help="s50 threshold as a fraction of the maximum.")
 def trw_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x64, quiet, n_shuffle, dilation, mode, entries,
-            frac):
+            warmup, frac):
     """Temporal receptive windows: block-scramble the hierarchical-language stream at 3^0..3^6,
     un-shuffle every layer's output, correlate recurrence matrices (Eq. 10) and report s50 per layer.
 
@@ -42,7 +44,7 @@ def trw_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x64, quie
         raise ConfigError(f"--frac must be between 0 and 1, got {frac}")
     ds = run_analysis("trw", trw_analysis, figures_trw.trw_curves, exp, source, checkpoint, out, plot, quiet,
                       task=task, n_shuffle=int_option("--n-shuffle", n_shuffle), dilation=int_option("--dilation", dilation),
-                      mode=mode, entries=entries, frac=frac_v, seed=seed_v)
+                      mode=mode, entries=entries, warmup=warmup, frac=frac_v, seed=seed_v)
     for i in range(ds.sizes["layer"]):
         cens = " (at or below the smallest scale)" if bool(ds.s50_censored[i]) else ""
         sel = ""

@@ -157,22 +157,46 @@ def test_max_over_tau_of_a_pulse_selects_tau_k_over_k_plus_1_times_the_lag():
     np.testing.assert_array_equal(feats[t].argmax(1), expected)
 
 
-def test_selected_timescales_against_numpy_filter_bank():
-    """One SITHCon layer, g = I, on the task's stream: the selected τ equals the argmax over τ of
-    the stream convolved (NumPy) with the closed-form Post filters."""
+@pytest.mark.parametrize("warmup", ["none", "stream"])
+def test_selected_timescales_against_numpy_filter_bank(warmup):
+    """One SITHCon layer, g = I, on the task's stream (``"stream"``: its second presentation): the
+    selected τ equals the argmax over τ of the stream convolved (NumPy) with the closed-form Post
+    filters."""
     from dynlab.tasks.hierarchical import HierarchicalLanguageTask
     from dynlab.units.sith import post_kernel
 
     model = sithcon_identity_mixing(tau_max=27.0, n_taus=13)
-    ds = trw.selected_timescales(model)
+    ds = trw.selected_timescales(model, warmup=warmup)
     x = np.asarray(HierarchicalLanguageTask().stream(0), np.float64)
+    T = len(x)
+    x = np.concatenate([x, x]) if warmup == "stream" else x
     taus = model.cells[0].taus
     K = post_kernel(taus, 15, np.arange(len(x)))
     mem = np.stack([[np.convolve(x[:, a], K[i])[: len(x)] for i in range(len(taus))] for a in range(9)])  # [9, n, T]
-    mem = mem.transpose(2, 0, 1)  # [T, 9, n]
+    mem = mem.transpose(2, 0, 1)[-T:]  # [T, 9, n]
     ref = np.where(mem.max(-1) > 0, taus[mem.argmax(-1)], np.nan)  # nothing selected before a feature's first pulse
     np.testing.assert_array_equal(ds.tau_selected.sel(layer=1).values, ref)
     np.testing.assert_allclose(ds.tau_selected_quantile.sel(layer=1).values, np.nanquantile(ref, [0.1, 0.5, 0.9]))
     with pytest.raises(ConfigError, match="no max over tau"):
         trw.selected_timescales(dynlab.build("model", unit="rnn-generic", input_size=9, output_size=9,
                                              key=jax.random.key(0), hidden=8))
+
+
+def test_warmup_keeps_an_onset_transient_from_posing_as_context():
+    """A delay line (window d) whose output also carries a large decaying onset transient, a function
+    of the position since the start, not of the input. From the zero state (``"none"``) the
+    transient sits at the start of the intact response but wherever the first block belongs in the
+    un-shuffled one, and s50 grows to nearly the whole stream; after a warm-up presentation
+    (``"stream"``, default) it is gone and s50 is the delay line's, d / (1 - 1/sqrt 2)."""
+    d = 3
+    pattern = jnp.asarray(np.random.default_rng(0).normal(size=9))
+
+    def fn(x):
+        t = jnp.arange(x.shape[0], dtype=x.dtype)
+        return (jnp.concatenate([jnp.zeros((d, 9)), x[:-d]]) + 30 * jnp.exp(-t / 40)[:, None] * pattern,)
+
+    x = random_stream()
+    s50 = {w: trw.s50(SCALES, np.asarray(trw.scramble_correlations(fn, x, SCALES, 40, jax.random.key(1), warmup=w))[0].mean(-1))[0]
+           for w in ("none", "stream")}
+    assert abs(math.log(s50["stream"], 3) - math.log(d / (1 - 2**-0.5), 3)) < 0.25, s50
+    assert math.log(s50["none"], 3) > 4.5, s50
