@@ -115,6 +115,15 @@ def check_scales(T: int, scales) -> list[int]:
     return scales
 
 
+WARMUPS = ("stream", "none")
+
+
+def _after_warmup(layer_fn, warm):
+    """``layer_fn`` run on ``warm`` then ``x``, returning only the outputs for ``x``."""
+    W = warm.shape[0]
+    return lambda x: tuple(o[W:] for o in layer_fn(jnp.concatenate([warm, x])))
+
+
 def scramble_correlations(layer_fn, x, scales, n_shuffle: int, key, *, entries: str = "offdiag",
                           warmup: str = "stream", batch_size: int = 200) -> jax.Array:
     """``C[layer, scale, shuffle]`` for ``layer_fn: x[T, D] -> tuple of [T, N_l]`` (any function).
@@ -146,15 +155,6 @@ def scramble_correlations(layer_fn, x, scales, n_shuffle: int, key, *, entries: 
     ss = jnp.repeat(jnp.asarray(scales), n_shuffle)
     c = jax.jit(lambda k, s: jax.lax.map(one, (k, s), batch_size=batch_size))(keys, ss)  # [S*n, L]
     return c.reshape(len(scales), n_shuffle, -1).transpose(2, 0, 1)
-
-
-WARMUPS = ("stream", "none")
-
-
-def _after_warmup(layer_fn, warm):
-    """``layer_fn`` run on ``warm`` then ``x``, returning only the outputs for ``x``."""
-    W = warm.shape[0]
-    return lambda x: tuple(o[W:] for o in layer_fn(jnp.concatenate([warm, x])))
 
 
 def s50(scales, curve, frac: float = 0.5) -> tuple[float, bool]:
