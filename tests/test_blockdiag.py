@@ -148,6 +148,8 @@ def test_shifted_tau_window_sees_the_dilated_input_as_the_original():
     ("blockdiag", dict(n_blocks=0), "n_blocks must be a positive integer"),
     ("sithcon", dict(n_taus=5, k=15, method="fd", fd_pad=0), "too small for Post order"),
     ("rnn-generic", dict(n_layers=0), "n_layers must be a positive integer"),
+    ("sith-rnn", dict(hidden_input="smooth"), "hidden_input must be one of"),
+    ("sithcon", dict(hidden_input="smooth"), "hidden_input must be one of"),
 ])
 def test_bad_unit_config(unit, kwargs, fragment):
     with pytest.raises(ConfigError, match=fragment):

@@ -100,6 +100,8 @@ def test_leaky_integrators_longer_tau_longer_window():
 def test_bad_scale_is_an_error():
     with pytest.raises(ConfigError, match="scrambling scale 5 does not divide the stream length 729"):
         trw.scramble_correlations(lambda x: (x,), random_stream(), [1, 5], 2, jax.random.key(0))
+    with pytest.raises(ConfigError, match="warmup must be one of 'stream', 'none', got 'twice'"):
+        trw.scramble_correlations(lambda x: (x,), random_stream(), [1, 3], 2, jax.random.key(0), warmup="twice")
 
 
 def test_accuracy_vs_dilation_and_impulse_collapse():
