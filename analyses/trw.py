@@ -463,10 +463,10 @@ def accuracy_vs_dilation(model, *, task=None, dilations=range(7), mode: str | No
     τ-extensible units (SITHCon, SITH-RNN) are rescaled by $3^m$ when ``extend``: ``how="shift"``
     (default) scales their τ window (:meth:`dynlab.units.sith.SITH.shift`), ``"extend"`` extends
     their τ range at the slow end.
-    ``method="scan"`` (default) scans the Cell step with the 9 sequences batched (``vmap``): on
-    CPUs the fastest (``benchmarks/dilation.py``: 4–6 s per network at 3^6 on 2 cores);
-    ``"sequence"`` uses the time-parallel layer path one sequence at a time (``lax.map``), meant
-    for accelerators.
+    ``method="scan"`` (default) scans the Cell step with the 9 sequences batched (``vmap``), good for
+    every unit (``benchmarks/dilation.py``, 2 cores, 3^6: 3.4–4.4 s per diagonal network);
+    ``"sequence"`` uses the time-parallel layer path one sequence at a time (``lax.map``): 2.4–2.6 s
+    for the diagonal networks (Nets 3–5) with shifted τ windows, meant for them and for accelerators.
     """
     from dynlab.tasks.hierarchical import check_exponent
 
