@@ -278,7 +278,7 @@ VARIABLES = {
     "s_max_minus_1": "lambda_max(S) - 1, the largest eigenvalue (jpc's s; linear networks)",
     "loss_over_energy": "L / F (equals s for scalar output at equilibrium)",
     "grad_norm_pc": "norm of the PC gradient over all parameters",
-    "grad_norm_bp": "norm of the BP gradient over all parameters (cosine := 0 where the product of the norms is below 1e-10)",
+    "grad_norm_bp": f"norm of the BP gradient over all parameters (cosine := 0 where the product of the norms is below {COSINE_EPS:g})",
     "converged": "inference met its convergence criterion",
     "inference_steps": "inference steps taken (0 for the closed form)",
     "activity_distance": "|z_T - z*| / |z*| of inferred to exact activities (linear networks)",

@@ -351,14 +351,15 @@ def selected_timescales(model, *, task=None, dilation: int = 0, mode: str | None
         if not _pools_over_tau(cell):
             raise ConfigError(f"cell {i} ({type(cell).__name__}) has no max over tau; selected timescales need "
                               "a What x When unit (sithcon, rnn-blockdiag, rnn-diag-*, sith-rnn)")
-        feats = np.asarray(cell.pooled_features_sequence(u))[:, W:]  # [layers, T, n_f, n_tau]
+        feats, outs = cell.pooled_sequence(u)
+        feats = np.asarray(feats)[:, W:]  # [layers, T, n_f, n_tau]
         idx = feats.argmax(-1)
         taus = getattr(cell, "taus", None)
         tau = np.asarray(taus, np.float64)[idx] if taus is not None else idx.astype(np.float64)
         peak = np.abs(feats).max(-1)  # a memory still empty (nothing seen yet) selects nothing
         sel.append(np.where(peak > 1e-6 * max(float(peak.max()), 1e-30), tau, np.nan))
         names += [f"cell{i}.layer{l + 1}" for l in range(cell.layers)]
-        u = cell.sequence(u)[-1]
+        u = outs[-1]
     sel = np.concatenate(sel)
     q = np.nanquantile(sel.reshape(len(sel), -1), quantiles, axis=1).T
     return xr.Dataset(

@@ -110,7 +110,7 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
     import warnings
 
     from dynlab import registry, store
-    from dynlab.analyses.pc_bp import compare_pc_bp, compare_pc_bptt
+    from dynlab.analyses.pc_bp import COSINE_EPS, compare_pc_bp, compare_pc_bptt
     from dynlab.cli import progress_bar
 
     recurrent = model_kind == "rnn"
@@ -185,7 +185,7 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
                    "steps; their cosines are excluded (NaN in 'cosine', kept in 'cosine_unconverged')", err=True)
     if ds.attrs["n_vanishing_gradients"]:
         click.echo(f"warning: at {ds.attrs['n_vanishing_gradients']} steps the product of the PC and BP gradient norms "
-                   "was below 1e-10 (the network fits its batch); their cosine is set to 0 (the public code's "
+                   f"was below {COSINE_EPS:g} (the network fits its batch); their cosine is set to 0 (the public code's "
                    "convention): see grad_norm_pc, grad_norm_bp", err=True)
     click.echo(f"dataset: {nc}\nfigures: " + ", ".join(str(p) for p in figs.values()))
 

@@ -107,10 +107,6 @@ class SequenceModel(eqx.Module):
             new_state.append(s)
         return tuple(new_state), self.readout(h)
 
-    def project_input(self, x: Array) -> Array:
-        """The first layer's projected input (:meth:`~dynlab.units.base.Cell.project_input`) of ``x_t``."""
-        return self.cells[0].project_input(x if self.encoder is None else self.encoder(x))
-
     def _run(self, xs: Array, drive: Array | None, state: tuple | None, keep_states: bool):
         if xs.ndim != 2 or xs.shape[1] != self.input_size:
             raise ConfigError(f"model expects inputs of shape [T, {self.input_size}], got {tuple(xs.shape)}")
@@ -120,12 +116,10 @@ class SequenceModel(eqx.Module):
         # layer by layer (the stack is feed-forward between layers): each layer's input-only part
         # for all steps at once, outside its time loop, then the layer's loop (Cell.run_sequence)
         scan = checkpointed_scan if self.remat else plain_scan
-        us = jax.vmap(self.project_input)(xs)
+        us = xs if self.encoder is None else jax.vmap(self.encoder)(xs)
         states = []
-        for i, (cell, s) in enumerate(zip(self.cells, state)):
-            if i:
-                us = jax.vmap(cell.project_input)(us)
-            us = cell.run_sequence(s, us, drives, scan, keep_states)
+        for cell, s in zip(self.cells, state):
+            us = cell.run_sequence(s, jax.vmap(cell.project_input)(us), drives, scan, keep_states)
             if keep_states:
                 us, s = us
                 states.append(s)

@@ -153,7 +153,7 @@ def test_max_over_tau_of_a_pulse_selects_tau_k_over_k_plus_1_times_the_lag():
     maximal at $\tau = k t / (k + 1)$: the selected cell is the grid point nearest to it in log τ."""
     cell = sithcon_identity_mixing(tau_max=60.0, n_taus=40).cells[0]
     x = jnp.zeros((80, 9)).at[0, 2].set(1.0)
-    feats = np.asarray(cell.pooled_features_sequence(x))[0, :, 2]  # [T, n_tau]
+    feats = np.asarray(cell.pooled_sequence(x)[0])[0, :, 2]  # [T, n_tau]
     t = np.arange(2, 60)
     expected = np.abs(np.log(cell.taus)[None, :] - np.log(15 * t / 16)[:, None]).argmin(1)
     np.testing.assert_array_equal(feats[t].argmax(1), expected)

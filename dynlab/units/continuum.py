@@ -46,12 +46,14 @@ Choices where the paper is silent or garbled (exposed as parameters):
   $I_i \int_0^1 e^{-u/\tau_i} du = I_i\, \tau_i (1 - e^{-1/\tau_i})$, which is exact for
   piecewise-constant inputs. ``"pulse"`` uses layer 1's gain everywhere (the paper's text, which
   does not distinguish the layers). Why it matters: at dilation $3^m$ the same memory cell sees
-  $o^{l-1}$ sampled $3^m$ times more finely, so under ``"pulse"`` the fast cells ($\tau \sim 1$)
-  weigh their input differently at $3^0$ and at $3^m$ ($1/(1-e^{-1/\tau}) \approx \tau + 1/2$
-  against $3\tau + 1/2$ relative to the continuous $\tau$). Measured (``dynlab run sith-trw``,
-  sith-rnn, 1000 steps, lr 1e-2, 3 seeds): with ``"pulse"`` seed 0 classifies 8 of 9 sequences
-  at $3^1 \dots 3^6$; with ``"hold"`` every seed classifies all 9 at every dilation, and SITHCon
-  too (τ windows shifted; :meth:`dynlab.units.sith.SITH.shift`). Nets 1–2 learn their input
+  $o^{l-1}$ sampled $3^m$ times more finely. Under ``"pulse"`` a cell's gain for a slow input is
+  $1/(1-e^{-1/\tau}) \approx \tau + 1/2$ steps, so the cell $\tau$ at $3^0$ and its counterpart
+  $3\tau$ at $3^1$ have gains $\tau + 1/2$ and $3\tau + 1/2$, not in the ratio 3: a relative error
+  of about $1/(2\tau)$, large for the fast cells ($\tau \sim 1$); ``"hold"`` gives exactly $\tau$ and
+  $3\tau$. Measured (``dynlab run sith-trw``, sith-rnn, 1000 steps, lr 1e-2, 3 seeds): with
+  ``"pulse"`` (and extended τ windows) seed 0 classifies 8 of 9 sequences at $3^1 \dots 3^6$;
+  with ``"hold"`` and shifted windows (:meth:`dynlab.units.sith.SITH.shift`) every seed
+  classifies all 9 at every dilation, and so does SITHCon. Nets 1–2 learn their input
   weights, so their input discretisation is learned too; they keep ``"pulse"``.
 
 Sequence fast path (:meth:`LayerStack.sequence`): diagonal recurrences (Nets 3–5) run with
@@ -197,12 +199,14 @@ class LayerStack(Cell):
         """
         return jnp.stack([o for _, o in self._layer_sequences(xs, drive)])
 
-    def pooled_features_sequence(self, xs: Array, drive: Array | None = None) -> Array:
-        """What each layer's max over τ sees: $\\sum_b g_{ab} (h L^\\top)_{b,i}$ over a whole input,
-        ``[layers, T, n_f, n_tau]`` (units with a convolution and max over τ only)."""
+    def pooled_sequence(self, xs: Array, drive: Array | None = None) -> tuple[Array, Array]:
+        """What each layer's max over τ sees, $\\sum_b g_{ab} (h L^\\top)_{b,i}$, over a whole input
+        (``[layers, T, n_f, n_tau]``), and every layer's output (``[layers, T, n_f]``, as
+        :meth:`sequence`); units with a convolution and max over τ only."""
         if self.g is None:
             raise ConfigError(f"{type(self).__name__} has no convolution and max over tau")
-        return jnp.stack([f for f, _ in self._layer_sequences(xs, drive)])
+        feats, outs = zip(*self._layer_sequences(xs, drive))
+        return jnp.stack(feats), jnp.stack(outs)
 
     def _layer_sequences(self, xs, drive):
         """Per layer ``(features before pooling, output)`` over a whole input (see :meth:`sequence`)."""
@@ -416,10 +420,7 @@ class DiagonalRNN(LayerStack):
         r"""$I_\text{when}$ (``input_weight``) for pulses; ``hold``: times $\int_0^1 e^{-u/\tau} du = \tau(1 - e^{-1/\tau})$."""
         a = self.decays(dtype)
         gains = {"ones": jnp.ones_like(a), "rate": 1.0 - a, "decay": a}[self.input_weight]
-        if hold:
-            tau = jnp.exp(self.log_tau).astype(dtype) if self.log_tau is not None else jnp.asarray(self._grid(), dtype)
-            gains = gains * tau * (1.0 - a)
-        return gains
+        return gains * (1.0 - a) / -jnp.log(a) if hold else gains  # tau = -1 / log(a)
 
     def readout_matrix(self) -> Array:
         """$L_\\text{when}$ ``[n_tau, n_tau]`` (for the Toeplitz read-out: built from the zero-sum motif)."""

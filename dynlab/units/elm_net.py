@@ -391,13 +391,13 @@ class ElmNet(Cell):
 
         def readout(cell, m, b):
             m, y = cell.readout_layer.update(None, m, b)
-            return m, (m, y)
+            return m, ((m, y) if keep_states else y)
 
-        m_out, y_out = scan(readout, self, state.m_out, branches)[1]
-        ys = ro.b + y_out
+        out = scan(readout, self, state.m_out, branches)[1]
         if not keep_states:
-            return ys
-        return ys, ElmNetState(m=states.m, r=states.r, h=states.h, m_out=m_out, g=states.g)
+            return ro.b + out
+        m_out, y_out = out
+        return ro.b + y_out, ElmNetState(m=states.m, r=states.r, h=states.h, m_out=m_out, g=states.g)
 
     def _hidden_projected(self, state: ElmNetState, u: Array, drive) -> ElmNetState:
         """:meth:`_hidden_step` from :meth:`project_input`'s ``u``."""
