@@ -199,6 +199,23 @@ def activity_statistics(
     )
 
 
+def check_activity(model, *, component: str, steps: int, burn_in: int, **_) -> None:
+    """The options of :func:`activity_analysis` that ``model`` can take (``component`` is one of its states).
+
+    Enforces, in one place: activity's options are valid for the model. Called by the analysis
+    itself and, as ``activity_analysis.check``, by scenario validation for every cell's model
+    before any cell runs (:func:`dynlab.scenarios.spec.check_cells`; the model may be abstract).
+    """
+    from dynlab.analyses.state_map import state_map
+
+    require_positive("steps", steps)
+    if isinstance(burn_in, bool) or not isinstance(burn_in, int) or burn_in < 0:
+        raise ConfigError(f"burn_in must be a non-negative integer, got {burn_in!r}")
+    labels = state_map(model).labels
+    if component not in labels:
+        raise ConfigError(f"no state component {component!r}; valid: {', '.join(dict.fromkeys(labels))}")
+
+
 @register("analysis", "activity", "population activity statistics: fraction active, ISI CV, Fano factor, correlations")
 def activity_analysis(
     model,
@@ -227,16 +244,15 @@ def activity_analysis(
     from dynlab.analyses.model_dynamics import protocol_name
     from dynlab.analyses.state_map import protocol_inputs, run_in, state_map
 
-    require_positive("steps", steps)
-    if isinstance(burn_in, bool) or not isinstance(burn_in, int) or burn_in < 0:
-        raise ConfigError(f"burn_in must be a non-negative integer, got {burn_in!r}")
+    check_activity(model, component=component, steps=steps, burn_in=burn_in)
     smap = state_map(model)
     idx = [i for i, label in enumerate(smap.labels) if label == component]
-    if not idx:
-        raise ConfigError(f"no state component {component!r}; valid: {', '.join(dict.fromkeys(smap.labels))}")
     inputs = protocol_inputs(model, burn_in + steps, drive=drive, task=task, key=jax.random.key(seed))
     states = np.asarray(run_in(smap, inputs))[burn_in:, idx]
     ds = activity_statistics(states, threshold=threshold, events=events, window=window,
                              correlation_of=correlation_of, bins=bins)
     ds.attrs.update(component=component, protocol=protocol_name(drive, task), steps=steps, burn_in=burn_in, seed=seed)
     return ds
+
+
+activity_analysis.check = check_activity

@@ -43,6 +43,7 @@ import scipy.stats
 import xarray as xr
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, ArrayLike, Bool, Float, PyTree
+from dynlab.errors import ConfigError
 
 __all__ = [
     "LyapunovResult",
@@ -101,10 +102,10 @@ def flatten_step(
     """
     leaves, treedef = jax.tree.flatten(h0)
     if not leaves:
-        raise ValueError("The state h0 has no array leaves; it must be a PyTree of arrays.")
+        raise ConfigError("The state h0 has no array leaves; it must be a PyTree of arrays.")
     for leaf in leaves:
         if not jnp.issubdtype(jnp.result_type(leaf), jnp.floating):
-            raise ValueError(
+            raise ConfigError(
                 "Every leaf of the state h0 must be a real floating-point array "
                 f"(got dtype {jnp.result_type(leaf)})."
             )
@@ -115,13 +116,13 @@ def flatten_step(
     def flat_step(v: Float[Array, " n"], x: PyTree) -> Float[Array, " n"]:
         h_next = step(unravel(v), x)
         if jax.tree.structure(h_next) != treedef:
-            raise ValueError(
+            raise ConfigError(
                 "step(h, x) must return a state with the same PyTree structure as h; "
                 f"got {jax.tree.structure(h_next)}, expected {treedef}."
             )
         v_next, _ = ravel_pytree(h_next)
         if v_next.shape != v.shape:
-            raise ValueError(
+            raise ConfigError(
                 f"step(h, x) returned a state of size {v_next.shape[0]}, expected {v.shape[0]}."
             )
         return v_next.astype(v.dtype)
@@ -154,7 +155,7 @@ class LyapunovResult(NamedTuple):
 
 def _resolve_method(method: str) -> Literal["jvp", "dense"]:
     if method not in ("auto", "jvp", "dense"):
-        raise ValueError(f"method must be 'auto', 'jvp' or 'dense'; got {method!r}.")
+        raise ConfigError(f"method must be 'auto', 'jvp' or 'dense'; got {method!r}.")
     if method == "auto":
         # k JVPs cost k linearised evaluations of the map. A dense Jacobian costs N of them
         # (jacfwd is a vmapped JVP over the identity) plus an N x N x k product, so it is never
@@ -168,7 +169,7 @@ def _check_k(k: int | None, n: int, q0: ArrayLike | None) -> int:
     if k is None:
         k = n if q0 is None else int(np.shape(q0)[1])
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n:
-        raise ValueError(
+        raise ConfigError(
             f"k must be an integer with 1 <= k <= N = {n} (the state dimension); got {k!r}."
         )
     return int(k)
@@ -178,13 +179,13 @@ def num_steps(inputs: PyTree) -> int:
     """The length T of the leading time axis shared by every leaf of ``inputs`` (T >= 1)."""
     leaves = jax.tree.leaves(inputs)
     if not leaves or any(np.ndim(leaf) == 0 for leaf in leaves):
-        raise ValueError(
+        raise ConfigError(
             "inputs must be an array (or a PyTree of arrays) with a leading time axis [T, ...]; "
             "for an autonomous map pass zeros, e.g. jnp.zeros((T, 1))."
         )
     lengths = {int(np.shape(leaf)[0]) for leaf in leaves}
     if len(lengths) != 1 or 0 in lengths:
-        raise ValueError(f"All leaves of inputs must share one leading time axis T >= 1; got {lengths}.")
+        raise ConfigError(f"All leaves of inputs must share one leading time axis T >= 1; got {lengths}.")
     return lengths.pop()
 
 
@@ -206,7 +207,7 @@ def _initial_frame(
         columns = jax.vmap(lambda j: jax.random.normal(jax.random.fold_in(key, j), (n,), dtype))
         q0 = columns(jnp.arange(k)).T
     elif np.shape(q0) != (n, k):
-        raise ValueError(f"q0 must have shape (N, k) = ({n}, {k}); got {np.shape(q0)}.")
+        raise ConfigError(f"q0 must have shape (N, k) = ({n}, {k}); got {np.shape(q0)}.")
     frame, _ = _qr_positive(jnp.asarray(q0, dtype))
     return frame
 
@@ -412,12 +413,12 @@ def lyapunov_core(
     k = _check_k(k, n, q0)
     steps = num_steps(inputs)
     if not isinstance(burn_in, (int, np.integer)) or not 0 <= burn_in < steps:
-        raise ValueError(
+        raise ConfigError(
             f"burn_in must be an integer with 0 <= burn_in < T = {steps} (the number of inputs), "
             f"so that at least one step is accumulated; got {burn_in!r}."
         )
     if not isinstance(reortho_every, (int, np.integer)) or reortho_every < 1:
-        raise ValueError(f"reortho_every must be an integer >= 1; got {reortho_every!r}.")
+        raise ConfigError(f"reortho_every must be an integer >= 1; got {reortho_every!r}.")
     tangent_step = _tangent_step(flat_step, _resolve_method(method))
     frame = _initial_frame(n, k, v0.dtype, q0, key)
 
@@ -674,14 +675,14 @@ def lyapunov_ensemble(
     """
     leaves = jax.tree.leaves(h0s)
     if not leaves or any(np.ndim(leaf) == 0 for leaf in leaves):
-        raise ValueError(
+        raise ConfigError(
             "h0s must be a PyTree of arrays with a leading axis of initial conditions."
         )
     n_ic = int(np.shape(leaves[0])[0])
     if any(int(np.shape(leaf)[0]) != n_ic for leaf in leaves):
-        raise ValueError("All leaves of h0s must share the leading initial-condition axis.")
+        raise ConfigError("All leaves of h0s must share the leading initial-condition axis.")
     if not 0 < confidence < 1:
-        raise ValueError(f"confidence must lie in (0, 1); got {confidence!r}.")
+        raise ConfigError(f"confidence must lie in (0, 1); got {confidence!r}.")
     n = _state_dim(h0s) // n_ic
     steps = num_steps(inputs)
     result = _run(
@@ -754,7 +755,7 @@ def lyapunov_ensemble(
 def _descending(exponents: ArrayLike) -> np.ndarray:
     lam = np.asarray(exponents, dtype=float)
     if lam.ndim == 0 or lam.shape[-1] == 0:
-        raise ValueError("Expected a non-empty array of exponents on the last axis.")
+        raise ConfigError("Expected a non-empty array of exponents on the last axis.")
     return -np.sort(-lam, axis=-1)
 
 

@@ -58,14 +58,8 @@ def lyapunov_analysis(
     positive exponents, Kaplan–Yorke dimension, counts) with attrs ``protocol``, ``drive``,
     ``ic_kind``, ``seed``.
     """
-    require_positive("steps", steps)
-    require_positive("ics", ics)
-    require_positive("k", k)
-    if isinstance(burn_in, bool) or not isinstance(burn_in, int) or not 0 <= burn_in < steps:
-        raise ConfigError(f"burn_in must be an integer with 0 <= burn_in < steps = {steps}, got {burn_in!r}")
+    check_lyapunov(model, k=k, steps=steps, burn_in=burn_in, ics=ics)
     smap = state_map(model)
-    if k > smap.dim:
-        raise ConfigError(f"k = {k} exceeds the state dimension N = {smap.dim} of this model; use 1 <= k <= {smap.dim}")
     key = jax.random.key(seed)
     k_in, k_ic, k_frame = jax.random.split(key, 3)
     inputs = protocol_inputs(model, steps, drive=drive, task=task, key=k_in)
@@ -85,6 +79,26 @@ def lyapunov_analysis(
         state_dim=smap.dim,
     )
     return ds
+
+
+def check_lyapunov(model, *, k: int, steps: int, burn_in: int, ics: int, **_) -> None:
+    """The options of :func:`lyapunov_analysis` that ``model`` can take (``k`` <= its state dimension).
+
+    Enforces, in one place: lyapunov's options are valid for the model. Called by the analysis
+    itself and, as ``lyapunov_analysis.check``, by scenario validation for every cell's model
+    before any cell runs (:func:`dynlab.scenarios.spec.check_cells`; the model may be abstract).
+    """
+    require_positive("steps", steps)
+    require_positive("ics", ics)
+    require_positive("k", k)
+    if isinstance(burn_in, bool) or not isinstance(burn_in, int) or not 0 <= burn_in < steps:
+        raise ConfigError(f"burn_in must be an integer with 0 <= burn_in < steps = {steps}, got {burn_in!r}")
+    dim = state_map(model).dim
+    if k > dim:
+        raise ConfigError(f"k = {k} exceeds the state dimension N = {dim} of this model; use 1 <= k <= {dim}")
+
+
+lyapunov_analysis.check = check_lyapunov
 
 
 def _prefixed(ds: xr.Dataset, prefix: str, dims: dict[str, str]) -> xr.Dataset:

@@ -42,6 +42,7 @@ import xarray as xr
 from jax.typing import ArrayLike
 
 from dynlab.analyses.lyapunov import num_steps
+from dynlab.errors import ConfigError
 
 __all__ = [
     "PowerLawFit",
@@ -113,7 +114,7 @@ def weight_eigenvalues(matrices: Mapping[str, ArrayLike]) -> xr.Dataset:
     - attrs `analysis="weight_eigenvalues"`, `dynlab_version`.
     """
     if not isinstance(matrices, Mapping) or not matrices:
-        raise ValueError(
+        raise ConfigError(
             "matrices must be a non-empty mapping from a name to a weight matrix, "
             "e.g. {'layer0': W_hh}."
         )
@@ -121,13 +122,13 @@ def weight_eigenvalues(matrices: Mapping[str, ArrayLike]) -> xr.Dataset:
     for name, matrix in matrices.items():
         w = np.asarray(matrix)
         if w.size == 0 or not np.issubdtype(w.dtype, np.number) or not np.all(np.isfinite(w)):
-            raise ValueError(f"matrices[{name!r}] must be a non-empty, finite numeric array.")
+            raise ConfigError(f"matrices[{name!r}] must be a non-empty, finite numeric array.")
         if w.ndim == 1:
             mu = w.astype(np.complex128)
         elif w.ndim == 2 and w.shape[0] == w.shape[1]:
             mu = np.linalg.eigvals(w.astype(np.result_type(w.dtype, np.float64)))
         else:
-            raise ValueError(
+            raise ConfigError(
                 f"matrices[{name!r}] must be a square 2-D matrix or a 1-D diagonal; "
                 f"got shape {w.shape}."
             )
@@ -253,11 +254,11 @@ def jacobian_spectra(
       not finite; their spectra are NaN and a `RuntimeWarning` is emitted).
     """
     if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
-        raise ValueError(f"every must be a positive integer; got {every!r}.")
+        raise ConfigError(f"every must be a positive integer; got {every!r}.")
     every = int(every)
     h0 = jnp.asarray(h0)
     if h0.ndim != 1 or h0.size == 0 or not jnp.issubdtype(h0.dtype, jnp.floating):
-        raise ValueError(
+        raise ConfigError(
             "h0 must be a non-empty 1-D real floating state vector [N]; "
             f"got shape {h0.shape} and dtype {h0.dtype}."
         )
@@ -275,7 +276,7 @@ def jacobian_spectra(
         inputs = jax.tree.map(cast, inputs)
         out = jax.eval_shape(step, h0, jax.tree.map(lambda a: a[0], inputs))
         if not hasattr(out, "shape") or out.shape != h0.shape:
-            raise ValueError(
+            raise ConfigError(
                 f"step(h, x) must return the next state with the shape of h0 {h0.shape}; "
                 f"got {getattr(out, 'shape', type(out))}."
             )
@@ -376,12 +377,12 @@ def _log_fit_inputs(
     lam = np.asarray(eigenvalues, np.float64)
     n = np.asarray(ranks, np.float64)
     if n.ndim != 1 or lam.ndim < 1 or lam.shape[-1] != n.size:
-        raise ValueError(
+        raise ConfigError(
             "eigenvalues must be [..., K] and ranks [K] with the same K; "
             f"got shapes {lam.shape} and {n.shape}."
         )
     if n.size < min_points or np.unique(n).size < min_points or np.any(n <= 0):
-        raise ValueError(
+        raise ConfigError(
             f"The fit needs at least {min_points} distinct positive ranks; got {n.tolist()}."
         )
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -584,7 +585,7 @@ def covariance_spectrum(
     """
     x = np.asarray(activity)
     if x.ndim not in (2, 3) or not np.issubdtype(x.dtype, np.number) or np.iscomplexobj(x):
-        raise ValueError(
+        raise ConfigError(
             "activity must be a real array [T, N] or [trials, T, N]; "
             f"got shape {x.shape} and dtype {x.dtype}."
         )
@@ -592,17 +593,17 @@ def covariance_spectrum(
     x = x.reshape(-1, x.shape[-1]).astype(np.float64)
     m, n = x.shape
     if m < 2 or n < 3:
-        raise ValueError(f"activity needs at least 2 samples and 3 units; got M={m}, N={n}.")
+        raise ConfigError(f"activity needs at least 2 samples and 3 units; got M={m}, N={n}.")
     if not np.all(np.isfinite(x)):
-        raise ValueError("activity contains NaN or infinite values.")
+        raise ConfigError("activity contains NaN or infinite values.")
     if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 0:
-        raise ValueError(f"n_boot must be a non-negative integer; got {n_boot!r}.")
+        raise ConfigError(f"n_boot must be a non-negative integer; got {n_boot!r}.")
     if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) or not (
         1 <= block_size <= m
     ):
-        raise ValueError(f"block_size must be an integer in [1, M={m}]; got {block_size!r}.")
+        raise ConfigError(f"block_size must be an integer in [1, M={m}]; got {block_size!r}.")
     if not 0 < confidence < 1:
-        raise ValueError(f"confidence must lie in (0, 1); got {confidence!r}.")
+        raise ConfigError(f"confidence must lie in (0, 1); got {confidence!r}.")
 
     centred = x - x.mean(axis=0)
     eigenvalues = np.linalg.eigvalsh(centred.T @ centred / (m - 1))[::-1]
@@ -610,7 +611,7 @@ def covariance_spectrum(
     eigenvalues = np.clip(eigenvalues, 0.0, None)
     eigenvalues[rank_limit:] = 0.0
     if eigenvalues[0] <= 0:
-        raise ValueError("activity has zero variance in every unit; there is no spectrum.")
+        raise ConfigError("activity has zero variance in every unit; there is no spectrum.")
 
     default_range = fit_range is None
     if default_range:
@@ -618,7 +619,7 @@ def covariance_spectrum(
         fit_range = (1, min(rank_limit // 2, above_floor))
     n_min, n_max = (int(r) for r in fit_range)
     if not 1 <= n_min <= n_max - 2 or n_max > n:
-        raise ValueError(
+        raise ConfigError(
             f"fit_range must be (n_min, n_max) with 1 <= n_min, n_max - n_min >= 2 and "
             f"n_max <= N = {n}; got {tuple(fit_range)}"
             + (
@@ -629,7 +630,7 @@ def covariance_spectrum(
             )
         )
     if eigenvalues[n_max - 1] <= 0:
-        raise ValueError(
+        raise ConfigError(
             f"fit_range {tuple(fit_range)} includes zero eigenvalues: only the first "
             f"{int(np.sum(eigenvalues > 0))} are nonzero (the covariance has rank at most "
             f"min(M - 1, N) = {rank_limit}). Choose n_max at most that."

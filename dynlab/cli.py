@@ -7,19 +7,36 @@ run is one line and exit status 1, with its last good checkpoint and metrics kep
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 from pathlib import Path
 
 import click
 
-from dynlab.errors import ConfigError, DivergenceError, DynlabError
+from dynlab.errors import ConfigError, DivergenceError, DynlabError, NonFiniteResult
 
 PLURALS = {"units": "unit", "rules": "rule", "tasks": "task", "analyses": "analysis", "scenarios": "scenario",
-           "losses": "loss", "models": "model"}
+           "programs": "program", "losses": "loss", "models": "model"}
 
 
-class _Group(click.Group):
-    """Turns every error into one line on stderr and a meaningful exit status."""
+class _CommandGroup(click.Group):
+    """A command group whose unknown-command message lists the valid commands."""
+
+    def resolve_command(self, ctx, args):
+        name = args[0] if args else None
+        if name is not None and not name.startswith("-") and self.get_command(ctx, name) is None:
+            valid = ", ".join(self.list_commands(ctx))
+            raise ConfigError(f"unknown command {ctx.command_path} {name!r}; valid: {valid}")
+        return super().resolve_command(ctx, args)
+
+
+class _Group(_CommandGroup):
+    """Turns every error into one line on stderr and a meaningful exit status.
+
+    **Enforces** "no command ends in a traceback": user mistakes (:class:`DynlabError`, click's
+    usage errors) exit 2, divergence and non-finite results exit 1 with the data kept, Ctrl-C
+    exits 130, and anything unexpected is one line with the traceback saved to a file.
+    """
 
     def main(self, args=None, prog_name=None, **extra):
         try:
@@ -39,7 +56,34 @@ class _Group(click.Group):
         except DivergenceError as e:
             click.echo(f"diverged: {e}", err=True)
             sys.exit(1)
+        except NonFiniteResult as e:
+            click.echo(f"non-finite result: {e}", err=True)
+            sys.exit(1)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+        except Exception as e:  # a bug, not a user mistake: still one line, the traceback in a file
+            if os.environ.get("DYNLAB_DEBUG"):
+                raise
+            click.echo(f"internal error: {type(e).__name__}: {_first_line(e)} "
+                       f"(traceback in {_save_traceback()}; DYNLAB_DEBUG=1 shows it here)", err=True)
+            sys.exit(1)
         sys.exit(result if isinstance(result, int) else 0)
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def _save_traceback() -> str:
+    """Write the current exception's traceback to a temporary file; return its path."""
+    import tempfile
+    import traceback
+
+    with tempfile.NamedTemporaryFile("w", prefix="dynlab-error-", suffix=".txt", delete=False) as f:
+        f.write(traceback.format_exc())
+    return f.name
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -60,12 +104,12 @@ def main():
 def list_cmd(kind):
     """List registered plug-ins with one-line descriptions.
 
-    KIND is one of: units, rules, tasks, analyses, scenarios, losses, models (default: all).
+    KIND is one of: units, rules, tasks, analyses, scenarios, programs, losses, models (default: all).
     """
     import dynlab
     from dynlab import registry
 
-    kinds = ["unit", "rule", "task", "analysis", "scenario"] if kind is None else [PLURALS.get(kind, kind)]
+    kinds = ["unit", "rule", "task", "analysis", "scenario", "program"] if kind is None else [PLURALS.get(kind, kind)]
     for k in kinds:
         if k not in dynlab.KINDS:
             raise ConfigError(f"unknown kind {kind!r}; valid: {', '.join(PLURALS)}")
@@ -110,6 +154,36 @@ def progress_bar(quiet: bool, description: str):
     return bar()
 
 
+def _use_data_dir(ctx, param, value):
+    """``--data-dir``: the data directory for the command's duration, in this process and (as
+    ``$DYNLAB_DATA``) in the worker processes it starts; both are restored afterwards."""
+    if value is None:
+        return
+    import contextlib
+
+    from dynlab.data import ENV, command_data_dir
+
+    @contextlib.contextmanager
+    def everywhere():
+        previous = os.environ.get(ENV)
+        os.environ[ENV] = str(Path(value).expanduser().absolute())
+        try:
+            with command_data_dir(value):
+                yield
+        finally:
+            if previous is None:
+                os.environ.pop(ENV, None)
+            else:
+                os.environ[ENV] = previous
+
+    ctx.with_resource(everywhere())
+
+
+data_dir_option = click.option(
+    "--data-dir", type=click.Path(file_okay=False), default=None, expose_value=False, callback=_use_data_dir,
+    help="Data directory of tasks that read files (smnist, psmnist, shd, charlm; default: $DYNLAB_DATA, "
+         "then ~/.cache/dynlab/data).")
+
 @main.command()
 @click.option("--model", "unit", default=None, help="Unit name (see 'dynlab list units'). Default: aru.")
 @click.option("--task", default=None, help="Task name (see 'dynlab list tasks'). Default: adding.")
@@ -124,6 +198,7 @@ def progress_bar(quiet: bool, description: str):
               help="Run directory to create. Default: runs/train-<unit>-<task>-<time>.")
 @click.option("--resume", type=click.Path(file_okay=False), default=None,
               help="Continue the run in this directory from its checkpoint (e.g. with a larger --steps).")
+@data_dir_option
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar; print only the summary.")
 def train(unit, task, rule, steps, seed, config_file, sets, out, resume, quiet):
     """Train a model with a learning rule on a task; write a run directory.
@@ -137,9 +212,9 @@ def train(unit, task, rule, steps, seed, config_file, sets, out, resume, quiet):
     from dynlab import experiment, store
 
     if resume:
-        if config_file or unit or task or rule:
-            raise ConfigError("--resume continues a run with its own config: drop --config/--model/--task/--rule")
-        config = store.read_config(resume)
+        if config_file or unit or task or rule or out:
+            raise ConfigError("--resume continues a run with its own config and directory: "
+                              "drop --config/--model/--task/--rule/--out")
     else:
         config = cfgmod.load_toml(config_file) if config_file else experiment.default_config()
         for section, key, value in (("model", "unit", unit), ("task", "name", task), ("rule", "name", rule)):
@@ -150,27 +225,27 @@ def train(unit, task, rule, steps, seed, config_file, sets, out, resume, quiet):
         overrides.append(f"train.steps={steps}")
     if seed is not None:
         overrides.append(f"seed={seed}")
-    config = cfgmod.apply_sets(config, overrides)
+    # a resumed run keeps its model: --set model.* may not change the stored [model] section
+    config = store.resume_config(resume, overrides) if resume else cfgmod.apply_sets(config, overrides)
     exp = experiment.build(config)
-
     if resume:
         run_dir = Path(resume)
     else:
-        run_dir = new_run_dir(out, f"train-{exp.config['model'].get('unit', 'aru')}-{exp.config['task'].get('name', 'adding')}")
-
+        prefix = f"train-{exp.config['model'].get('unit', 'aru')}-{exp.config['task'].get('name', 'adding')}"
+        run_dir = new_run_dir(out, prefix, config=exp.config)
     train_and_report(exp, run_dir, quiet, resume=bool(resume))
 
 
-def new_run_dir(out: str | None, prefix: str) -> Path:
-    """``out`` (created; an error if it already holds a run) or a fresh ``runs/<prefix>-<time>``."""
+def new_run_dir(out: str | None, prefix: str, *, config: dict | None = None) -> Path:
+    """``out``, or a fresh ``runs/<prefix>-<time>``, claimed atomically
+    (:func:`dynlab.store.claim_run_dir`): a directory that holds a run, is claimed by another
+    process or holds other files is a one-line error. With ``config``, its config.toml is written
+    at once, so that a claimed run directory can be resumed from the start."""
     from dynlab import store
 
-    if out is None:
-        return store.new_run_dir(prefix)
-    run_dir = Path(out)
-    if (run_dir / store.CONFIG).exists():
-        raise ConfigError(f"{out!r} already holds a run; use --resume {out} or another --out")
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = store.new_run_dir(prefix) if out is None else store.claim_run_dir(out)
+    if config is not None:
+        store.write_config(run_dir, config)
     return run_dir
 
 
@@ -183,8 +258,12 @@ def train_and_report(exp, run_dir: Path, quiet: bool, *, resume: bool = False, w
         click.echo(f"{exp.config['model'].get('unit', experiment.DEFAULT_UNIT)}{what} "
                    f"({exp.model.param_count()['total']:,} parameters) on {exp.task.describe()}, "
                    f"rule {exp.config['rule'].get('name', experiment.DEFAULT_RULE)}, seed {exp.seed} -> {run_dir}")
+    def resuming(step):
+        if not quiet:
+            click.echo(f"resuming {run_dir} from step {step} of {exp.train.steps}")
+
     with progress_bar(quiet, "train") as update:
-        result = run_training(exp, run_dir, resume=resume, progress=update)
+        result = run_training(exp, run_dir, resume=resume, progress=update, on_resume=resuming)
     store.write_figure(run_dir / "learning_curve.png", figures.learning_curve(result.metrics))
     _summary(result)
 
@@ -212,23 +291,69 @@ def analysis_model(unit, checkpoint, task_name, sets):
     return exp, (exp.task if task_name else None), "a freshly initialised model (no --checkpoint)"
 
 
-def output_paths(out, plot, checkpoint, name, unit):
-    """Where the dataset and figure go (never overwriting earlier results)."""
+def output_paths(out, plot, checkpoint, name, unit, *, create: bool = True):
+    """Where the dataset and figure go (never overwriting earlier results).
+
+    With ``create=False`` nothing is made: the locations are only checked to be writable (see
+    :func:`check_writable`), so that a result is never computed only to be lost.
+    """
     from dynlab import store
 
     if out is not None:
         nc = Path(out)
         if nc.suffix != ".nc":
             raise ConfigError(f"--out must name a .nc file, got {out!r}")
-        nc.parent.mkdir(parents=True, exist_ok=True)
+        folder = nc.parent
     else:
-        folder = Path(checkpoint) if checkpoint else store.new_run_dir(f"analyze-{name}-{unit}")
+        folder = Path(checkpoint) if checkpoint else (store.new_run_dir(f"analyze-{name}-{unit}") if create else Path("runs"))
+    png = Path(plot) if plot else None
+    if not create:
+        for where, option in ((folder, "--out"), (None if png is None else png.parent, "--plot")):
+            if where is not None:
+                check_writable(where, option)
+        return None, None
+    folder.mkdir(parents=True, exist_ok=True)
+    if out is None:
         nc, n = folder / f"{name}.nc", 1
         while nc.exists():
             n += 1
             nc = folder / f"{name}-{n}.nc"
-    png = Path(plot) if plot else nc.with_suffix(".png")
-    return nc, png
+    return nc, png or nc.with_suffix(".png")
+
+
+def check_writable(folder: Path, option: str) -> None:
+    """A one-line :class:`ConfigError` unless files can be created in ``folder`` (made if missing).
+
+    Checked by creating (and removing) a temporary file in the nearest existing ancestor, which
+    also catches read-only file systems and paths through a regular file.
+    """
+    import tempfile
+
+    folder = Path(folder).absolute()
+    ancestor = folder
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    try:
+        if not ancestor.is_dir():
+            raise NotADirectoryError(f"{ancestor} is not a directory")
+        with tempfile.TemporaryFile(dir=ancestor):
+            pass
+    except OSError as e:
+        reason = e.strerror or str(e)
+        raise ConfigError(f"cannot write results under {str(folder)!r} ({reason}); choose another {option}") from None
+
+
+def rescue_dataset(ds, name: str, error: OSError) -> None:
+    """Save a computed dataset that could not be written where asked into the temporary
+    directory, then raise a one-line error naming both places (a result is never lost silently)."""
+    import tempfile
+
+    from dynlab import store
+    from dynlab.errors import DataError
+
+    path = Path(tempfile.mkdtemp(prefix=f"dynlab-{name}-")) / f"{name}.nc"
+    store.write_dataset(path, ds)
+    raise DataError(f"could not write the result ({error.strerror or error}); it was saved to {path}") from None
 
 
 def busy(quiet: bool, what: str):
@@ -241,7 +366,7 @@ def busy(quiet: bool, what: str):
     return Console(stderr=True).status(f"{what} (compiling and running)…")
 
 
-@main.group()
+@main.group(cls=_CommandGroup)
 def analyze():
     """Run an analysis on a fresh or trained model; write a labelled netCDF dataset and a figure."""
 
@@ -259,6 +384,7 @@ _COMMON = [
     click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Figure file (.png). Default: next to --out."),
     click.option("--x64", is_flag=True, help="Compute in float64."),
     click.option("-q", "--quiet", is_flag=True, help="No spinner; print only the summary."),
+    data_dir_option,
 ]
 
 
@@ -276,13 +402,18 @@ def _options(options: list):
 analysis_options = _options(_COMMON)
 
 
-def int_option(name, text):
-    from dynlab.config import parse_value
+def int_option(name, text, **bounds):
+    """An integer option (``--steps``, ``--k``, …): :func:`dynlab.config.parse_number`."""
+    from dynlab.config import parse_number
 
-    value = parse_value(str(text))
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{name} must be an integer, got {text!r}")
-    return value
+    return parse_number(name, text, integer=True, **bounds)
+
+
+def seed_option(text) -> int:
+    """``--seed``: an integer in [0, 2^32 - 1]."""
+    from dynlab.config import SEED_RANGE
+
+    return int_option("--seed", text, minimum=SEED_RANGE[0], maximum=SEED_RANGE[1])
 
 
 @analyze.command("lyapunov")
@@ -300,17 +431,22 @@ def lyapunov_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x64,
     neuron), or --task NAME (the task's input sequence; non-autonomous exponents).
     """
     from dynlab.analyses.model_dynamics import lyapunov_analysis
+    import numpy as np
 
-    seed_v = int_option("--seed", seed)
+    seed_v = seed_option(seed)
+    options = dict(k=int_option("--k", k, minimum=1), steps=int_option("--steps", steps, minimum=1),
+                   burn_in=int_option("--burn-in", burn_in, minimum=0), ics=int_option("--ics", ics, minimum=1),
+                   reortho_every=int_option("--reortho-every", reortho_every, minimum=1))
     exp, task, source = analysis_model(unit, checkpoint, task_name, list(sets) + ([] if checkpoint else [f"seed={seed_v}"]))
-    options = dict(k=int_option("--k", k), steps=int_option("--steps", steps), burn_in=int_option("--burn-in", burn_in),
-                   ics=int_option("--ics", ics), reortho_every=int_option("--reortho-every", reortho_every))
     from dynlab import figures
 
     ds = run_analysis("lyapunov", lyapunov_analysis, figures.lyapunov_spectrum, exp, source, checkpoint, out, plot, quiet,
                        drive=number_option("--drive", drive), task=task, seed=seed_v, x64=x64, **options)
     _lyapunov_table(ds)
     click.echo(f"dataset: {ds.attrs['path']}\nfigure:  {ds.attrs['figure']}")
+    if "mean" in non_finite_variables(ds):
+        raise NonFiniteResult(f"{int((~np.isfinite(ds['mean'].values)).sum())} of {ds.sizes['exponent']} mean exponents are "
+                              f"NaN or inf (the trajectory left the finite range); the dataset is kept in {ds.attrs['path']}")
 
 
 @analyze.command("spectra")
@@ -327,10 +463,10 @@ def spectra_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x64, 
     """
     from dynlab.analyses.model_dynamics import spectra_analysis
 
-    seed_v = int_option("--seed", seed)
+    seed_v = seed_option(seed)
+    options = dict(steps=int_option("--steps", steps, minimum=1), burn_in=int_option("--burn-in", burn_in, minimum=0),
+                   n_boot=int_option("--n-boot", n_boot, minimum=0), every=int_option("--every", every, minimum=1))
     exp, task, source = analysis_model(unit, checkpoint, task_name, list(sets) + ([] if checkpoint else [f"seed={seed_v}"]))
-    options = dict(steps=int_option("--steps", steps), burn_in=int_option("--burn-in", burn_in), n_boot=int_option("--n-boot", n_boot),
-                   every=None if every is None else int_option("--every", every))
     from dynlab import figures
 
     ds = run_analysis("spectra", spectra_analysis, figures.spectra, exp, source, checkpoint, out, plot, quiet,
@@ -350,22 +486,22 @@ def spectra_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x64, 
     click.echo(f"dataset: {ds.attrs['path']}\nfigure:  {ds.attrs['figure']}")
 
 
-def number_option(name, text):
-    if text is None:
-        return None
-    from dynlab.config import parse_value
+def number_option(name, text, **bounds):
+    """A finite number option (``--drive``, …); ``None`` when not given: :func:`dynlab.config.parse_number`."""
+    from dynlab.config import parse_number
 
-    value = parse_value(str(text))
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{name} must be a number, got {text!r}")
-    return value
+    return parse_number(name, text, **bounds)
 
 
 def run_analysis(name, function, figure, exp, source, checkpoint, out, plot, quiet, **options):
     """Run ``function(exp.model, **options)``, label the dataset, write it and ``figure(ds)``.
 
-    Warnings become one-line messages on stderr. Files are written only after the analysis
-    succeeded (named ``NAME.nc``/``NAME.png``, see :func:`output_paths`).
+    Warnings become one-line messages on stderr. The output locations are checked to be
+    writable before any work; files are written only after the analysis succeeded (named
+    ``NAME.nc``/``NAME.png``, see :func:`output_paths`). A dataset that cannot be written where
+    asked is saved in the temporary directory instead (:func:`rescue_dataset`). A figure that
+    cannot be drawn because the result holds NaN or inf ends the command with
+    :class:`~dynlab.errors.NonFiniteResult` (exit status 1), the dataset kept.
     """
     import warnings
 
@@ -373,6 +509,7 @@ def run_analysis(name, function, figure, exp, source, checkpoint, out, plot, qui
     from dynlab.config import dumps
 
     unit_name = exp.config["model"].get("unit", "aru")
+    output_paths(out, plot, checkpoint, name, unit_name, create=False)
     if not quiet:
         click.echo(f"{name} of {source}: {unit_name}, {exp.model.param_count()['total']:,} parameters")
     with busy(quiet, name), warnings.catch_warnings(record=True) as caught:
@@ -382,11 +519,38 @@ def run_analysis(name, function, figure, exp, source, checkpoint, out, plot, qui
         click.echo(f"warning: {w.message}", err=True)
     ds.attrs.update(model=unit_name, config=dumps(exp.config), checkpoint=str(checkpoint or ""), source=source,
                     dynlab_version=__import__("dynlab").__version__)
-    nc, png = output_paths(out, plot, checkpoint, name, unit_name)  # only now: a failed analysis leaves nothing
-    store.write_dataset(nc, ds)
-    store.write_figure(png, figure(ds))
+    try:
+        nc, png = output_paths(out, plot, checkpoint, name, unit_name)  # only now: a failed analysis leaves nothing
+        store.write_dataset(nc, ds)
+    except OSError as e:
+        rescue_dataset(ds, name, e)
     ds.attrs.update(path=str(nc), figure=str(png))
+    draw_figure(png, figure, ds)
     return ds
+
+
+def non_finite_variables(ds) -> list[str]:
+    """Names of the float data variables of ``ds`` that hold NaN or inf."""
+    import numpy as np
+
+    return [str(k) for k, v in ds.data_vars.items() if v.dtype.kind in "fc" and not np.isfinite(v.values).all()]
+
+
+def draw_figure(png: Path, figure, ds) -> None:
+    """Write ``figure(ds)`` to ``png``; if it fails on a result holding NaN or inf, raise
+    :class:`~dynlab.errors.NonFiniteResult` naming those variables (the dataset is already on disk)."""
+    from dynlab import store
+
+    try:
+        fig = figure(ds)
+    except Exception:
+        bad = non_finite_variables(ds)
+        if not bad:
+            raise
+        where = ds.attrs.get("path", "")
+        raise NonFiniteResult(f"{', '.join(bad)} {'holds' if len(bad) == 1 else 'hold'} NaN or inf, so no figure was drawn; "
+                              f"the dataset is kept{' in ' + where if where else ''}") from None
+    store.write_figure(png, fig)
 
 
 def _lyapunov_table(ds, show: int = 12):
@@ -414,11 +578,16 @@ def _lyapunov_table(ds, show: int = 12):
     )
 
 
-def _run_scenario(target, sets, out, workers, scheduler, resume, retry_failed, quiet):
+def _run_scenario(target, sets, out, workers, scheduler, resume, retry_failed, quiet) -> int:
+    """Run a scenario; the exit status: 0 when every cell is ok, 1 when any failed, diverged or is missing.
+
+    A run directory created here (no ``--out``) that is still empty (but for its claim) when the
+    run stops, say because the scheduler could not be reached, is removed.
+    """
     from dynlab import config as cfgmod
     from dynlab import store
     from dynlab.scenarios import spec
-    from dynlab.scenarios.sweep import run_sweep
+    from dynlab.scenarios.sweep import RESULT, run_sweep
 
     scenario = spec.load(target)
     if sets:  # overrides apply to the base config; the sweep axes still vary their keys
@@ -431,31 +600,50 @@ def _run_scenario(target, sets, out, workers, scheduler, resume, retry_failed, q
         require_positive("--workers", workers_v)
     if workers_v is not None and scheduler is not None:
         raise ConfigError("use either --workers or --scheduler, not both")
-    out_dir = Path(out) if out else (Path(resume) if isinstance(resume, str) else store.new_run_dir(f"run-{scenario.name}"))
-    if isinstance(scenario, spec.Program):
-        if workers_v is not None or scheduler is not None or resume:
-            raise ConfigError(f"scenario {scenario.name} is a programmed scenario ({scenario.entry}); "
-                              "--workers, --scheduler and --resume apply to sweeps only")
+    if isinstance(scenario, spec.Program) and (workers_v is not None or scheduler is not None or resume):
+        raise ConfigError(f"scenario {scenario.name} is a programmed scenario (program {scenario.program}); "
+                          "--workers, --scheduler and --resume apply to sweeps only")
+    runs_existed = Path("runs").is_dir()
+    created = None if out else store.new_run_dir(f"run-{scenario.name}")
+    out_dir = Path(out) if out else created
+    try:
+        if isinstance(scenario, spec.Program):
+            if not quiet:
+                click.echo(f"scenario {scenario.name}: program {scenario.program} -> {out_dir}")
+            with _steps_bar(quiet, scenario.name) as update:
+                datasets = scenario.run(out_dir, progress=update)
+            click.echo(f"done: {', '.join(sorted(datasets))}; results and figures in {out_dir}")
+            return 0
+        n = len(scenario.cells)
         if not quiet:
-            click.echo(f"scenario {scenario.name}: {scenario.entry} -> {out_dir}")
-        with _steps_bar(quiet, scenario.name) as update:
-            datasets = scenario.run(out_dir, progress=update)
-        click.echo(f"done: {', '.join(sorted(datasets))}; results and figures in {out_dir}")
-        return
-    n = len(scenario.cells)
-    if not quiet:
-        where = scheduler or (f"{workers_v} local worker processes" if workers_v else "in-process")
-        click.echo(f"scenario {scenario.name}: {n} cell{'s' * (n != 1)} on {where} -> {out_dir}")
-    with _cells_bar(quiet, n) as update:
-        merged = run_sweep(scenario, out_dir, workers=workers_v, scheduler=scheduler, resume=bool(resume),
-                           retry_failed=retry_failed, progress=update)
+            where = scheduler or (f"{workers_v} local worker processes" if workers_v else "in-process")
+            click.echo(f"scenario {scenario.name}: {n} cell{'s' * (n != 1)} on {where} -> {out_dir}")
+        with _cells_bar(quiet, n) as update:
+            merged = run_sweep(scenario, out_dir, workers=workers_v, scheduler=scheduler, resume=bool(resume),
+                               retry_failed=retry_failed, progress=update)
+    except BaseException:
+        claim = getattr(store, "CLAIM", None)  # the claim file new_run_dir puts in a fresh run directory
+        if created is not None and created.is_dir() and all(f.name == claim for f in created.iterdir()):
+            for f in created.iterdir():
+                f.unlink()
+            created.rmdir()
+            if not runs_existed and not any(created.parent.iterdir()):
+                created.parent.rmdir()
+        raise
     statuses = merged["status"].values.ravel().tolist()
     counts = {k: statuses.count(k) for k in ("ok", "diverged", "failed", "missing") if statuses.count(k)}
-    click.echo(f"done: {', '.join(f'{v} {k}' for k, v in counts.items())}; merged dataset: {out_dir / 'sweep.nc'}")
-    from dynlab import figures, store as st
+    click.echo(f"done: {', '.join(f'{v} {k}' for k, v in counts.items())}; merged dataset: {out_dir / RESULT}")
+    from dynlab import figures
 
-    st.write_figure(out_dir / "sweep.png", figures.plot_dataset(merged))
+    store.write_figure(out_dir / "sweep.png", figures.plot_dataset(merged))
     click.echo(f"figure: {out_dir / 'sweep.png'}")
+    bad = {k: v for k, v in counts.items() if k != "ok"}
+    if bad:  # a sweep with cells that did not finish ok is not a success
+        click.echo(f"incomplete: {', '.join(f'{v} {k}' for k, v in bad.items())} of {n} cell{'s' * (n != 1)} "
+                   f"(status and message in {out_dir / RESULT}; --resume recomputes missing cells, "
+                   "--resume --retry-failed also failed ones)", err=True)
+        return 1
+    return 0
 
 
 def _cells_bar(quiet: bool, total: int):
@@ -503,10 +691,13 @@ _SWEEP_OPTIONS = [
                  help="Output directory. Default: runs/run-<scenario>-<time>."),
     click.option("--workers", metavar="INT", default=None, help="Run cells on a local Dask cluster of N processes."),
     click.option("--scheduler", metavar="ADDRESS", default=None,
-                 help="Run cells on an existing Dask scheduler (e.g. one started by dask-jobqueue)."),
-    click.option("--resume", is_flag=True, help="Continue the sweep in --out: finished cells are skipped."),
+                 help="Run cells on an existing Dask scheduler (e.g. one started by dask-jobqueue); "
+                      "one that does not answer within 10 s is an error."),
+    click.option("--resume", is_flag=True,
+                 help="Continue the sweep in --out (the same scenario only): finished cells are skipped."),
     click.option("--retry-failed", is_flag=True, help="With --resume, also recompute failed cells."),
     click.option("-q", "--quiet", is_flag=True, help="No progress bar."),
+    data_dir_option,
 ]
 
 
@@ -522,10 +713,12 @@ def run(scenario, sets, out, workers, scheduler, resume, retry_failed, quiet):
     Every cell (one per combination of the [sweep] axes; one if there is no sweep) trains its
     model and runs its [[analyses]]; the merged dataset sweep.nc has the sweep axes as dims and
     a status variable (ok / diverged / failed). The whole file is validated before any work.
+    Exit status 0 when every cell is ok, 1 when any failed or diverged (one line on stderr), 2 for
+    a mistake in the scenario or the options.
     """
     if resume and not out:
         raise ConfigError("--resume needs --out DIR, the directory of the sweep to continue")
-    _run_scenario(scenario, sets, out, workers, scheduler, resume, retry_failed, quiet)
+    return _run_scenario(scenario, sets, out, workers, scheduler, resume, retry_failed, quiet)
 
 
 @main.command()
@@ -543,7 +736,7 @@ def sweep(scenario, sets, out, workers, scheduler, resume, retry_failed, quiet):
     """
     if resume and not out:
         raise ConfigError("--resume needs --out DIR, the directory of the sweep to continue")
-    _run_scenario(scenario, sets, out, workers, scheduler, resume, retry_failed, quiet)
+    return _run_scenario(scenario, sets, out, workers, scheduler, resume, retry_failed, quiet)
 
 
 @main.command()
@@ -565,7 +758,21 @@ def plot(file, out):
     except Exception as e:
         raise DataError(f"{file!r} is not a readable netCDF result file ({type(e).__name__})") from None
     png = Path(out) if out else path.with_suffix(".png")
-    store.write_figure(png, figures.plot_dataset(ds))
+    check_writable(png.parent, "--out")
+
+    def figure(ds):
+        try:
+            return figures.plot_dataset(ds)
+        except (KeyError, AttributeError, IndexError, ValueError) as e:
+            if non_finite_variables(ds):
+                raise  # draw_figure reports the NaN/inf result
+            kind = ds.attrs.get("analysis", "(none)")
+            click.echo(f"warning: {file} lacks what the {kind!r} figure needs ({type(e).__name__}: {_first_line(e)}); "
+                       "drew the generic figure of its variables", err=True)
+            return figures.generic(ds)
+
+    ds.attrs["path"] = str(path)
+    draw_figure(png, figure, ds)
     click.echo(f"figure: {png}")
 
 

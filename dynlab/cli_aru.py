@@ -8,18 +8,14 @@ from __future__ import annotations
 
 import click
 
-from dynlab.cli import _options, analysis_model, analysis_options, analyze, int_option, number_option, run_analysis
+from dynlab.cli import _options, analysis_model, analysis_options, analyze, int_option, number_option, run_analysis, seed_option
+from dynlab.config import parse_numbers
 from dynlab.errors import ConfigError
 
 
 def number_list(name: str, text: str | None, integer: bool = False):
     """``"1,2.5,10"`` -> ``[1, 2.5, 10]`` (``None`` stays ``None``: the analysis default)."""
-    if text is None:
-        return None
-    parts = [p.strip() for p in str(text).split(",")]
-    if not all(parts):
-        raise ConfigError(f"{name} must be a comma-separated list of numbers, e.g. 1,2,5; got {text!r}")
-    return [int_option(name, p) if integer else number_option(name, p) for p in parts]
+    return parse_numbers(name, text, integer=integer)
 
 
 def _given(**options):
@@ -28,7 +24,7 @@ def _given(**options):
 
 
 def _prepare(unit, checkpoint, task_name, seed, sets):
-    seed_v = int_option("--seed", seed)
+    seed_v = seed_option(seed)
     sets = list(sets) + ([] if checkpoint else [f"seed={seed_v}"])
     exp, task, source = analysis_model(unit, checkpoint, task_name, sets)
     return seed_v, exp, task, source

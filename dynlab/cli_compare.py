@@ -11,39 +11,25 @@ from pathlib import Path
 import click
 
 from dynlab.errors import ConfigError
+from dynlab.cli import _CommandGroup, check_writable, rescue_dataset
 
 TASKS = {"toy": "pc-toy", "mnist": "pc-mnist"}  # feed-forward; recurrent models take any task with a length
 
 
 def int_list(name: str, text: str) -> list[int]:
-    """``"2,8,32"`` -> ``[2, 8, 32]``; anything else is a one-line :class:`ConfigError`."""
-    items = [t.strip() for t in str(text).split(",") if t.strip()]
-    values = []
-    for t in items:
-        try:
-            v = int(t)
-        except ValueError:
-            raise ConfigError(f"{name} must be a comma-separated list of positive integers, got {text!r}") from None
-        if v <= 0:
-            raise ConfigError(f"{name} must be positive integers, got {v}")
-        values.append(v)
-    if not values:
-        raise ConfigError(f"{name} must list at least one positive integer, got {text!r}")
-    return values
+    """``"2,8,32"`` -> ``[2, 8, 32]``: positive integers (:func:`dynlab.config.parse_numbers`)."""
+    from dynlab.config import parse_numbers
+
+    return parse_numbers(name, text, integer=True, minimum=1)
 
 
 def _number(name: str, text, kind=float):
-    if text is None:
-        return None
-    from dynlab.config import parse_value
+    from dynlab.config import parse_number
 
-    v = parse_value(str(text))
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or (kind is int and not isinstance(v, int)):
-        raise ConfigError(f"{name} must be {'an integer' if kind is int else 'a number'}, got {text!r}")
-    return v
+    return parse_number(name, text, integer=kind is int)
 
 
-@click.group()
+@click.group(cls=_CommandGroup)
 def compare():
     """Compare learning rules side by side (gradients, losses) across model sizes."""
 
@@ -147,6 +133,7 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
     CompareConfig(**options)  # validate everything before loading data or creating files
     if out is not None and Path(out).suffix != ".nc":
         raise ConfigError(f"--out must name a .nc file, got {out!r}")
+    check_writable(Path(out).parent if out else Path("runs"), "--out")
     if recurrent:
         task = length_task(task_name)
         describe = f"{task_name} (T = {', '.join(map(str, second))}, P = {options['batch_size']})"
@@ -168,9 +155,12 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
         run = compare_pc_bptt if recurrent else compare_pc_bp
         ds = run(task, w, second, n_seeds, progress=update, **options)
 
-    nc = Path(out) if out else store.new_run_dir("compare-pc-bp") / "pc_bp.nc"
-    nc.parent.mkdir(parents=True, exist_ok=True)
-    store.write_dataset(nc, ds)
+    try:
+        nc = Path(out) if out else store.new_run_dir("compare-pc-bp") / "pc_bp.nc"
+        nc.parent.mkdir(parents=True, exist_ok=True)
+        store.write_dataset(nc, ds)
+    except OSError as e:
+        rescue_dataset(ds, "pc_bp", e)
     from dynlab import figures_pc
 
     figs = {}

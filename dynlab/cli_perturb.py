@@ -5,17 +5,10 @@ from __future__ import annotations
 
 import click
 
-from dynlab.cli import analysis_model, analysis_options, analyze, int_option, number_option, run_analysis
+from dynlab.cli import analysis_model, analysis_options, analyze, int_option, number_option, run_analysis, seed_option
+from dynlab.config import parse_numbers
 from dynlab.errors import ConfigError
 from dynlab.perturbations import KINDS
-
-
-def strengths_option(text: str) -> list[float]:
-    """``"0,0.5,1"`` -> ``[0.0, 0.5, 1.0]``."""
-    values = [number_option("--strength", part.strip()) for part in text.split(",") if part.strip()]
-    if not values:
-        raise ConfigError(f"--strength must be a comma-separated list of numbers, got {text!r}")
-    return [float(v) for v in values]
 
 
 @analyze.command("perturb")
@@ -42,9 +35,10 @@ def perturb_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x64, 
     from dynlab import figures
     from dynlab.perturbations import perturb_analysis
 
-    seed_v = int_option("--seed", seed)
+    seed_v = seed_option(seed)
     exp, task, source = analysis_model(unit, checkpoint, task_name, list(sets) + ([] if checkpoint else [f"seed={seed_v}"]))
-    options = dict(kind=kind, strengths=strengths_option(strength), n=int_option("--n", n), seed=seed_v,
+    options = dict(kind=kind, strengths=[float(v) for v in parse_numbers("--strength", strength)],
+                   n=int_option("--n", n, minimum=1), seed=seed_v,
                    onset=None if onset is None else int_option("--onset", onset),
                    duration=None if duration is None else int_option("--duration", duration),
                    std_ratio=number_option("--std-ratio", std_ratio), freq=number_option("--freq", freq),

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import click
 
-from dynlab.cli import int_option, main, new_run_dir, number_option, train_and_report
+from dynlab.cli import _CommandGroup, data_dir_option, int_option, main, new_run_dir, number_option, seed_option, train_and_report
 
 
 def _config(run: str, sets, steps, seed=None) -> dict:
@@ -30,11 +30,11 @@ def _config(run: str, sets, steps, seed=None) -> dict:
     if steps is not None:
         overrides.append(f"train.steps={int_option('--steps', steps)}")
     if seed is not None:
-        overrides.append(f"seed={int_option('--seed', seed)}")
+        overrides.append(f"seed={seed_option(seed)}")
     return cfgmod.apply_sets(store.read_config(run), overrides)
 
 
-@main.group()
+@main.group(cls=_CommandGroup)
 def transfer():
     """Variants of a trained network (ARU paper): controller transplant, activation-only retraining,
     isolated neurons. Each writes a run directory."""
@@ -47,6 +47,7 @@ _common = [
     click.option("--out", type=click.Path(file_okay=False), default=None,
                  help="Run directory to create. Default: runs/transfer-<kind>-<time>."),
     click.option("-q", "--quiet", is_flag=True, help="No progress bar; print only the summary."),
+    data_dir_option,
 ]
 
 

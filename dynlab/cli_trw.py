@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from dynlab.cli import analysis_model, analysis_options, analyze, int_option, number_option, run_analysis
+from dynlab.cli import analysis_model, analysis_options, analyze, int_option, number_option, run_analysis, seed_option
 from dynlab.errors import ConfigError
 
 TASK = "hierarchical-language"
@@ -33,7 +33,7 @@ def trw_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x64, quie
     from dynlab.analyses.trw import trw_analysis
     from dynlab.tasks.hierarchical import HierarchicalLanguageTask
 
-    seed_v = int_option("--seed", seed)
+    seed_v = seed_option(seed)
     if task_name is not None and task_name != TASK:
         raise ConfigError(f"the trw analysis runs on the {TASK!r} stream, got --task {task_name!r}")
     exp, task, source = analysis_model(unit, checkpoint, TASK, list(sets) + ([] if checkpoint else [f"seed={seed_v}"]))

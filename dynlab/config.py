@@ -16,26 +16,119 @@ booleans, strings, arrays), never evaluated as code. A bare word that is not val
 from __future__ import annotations
 
 import copy
+import math
 import re
 import tomllib
-from typing import Any
+from typing import Annotated, Any
 
 from dynlab.errors import ConfigError
 
 SECTIONS = ("model", "task", "rule", "train")
 _BARE_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
+INT64 = (-(2**63), 2**63 - 1)  # TOML's integer range (tomllib itself accepts any size)
+SEED_RANGE = (0, 2**32 - 1)
 
 
-def parse_value(text: str) -> Any:
-    """Parse one ``--set`` value as a TOML value (``128``, ``1e-3``, ``true``, ``"x"``, ``[1, 2]``)."""
+class _MayBeInfinite:
+    """Marker: a float config key that accepts ``inf`` / ``-inf`` (e.g. ELM's ``tau_r = inf``)."""
+
+    def __repr__(self) -> str:
+        return "may be infinite"
+
+
+MAY_BE_INFINITE = _MayBeInfinite()
+FloatOrInf = Annotated[float, MAY_BE_INFINITE]
+"""The annotation of a float key for which ±inf is meaningful; every other number must be finite."""
+
+
+def check_numbers(where: str, value: Any, *, allow_inf: bool = False) -> Any:
+    """Check every number inside ``value`` (nested tables and arrays); return ``value``.
+
+    **Enforces** the guarantee "every number is finite and in range where it is parsed": NaN is
+    never a valid setting; ±inf only where ``allow_inf`` (keys annotated :data:`FloatOrInf`);
+    integers must fit TOML's 64-bit range. It runs on every TOML document read
+    (:func:`load_toml`), every ``--set`` value (:func:`parse_value`), every numeric command-line
+    option (:func:`parse_number`) and every key checked against a signature
+    (:func:`dynlab.registry.check_config`, which knows which keys may be infinite).
+    """
+    if isinstance(value, dict):
+        for k, v in value.items():
+            check_numbers(f"{where} {k}" if where.endswith(":") else f"{where}.{k}" if where else str(k), v,
+                          allow_inf=allow_inf)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            check_numbers(where, v, allow_inf=allow_inf)
+    elif isinstance(value, bool):
+        pass
+    elif isinstance(value, int):
+        if not INT64[0] <= value <= INT64[1]:
+            raise ConfigError(f"{where} = {value} is out of range: integers must lie in [-2^63, 2^63 - 1]")
+    elif isinstance(value, float):
+        if math.isnan(value):
+            raise ConfigError(f"{where} is nan: give a finite number")
+        if math.isinf(value) and not allow_inf:
+            raise ConfigError(f"{where} is {value}: give a finite number")
+    return value
+
+
+def parse_value(text: str, where: str = "value") -> Any:
+    """Parse one ``--set`` value as a TOML value (``128``, ``1e-3``, ``true``, ``"x"``, ``[1, 2]``).
+
+    NaN and integers beyond 64 bits are refused here (:func:`check_numbers`); ±inf parses, and
+    the key's signature decides whether it is allowed.
+    """
     try:
-        return tomllib.loads(f"v = {text}")["v"]
+        value = tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         if _BARE_WORD.match(text):
             return text
         raise ConfigError(
             f"cannot parse value {text!r}: use a TOML value (e.g. 128, 1e-3, true, \"name\", [1, 2])"
         ) from None
+    return check_numbers(where, value, allow_inf=True)
+
+
+def parse_number(name: str, text, *, integer: bool = False, minimum: float | None = None,
+                 maximum: float | None = None, above: float | None = None):
+    """One numeric command-line option: ``text`` as a finite int (``integer``) or float in range.
+
+    ``minimum``/``maximum`` are inclusive bounds, ``above`` an exclusive lower bound. ``None``
+    stays ``None`` (the option was not given). Anything else is a one-line :class:`ConfigError`
+    naming the option and what is valid. The one number parser of the command line.
+    """
+    if text is None:
+        return None
+    kind = "an integer" if integer else "a number"
+    try:
+        value = tomllib.loads(f"v = {str(text).strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        raise ConfigError(f"{name} must be {kind}, got {text!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
+        raise ConfigError(f"{name} must be {kind}, got {text!r}")
+    if minimum is None and maximum is None and above is None:
+        return check_numbers(name, value)
+    check_numbers(name, value if isinstance(value, float) else 0)  # NaN/inf; ints are bounded below
+    bounds = []
+    if above is not None:
+        bounds.append(f"> {above}")
+    if minimum is not None:
+        bounds.append(f">= {minimum}")
+    if maximum is not None:
+        bounds.append(f"<= {maximum}")
+    if ((above is not None and not value > above) or (minimum is not None and value < minimum)
+            or (maximum is not None and value > maximum)):
+        raise ConfigError(f"{name} must be {kind} {' and '.join(bounds)}, got {text!r}")
+    return value if integer else float(value) if isinstance(value, float) else value
+
+
+def parse_numbers(name: str, text, **bounds) -> list | None:
+    """A comma-separated list of numbers (``"0,0.5,1"``), each checked by :func:`parse_number`."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in str(text).split(",")]
+    if not all(parts):
+        raise ConfigError(f"{name} must be a comma-separated list of numbers, e.g. 1,2,5; got {text!r}")
+    return [parse_number(name, p, **bounds) for p in parts]
 
 
 def parse_set(assignment: str) -> tuple[list[str], Any]:
@@ -46,7 +139,7 @@ def parse_set(assignment: str) -> tuple[list[str], Any]:
     keys = path.strip().split(".")
     if not all(_BARE_WORD.match(k) and "." not in k for k in keys) or not value.strip():
         raise ConfigError(f"malformed --set {assignment!r}: expected section.key=value, e.g. model.hidden=128")
-    return keys, parse_value(value.strip())
+    return keys, parse_value(value.strip(), f"--set {path.strip()}")
 
 
 def apply_values(config: dict, values: dict[str, Any]) -> dict:
@@ -78,11 +171,18 @@ def load_toml(path) -> dict:
     """Read a TOML file; a missing or malformed file is a :class:`ConfigError`."""
     try:
         with open(path, "rb") as f:
-            return tomllib.load(f)
+            doc = tomllib.load(f)
     except FileNotFoundError:
         raise ConfigError(f"config file {str(path)!r} does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file {str(path)!r} is a directory") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"config file {str(path)!r} is not valid TOML: {e}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"config file {str(path)!r} is not UTF-8 text") from None
+    except PermissionError:
+        raise ConfigError(f"config file {str(path)!r} cannot be read (permission denied)") from None
+    return check_numbers(f"{path}:", doc, allow_inf=True)
 
 
 def _toml_value(v: Any) -> str:

@@ -6,6 +6,7 @@ Loaders read original formats from there; nothing is ever downloaded. A missing 
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -13,12 +14,29 @@ from dynlab.errors import DataError
 
 ENV = "DYNLAB_DATA"
 DEFAULT = Path("~/.cache/dynlab/data")
+_command_dir: Path | None = None  # a command's --data-dir, while it runs (see command_data_dir)
+
+
+@contextlib.contextmanager
+def command_data_dir(path: str | os.PathLike | None):
+    """Within this block, ``path`` (a command's ``--data-dir``; ``None``: no change) is the data
+    directory of every loader that is not given one explicitly."""
+    global _command_dir
+    previous = _command_dir
+    _command_dir = previous if path is None else Path(path).expanduser()
+    try:
+        yield
+    finally:
+        _command_dir = previous
 
 
 def data_dir(explicit: str | os.PathLike | None = None) -> Path:
-    """The data directory: ``explicit`` if given, else ``$DYNLAB_DATA``, else the cache default."""
+    """The data directory: ``explicit`` if given, else the command's ``--data-dir``
+    (:func:`command_data_dir`), else ``$DYNLAB_DATA``, else the cache default."""
     if explicit is not None:
         return Path(explicit).expanduser()
+    if _command_dir is not None:
+        return _command_dir
     env = os.environ.get(ENV)
     return Path(env).expanduser() if env else DEFAULT.expanduser()
 
@@ -35,7 +53,8 @@ def data_file(relative: str, *, layout: str, explicit: str | os.PathLike | None 
     root = data_dir(explicit)
     path = root / rel
     if not path.is_file():
-        source = "--data-dir" if explicit is not None else (f"${ENV}" if os.environ.get(ENV) else "the default")
+        source = ("--data-dir" if explicit is not None or _command_dir is not None
+                  else f"${ENV}" if os.environ.get(ENV) else "the default")
         raise DataError(
             f"missing data file {str(rel)!r} ({layout}) in data directory {str(root)!r} (from {source}); "
             f"put the file there or point --data-dir / ${ENV} at a directory that has it"

@@ -43,9 +43,20 @@ class DivergenceError(Exception):
         self.step = step
 
 
-def require_positive(name: str, value, *, integer: bool = True) -> None:
-    """Raise :class:`ConfigError` unless ``value`` is a positive int (or a positive number)."""
-    kind = "a positive integer" if integer else "a positive number"
+class NonFiniteResult(Exception):
+    """A computation finished but its result holds NaN or infinite values.
+
+    Not a user-input error: the result was written (``path``) and is kept; the CLI reports it on
+    one line with exit status 1.
+    """
+
+
+def require_positive(name: str, value, *, integer: bool = True, finite: bool = True) -> None:
+    """Raise :class:`ConfigError` unless ``value`` is a positive int (or a positive number, finite
+    unless ``finite=False``)."""
+    import math
+
+    kind = "a positive integer" if integer else "a positive finite number" if finite else "a positive number"
     ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
-    if isinstance(value, bool) or not ok_type or value <= 0:
+    if isinstance(value, bool) or not ok_type or not value > 0 or (finite and not math.isfinite(value)):
         raise ConfigError(f"{name} must be {kind}, got {value!r}")

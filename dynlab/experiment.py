@@ -12,7 +12,7 @@ from typing import Any
 import jax
 
 from dynlab import registry
-from dynlab.config import SECTIONS
+from dynlab.config import SECTIONS, SEED_RANGE
 from dynlab.errors import ConfigError
 from dynlab.train import TrainConfig
 
@@ -48,8 +48,8 @@ def validate(config: dict) -> dict:
         )
     config = {"seed": 0, **{s: {} for s in SECTIONS}, **config}
     seed = config["seed"]
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ConfigError(f"seed must be a non-negative integer, got {seed!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not SEED_RANGE[0] <= seed <= SEED_RANGE[1]:
+        raise ConfigError(f"seed must be an integer in [0, 2^32 - 1], got {seed!r}")
     for section in SECTIONS:
         if not isinstance(config[section], dict):
             raise ConfigError(f"[{section}] must be a table of keys, got {config[section]!r}")
@@ -108,12 +108,15 @@ def load_run(run_dir, *, unit: str | None = None) -> Experiment:
 
     The stored ``config.toml`` rebuilds a model of the same structure, into which the arrays are
     read; ``unit``, when given, must match the stored unit (a checkpoint of another model is an
-    error, not a silent substitution).
+    error, not a silent substitution). ``model.eqx`` is checksum-verified
+    (:func:`dynlab.store.verify`), and temporaries that a killed writer left in the directory are
+    removed (:func:`dynlab.store.remove_stale_temporaries`).
     """
     from dynlab import store
     from dynlab.errors import CheckpointError
 
     config = store.read_config(run_dir)
+    store.remove_stale_temporaries(run_dir)
     stored_unit = config.get("model", {}).get("unit", DEFAULT_UNIT)
     if unit is not None and unit != stored_unit:
         raise CheckpointError(f"checkpoint {str(run_dir)!r} holds a {stored_unit!r} model, not {unit!r}")

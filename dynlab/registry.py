@@ -19,9 +19,12 @@ import types
 import typing
 from typing import Any, Callable, Literal
 
+from dynlab.config import MAY_BE_INFINITE, check_numbers
 from dynlab.errors import ConfigError, UnknownNameError
 
-KINDS = ("unit", "model", "rule", "task", "analysis", "loss", "scenario")
+KINDS = ("unit", "model", "rule", "task", "analysis", "loss", "scenario", "program")
+PLURALS = {"unit": "units", "model": "models", "rule": "rules", "task": "tasks", "analysis": "analyses",
+           "loss": "losses", "scenario": "scenarios", "program": "programs"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,7 +79,7 @@ def get(kind: str, name: str) -> Entry:
         return _REGISTRY[kind][name]
     except (KeyError, TypeError):
         valid = ", ".join(names(kind)) or "(none registered)"
-        raise UnknownNameError(f"unknown {kind} {name!r}; valid {kind}s: {valid}") from None
+        raise UnknownNameError(f"unknown {kind} {name!r}; valid {PLURALS.get(kind, kind + 's')}: {valid}") from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -99,7 +102,24 @@ def defaults(obj: Any, *, exclude: tuple[str, ...] = ("key", "self")) -> dict[st
     return {n: p.default for n, p in config_keys(obj, exclude=exclude).items() if p.default is not p.empty}
 
 
+def _unwrap(annotation: Any) -> tuple[Any, bool]:
+    """``(annotation without Annotated, whether it is marked as allowing ±inf)``."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        base, *extras = typing.get_args(annotation)
+        return base, MAY_BE_INFINITE in extras
+    return annotation, False
+
+
+def _is_table(annotation: Any) -> bool:
+    """Is this a table-typed key (``dict``, ``dict | None``)? Tables are configs passed on to other
+    constructors (e.g. a program's ``extra_networks``), whose own signatures check their numbers."""
+    annotation = _unwrap(annotation)[0]
+    options = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) else (annotation,)
+    return any(a is dict or typing.get_origin(a) is dict for a in options)
+
+
 def _describe(annotation: Any) -> str:
+    annotation = _unwrap(annotation)[0]
     origin = typing.get_origin(annotation)
     if origin is Literal:
         return "one of " + ", ".join(repr(a) for a in typing.get_args(annotation))
@@ -112,6 +132,7 @@ def _describe(annotation: Any) -> str:
 
 def _matches(value: Any, annotation: Any) -> bool:
     """Does ``value`` (a TOML-like value) fit the annotation? Unknown annotations accept anything."""
+    annotation = _unwrap(annotation)[0]
     if annotation is inspect.Parameter.empty or annotation is Any:
         return True
     origin = typing.get_origin(annotation)
@@ -139,7 +160,9 @@ def check_config(where: str, obj: Any, config: dict[str, Any], *, extra: dict | 
     """Validate ``config`` against ``obj``'s keyword parameters (plus ``extra`` parameters).
 
     Raises :class:`ConfigError` naming the bad key and listing valid keys, or naming the bad value
-    and its expected type.
+    and its expected type. Every number must be finite (:func:`dynlab.config.check_numbers`),
+    except in keys annotated :data:`dynlab.config.FloatOrInf` and in tables passed on to other
+    constructors, which check their own keys (NaN is refused everywhere).
     """
     params = dict(config_keys(obj, exclude=exclude))
     params.update(extra or {})
@@ -152,6 +175,7 @@ def check_config(where: str, obj: Any, config: dict[str, Any], *, extra: dict | 
             raise ConfigError(f"unknown config key {where}.{k}; valid keys: {', '.join(sorted(params))}")
         hints = _type_hints(obj)
         annotation = hints.get(k, params[k].annotation)
+        check_numbers(f"{where}.{k}", v, allow_inf=_unwrap(annotation)[1] or _is_table(annotation))
         if not _matches(v, annotation):
             raise ConfigError(f"{where}.{k} must be {_describe(annotation)}, got {v!r}")
 
@@ -159,7 +183,7 @@ def check_config(where: str, obj: Any, config: dict[str, Any], *, extra: dict | 
 def _type_hints(obj: Any) -> dict[str, Any]:
     target = obj.__init__ if inspect.isclass(obj) else obj
     try:
-        return typing.get_type_hints(target)
+        return typing.get_type_hints(target, include_extras=True)
     except Exception:  # unresolvable forward references: fall back to raw annotations
         return {}
 

@@ -2,20 +2,45 @@
 
 A run directory holds::
 
+    .claimed           the claim: created exclusively when the directory became this run's
     config.toml        the full run config (what built the model, task, rule and trainer)
-    model.eqx          the model's arrays (equinox.tree_serialise_leaves; no pickle)
     checkpoint.eqx     (step, model, optimiser state): what ``dynlab train --resume`` continues
+    model.eqx          the model's arrays (equinox.tree_serialise_leaves; no pickle)
     metrics.nc         training curves, an xarray Dataset
+    checksums.toml     SHA-256 of checkpoint.eqx, model.eqx and metrics.nc
     *.nc, *.png        analyses and figures
 
-Every write is atomic: the file is written under a temporary name in the same folder and moved
-into place with ``os.replace``, so a killed process never leaves a half-written file.
+Guarantees, each enforced by one function here:
+
+- every file is written atomically (:func:`atomic_write`): under a temporary name
+  ``.NAME.<pid>.tmp`` in the same folder, moved into place with ``os.replace``; temporaries of a
+  killed process are removed when its run is resumed or opened (:func:`remove_stale_temporaries`);
+- a checkpoint and its metrics are one consistent unit (:func:`commit`): metrics.nc is never
+  older than checkpoint.eqx, model.eqx is the checkpoint's model, so a run killed at any moment
+  resumes (:func:`dynlab.train.train`) to files identical to an uninterrupted run's;
+- array files carry a SHA-256 that is verified on load (:func:`verify`); a mismatch is
+  "corrupt checkpoint: FILE (checksum mismatch)". Run directories written before checksums
+  existed (no checksums.toml) still load;
+- a run directory is claimed atomically (:func:`claim_run_dir`): of two processes creating the
+  same directory, exactly one gets it;
+- a resumed run keeps its model structure (:func:`resume_config`).
+
+Test hook: :func:`fault_point` (``$DYNLAB_TEST_KILL_AT``) kills the process at named moments.
+It is not flushed to disk (no ``fsync``): the guarantees cover a killed process, not a power cut.
 """
 
 from __future__ import annotations
 
 import datetime
+import hashlib
+import io
+import json
 import os
+import re
+import signal
+import socket
+import time
+import tomllib
 from pathlib import Path
 from typing import Callable
 
@@ -26,18 +51,66 @@ import xarray as xr
 from dynlab import config as cfgmod
 from dynlab.errors import CheckpointError, ConfigError
 
+CLAIM = ".claimed"
 CONFIG = "config.toml"
 MODEL = "model.eqx"
 CHECKPOINT = "checkpoint.eqx"
 METRICS = "metrics.nc"
+CHECKSUMS = "checksums.toml"
+
+# ---------------------------------------------------------------------------------------------
+# The test hook
+
+KILL_ENV = "DYNLAB_TEST_KILL_AT"
+_reached: dict[str, int] = {}
+
+
+def fault_point(moment: str) -> None:
+    """The one test hook: with ``$DYNLAB_TEST_KILL_AT="MOMENT:N"`` the process kills itself with
+    SIGKILL the N-th time it reaches ``MOMENT`` (a fault test's deterministic ``kill -9``).
+
+    Moments: ``claimed`` (run directory claimed, no config.toml yet), ``config`` (config.toml
+    written), ``tmp-written`` (any atomic write: temporary file complete, not yet moved into
+    place), ``checksums-pending`` (a commit's checksums.toml lists the old and new digests),
+    ``replaced-metrics.nc`` / ``replaced-checkpoint.eqx`` / ``replaced-model.eqx`` (that file of a
+    commit moved into place), ``committed`` (a commit complete), ``chunk`` (a compiled chunk of
+    training steps computed, not yet recorded) and ``eval`` (a held-out evaluation recorded).
+    Unset, it costs one environment lookup.
+    """
+    spec = os.environ.get(KILL_ENV)
+    if not spec:
+        return
+    name, _, n = spec.rpartition(":")
+    if name != moment:
+        return
+    _reached[moment] = _reached.get(moment, 0) + 1
+    if str(_reached[moment]) == n.strip():
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+# ---------------------------------------------------------------------------------------------
+# Atomic writes and temporaries
+
+
+def _tmp_name(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+_TMP = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.tmp$")
 
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
-    """Call ``write(tmp)`` on a temporary file next to ``path``, then move it to ``path``."""
+    """Call ``write(tmp)`` on a temporary file next to ``path``, then move it to ``path``.
+
+    **Enforces** "every write is atomic": a killed process leaves the old file or the new one,
+    never half of one (plus at most a temporary ``.NAME.<pid>.tmp``, see
+    :func:`remove_stale_temporaries`).
+    """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = _tmp_name(path)
     try:
         write(tmp)
+        fault_point("tmp-written")
         os.replace(tmp, path)
     finally:
         if tmp.exists():
@@ -45,20 +118,121 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
     return path
 
 
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+def remove_stale_temporaries(run_dir: Path | str) -> list[Path]:
+    """Delete the temporaries ``.NAME.<pid>.tmp`` that a killed process left in ``run_dir``.
+
+    **Enforces** "no temporary files are left behind" (called when a run is resumed or opened).
+    Only temporaries of processes that no longer exist are removed, so a run that another
+    process is still writing is left alone; a directory that cannot be written is left as it is.
+    Returns the removed paths.
+    """
+    removed = []
+    try:
+        entries = list(Path(run_dir).iterdir())
+    except OSError:
+        return removed
+    for p in entries:
+        m = _TMP.match(p.name)
+        if m and not _alive(int(m["pid"])):
+            try:
+                p.unlink()
+                removed.append(p)
+            except OSError:
+                pass
+    return removed
+
+
+# ---------------------------------------------------------------------------------------------
+# Claiming run directories
+
+
+def claim_run_dir(path: Path | str) -> Path:
+    """Create ``path`` (and its parents) and claim it as a run directory, or fail.
+
+    **Enforces** "a run directory is claimed atomically": the claim is the exclusive creation
+    (``O_CREAT | O_EXCL``) of ``path/.claimed``, which exactly one process can win. ``path`` may
+    be new or an existing empty directory; one that holds a run, a claim or any other file is a
+    :class:`~dynlab.errors.ConfigError`. Every run directory dynlab creates goes through here
+    (:func:`new_run_dir`, ``dynlab train --out``, ``dynlab transfer ... --out``).
+    """
+    path = Path(path)
+    shown = str(path)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{shown!r} exists and is not a directory; give a new or empty directory")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir()
+    except FileExistsError:
+        if not path.is_dir():
+            raise ConfigError(f"{shown!r} exists and is not a directory; give a new or empty directory") from None
+        names = {p.name for p in path.iterdir()}
+        if CONFIG in names:
+            raise ConfigError(f"{shown!r} already holds a run; use --resume {shown} or another --out") from None
+        if CLAIM in names:
+            raise ConfigError(_claimed_message(path)) from None
+        if names:
+            raise ConfigError(f"{shown!r} is not empty and holds no run ({', '.join(sorted(names)[:3])}"
+                              f"{', …' if len(names) > 3 else ''}); give a new or empty directory") from None
+    try:
+        fd = os.open(path / CLAIM, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        raise ConfigError(_claimed_message(path)) from None
+    with os.fdopen(fd, "w") as f:
+        f.write(f"pid = {os.getpid()}\nhost = {json.dumps(socket.gethostname())}\n"
+                f"time = {json.dumps(datetime.datetime.now().isoformat(timespec='seconds'))}\n")
+    fault_point("claimed")
+    return path
+
+
+def _claimed_message(path: Path) -> str:
+    if (path / CONFIG).exists():
+        return f"{str(path)!r} already holds a run; use --resume {path} or another --out"
+    try:
+        pid = tomllib.loads((path / CLAIM).read_text()).get("pid", "?")
+    except (OSError, tomllib.TOMLDecodeError):
+        pid = "?"
+    return (f"{str(path)!r} was claimed by another dynlab process (pid {pid}) and holds no run yet; "
+            f"choose another --out, or remove the directory if that process is gone")
+
+
 def new_run_dir(prefix: str, root: Path | str = "runs") -> Path:
-    """A fresh directory ``root/prefix-YYYYmmdd-HHMMSS[-n]``."""
+    """A fresh, claimed directory ``root/prefix-YYYYmmdd-HHMMSS[-n]`` (:func:`claim_run_dir`).
+
+    Processes started in the same second get different ``-n`` suffixes: a name another process
+    created first is skipped, never shared.
+    """
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     base = Path(root) / f"{prefix}-{stamp}"
-    path, n = base, 1
-    while path.exists():
+    n = 1
+    while True:
+        path = base if n == 1 else Path(f"{base}-{n}")
+        if not path.exists():
+            try:
+                return claim_run_dir(path)
+            except ConfigError:
+                pass  # another process created or claimed it in between: take the next name
         n += 1
-        path = Path(f"{base}-{n}")
-    path.mkdir(parents=True)
-    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# Config
 
 
 def write_config(run_dir: Path, config: dict) -> None:
     atomic_write(Path(run_dir) / CONFIG, lambda p: p.write_text(cfgmod.dumps(config)))
+    fault_point("config")
 
 
 def read_config(run_dir: Path | str) -> dict:
@@ -73,26 +247,200 @@ def read_config(run_dir: Path | str) -> dict:
         raise CheckpointError(str(e)) from None
 
 
+def _full_model_section(model: dict) -> dict:
+    """``model`` with every unset key at its default (so that setting a default changes nothing)."""
+    from dynlab import registry
+    from dynlab.models import SequenceModel
+
+    try:
+        unit = registry.get("unit", model.get("unit", "aru")).obj
+        defaults = {**registry.defaults(SequenceModel), **registry.defaults(unit)}
+    except Exception:  # an unknown unit: building the model reports it
+        defaults = {}
+    defaults = {k: v for k, v in defaults.items() if k not in ("unit", "input_size", "output_size")}
+    return {**defaults, **model}
+
+
+def resume_config(run_dir: Path | str, overrides: list[str]) -> dict:
+    """The stored config of ``run_dir`` with ``--set`` ``overrides`` applied, for a resumed run.
+
+    **Enforces** "a resumed run keeps its model's structure": an override that changes the stored
+    ``[model]`` section (its keys with their defaults filled in) is a
+    :class:`~dynlab.errors.ConfigError` naming the key, before any checkpoint is read; one that
+    leaves it equal (``--set model.hidden=64`` on a run of width 64) is accepted, and the stored
+    section is kept as it was written.
+    """
+    stored = read_config(run_dir)
+    config = cfgmod.apply_sets(stored, overrides)
+    before, after = _full_model_section(stored.get("model", {})), _full_model_section(config.get("model", {}))
+    changed = sorted(k for k in set(before) | set(after) if before.get(k, None) != after.get(k, None))
+    if changed:
+        k = changed[0]
+        was = "unset" if k not in before else cfgmod.dumps({k: before[k]}).strip()
+        raise ConfigError(
+            f"--set model.{k} does not match the resumed run's model ({was}): --set model.* cannot change "
+            f"a resumed model's structure; resume without it, or train a new run with --out"
+        )
+    if "model" in stored:
+        config["model"] = stored["model"]
+    return config
+
+
+# ---------------------------------------------------------------------------------------------
+# Checksums and commits
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_checksums(run_dir: Path | str) -> dict[str, list[str]]:
+    """The accepted SHA-256 digests per file name recorded in ``checksums.toml`` ({} if none)."""
+    path = Path(run_dir) / CHECKSUMS
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return {}
+    except OSError as e:
+        raise CheckpointError(f"corrupt checkpoint: {str(path)!r} cannot be read ({e.strerror})") from None
+    try:
+        table = tomllib.loads(text)
+        if not all(isinstance(v, list) and all(isinstance(d, str) for d in v) for v in table.values()):
+            raise ValueError
+        return table
+    except (tomllib.TOMLDecodeError, ValueError, UnicodeDecodeError):
+        raise CheckpointError(f"corrupt checkpoint: {str(path)!r} is not a valid checksum list") from None
+
+
+def _write_checksums(run_dir: Path, table: dict[str, list[str]]) -> None:
+    lines = ["# SHA-256 of the run's array files, written by dynlab and verified on load", ""]
+    lines += [f"{json.dumps(name)} = {json.dumps(digests)}" for name, digests in sorted(table.items())]
+    atomic_write(run_dir / CHECKSUMS, lambda p: p.write_text("\n".join(lines) + "\n"))
+
+
+def verify(path: Path | str) -> bytes:
+    """The bytes of the array file ``path``, after checking them against its recorded SHA-256.
+
+    **Enforces** "array files carry a checksum that is verified on load": a file whose digest
+    is not among those recorded in its directory's ``checksums.toml`` raises
+    :class:`~dynlab.errors.CheckpointError` "corrupt checkpoint: FILE (checksum mismatch)". A file
+    without a recorded digest (a run directory of an older dynlab) is read unchecked. A run that
+    is being written meanwhile is handled: the file is read first and the record after it, and
+    every commit records a file's new digest before moving the file into place.
+    """
+    path = Path(path)
+    for attempt in range(3):
+        data = path.read_bytes()
+        recorded = read_checksums(path.parent).get(path.name)
+        if recorded is None or _sha256(data) in recorded:
+            return data
+        time.sleep(0.05 * (attempt + 1))  # a commit may have finished between the two reads
+    raise CheckpointError(f"corrupt checkpoint: {str(path)!r} (checksum mismatch)")
+
+
+def recover(run_dir: Path | str) -> None:
+    """Make the directory of a run that was killed whole again, before it is resumed.
+
+    Removes the killed writer's temporaries (:func:`remove_stale_temporaries`) and settles
+    ``checksums.toml``: a file that a killed :func:`commit` left with two accepted digests keeps
+    only the one it matches (a file that matches none is left to :func:`verify` to report).
+    """
+    run_dir = Path(run_dir)
+    remove_stale_temporaries(run_dir)
+    table = read_checksums(run_dir)
+    settled = dict(table)
+    for name, digests in table.items():
+        if len(digests) > 1 and (run_dir / name).is_file():
+            digest = _sha256((run_dir / name).read_bytes())
+            if digest in digests:
+                settled[name] = [digest]
+    if settled != table:
+        _write_checksums(run_dir, settled)
+
+
+def commit(run_dir: Path | str, files: dict[str, Callable[[Path], None]]) -> None:
+    """Write several files of ``run_dir`` as one consistent unit, with their checksums.
+
+    ``files`` maps names to writers ``write(tmp_path)``, in the order they are moved into place.
+    Every file is first written to its temporary; then ``checksums.toml`` records each one's new
+    digest next to its old one; then the files are moved into place in order; then
+    ``checksums.toml`` keeps only the new digests. A process killed at any moment therefore
+    leaves every file either old or new and verifiable, and a file earlier in ``files`` is never
+    older than a later one.
+
+    **Enforces** "a checkpoint and its metrics are one consistent unit" through the order
+    :func:`save_checkpoint` gives: metrics.nc, then checkpoint.eqx, then model.eqx. Resuming
+    (:func:`dynlab.train.train`) cuts the metrics back to the checkpoint's step and rewrites
+    model.eqx from the checkpoint, so a resumed run's files equal an uninterrupted run's.
+    """
+    run_dir = Path(run_dir)
+    tmps = {name: _tmp_name(run_dir / name) for name in files}
+    try:
+        digests = {}
+        for name, write in files.items():
+            write(tmps[name])
+            fault_point("tmp-written")
+            digests[name] = _sha256(tmps[name].read_bytes())
+        table = read_checksums(run_dir)
+        # the old digests stay accepted until every file is in place (all of them: an earlier
+        # commit may have been killed before it moved its file, which is then still the older one)
+        pending = {name: [digests[name]] + [d for d in table.get(name, []) if d != digests[name]] for name in files}
+        _write_checksums(run_dir, {**table, **pending})
+        fault_point("checksums-pending")
+        for name in files:
+            os.replace(tmps[name], run_dir / name)
+            fault_point(f"replaced-{name}")
+        _write_checksums(run_dir, {**table, **{name: [d] for name, d in digests.items()}})
+        fault_point("committed")
+    finally:
+        for tmp in tmps.values():
+            if tmp.exists():
+                tmp.unlink()
+
+
+# ---------------------------------------------------------------------------------------------
+# Checkpoints, models, metrics
+
+
 def _serialise(obj) -> Callable[[Path], None]:
-    return lambda p: eqx.tree_serialise_leaves(p, obj)
+    def write(path: Path) -> None:
+        buffer = io.BytesIO()
+        eqx.tree_serialise_leaves(buffer, obj)
+        path.write_bytes(buffer.getvalue())
+
+    return write
 
 
-def save_checkpoint(run_dir: Path, step: int, model, opt_state) -> None:
-    """Write ``checkpoint.eqx`` (step, model, optimiser state) and ``model.eqx``, each atomically."""
-    atomic_write(Path(run_dir) / CHECKPOINT, _serialise((jnp.asarray(step, jnp.int32), model, opt_state)))
-    save_model(run_dir, model)
+def _netcdf(ds: xr.Dataset) -> Callable[[Path], None]:
+    return lambda p: ds.to_netcdf(p, engine="h5netcdf")
+
+
+def save_checkpoint(run_dir: Path, step: int, model, opt_state, metrics: xr.Dataset | None = None) -> None:
+    """Write ``metrics`` (if given), ``checkpoint.eqx`` (step, model, optimiser state) and
+    ``model.eqx`` as one unit, in that order (:func:`commit`)."""
+    files = {METRICS: _netcdf(metrics)} if metrics is not None else {}
+    files[CHECKPOINT] = _serialise((jnp.asarray(step, jnp.int32), model, opt_state))
+    files[MODEL] = _serialise(model)
+    commit(run_dir, files)
 
 
 def save_model(run_dir: Path, model) -> None:
-    """Write ``model.eqx`` alone (a run directory of a model that was derived, not trained)."""
-    atomic_write(Path(run_dir) / MODEL, _serialise(model))
+    """Write ``model.eqx`` alone, with its checksum (a model that was derived, not trained; or
+    the model of a resumed checkpoint)."""
+    commit(run_dir, {MODEL: _serialise(model)})
+
+
+def save_metrics(run_dir: Path, metrics: xr.Dataset) -> None:
+    """Write ``metrics.nc`` alone, with its checksum."""
+    commit(run_dir, {METRICS: _netcdf(metrics)})
 
 
 def _deserialise(path: Path, like, what: str):
     if not path.is_file():
         raise CheckpointError(f"{what} {str(path)!r} does not exist")
+    data = verify(path)
     try:
-        return eqx.tree_deserialise_leaves(path, like)
+        return eqx.tree_deserialise_leaves(io.BytesIO(data), like)
     except Exception as e:  # truncated file, wrong shapes or dtypes, foreign file
         detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise CheckpointError(
@@ -101,7 +449,7 @@ def _deserialise(path: Path, like, what: str):
 
 
 def load_checkpoint(run_dir: Path, model_like, opt_state_like):
-    """``(step, model, opt_state)`` from ``checkpoint.eqx``, shaped like the templates."""
+    """``(step, model, opt_state)`` from ``checkpoint.eqx`` (checksum verified), shaped like the templates."""
     step, model, opt_state = _deserialise(
         Path(run_dir) / CHECKPOINT, (jnp.asarray(0, jnp.int32), model_like, opt_state_like), "checkpoint"
     )
@@ -109,8 +457,20 @@ def load_checkpoint(run_dir: Path, model_like, opt_state_like):
 
 
 def load_model_arrays(run_dir: Path, model_like):
-    """The model stored in ``model.eqx``, shaped like ``model_like``."""
+    """The model stored in ``model.eqx`` (checksum verified), shaped like ``model_like``."""
     return _deserialise(Path(run_dir) / MODEL, model_like, "model file")
+
+
+def load_metrics(run_dir: Path | str) -> xr.Dataset | None:
+    """The training curves in ``metrics.nc`` (checksum verified), or ``None`` if there are none."""
+    path = Path(run_dir) / METRICS
+    if not path.is_file():
+        return None
+    data = verify(path)
+    try:
+        return xr.load_dataset(io.BytesIO(data), engine="h5netcdf")
+    except Exception as e:
+        raise CheckpointError(f"corrupt checkpoint: {str(path)!r} is not readable netCDF ({type(e).__name__})") from None
 
 
 def write_dataset(path: Path, ds: xr.Dataset) -> Path:

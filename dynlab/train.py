@@ -91,10 +91,11 @@ class TrainConfig:
             require_positive(f"train.{name}", getattr(self, name))
         require_positive("train.lr", self.lr, integer=False)
         for name in ("warmup", "clip", "weight_decay"):
-            if getattr(self, name) < 0:
+            value = getattr(self, name)
+            if not (value >= 0 and math.isfinite(value)):  # NaN fails both
                 from dynlab.errors import ConfigError
 
-                raise ConfigError(f"train.{name} must be >= 0, got {getattr(self, name)!r}")
+                raise ConfigError(f"train.{name} must be a finite number >= 0, got {value!r}")
 
     def schedule_fn(self) -> optax.Schedule:
         decay = self.steps - self.warmup
@@ -277,11 +278,13 @@ class _Curves:
         self.metric = metric_name
         self.train: dict[str, list] = {"step": [], "loss": [], metric_name: [], "grad_norm": [], "lr": []}
         self.eval: dict[str, list] = {"eval_step": [], "eval_loss": [], f"eval_{metric_name}": []}
-        if previous is not None:  # resuming: keep the curves up to the checkpoint
+        if previous is not None:  # resuming: keep the curves up to the checkpoint at step ``upto``
+            # (metrics.nc is never older than checkpoint.eqx, but may be newer: cut it back)
             tr = previous.sel(step=previous.step < upto)
             for k in self.train:
                 self.train[k] = list(tr[k].values) if k != "step" else list(tr.step.values)
-            ev = previous.sel(eval_step=previous.eval_step <= upto)
+            # the evaluation at ``upto`` was recorded before its checkpoint; at step 0 the loop redoes it
+            ev = previous.sel(eval_step=(previous.eval_step <= upto) if upto > 0 else (previous.eval_step < 0))
             for k in self.eval:
                 self.eval[k] = list(ev[k].values) if k != "eval_step" else list(ev.eval_step.values)
 
@@ -346,19 +349,21 @@ class _Run:
 
     def save_metrics(self) -> None:
         if self.run_dir is not None:
-            store.write_dataset(Path(self.run_dir) / store.METRICS, self.curves.dataset(self.attrs))
+            store.save_metrics(self.run_dir, self.curves.dataset(self.attrs))
 
     def checkpoint(self, step: int, model, opt_state) -> None:
+        """Write the metrics so far, then the checkpoint and model of ``step``, as one unit
+        (:func:`dynlab.store.commit`: metrics.nc is never older than checkpoint.eqx)."""
         if self.run_dir is not None:
-            store.save_checkpoint(self.run_dir, step, model, opt_state)
-            self.save_metrics()
+            store.save_checkpoint(self.run_dir, step, model, opt_state, metrics=self.curves.dataset(self.attrs))
 
     def diverge(self, chunk_start: int, model, opt_state) -> None:
         """Stop this run at its first non-finite step, keeping the newest good state on disk."""
         bad = self.curves.train["step"][-1]
         if bad > chunk_start:  # the chunk's starting point gave finite losses: newer than the last checkpoint
             self.checkpoint(chunk_start, model, opt_state)
-        self.save_metrics()
+        else:
+            self.save_metrics()
         where = f"last good checkpoint and metrics kept in {self.run_dir}" if self.run_dir else "lower train.lr or train.clip"
         self.diverged = DivergenceError(
             f"training diverged at step {bad}: non-finite loss or parameters "
@@ -388,6 +393,7 @@ def _loop(runs, params, static, opt_state, start, cfg, advance, evaluate, progre
         res = jax.device_get(evaluate(params))
         for i, run in live():
             run.record_eval(step, _take(res, i))
+        store.fault_point("eval")
 
     t0 = time.perf_counter()
     if start == 0:
@@ -397,6 +403,7 @@ def _loop(runs, params, static, opt_state, start, cfg, advance, evaluate, progre
         n = min(chunk, cfg.steps - step)
         new_params, new_opt, m = advance(params, opt_state, step, n)
         m = jax.device_get(m)
+        store.fault_point("chunk")
         for i, run in live():
             if not run.record_train(step, _take(m, i), lr_at):
                 run.diverge(step, eqx.combine(_take(params, i), static), _take(opt_state, i))
@@ -426,6 +433,7 @@ def train(
     *,
     resume: bool = False,
     progress: Callable | None = None,
+    on_resume: Callable[[int], None] | None = None,
 ) -> TrainResult:
     """Train ``experiment.model`` with ``experiment.rule`` on ``experiment.task``.
 
@@ -433,7 +441,13 @@ def train(
         experiment: a :class:`dynlab.experiment.Experiment`.
         run_dir: where config, checkpoints, metrics and figures go (``None``: keep in memory).
         resume: continue from ``run_dir/checkpoint.eqx`` (same config) instead of starting anew.
+            The checkpoint and metrics are checksum-verified, the metrics cut back to the
+            checkpoint's step, model.eqx rewritten from the checkpoint and temporaries of a
+            killed writer removed, so that a run killed at any moment and resumed ends with the
+            files of an uninterrupted run. A run killed before its first checkpoint (no
+            checkpoint.eqx, model.eqx or metrics.nc) starts again from step 0.
         progress: called as ``progress(step, total, metrics_dict)`` after every chunk.
+        on_resume: called as ``on_resume(step)`` with the step a resumed run continues from.
 
     Raises:
         DivergenceError: a non-finite loss or parameter. The last good checkpoint and the metrics
@@ -446,10 +460,16 @@ def train(
     opt_state = (optimizer.init(params), _initial_carry(model, task, cfg.batch_size))
     start, previous = 0, None
     if resume:
-        start, model, opt_state = store.load_checkpoint(run_dir, model, opt_state)
-        params, static = eqx.partition(model, eqx.is_inexact_array)
-        if (Path(run_dir) / store.METRICS).is_file():
-            previous = xr.load_dataset(Path(run_dir) / store.METRICS, engine="h5netcdf")
+        store.recover(run_dir)  # a killed run's temporaries and unsettled checksums
+        if any((Path(run_dir) / name).exists() for name in (store.CHECKPOINT, store.MODEL, store.METRICS)):
+            start, model, opt_state = store.load_checkpoint(run_dir, model, opt_state)
+            params, static = eqx.partition(model, eqx.is_inexact_array)
+            previous = store.load_metrics(run_dir)
+            store.save_model(run_dir, model)  # model.eqx is the checkpoint's model, even if killed in between
+        else:  # killed before its first checkpoint: nothing to continue, start at step 0
+            store.save_checkpoint(run_dir, 0, model, opt_state)
+        if on_resume is not None:
+            on_resume(start)
     elif run_dir is not None:
         store.write_config(run_dir, experiment.config)
         store.save_checkpoint(run_dir, 0, model, opt_state)

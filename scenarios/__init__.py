@@ -3,10 +3,25 @@
 :mod:`~dynlab.scenarios.spec` parses and validates scenario TOML files (the built-in ones live
 beside this file); :mod:`~dynlab.scenarios.cell` runs one cell; :mod:`~dynlab.scenarios.sweep`
 runs all cells on Dask, resumably, and merges them into one dataset.
+
+The program modules are imported here so that their ``@register("program", …)`` runs: a
+programmed scenario file chooses one of these by name (it never names a module itself).
 """
 
 from dynlab.registry import register
 from dynlab.scenarios.spec import builtin_names, load, parse
+
+# Registers the built-in programs (light modules: their heavy imports are inside the functions).
+from dynlab.scenarios import (  # noqa: E402,F401
+    aru_table1,
+    cross_lyapunov,
+    cross_pc,
+    cross_trw,
+    elm_budget,
+    elm_shd,
+    pc_width_depth,
+    sith_trw,
+)
 
 
 def _register_builtin() -> None:

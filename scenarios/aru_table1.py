@@ -31,6 +31,8 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from dynlab.registry import register
+
 NETWORKS = {  # name -> (model section without hidden, label in the table)
     "rnn-relu": ({"unit": "rnn", "activation": "relu"}, "RNN+ReLU"),
     "rnn-gamma": ({"unit": "rnn-gamma"}, "RNN+gamma (het.)"),
@@ -77,6 +79,7 @@ def model_sections(networks, hidden: int, n_g: int, match_tol: float, extra: dic
     return sections
 
 
+@register("program", "aru-table1", "ARU Table 1 protocol: train networks x seeds on psMNIST, accuracy clean and under a noisy drive")
 def run_aru_table1(
     out_dir,
     *,

@@ -5,13 +5,26 @@ A cell directory holds the run directory files (``config.toml``, ``model.eqx``, 
 the cell finished, with its status (``ok``, ``diverged`` or ``failed`` and the message) and the
 SHA-256 of every file it wrote. A directory without a valid marker, or whose files no longer
 match their recorded hashes, is partial or corrupt: it is never merged and is recomputed.
+
+An interrupted cell is not a failed cell: when the sweep is being interrupted (Ctrl-C, its Dask
+client or worker shutting down), an error that a cell meets is a consequence of the shutdown, so
+no marker is written (:func:`interrupted`) and ``--resume`` recomputes the cell.
+
+**Test hook** (the sweeps' only one, inert unless the environment sets it; training and storage
+have theirs in :func:`dynlab.store.fault_point`): with
+``DYNLAB_TEST_HOOK_DIR=DIR``, each cell, as its directory has just been emptied and before it
+computes anything, writes ``DIR/started-<pid>-<dirname>`` (``<pid>``: the process computing it),
+then waits while ``DIR/hold`` exists (at most 60 s). Fault tests use it to kill or interrupt a
+worker at a known moment (:func:`_test_hook`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import shutil
+import time
 import traceback
 from pathlib import Path
 
@@ -66,12 +79,48 @@ def _analysis_options(entry: dict, exp) -> dict:
     return options
 
 
+TEST_HOOK = "DYNLAB_TEST_HOOK_DIR"
+INTERRUPTED = "interrupted"
+
+
+def _test_hook(cell_dir: Path) -> None:
+    """The test hook of the module docstring: announce the cell, then wait while ``hold`` exists."""
+    where = os.environ.get(TEST_HOOK)
+    if not where:
+        return
+    (Path(where) / f"started-{os.getpid()}-{cell_dir.name}").touch()
+    deadline = time.monotonic() + 60
+    while (Path(where) / "hold").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 def _fresh(cell_dir: Path) -> Path:
+    """Empty the cell's directory (a killed worker may have left a partial one) and create it."""
     cell_dir = Path(cell_dir)
     if cell_dir.exists():
         shutil.rmtree(cell_dir)
     cell_dir.mkdir(parents=True)
+    _test_hook(cell_dir)
     return cell_dir
+
+
+def interrupted(stop_file: str | Path | None) -> bool:
+    """Is the sweep this cell belongs to being interrupted?
+
+    Enforces: an interrupted cell is not recorded as failed. True when the sweep's runner has
+    written its ``stop_file`` (it does so before closing its Dask client, see
+    :func:`dynlab.scenarios.sweep.run_sweep`) or when the Dask worker running this cell is
+    shutting down. A cell that meets an error while this holds writes no marker.
+    """
+    if stop_file is not None and Path(stop_file).exists():
+        return True
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+    except (ImportError, ValueError):  # not inside a Dask worker
+        return False
+    return getattr(worker.status, "name", "") in ("stopping", "stopped", "closing", "closing_gracefully", "closed", "failed")
 
 
 def _failure(cell_dir: Path, e: Exception) -> tuple[str, str]:
@@ -79,8 +128,14 @@ def _failure(cell_dir: Path, e: Exception) -> tuple[str, str]:
     return "failed", f"{type(e).__name__}: {e}".strip()
 
 
-def _finish(cell_dir: Path, exp, analyses: tuple[dict, ...], status: str, message: str) -> dict:
-    """Run the analyses of a trained (or fresh) cell, then write its marker last."""
+def _interrupted_info(message: str) -> dict:
+    """What a cell returns when the sweep was interrupted under it: no marker, not failed."""
+    return {"status": INTERRUPTED, "message": message, "files": {}}
+
+
+def _finish(cell_dir: Path, exp, analyses: tuple[dict, ...], status: str, message: str,
+            stop_file: str | Path | None = None) -> dict:
+    """Run the analyses of a trained (or fresh) cell, then write its marker last (not if interrupted)."""
     if status == "ok":
         try:
             for entry in analyses:
@@ -88,6 +143,8 @@ def _finish(cell_dir: Path, exp, analyses: tuple[dict, ...], status: str, messag
                 ds = fn(exp.model, **_analysis_options(entry, exp))
                 store.write_dataset(cell_dir / f"{entry['name']}.nc", ds)
         except Exception as e:  # a failed cell must not stop the sweep; keep the reason
+            if interrupted(stop_file):
+                return _interrupted_info(f"{type(e).__name__}: {e}")
             status, message = _failure(cell_dir, e)
     files = {p.name: _sha256(p) for p in sorted(cell_dir.iterdir()) if p.is_file() and not p.name.startswith(".")}
     info = {"status": status, "message": message, "files": files}
@@ -95,11 +152,13 @@ def _finish(cell_dir: Path, exp, analyses: tuple[dict, ...], status: str, messag
     return info
 
 
-def run_cell(cell_dir: str | Path, config: dict, analyses: tuple[dict, ...]) -> dict:
+def run_cell(cell_dir: str | Path, config: dict, analyses: tuple[dict, ...], stop_file: str | None = None) -> dict:
     """Compute one cell into ``cell_dir`` (emptied first); return its marker dict.
 
     Training divergence and analysis errors do not raise: they are recorded as the cell's
-    status so that a sweep carries on.
+    status so that a sweep carries on. An error met while the sweep is being interrupted
+    (:func:`interrupted`, ``stop_file``) is not: the cell gets no marker and status
+    ``"interrupted"`` is returned.
     """
     from dynlab.train import train
 
@@ -115,14 +174,18 @@ def run_cell(cell_dir: str | Path, config: dict, analyses: tuple[dict, ...]) -> 
     except DivergenceError as e:
         status, message = "diverged", str(e)
     except Exception as e:
+        if interrupted(stop_file):
+            return _interrupted_info(f"{type(e).__name__}: {e}")
         status, message = _failure(cell_dir, e)
-    return _finish(cell_dir, exp, analyses, status, message)
+    return _finish(cell_dir, exp, analyses, status, message, stop_file)
 
 
-def run_cells_vmapped(cell_dirs: list, configs: list[dict], analyses: tuple[dict, ...]) -> list[dict]:
+def run_cells_vmapped(cell_dirs: list, configs: list[dict], analyses: tuple[dict, ...],
+                      stop_file: str | None = None) -> list[dict]:
     """Cells that differ only in seed, trained as one ``jax.vmap``-ed run (:func:`dynlab.train.train_seeds`).
 
-    Their numbers agree with one-cell runs up to float32 rounding, not bit for bit.
+    Their numbers agree with one-cell runs up to float32 rounding, not bit for bit. Interruption
+    is handled as in :func:`run_cell`.
     """
     from dynlab.train import train_seeds
 
@@ -137,13 +200,16 @@ def run_cells_vmapped(cell_dirs: list, configs: list[dict], analyses: tuple[dict
         else:
             results = train_seeds(exps, dirs)
     except Exception as e:
+        if interrupted(stop_file):
+            return [_interrupted_info(f"{type(e).__name__}: {e}") for _ in dirs]
         return [_finish(d, None, analyses, *_failure(d, e)) for d in dirs]
     infos = []
     for d, e, r in zip(dirs, exps, results):
         if isinstance(r, DivergenceError):
-            infos.append(_finish(d, e, analyses, "diverged", str(r)))
+            infos.append(_finish(d, e, analyses, "diverged", str(r), stop_file))
         else:
-            infos.append(_finish(d, e if r is None else dataclasses.replace(e, model=r.model), analyses, "ok", ""))
+            trained = e if r is None else dataclasses.replace(e, model=r.model)
+            infos.append(_finish(d, trained, analyses, "ok", "", stop_file))
     return infos
 
 

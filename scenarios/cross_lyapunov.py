@@ -21,11 +21,13 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from dynlab.registry import register
 from dynlab.scenarios.every_unit import UNITS, check_units, model_section
 
 STAGES = ("init", "trained")
 
 
+@register("program", "cross-lyapunov", "Lyapunov spectra of every unit at initialisation and after training")
 def run_cross_lyapunov(
     out_dir,
     *,

@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from dynlab.registry import register
 from dynlab.scenarios.every_unit import UNITS, check_units, model_section
 
 RECORDED = {
@@ -58,6 +59,7 @@ RECORDED = {
 }
 
 
+@register("program", "cross-pc-alignment", "PC through time vs BPTT on every unit: gradient cosine over width x sequence length")
 def run_cross_pc(
     out_dir,
     *,

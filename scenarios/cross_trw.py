@@ -27,6 +27,8 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from dynlab.registry import register
+
 NETWORKS = {
     "aru": {"unit": "aru", "hidden": 32, "n_g": 4, "layers": 4, "lr": 3e-3},
     "elm-net": {"unit": "elm-net", "hidden": 32, "d_m": 5, "d_tree": 8, "d_branch": 4, "layers": 4, "lr": 3e-3},
@@ -35,6 +37,7 @@ NETWORKS = {
 }
 
 
+@register("program", "cross-trw", "temporal receptive windows per layer of 4-layer ARU / ELM / GRU stacks vs SITH-RNN")
 def run_cross_trw(
     out_dir,
     *,

@@ -26,12 +26,15 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from dynlab.registry import register
+
 TASKS = {  # defaults that make each task CPU-sized; [params] task_options override them
     "shd-adding": {"channel_pool": 5, "bin_ms": 20},
     "charlm": {"reset_steps": 500},
 }
 
 
+@register("program", "elm-budget", "ELM network at a fixed budget P = N(k_e + k_c): loss vs k_e per budget, I_rep fit")
 def run_elm_budget(
     out_dir,
     *,

@@ -16,7 +16,10 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from dynlab.registry import register
 
+
+@register("program", "elm-vs-lstm", "ELM network vs a parameter-matched LSTM on SHD-Adding")
 def run_elm_vs_lstm(
     out_dir,
     *,

@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from dynlab.registry import register
+
 COMPARISONS = {
     "mf-residual": dict(param="mf", alpha=0.5, residual=True),
     "sp-mlp": dict(param="sp", residual=False),
@@ -28,6 +30,7 @@ COMPARISONS = {
 }
 
 
+@register("program", "pc-width-depth", "PC vs BP width/depth findings (Innocenti et al.), one verdict per claim")
 def run_pc_width_depth(
     out_dir,
     *,

@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from dynlab.registry import register
+
 NETWORKS = ("rnn-generic", "rnn-blockdiag", "rnn-diag-uniform", "rnn-diag-geometric", "sith-rnn", "sithcon")
 LR = {"rnn-generic": 3e-4, "rnn-blockdiag": 3e-3, "rnn-diag-uniform": 3e-3, "rnn-diag-geometric": 3e-3,
       "sith-rnn": 1e-2, "sithcon": 1e-2}
@@ -42,6 +44,7 @@ def build(unit: str | dict, seed: int, steps: int, mode: str = "pulse", lr: floa
     return experiment.build(cfg)
 
 
+@register("program", "sith-trw", "SITHCon and Nets 1-5 on the hierarchical language: dilation accuracy, TRW, parameters")
 def run_sith_trw(out_dir, *, seeds=(0, 1, 2), steps: int = 200, quick: bool = False, progress=None,
                  networks=NETWORKS, tau_rescale: str = "shift", generic_steps: int = 600,
                  sith_rnn_steps: int = 1000) -> dict:

@@ -28,20 +28,37 @@ A scenario is a TOML file with the sections of a run config plus analyses and an
 Every combination of the sweep axes is a *cell*: one run config, one training run, its analyses.
 
 **Programmed scenarios.** Experiments whose steps are not "train, then analyse" (train several
-networks, transplant a controller, fit a model across budgets, …) are a Python function named by
-the file, with its keyword arguments in ``[params]``::
+networks, transplant a controller, fit a model across budgets, …) are registered **programs**
+(``@register("program", NAME)`` on a Python function, see ``dynlab list program``) that the file
+chooses by name, with the program's keyword arguments in ``[params]``::
 
     name = "sith-trw"
     description = "…"
-    entry = "dynlab.scenarios.sith_trw:run_sith_trw"   # module:function
+    program = "sith-trw"                 # a registered program, never a module
     [params]
     seeds = [0, 1, 2]
     steps = 200
+
+A scenario file never names Python code: nothing it says is imported. The older spelling
+``entry = "module:function"`` is accepted only when the string is exactly the ``module:function``
+of an already registered program (a lookup among registered programs, not an import); anything
+else is a :class:`~dynlab.errors.ConfigError` listing the registered programs.
 
 The function is called as ``fn(out_dir, progress=callback, **params)``; it writes its datasets
 and figures under ``out_dir`` and returns a dict of the datasets. ``params`` are checked against
 its signature (names and types) before anything runs, and ``--set params.steps=50`` overrides
 them. ``progress(done, total, info)`` takes a dict of short fields to show.
+
+**Names.** A scenario's ``name`` becomes part of directory names (``runs/run-<name>-<time>``), so
+it must be a slug: letters, digits, ``.``, ``_`` and ``-``, starting with a letter or digit, no
+``..`` (:func:`scenario_name`).
+
+**Analyses that depend on the model.** Every cell's config is checked before any work, and so
+are the analyses' options against every cell's model: an analysis function may carry a ``check``
+attribute, ``check(model, **options)``, which :func:`check_cells` calls with the analysis's
+options (defaults filled in, ``task`` left out) on each distinct cell model, built abstractly
+(``equinox.filter_eval_shape``: shapes, no values); it raises ``ConfigError`` for options the
+model cannot take (e.g. a Lyapunov ``k`` above the model's state dimension).
 """
 
 from __future__ import annotations
@@ -50,6 +67,7 @@ import copy
 import dataclasses
 import hashlib
 import itertools
+import re
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +76,8 @@ from dynlab import experiment, registry
 from dynlab.errors import ConfigError
 
 TOP_KEYS = {"name", "description", "seed", "model", "task", "rule", "train", "analyses", "sweep"}
-PROGRAM_KEYS = {"name", "description", "entry", "params"}
+PROGRAM_KEYS = {"name", "description", "program", "entry", "params"}
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,6 +119,27 @@ class Scenario:
     vmap_seeds: bool = False
 
     @property
+    def digest(self) -> str:
+        """SHA-256 of everything that determines the sweep's cells and how they are computed.
+
+        The validated scenario (base config, analyses, axes, ``vmap_seeds``), not the file's text:
+        comments, layout, the order of keys in a table, ``name`` and ``description`` do not change
+        it, a ``--set`` override does. :func:`dynlab.scenarios.sweep.prepare` stores it with a
+        sweep and compares it on resume.
+        """
+
+        def canonical(value):
+            return {k: canonical(value[k]) for k in sorted(value)} if isinstance(value, dict) else value
+
+        doc = {
+            "base": self.base,
+            "analyses": {str(i): a for i, a in enumerate(self.analyses)},
+            "axes": {str(i): {"name": a.name, "values": a.values} for i, a in enumerate(self.axes)},
+            "vmap_seeds": self.vmap_seeds,
+        }
+        return hashlib.sha256(cfgmod.dumps(canonical(doc)).encode()).hexdigest()
+
+    @property
     def cells(self) -> list[Cell]:
         out = []
         for index in itertools.product(*(range(a.size) for a in self.axes)):
@@ -114,17 +154,17 @@ class Scenario:
 
 @dataclasses.dataclass(frozen=True)
 class Program:
-    """A programmed scenario: ``entry`` (``module:function``) called with ``params``."""
+    """A programmed scenario: the registered ``program`` called with ``params``."""
 
     name: str
     description: str
-    entry: str
+    program: str
     params: dict
     source: str
 
     @property
     def function(self):
-        return _entry_function(self.entry, self.source)
+        return registry.get("program", self.program).obj
 
     def run(self, out_dir: Path, progress=None) -> dict:
         out_dir = Path(out_dir)
@@ -132,37 +172,79 @@ class Program:
         return self.function(out_dir, progress=progress, **self.params)
 
 
-def _entry_function(entry: str, source: str):
-    import importlib
+def _registered_programs() -> str:
+    return ", ".join(registry.names("program")) or "(none registered)"
 
-    module, _, name = entry.partition(":")
-    try:
-        fn = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError, ValueError):
-        raise ConfigError(f"{source}: entry {entry!r} is not an importable module:function") from None
-    if not callable(fn):
-        raise ConfigError(f"{source}: entry {entry!r} is not callable")
-    return fn
+
+def program_name(doc: dict, source: str) -> str:
+    """The registered program a scenario document chooses.
+
+    Enforces: nothing a scenario file names is imported. ``program = "NAME"`` is looked up in the
+    registry; the old ``entry = "module:function"`` is compared, as a string, with the
+    ``module:function`` of every registered program. Neither ever calls ``importlib``.
+    """
+    if "program" in doc and "entry" in doc:
+        raise ConfigError(f"{source}: give program = \"NAME\" only, not also entry")
+    if "program" in doc:
+        name = doc["program"]
+        if not isinstance(name, str) or name not in registry.names("program"):
+            raise ConfigError(f"{source}: unknown program {name!r}; registered programs: {_registered_programs()}")
+        return name
+    entry = doc["entry"]
+    by_entry = {f"{e.obj.__module__}:{e.obj.__name__}": e.name for e in registry.entries("program")}
+    if not isinstance(entry, str) or entry not in by_entry:
+        raise ConfigError(
+            f"{source}: entry {entry!r} is not a registered program (a scenario file never names a module; "
+            f"choose one with program = \"NAME\"); registered programs: {_registered_programs()}"
+        )
+    return by_entry[entry]
+
+
+def scenario_name(doc: dict, source: str) -> str:
+    """The scenario's name: its ``name`` key, else the file's stem made into a slug.
+
+    Enforces: a name taken from a scenario file is a safe slug (``SAFE_NAME``, no ``..``), so that
+    the run directory named after it stays inside ``runs/``.
+    """
+    if "name" not in doc:
+        stem = re.sub(r"\.{2,}", ".", re.sub(r"[^A-Za-z0-9._-]+", "-", Path(source).stem)).lstrip("._-")
+        return stem[:100] or "scenario"
+    name = doc["name"]
+    if not isinstance(name, str) or not SAFE_NAME.fullmatch(name) or ".." in name:
+        raise ConfigError(
+            f"{source}: name must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit "
+            f"and without '..', got {name!r}"
+        )
+    return name
+
+
+def _description(doc: dict, source: str) -> str:
+    description = doc.get("description", "")
+    if not isinstance(description, str):
+        raise ConfigError(f"{source}: description must be a string, got {description!r}")
+    return description
 
 
 def _parse_program(doc: dict, source: str) -> Program:
     unknown = set(doc) - PROGRAM_KEYS
     if unknown:
         raise ConfigError(
-            f"{source}: a programmed scenario (one with entry) takes only {', '.join(sorted(PROGRAM_KEYS))}; "
+            f"{source}: a programmed scenario (one with program) takes only {', '.join(sorted(PROGRAM_KEYS))}; "
             f"unknown: {', '.join(sorted(unknown))}"
         )
-    entry, params = doc["entry"], doc.get("params", {})
-    if not isinstance(entry, str) or not isinstance(params, dict):
-        raise ConfigError(f"{source}: entry must be a string module:function and [params] a table")
-    fn = _entry_function(entry, source)
+    name = scenario_name(doc, source)
+    program = program_name(doc, source)
+    params = doc.get("params", {})
+    if not isinstance(params, dict):
+        raise ConfigError(f"{source}: [params] must be a table of the program's arguments")
+    fn = registry.get("program", program).obj
     reserved = ("out_dir", "progress")  # the runner passes them
     registry.check_config(f"{source}: params", fn, params, exclude=reserved)
     missing = [n for n, p in registry.config_keys(fn, exclude=reserved).items()
                if p.default is p.empty and n not in params]
     if missing:
         raise ConfigError(f"{source}: [params] lacks required key(s) {', '.join(missing)}")
-    return Program(doc.get("name", Path(source).stem), doc.get("description", ""), entry, dict(params), source)
+    return Program(name, _description(doc, source), program, dict(params), source)
 
 
 def _axis_values(where: str, key: str, values) -> list:
@@ -213,13 +295,14 @@ def _check_analysis(entry: dict) -> dict:
 
 def parse(doc: dict, source: str = "<dict>") -> Scenario | Program:
     """Validate a scenario document and every cell config it implies (or a programmed scenario)."""
-    if "entry" in doc:
+    if "program" in doc or "entry" in doc:
         return _parse_program(doc, source)
     unknown = set(doc) - TOP_KEYS
     if unknown:
         raise ConfigError(
             f"{source}: unknown scenario key(s) {', '.join(sorted(unknown))}; valid: {', '.join(sorted(TOP_KEYS))}"
         )
+    name, description = scenario_name(doc, source), _description(doc, source)
     base = {k: doc[k] for k in ("seed", "model", "task", "rule", "train") if k in doc}
     analyses = doc.get("analyses", [])
     if not isinstance(analyses, list):
@@ -230,16 +313,58 @@ def parse(doc: dict, source: str = "<dict>") -> Scenario | Program:
         names = [a.name for a in axes]
         if len(set(names)) != len(names):
             raise ConfigError(f"sweep axes must have distinct names, got {names}")
-        scenario = Scenario(
-            doc.get("name", Path(source).stem), doc.get("description", ""), base, analyses, axes, source, vmap_seeds
-        )
-        from dynlab.scenarios.cell import without_training
-
-        for cell in scenario.cells:  # every combination must be a valid config
-            experiment.check(without_training(cell.config)[0])
+        scenario = Scenario(name, description, base, analyses, axes, source, vmap_seeds)
+        check_cells(scenario)
     except ConfigError as e:
         raise ConfigError(f"{source}: {e}") from None
     return scenario
+
+
+def _cell_label(cell: Cell) -> str:
+    coords = ", ".join(f"{k}={v}" for k, v in cell.coords.items())
+    return f" in cell {coords}" if coords else ""
+
+
+def check_cells(scenario: Scenario) -> None:
+    """Validate every cell before any work: its config, and every analysis's options against its model.
+
+    Enforces: a sweep whose cells cannot all run their analyses fails before the first cell
+    starts. Each cell's config goes through :func:`dynlab.experiment.check`; then, for the
+    analyses whose function has a ``check`` attribute, each distinct cell model (distinct
+    ``[model]`` and ``[task]``) is built abstractly and ``check(model, **options)`` is called with
+    the analysis's options, defaults filled in and ``task`` left out.
+    """
+    import equinox as eqx
+
+    from dynlab.scenarios.cell import without_training
+
+    hooks = []
+    for entry in scenario.analyses:
+        fn = registry.get("analysis", entry["name"]).obj
+        hook = getattr(fn, "check", None)
+        if hook is not None:
+            options = {**registry.defaults(fn, exclude=("model", "key", "self")),
+                       **{k: v for k, v in entry.items() if k != "name"}}
+            options.pop("task", None)
+            hooks.append((entry["name"], hook, options))
+    checked = set()
+    for cell in scenario.cells:  # every combination must be a valid config
+        config = without_training(cell.config)[0]
+        experiment.check(config)
+        structure = cfgmod.dumps({"model": config.get("model", {}), "task": config.get("task", {})})
+        if not hooks or structure in checked:
+            continue
+        checked.add(structure)
+
+        def run_hooks(config=config, cell=cell):
+            model = experiment.build(config).model
+            for name, hook, options in hooks:
+                try:
+                    hook(model, **options)
+                except ConfigError as e:
+                    raise ConfigError(f"analyses.{name}{_cell_label(cell)}: {e}") from None
+
+        eqx.filter_eval_shape(run_hooks)
 
 
 def builtin_dir() -> Path:

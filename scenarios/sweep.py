@@ -9,25 +9,55 @@ position: with ``resume=True`` every cell whose marker is intact is skipped (its
 touched), partial or corrupt cells are recomputed, and failed cells are retried only with
 ``retry_failed=True``. A cell's numbers depend only on its config (seed included), so the merged
 dataset does not depend on the worker, the order, or on interruptions.
+
+A sweep directory holds ``scenario.toml`` (the file as given) and ``scenario.sha256`` (the digest
+of the validated scenario, :attr:`~dynlab.scenarios.spec.Scenario.digest`); ``resume=True``
+continues only a sweep of the same scenario (:func:`check_out_dir`). An interrupted sweep (Ctrl-C)
+writes ``.interrupted`` before its Dask client closes, so that the cells in flight, which then
+fail because of the shutdown, are not recorded as failed (:func:`dynlab.scenarios.cell.interrupted`);
+a resume removes it. With ``scheduler``, the directory is created only once the scheduler has
+answered (:func:`connect`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import xarray as xr
 
+from dynlab import config as cfgmod
 from dynlab import store
 from dynlab.errors import ConfigError
 from dynlab.scenarios.cell import cell_summary, read_marker, run_cell, run_cells_vmapped
 from dynlab.scenarios.spec import Cell, Scenario
 
 SCENARIO = "scenario.toml"
+DIGEST = "scenario.sha256"
+STOP = ".interrupted"
 RESULT = "sweep.nc"
+CONNECT_TIMEOUT = "10s"
+
+
+def connect(address: str):
+    """A ``dask.distributed.Client`` of the scheduler at ``address``.
+
+    Enforces: a scheduler that cannot be reached (wrong host or port, nothing listening, a
+    malformed address) is a one-line :class:`ConfigError` after at most ``CONNECT_TIMEOUT``,
+    never a traceback.
+    """
+    from dask.distributed import Client
+
+    try:
+        return Client(address, timeout=CONNECT_TIMEOUT)
+    except (OSError, TimeoutError, ValueError, TypeError, AssertionError) as e:
+        reason = " ".join(str(e).split()) or type(e).__name__
+        raise ConfigError(
+            f"cannot reach a Dask scheduler at {address!r} ({reason}); start one ('dask scheduler', or "
+            "dask-jobqueue on a cluster) and pass its address, e.g. --scheduler tcp://HOST:8786"
+        ) from None
 
 
 @contextlib.contextmanager
@@ -36,16 +66,18 @@ def dask_client(workers: int | None = None, scheduler: str | None = None):
     from dask.distributed import Client, LocalCluster
 
     if scheduler is not None:
-        client = Client(scheduler)
+        client = connect(scheduler)
         try:
             yield client
         finally:
             client.close()
         return
+    # The scheduler's HTTP server on a free local port: not 0.0.0.0:8787, which warns when taken.
+    local = dict(threads_per_worker=1, dashboard_address="127.0.0.1:0")
     if workers is not None:
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+        cluster = LocalCluster(n_workers=workers, processes=True, **local)
     else:
-        cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None)
+        cluster = LocalCluster(n_workers=1, processes=False, **local)
     with cluster, Client(cluster) as client:
         yield client
 
@@ -63,18 +95,51 @@ def pending_cells(scenario: Scenario, out_dir: Path, *, resume: bool, retry_fail
     return todo
 
 
-def prepare(scenario: Scenario, out_dir: Path, *, resume: bool) -> None:
-    """Create ``out_dir`` for a new sweep, or check that it holds this scenario to resume."""
+def _stored_digest(out_dir: Path) -> str | None:
+    """The digest of the scenario a sweep directory was started with (``None`` if unknown)."""
+    digest = out_dir / DIGEST
+    if digest.is_file():
+        return digest.read_text().strip()
+    try:  # a sweep started before digests were stored: the digest of its scenario.toml
+        from dynlab.scenarios.spec import parse
+
+        return parse(cfgmod.load_toml(out_dir / SCENARIO), str(out_dir / SCENARIO)).digest
+    except Exception:
+        return None
+
+
+def check_out_dir(scenario: Scenario, out_dir: Path, *, resume: bool) -> None:
+    """Check, without writing anything, that ``out_dir`` may take this sweep.
+
+    Enforces: a new sweep never mixes with an existing one, and ``resume`` continues only a sweep
+    of the same validated scenario (same :attr:`Scenario.digest`: base config, analyses, axes,
+    ``--set`` overrides included), so another scenario cannot replace its results.
+    """
     out_dir = Path(out_dir)
-    text = Path(scenario.source).read_text() if Path(scenario.source).is_file() else ""
     existing = out_dir / SCENARIO
     if existing.exists() and not resume:
         raise ConfigError(f"{str(out_dir)!r} already holds a sweep; re-run with --resume, or choose another --out")
     if resume and not existing.exists():
         raise ConfigError(f"nothing to resume in {str(out_dir)!r}: it holds no {SCENARIO}")
+    if resume and _stored_digest(out_dir) != scenario.digest:
+        raise ConfigError(
+            f"{str(out_dir)!r} holds a sweep of another scenario than {scenario.source} (base config, analyses or "
+            "sweep axes differ, --set overrides included); resume it with the scenario that started it, "
+            "or choose another --out"
+        )
+
+
+def prepare(scenario: Scenario, out_dir: Path, *, resume: bool) -> None:
+    """Create ``out_dir`` for a new sweep, or check that it holds this scenario to resume."""
+    out_dir = Path(out_dir)
+    check_out_dir(scenario, out_dir, resume=resume)
+    text = Path(scenario.source).read_text() if Path(scenario.source).is_file() else ""
     (out_dir / "cells").mkdir(parents=True, exist_ok=True)
-    if not existing.exists():
-        store.atomic_write(existing, lambda p: p.write_text(text))
+    (out_dir / STOP).unlink(missing_ok=True)
+    if not (out_dir / DIGEST).exists():  # before scenario.toml: a sweep with one has the other
+        store.atomic_write(out_dir / DIGEST, lambda p: p.write_text(scenario.digest + "\n"))
+    if not (out_dir / SCENARIO).exists():
+        store.atomic_write(out_dir / SCENARIO, lambda p: p.write_text(text))
 
 
 def run_sweep(
@@ -90,37 +155,50 @@ def run_sweep(
     """Run every unfinished cell, then merge all cells into ``out_dir/sweep.nc`` and return it.
 
     ``progress(done, total, failures)`` is called as cells finish (skipped cells count as done).
+    Nothing is written before the Dask cluster or scheduler is up.
     """
     from dask.distributed import as_completed
 
     out_dir = Path(out_dir)
-    prepare(scenario, out_dir, resume=resume)
+    check_out_dir(scenario, out_dir, resume=resume)
     cells = scenario.cells
     todo = pending_cells(scenario, out_dir, resume=resume, retry_failed=retry_failed)
     done, failures = len(cells) - len(todo), 0
     if progress:
         progress(done, len(cells), failures)
-    if todo:
+    if not todo:
+        prepare(scenario, out_dir, resume=resume)
+    else:
         with dask_client(workers, scheduler) as client:
-            futures = []
-            for group in _groups(todo, scenario.vmap_seeds):
-                if len(group) == 1:
-                    c = group[0]
-                    futures.append(client.submit(
-                        run_cell, str(cell_dir(out_dir, c)), c.config, c.analyses, key=f"cell-{c.key}", pure=False
-                    ))
-                else:
-                    futures.append(client.submit(
-                        run_cells_vmapped, [str(cell_dir(out_dir, c)) for c in group], [c.config for c in group],
-                        group[0].analyses, key=f"cells-{group[0].key}", pure=False,
-                    ))
-            for future in as_completed(futures):
-                result = future.result()
-                for info in result if isinstance(result, list) else [result]:
-                    done += 1
-                    failures += info["status"] != "ok"
-                if progress:
-                    progress(done, len(cells), failures)
+            prepare(scenario, out_dir, resume=resume)
+            stop = str(out_dir / STOP)
+            try:
+                futures = []
+                for group in _groups(todo, scenario.vmap_seeds):
+                    if len(group) == 1:
+                        c = group[0]
+                        futures.append(client.submit(
+                            run_cell, str(cell_dir(out_dir, c)), c.config, c.analyses, stop, key=f"cell-{c.key}",
+                            pure=False,
+                        ))
+                    else:
+                        futures.append(client.submit(
+                            run_cells_vmapped, [str(cell_dir(out_dir, c)) for c in group],
+                            [c.config for c in group], group[0].analyses, stop, key=f"cells-{group[0].key}",
+                            pure=False,
+                        ))
+                for future in as_completed(futures):
+                    result = future.result()
+                    for info in result if isinstance(result, list) else [result]:
+                        done += 1
+                        failures += info["status"] != "ok"
+                    if progress:
+                        progress(done, len(cells), failures)
+            except BaseException:
+                # Ctrl-C (or any error here): say so before the client closes, so that the cells in
+                # flight, which fail as it closes, are not recorded as failed (cell.interrupted).
+                Path(stop).touch()
+                raise
     merged = merge(scenario, out_dir)
     store.write_dataset(out_dir / RESULT, merged)
     return merged

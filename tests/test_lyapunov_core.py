@@ -174,10 +174,20 @@ def test_options_agree_k_method_and_reortho():
 
 
 def test_blocking_in_float32_stays_close():
+    """Float32 with and without blocking against the float64 per-step spectrum (the truth here).
+
+    Measured (jax 0.10.2, 2-core CPU): per step, every exponent within 3e-6 of float64; with a
+    QR every 7 steps, lambda_1..3 within 3e-6 and lambda_4 off by 2.8e-5. The per-QR estimate
+    eps * exp(m (lambda_1 - lambda_4)) = 1.6e-6 understates what accumulates over the blocks, so
+    the blocked tolerance is 1e-4 (it was 1e-5 against the float32 per-step run, which held on an
+    earlier jax but not on this one); issue 22 replaces this with a stated bound.
+    """
     step, _, h0, xs = _rnn_problem(steps=1203)
+    truth = lyapunov_spectrum(step, h0, xs, 4, burn_in=200, x64=True).exponents.values
     per_step = lyapunov_spectrum(step, h0, xs, 4, burn_in=200).exponents.values
     blocked = lyapunov_spectrum(step, h0, xs, 4, burn_in=200, reortho_every=7).exponents.values
-    np.testing.assert_allclose(blocked, per_step, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(per_step, truth, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(blocked, truth, rtol=0, atol=1e-4)
 
 
 # --- PyTree state, result layout ----------------------------------------------------------------

@@ -190,25 +190,22 @@ def test_readme_scenario_example_is_valid():
     assert len(scenario.cells) == 12 and scenario.vmap_seeds
 
 
-PROGRAM = '''
-import xarray as xr
-
-
-def experiment(out_dir, *, n: int, scale: float = 1.0, progress=None):
+def toy_experiment(out_dir, *, n: int, scale: float = 1.0, progress=None):
     ds = xr.Dataset({"y": ("i", [scale * i for i in range(n)])})
     ds.to_netcdf(out_dir / "y.nc", engine="h5netcdf")
     for i in range(n):
         if progress is not None:
             progress(i + 1, n, {"i": i})
     return {"y": ds}
-'''
 
 
 def test_programmed_scenario_checks_params_and_runs_with_overrides(tmp_path, monkeypatch):
-    (tmp_path / "toy_program.py").write_text(PROGRAM)
-    monkeypatch.syspath_prepend(str(tmp_path))
+    from dynlab import registry
+
+    # what @register("program", "toy") would do, undone after the test
+    monkeypatch.setitem(registry._REGISTRY["program"], "toy", registry.Entry("program", "toy", toy_experiment, "toy"))
     toml = tmp_path / "toy.toml"
-    toml.write_text('name = "toy"\nentry = "toy_program:experiment"\n[params]\nn = 3\n')
+    toml.write_text('name = "toy"\nprogram = "toy"\n[params]\nn = 3\n')
     out = tmp_path / "out"
     res = CliRunner().invoke(main, ["run", str(toml), "--set", "params.scale=2.0", "--out", str(out), "-q"])
     assert res.exit_code == 0, res.output
@@ -216,12 +213,14 @@ def test_programmed_scenario_checks_params_and_runs_with_overrides(tmp_path, mon
     for bad, says in [('[params]\nn = "three"\n', "params.n must be"), ("[params]\nscale = 1.0\n", "lacks required key(s) n"),
                       ("[params]\nn = 1\n[train]\nsteps = 1\n", "takes only"),
                       ('[params]\nn = 1\nout_dir = "x"\n', "unknown config key")]:
-        toml.write_text('entry = "toy_program:experiment"\n' + bad)
+        toml.write_text('program = "toy"\n' + bad)
         res = CliRunner().invoke(main, ["run", str(toml), "--out", str(out)])
         assert res.exit_code == 2 and says in res.output, (bad, res.output)
-    toml.write_text('entry = "toy_program:nothing"\n')
+    toml.write_text(f'entry = "{__name__}:toy_experiment"\n[params]\nn = 1\n')  # the old spelling, registered
+    assert load(str(toml)).program == "toy"
+    toml.write_text('program = "nothing"\n')
     res = CliRunner().invoke(main, ["run", str(toml)])
-    assert res.exit_code == 2 and "not an importable module:function" in res.output
+    assert res.exit_code == 2 and "unknown program 'nothing'; registered programs:" in res.output
     res = CliRunner().invoke(main, ["run", "sith-trw", "--workers", "2"])
     assert res.exit_code == 2 and "sweeps only" in res.output
 

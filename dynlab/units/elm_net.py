@@ -81,6 +81,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, PRNGKeyArray
 
+from dynlab.config import FloatOrInf
 from dynlab.errors import ConfigError, require_positive
 from dynlab.registry import defaults, register
 from dynlab.units.aru import N_MIN, GainController
@@ -271,7 +272,7 @@ class ElmNet(Cell):
         lam: float = 5.0,
         tau_min: float = 1.0,
         tau_max: float = 500.0,
-        tau_r: float = 5.0,
+        tau_r: FloatOrInf = 5.0,
         rho_rec: float = 0.25,
         readout_neurons: int = 19,
         readout_d_m: int = 3,
@@ -303,7 +304,7 @@ class ElmNet(Cell):
         require_positive("readout_d_tree", readout_d_tree)
         require_positive("readout_d_branch", readout_d_branch)
         for name, value in (("c", c), ("lam", lam), ("tau_r", tau_r), ("surrogate_scale", surrogate_scale)):
-            require_positive(name, value, integer=False)
+            require_positive(name, value, integer=False, finite=name != "tau_r")
         check_tau_range(tau_min, tau_max)
         if isinstance(rho_rec, bool) or not isinstance(rho_rec, (int, float)) or not 0 <= rho_rec <= 1:
             raise ConfigError(f"rho_rec must be a probability in [0, 1], got {rho_rec!r}")

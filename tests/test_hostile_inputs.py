@@ -1,0 +1,212 @@
+"""Hostile input on the command line: every number checked where it is parsed, one-line errors
+with exit status 2, nothing computed only to be lost, no tracebacks (issue 17, items 7-12, 15,
+18, 19)."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from cli_runner import invoke
+from dynlab import config as cfgmod
+from dynlab import experiment
+from dynlab.errors import ConfigError
+from dynlab.train import TrainConfig
+
+
+def one_line_error(result, *fragments, status=2, prefix="error: "):
+    assert result.exit_code == status, (result.exit_code, result.output, result.stderr)
+    err = result.stderr.strip()
+    assert err.startswith(prefix) and "\n" not in err and "Traceback" not in err, err
+    for f in fragments:
+        assert f in err, err
+    return err
+
+
+TINY_LYAPUNOV = ["--model", "rnn", "--set", "model.hidden=4", "--k", "2", "--steps", "30", "--burn-in", "5",
+                 "--ics", "2", "-q"]
+
+
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        # 8, 9: non-finite trainer settings are refused where they are parsed
+        (["train", "--set", "train.lr=nan"], ["--set train.lr is nan", "finite"]),
+        (["train", "--set", "train.lr=inf"], ["train.lr is inf", "finite"]),
+        (["train", "--set", "train.weight_decay=inf"], ["train.weight_decay is inf"]),
+        (["train", "--set", "train.clip=nan"], ["train.clip is nan"]),
+        (["train", "--set", "model.hidden=1e400"], ["model.hidden is inf"]),
+        # 11: integers beyond 64 bits, seeds beyond 32 bits
+        (["train", "--seed", "99999999999999999999"], ["seed", "out of range"]),
+        (["train", "--set", "seed=99999999999999999999"], ["seed", "out of range"]),
+        (["train", "--set", "seed=4294967296"], ["seed must be an integer in [0, 2^32 - 1]"]),
+        (["analyze", "lyapunov", "--seed", "99999999999999999999"], ["--seed must be an integer >= 0 and <= 4294967295"]),
+        # 10, 12: analysis options
+        (["analyze", "lyapunov", "--drive", "nan"], ["--drive is nan"]),
+        (["analyze", "lyapunov", "--drive", "-inf"], ["--drive is -inf"]),
+        (["analyze", "lyapunov", "--reortho-every", "0"], ["--reortho-every must be an integer >= 1, got '0'"]),
+        (["analyze", "lyapunov", "--k", "0"], ["--k must be an integer >= 1"]),
+        (["analyze", "lyapunov", "--k", "1.5"], ["--k must be an integer, got '1.5'"]),
+        (["analyze", "lyapunov", "--burn-in", "-3"], ["--burn-in must be an integer >= 0"]),
+        (["analyze", "perturb", "--strength", "0,nan"], ["--strength is nan"]),
+        (["analyze", "perturb", "--strength", "0,,1"], ["--strength must be a comma-separated list"]),
+        (["analyze", "adaptation", "--drives", "1,inf"], ["--drives is inf"]),
+        (["compare", "pc-bp", "--widths", "8,nan"], ["--widths must be an integer"]),
+        (["compare", "pc-bp", "--widths", "8,0"], ["--widths must be an integer >= 1"]),
+        (["compare", "pc-bp", "--lr", "inf"], ["--lr is inf"]),
+        # 18: unknown commands list what is valid; no "analysiss"
+        (["analyze", "nope"], ["unknown command", "analyze 'nope'", "lyapunov", "trw", "perturb"]),
+        (["nope"], ["unknown command", "'nope'; valid", "train", "analyze"]),
+        (["transfer", "nope"], ["unknown command", "transfer 'nope'", "controller"]),
+    ],
+)
+def test_bad_numbers_and_names_are_one_line_exit_2(args, fragments, tmp_path):
+    one_line_error(invoke(args, tmp_path), *fragments)
+    assert not (tmp_path / "runs").exists()  # refused before any work or any directory
+
+
+def test_unknown_name_message_uses_the_right_plural():
+    from dynlab import registry
+
+    with pytest.raises(ConfigError.__mro__[1]) as e:  # UnknownNameError is a DynlabError
+        registry.get("analysis", "nope")
+    assert "valid analyses:" in str(e.value) and "analysiss" not in str(e.value)
+
+
+@pytest.mark.parametrize("text", ["nan", "[1.0, nan]", "{ a = nan }"])
+def test_nan_is_refused_by_the_value_parser(text):
+    with pytest.raises(ConfigError, match="nan"):
+        cfgmod.parse_value(text)
+
+
+def test_config_files_and_scenario_axes_refuse_nan(tmp_path):
+    run = tmp_path / "run.toml"
+    run.write_text('[train]\nlr = nan\n')
+    with pytest.raises(ConfigError, match="lr is nan"):
+        cfgmod.load_toml(run)
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text('[model]\nunit = "rnn"\n[sweep]\n"train.lr" = [1e-3, nan]\n')
+    res = invoke(["run", str(sweep), "--out", "s"], tmp_path)
+    one_line_error(res, "train.lr is nan")
+    assert not (tmp_path / "s").exists()
+
+
+def test_infinity_only_where_a_key_declares_it():
+    """``tau_r = inf`` switches ELM's high-pass off (annotated FloatOrInf); elsewhere inf is refused."""
+    experiment.check(cfgmod.apply_sets(experiment.default_config("elm-net", "adding"), ["model.tau_r=inf"]))
+    with pytest.raises(ConfigError, match="model.c is inf"):
+        experiment.check(cfgmod.apply_sets(experiment.default_config("elm-net", "adding"), ["model.c=inf"]))
+
+
+@pytest.mark.parametrize("field, value", [("lr", float("nan")), ("lr", float("inf")), ("clip", float("nan")),
+                                          ("weight_decay", float("inf"))])
+def test_python_api_train_config_refuses_non_finite(field, value):
+    with pytest.raises(ConfigError):
+        TrainConfig(**{field: value})
+
+
+def test_unwritable_output_is_refused_before_computing(tmp_path):
+    """Item 7: the output location is checked before any work (a path through a regular file,
+    and a folder under /proc, stand in for a read-only file system)."""
+    (tmp_path / "afile").write_text("")
+    for out in (str(tmp_path / "afile" / "l.nc"), "/proc/dynlab-no-such/l.nc"):
+        res = invoke(["analyze", "lyapunov", "--out", out, *TINY_LYAPUNOV], tmp_path)
+        err = one_line_error(res, "cannot write results under", "choose another --out")
+        assert "Lyapunov" not in res.output  # nothing was computed
+    res = invoke(["analyze", "lyapunov", "--plot", str(tmp_path / "afile" / "l.png"), *TINY_LYAPUNOV], tmp_path)
+    one_line_error(res, "choose another --plot")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_result_that_cannot_be_written_is_rescued(tmp_path, monkeypatch):
+    """Item 7: if writing still fails after the analysis ran, the dataset goes to the temporary
+    directory and the one-line error names it."""
+    from dynlab import store
+
+    real = store.write_dataset
+    calls = []
+
+    def failing_once(path, ds):
+        calls.append(path)
+        if len(calls) == 1:
+            raise OSError(30, "Read-only file system")
+        return real(path, ds)
+
+    monkeypatch.setattr(store, "write_dataset", failing_once)
+    res = invoke(["analyze", "lyapunov", "--out", str(tmp_path / "l.nc"), *TINY_LYAPUNOV], tmp_path)
+    err = one_line_error(res, "could not write the result (Read-only file system); it was saved to")
+    rescued = err.rsplit("saved to ", 1)[1]
+    ds = xr.load_dataset(rescued, engine="h5netcdf")
+    assert ds.attrs["analysis"] == "lyapunov" and np.isfinite(ds["mean"].values).all()
+
+
+def test_non_finite_result_is_kept_and_exit_1(tmp_path):
+    """Items 10, 19: a Lyapunov run whose exponents are NaN keeps its dataset, says so in one
+    line and exits 1 (the figure is drawn where possible), never a traceback."""
+    from dynlab import cli
+
+    ds = xr.Dataset({"mean": ("exponent", [np.nan, -1.0])}, attrs={"analysis": "lyapunov"})
+    path = tmp_path / "l.nc"
+    ds.to_netcdf(path, engine="h5netcdf")
+    res = invoke(["plot", str(path)], tmp_path)
+    one_line_error(res, "mean holds NaN or inf", "dataset is kept", status=1, prefix="non-finite result: ")
+    assert path.is_file()
+    assert cli.non_finite_variables(ds) == ["mean"]
+
+
+@pytest.mark.parametrize(
+    "data, attrs, needs",
+    [
+        ({"eval_loss": ("eval_step", [1.0, 0.5])}, {"analysis": "training", "metric": "mse"}, "'training' figure"),
+        ({"mean": ("exponent", [-0.1, -0.2])}, {"analysis": "lyapunov"}, "'lyapunov' figure"),
+    ],
+)
+def test_plot_of_an_incomplete_dataset_draws_the_generic_figure(data, attrs, needs, tmp_path):
+    """Item 15: a dataset that lacks what its figure needs gets the generic figure and one warning line."""
+    path = tmp_path / "d.nc"
+    xr.Dataset(data, attrs=attrs).to_netcdf(path, engine="h5netcdf")
+    res = invoke(["plot", str(path)], tmp_path)
+    assert res.exit_code == 0, res.stderr
+    assert res.stderr.count("\n") == 1 and needs in res.stderr and "generic figure" in res.stderr
+    assert (tmp_path / "d.png").stat().st_size > 1000
+
+
+def test_plot_of_a_file_that_is_not_netcdf(tmp_path):
+    (tmp_path / "x.nc").write_text("not netcdf")
+    one_line_error(invoke(["plot", str(tmp_path / "x.nc")], tmp_path), "is not a readable netCDF result file")
+
+
+def test_unexpected_errors_are_one_line_with_the_traceback_in_a_file(tmp_path, monkeypatch):
+    """Item 19, the last line of defence: a bug is one line, exit 1, the traceback saved."""
+    from dynlab import registry
+
+    def broken(kind):
+        raise RuntimeError("simulated bug")
+
+    monkeypatch.delenv("DYNLAB_DEBUG", raising=False)
+    monkeypatch.setattr(registry, "entries", broken)
+    res = invoke(["list", "units"], tmp_path)
+    err = one_line_error(res, "RuntimeError: simulated bug", "traceback in", status=1, prefix="internal error: ")
+    saved = err.split("traceback in ", 1)[1].split(";", 1)[0]
+    assert "simulated bug" in open(saved).read()
+
+
+def test_real_process_bad_numbers_no_traceback(tmp_path):
+    """The console entry point itself (not the in-process runner)."""
+    for args in (["analyze", "lyapunov", "--reortho-every", "0"], ["train", "--seed", "99999999999999999999"]):
+        proc = subprocess.run([sys.executable, "-m", "dynlab.cli", *args], capture_output=True, text=True, cwd=tmp_path)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("command", [["analyze", "perturb", "--model", "rnn", "--task", "smnist", "-q"],
+                                     ["analyze", "lyapunov", "--model", "rnn", "--task", "psmnist", "-q"],
+                                     ["train", "--task", "smnist", "-q"],
+                                     ["run", "smnist.toml", "-q"]])
+def test_every_command_that_reads_data_takes_data_dir(command, tmp_path):
+    """Item 16: the missing-file message points at --data-dir, so every data-reading command has it."""
+    (tmp_path / "smnist.toml").write_text('[model]\nunit = "rnn"\nhidden = 4\n[task]\nname = "smnist"\n')
+    missing = tmp_path / "empty-data"
+    err = one_line_error(invoke([*command, "--data-dir", str(missing)], tmp_path), "missing data file", "(from --data-dir)")
+    assert str(missing) in err
