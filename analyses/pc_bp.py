@@ -12,7 +12,7 @@ $$ \cos_t = \frac{\langle g^{PC}_t, g^{BP}_t \rangle}{\|g^{PC}_t\|\,\|g^{BP}_t\|
 over the flattened vector of all parameters (0 when $\|g^{PC}\|\|g^{BP}\| < 10^{-10}$, as in
 the public code). Also recorded per step: both losses, the PC energy, $s(\theta)-1$ and
 $\mathcal L/\mathcal F^*$ (linear networks; $s$ as the mean eigenvalue of $S$ and as its largest,
-:mod:`dynlab.analyses.pc_closed_form`), and for numerical inference whether it converged,
+:mod:`dynlab.rules.pc_closed_form`), and for numerical inference whether it converged,
 its step count and — for linear networks — the distance of the inferred activities to the exact
 ones. A step whose inference did not converge keeps its cosine only in ``cosine_unconverged``;
 ``cosine`` is NaN there, so no summary uses it unknowingly.
@@ -55,7 +55,7 @@ import optax
 import xarray as xr
 
 from dynlab import ffmodels, registry
-from dynlab.analyses import pc_closed_form as cf
+from dynlab.rules import pc_closed_form as cf
 from dynlab.errors import ConfigError, require_positive
 from dynlab.registry import register
 from dynlab.rnn_param import ParamRNN
@@ -472,6 +472,11 @@ class GridAxis(NamedTuple):
 
 DEPTH = GridAxis("depth", "L_over_N", "L", "depth L (number of weight matrices)", "depths")
 LENGTH = GridAxis("length", "T_over_N", "T", "sequence length T (time plays the role of depth)", "lengths")
+
+
+FEEDFORWARD_TASKS = {"toy": "pc-toy", "mnist": "pc-mnist"}
+"""The tasks of the feed-forward comparison by their short names (recurrent models take any
+registered task that has a ``length``)."""
 
 
 def grid_axis(ds: xr.Dataset) -> GridAxis:

@@ -33,7 +33,7 @@ layers 2–4 exactly when the permutation leaves the first block first (1/n of t
 with the warm-up 0.69 / 1.97 / 3.20 / 4.09 (40 shuffles).
 
 "Layers" of a model: for a unit whose one Cell holds several internal layers
-(:class:`dynlab.units.continuum.LayerStack`: SITHCon, Nets 1–5) its internal layers' outputs;
+(:class:`dynlab.units.stack.LayerStack`: SITHCon, Nets 1–5) its internal layers' outputs;
 for any other cell, that cell's output over time. Layers are numbered 1, 2, … through the model.
 """
 

@@ -42,7 +42,7 @@ import optax
 
 import dynlab
 from dynlab import ffmodels
-from dynlab.analyses import pc_closed_form as cf
+from dynlab.rules import pc_closed_form as cf
 from dynlab.analyses.pc_bp import compare_pc_bp, rescaling_slope
 from dynlab.rules import pc
 

@@ -9,12 +9,9 @@ The stable entry points::
 
 __version__ = "0.1.0"
 
-from dynlab.registry import KINDS, build, names  # noqa: E402
+from dynlab.registry import KINDS, build, load_plugins, names  # noqa: E402
 
-# Importing the plug-in packages registers their contents.
-from dynlab import ffmodels, losses, models, rnn_param, tasks, units  # noqa: E402,F401
-from dynlab import rules  # noqa: E402,F401
-from dynlab import analyses, scenarios  # noqa: E402,F401
-from dynlab import perturbations  # noqa: E402,F401  (registers the perturb analysis)
+# The plug-ins (built-in and installed through the "dynlab.plugins" entry points) are imported
+# on the first registry lookup (dynlab.registry.load_plugins), so importing dynlab is cheap.
 
-__all__ = ["KINDS", "build", "names", "__version__"]
+__all__ = ["KINDS", "build", "load_plugins", "names", "__version__"]

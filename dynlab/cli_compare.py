@@ -13,7 +13,6 @@ import click
 from dynlab.errors import ConfigError
 from dynlab.cli import _CommandGroup, check_writable, rescue_dataset
 
-TASKS = {"toy": "pc-toy", "mnist": "pc-mnist"}  # feed-forward; recurrent models take any task with a length
 
 
 def int_list(name: str, text: str) -> list[int]:
@@ -96,7 +95,7 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
     import warnings
 
     from dynlab import registry, store
-    from dynlab.analyses.pc_bp import COSINE_EPS, compare_pc_bp, compare_pc_bptt
+    from dynlab.analyses.pc_bp import COSINE_EPS, FEEDFORWARD_TASKS, compare_pc_bp, compare_pc_bptt
     from dynlab.cli import progress_bar
 
     recurrent = model_kind == "rnn"
@@ -122,8 +121,8 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
         if batch_size is not None:
             options.update(batch_size=_number("--batch-size", batch_size, int))
         task_name = "mnist" if task_name is None else task_name
-        if task_name not in TASKS:
-            raise ConfigError(f"unknown task {task_name!r} for --model mlp; valid: {', '.join(sorted(TASKS))}")
+        if task_name not in FEEDFORWARD_TASKS:
+            raise ConfigError(f"unknown task {task_name!r} for --model mlp; valid: {', '.join(sorted(FEEDFORWARD_TASKS))}")
     w = int_list("--widths", widths)
     n_seeds = _number("--seeds", seeds, int)
     if n_seeds is None or n_seeds <= 0:
@@ -141,7 +140,7 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             kwargs = {"data_dir": data_dir} if task_name == "mnist" else {}
-            task = registry.build("task", TASKS[task_name], **kwargs)
+            task = registry.build("task", FEEDFORWARD_TASKS[task_name], **kwargs)
         for wmsg in caught:
             click.echo(f"warning: {wmsg.message}", err=True)
         describe = task.describe()
@@ -161,7 +160,7 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
         store.write_dataset(nc, ds)
     except OSError as e:
         rescue_dataset(ds, "pc_bp", e)
-    from dynlab import figures_pc
+    from dynlab.analyses import pc_bp_figures as figures_pc
 
     figs = {}
     for name, fn in (("cosine", figures_pc.cosine_heatmap), ("rescaling", figures_pc.rescaling_vs_l_over_n),

@@ -8,12 +8,11 @@ import click
 from dynlab.cli import analysis_model, analysis_options, analyze, int_option, number_option, run_analysis, seed_option
 from dynlab.config import parse_numbers
 from dynlab.errors import ConfigError
-from dynlab.perturbations import KINDS
 
 
 @analyze.command("perturb")
 @analysis_options
-@click.option("--kind", type=click.Choice(KINDS), default="noisy", show_default=True,
+@click.option("--kind", metavar="step|noisy|contrast", default="noisy", show_default=True,
               help="step: drive xi on every neuron in a window; noisy: N(mu, (std_ratio*mu)^2) i.i.d. per neuron "
                    "and step in the window; contrast: x_t (1 + alpha sin(2 pi f t/T + phase)).")
 @click.option("--strength", "strength", metavar="LIST", default="0,1,2,3,4,5", show_default=True,
@@ -33,8 +32,12 @@ def perturb_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x64, 
     draws (--seed). (--steps and --x64 are not used.)
     """
     from dynlab import figures
-    from dynlab.perturbations import perturb_analysis
+    from dynlab.analyses.perturb import perturb_analysis
 
+    from dynlab.perturbations import KINDS
+
+    if kind not in KINDS:
+        raise ConfigError(f"--kind must be one of {', '.join(KINDS)}, got {kind!r}")
     seed_v = seed_option(seed)
     exp, task, source = analysis_model(unit, checkpoint, task_name, list(sets) + ([] if checkpoint else [f"seed={seed_v}"]))
     options = dict(kind=kind, strengths=[float(v) for v in parse_numbers("--strength", strength)],

@@ -83,8 +83,7 @@ class Parameterisation:
 
     def __post_init__(self):
         check_alpha(self.alpha)
-        if not (isinstance(self.gamma0, (int, float)) and not isinstance(self.gamma0, bool) and self.gamma0 > 0):
-            raise ConfigError(f"gamma0 must be a positive number, got {self.gamma0!r}")
+        require_positive("gamma0", self.gamma0, integer=False)
 
     def gamma(self, width: int) -> float:
         r"""Output scale $\gamma = \gamma_0 N^{d}$ (Eq. 11)."""

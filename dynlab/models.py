@@ -17,7 +17,7 @@ from jaxtyping import Array, PRNGKeyArray, PyTree
 
 from dynlab.errors import ConfigError, require_positive
 from dynlab.registry import check_config, config_keys, get, register
-from dynlab.units.base import Cell, count_params
+from dynlab.units.base import Cell, Regularised, count_params
 
 
 @register("model", "sequence", "encoder -> stack of recurrent cells -> linear read-out at every step")
@@ -141,8 +141,10 @@ class SequenceModel(eqx.Module):
 
     @property
     def penalised(self) -> bool:
-        """Does any layer add a regulariser to the training loss (a cell whose ``penalised`` is true)?"""
-        return any(getattr(c, "penalised", False) for c in self.cells)
+        """Does any layer add a regulariser to the training loss (a
+        :class:`~dynlab.units.base.Regularised` cell whose ``penalised`` is true)? The interface
+        through which the BPTT rule learns of regularisers."""
+        return any(isinstance(c, Regularised) and c.penalised for c in self.cells)
 
     def penalty(self, xs: Array, states: tuple, state: tuple | None = None) -> Array:
         r"""The layers' regularisers on one sample's trajectory, $\sum_l$ ``cells[l].penalty(u^l, states[l], s0^l)``.
@@ -156,7 +158,7 @@ class SequenceModel(eqx.Module):
         us = xs if self.encoder is None else jax.vmap(self.encoder)(xs)
         total = jnp.zeros((), us.dtype)
         for cell, s, s0 in zip(self.cells, states, self.init_state() if state is None else state):
-            if getattr(cell, "penalised", False):
+            if isinstance(cell, Regularised) and cell.penalised:
                 total = total + cell.penalty(us, s, s0)
             previous = jax.tree_util.tree_map(lambda a0, a: jnp.concatenate([a0[None], a[:-1]]), s0, s)
             us = jax.vmap(lambda st, u, cell=cell: cell(st, u)[1])(previous, us)

@@ -28,18 +28,15 @@ Numeric parameters are stored as arrays, so one compiled evaluation serves every
 from __future__ import annotations
 
 import abc
-from typing import Literal
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import xarray as xr
 from jaxtyping import Array, PRNGKeyArray
 
-from dynlab.errors import ConfigError, require_positive
+from dynlab.errors import ConfigError
 from dynlab.losses import get_loss
-from dynlab.registry import register
 
 KINDS = ("step", "noisy", "contrast")
 PAPER_T, PAPER_ONSET, PAPER_DURATION = 784, 200, 200  # the step drive's window in the paper (psMNIST)
@@ -201,56 +198,3 @@ def evaluate_under(model, task, perturb: Perturbation | None, key: PRNGKeyArray,
     ys = jax.lax.map(one, (jax.random.split(k_pert, n), x), batch_size=min(chunk, n))
     spec = get_loss(task.loss)
     return {"loss": spec.loss(ys, y, mask), spec.metric_name: spec.metric(ys, y, mask)}
-
-
-@register("analysis", "perturb", "task metric of a model under a perturbation (step/noisy drive, contrast) vs strength")
-def perturb_analysis(
-    model,
-    *,
-    task,
-    kind: Literal["step", "noisy", "contrast"] = "noisy",
-    strengths: tuple[float, ...] | list[float] = (0.0, 1.0, 2.0, 3.0, 4.0, 5.0),
-    n: int = 1000,
-    seed: int = 0,
-    onset: int | None = None,
-    duration: int | None = None,
-    std_ratio: float = 0.4,
-    freq: float = 1.0,
-    phase: float = 0.0,
-    chunk: int = 250,
-) -> xr.Dataset:
-    """Held-out loss and metric of ``model`` on ``task`` under :func:`perturbation` ``(kind, s)``
-    for each strength ``s``; every strength sees the same ``n`` samples and noise draws (``seed``).
-
-    Returns a dataset over ``strength`` with the metric (e.g. ``accuracy``) and ``loss``; attrs
-    give the protocol (kind, window, ``std_ratio`` / ``freq`` / ``phase``), the task and chance.
-    """
-    if task is None:
-        raise ConfigError("the perturb analysis needs a task (in a scenario: task = \"train\")")
-    require_positive("n", n)
-    require_positive("chunk", chunk)
-    strengths = [float(s) for s in strengths]
-    if not strengths:
-        raise ConfigError("strengths must list at least one value")
-    spec = get_loss(task.loss)
-    key = jax.random.key(seed)
-    options = dict(length=task.length, onset=onset, duration=duration, std_ratio=std_ratio, freq=freq, phase=phase)
-    rows = [jax.device_get(evaluate_under(model, task, perturbation(kind, s, **options), key, n, chunk=chunk))
-            for s in strengths]
-    m = spec.metric_name
-    attrs = {"analysis": "perturb", "kind": kind, "n": n, "seed": seed, "task": task.describe(), "chance": task.chance,
-             "metric": m, "higher_is_better": int(spec.higher_is_better)}
-    if kind == "contrast":
-        attrs.update(freq=freq, phase=phase)
-    else:
-        attrs.update(zip(("onset", "duration"), default_window(task.length, onset, duration)))
-        if kind == "noisy":
-            attrs["std_ratio"] = std_ratio
-    strength_name = {"step": "step drive xi", "noisy": "noisy drive mean mu (std = std_ratio * mu)",
-                     "contrast": "contrast amplitude alpha"}[kind]
-    return xr.Dataset(
-        {m: ("strength", np.array([float(r[m]) for r in rows]), {"long_name": f"held-out {m} under the perturbation"}),
-         "loss": ("strength", np.array([float(r["loss"]) for r in rows]), {"long_name": "held-out loss"})},
-        coords={"strength": ("strength", np.array(strengths), {"long_name": strength_name})},
-        attrs=attrs,
-    )

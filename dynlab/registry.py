@@ -23,6 +23,13 @@ from dynlab.config import MAY_BE_INFINITE, check_numbers
 from dynlab.errors import ConfigError, UnknownNameError
 
 KINDS = ("unit", "model", "rule", "task", "analysis", "loss", "scenario", "program")
+BUILTIN_MODULES = ("dynlab.losses", "dynlab.models", "dynlab.ffmodels", "dynlab.rnn_param", "dynlab.units",
+                   "dynlab.tasks", "dynlab.rules", "dynlab.analyses", "dynlab.scenarios")
+"""The packages whose modules register dynlab's own plug-ins when imported."""
+PLUGIN_GROUP = "dynlab.plugins"
+"""The entry-point group of third-party plug-ins: an installed package declares e.g.
+``[project.entry-points."dynlab.plugins"] mypkg = "mypkg.dynlab_plugins"``; that module is
+imported and its ``@register`` lines add units, rules, tasks, analyses or programs."""
 PLURALS = {"unit": "units", "model": "models", "rule": "rules", "task": "tasks", "analysis": "analyses",
            "loss": "losses", "scenario": "scenarios", "program": "programs"}
 
@@ -36,6 +43,35 @@ class Entry:
 
 
 _REGISTRY: dict[str, dict[str, Entry]] = {kind: {} for kind in KINDS}
+
+
+_loading = False
+
+
+def load_plugins() -> None:
+    """Import the built-in plug-in packages (:data:`BUILTIN_MODULES`), then every installed
+    package's entry point of group :data:`PLUGIN_GROUP`; once, on the first lookup.
+
+    Loading on demand keeps ``import dynlab`` and ``dynlab --help`` free of JAX. A plug-in that
+    fails to import is a warning naming it, not a failure of dynlab. Entry points are metadata of
+    installed packages: nothing named in a config, scenario or option is ever imported.
+    """
+    global _loading
+    if _loading:
+        return
+    _loading = True
+    import importlib
+    import importlib.metadata
+    import warnings
+
+    for module in BUILTIN_MODULES:
+        importlib.import_module(module)
+    for ep in importlib.metadata.entry_points(group=PLUGIN_GROUP):
+        try:
+            ep.load()
+        except Exception as e:
+            warnings.warn(f"dynlab plug-in {ep.name!r} ({ep.value}) failed to load: {type(e).__name__}: {e}",
+                          RuntimeWarning, stacklevel=2)
 
 
 def _check_kind(kind: str) -> None:
@@ -64,6 +100,7 @@ def register(kind: str, name: str, description: str | None = None) -> Callable:
 def names(kind: str) -> list[str]:
     """Registered names of a kind, sorted."""
     _check_kind(kind)
+    load_plugins()
     return sorted(_REGISTRY[kind])
 
 
@@ -75,6 +112,8 @@ def entries(kind: str) -> list[Entry]:
 def get(kind: str, name: str) -> Entry:
     """The entry for ``name``; unknown names raise an error listing the valid ones."""
     _check_kind(kind)
+    if name not in _REGISTRY[kind]:
+        load_plugins()
     try:
         return _REGISTRY[kind][name]
     except (KeyError, TypeError):

@@ -10,7 +10,8 @@ states $h_0$ (where the previous window ended) that are treated as constants,
 $\nabla_\theta \mathcal{L}(\theta; \operatorname{stop\_gradient}(h_0))$, so gradients flow
 through the window's $T$ steps only; the window's final states are returned to be carried on.
 
-**Regularisers**: when the model is ``penalised`` (an ELM network with non-zero ``mlp_l2`` or
+**Regularisers**: when the model is ``penalised`` (:attr:`~dynlab.models.SequenceModel.penalised`: a
+:class:`~dynlab.units.base.Regularised` layer such as an ELM network with non-zero ``mlp_l2`` or
 ``activity_l1``), the gradient is that of $\mathcal{L} + \text{mean}_b\,\text{penalty}_b$
 (:meth:`~dynlab.models.SequenceModel.penalty` on each sample's trajectory); the reported ``loss`` is
 the task loss alone, comparable with the held-out loss.
@@ -23,6 +24,7 @@ import jax
 import jax.numpy as jnp
 
 from dynlab.losses import get_loss
+from dynlab.models import SequenceModel
 from dynlab.registry import register
 from dynlab.rules.base import Rule, continue_from
 
@@ -43,7 +45,7 @@ class BPTT(Rule):
         spec = get_loss(self.loss)
 
         def objective(m):
-            if not getattr(m, "penalised", False):
+            if not (isinstance(m, SequenceModel) and m.penalised):
                 ys, final = (jax.vmap(m)(x), None) if state is None else continue_from(m, x, state)
                 loss = spec.loss(ys, y, mask)
                 return loss, (loss, spec.metric(ys, y, mask), final)

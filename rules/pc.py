@@ -36,7 +36,7 @@ converged (``converged = False``); nothing downstream uses such gradients silent
 
 **Learning** (Eq. 4): the weight gradient is $\partial \mathcal F(z^*, \theta)/\partial\theta$ at
 the inferred activities, with $\mathcal F$ the batch mean. For linear networks at exact
-equilibrium this is $\nabla_\theta \mathcal F^*$ (:mod:`dynlab.analyses.pc_closed_form`).
+equilibrium this is $\nabla_\theta \mathcal F^*$ (:mod:`dynlab.rules.pc_closed_form`).
 """
 
 from __future__ import annotations
@@ -383,7 +383,7 @@ class PC(Rule):
             return infer_ode(model, x, y, max_steps=self.max_steps, atol=self.atol, rtol=self.rtol, t1=self.t1,
                              output=output)
         if self.inference == "closed-form":
-            from dynlab.analyses.pc_closed_form import exact_activities
+            from dynlab.rules.pc_closed_form import exact_activities
 
             if output != "mse":
                 raise ConfigError("closed-form inference needs the mse loss")

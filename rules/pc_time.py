@@ -30,7 +30,7 @@ the BPTT gradient of :func:`loss`, which is the same objective without the state
 
 **Closed form** (models whose step is affine in the state, ``model.is_linear``, with ``mse``):
 the read-outs are affine in the errors $e_t = z_t - \hat z_t$, $o = o^{ff} + J e$, so the
-minimum is a minimum-norm problem as in :mod:`dynlab.analyses.pc_closed_form`. With
+minimum is a minimum-norm problem as in :mod:`dynlab.rules.pc_closed_form`. With
 $\tilde r = \sqrt m \odot (y - o^{ff})$, $\tilde J = \operatorname{diag}(\sqrt m)\, J$ (rows: the
 $K = T d_{out}$ read-out entries) and $S = I_K + \tilde J \tilde J^\top$,
 

@@ -114,7 +114,8 @@ def run_aru_table1(
     from dynlab import experiment, figures, store
     from dynlab.config import dumps
     from dynlab.errors import ConfigError, DivergenceError
-    from dynlab.perturbations import default_window, perturb_analysis
+    from dynlab.analyses.perturb import perturb_analysis
+    from dynlab.perturbations import default_window
     from dynlab.train import train_seeds
 
     strengths = [float(s) for s in strengths]

@@ -87,7 +87,7 @@ def run_cross_pc(
     from dynlab import experiment, store
     from dynlab.analyses.pc_bp import CompareConfig, compare_pc_bptt, length_task, run_sequence_cell
     from dynlab.figures_cross import pc_alignment
-    from dynlab.figures_pc import cosine_heatmap, rescaling_vs_l_over_n
+    from dynlab.analyses.pc_bp_figures import cosine_heatmap, rescaling_vs_l_over_n
 
     units, seeds = check_units(units), [int(s) for s in seeds]
     widths, lengths = [int(w) for w in widths], [int(t) for t in lengths]

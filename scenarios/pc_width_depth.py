@@ -48,9 +48,10 @@ def run_pc_width_depth(
     """Run the three comparisons; returns ``{name: dataset, "findings": dataset}`` (all also written)."""
     import click
 
-    from dynlab import figures_pc, registry, store
+    from dynlab import registry, store
+    from dynlab.analyses import pc_bp_figures as figures_pc
     from dynlab.analyses.pc_bp import compare_pc_bp
-    from dynlab.cli_compare import TASKS
+    from dynlab.analyses.pc_bp import FEEDFORWARD_TASKS as TASKS
     from dynlab.errors import ConfigError
 
     if task not in TASKS:

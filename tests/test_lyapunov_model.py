@@ -95,7 +95,7 @@ def test_cli_lyapunov_fresh_and_checkpoint(tmp_path, monkeypatch):
         (["--checkpoint", "run", "--model", "rnn"], "holds a 'aru' model, not 'rnn'"),
         (["--checkpoint", "nope"], "does not exist"),
         (["--k", "1000", *tiny], "exceeds the state dimension"),
-        (["--steps", "0", *tiny], "steps must be a positive integer"),
+        (["--steps", "0", *tiny], "--steps must be an integer >= 1"),
         (["--steps", "100", "--burn-in", "100", *tiny], "burn_in must be"),
         (["--drive", "abc", *tiny], "--drive must be a number"),
         (["--model", "nope"], "unknown unit 'nope'"),

@@ -63,7 +63,7 @@ def test_learning_rates_follow_eq_14_and_a6():
         (dict(depth=-3), "depth must be a positive integer, got -3"),
         (dict(depth=1), "depth must be at least 2"),
         (dict(activation="gelu"), "model.activation must be one of 'linear', 'tanh', 'relu', got 'gelu'"),
-        (dict(gamma0=0.0), "gamma0 must be a positive number"),
+        (dict(gamma0=0.0), "gamma0 must be a positive finite number"),
     ],
 )
 def test_bad_model_config_is_a_config_error(kwargs, fragment):
@@ -77,7 +77,7 @@ def test_bad_rule_and_comparison_config():
 
     with pytest.raises(ConfigError, match="rule.inference must be one of 'discrete', 'ode', 'closed-form'"):
         dynlab.build("rule", "pc", loss="mse", inference="newton")
-    with pytest.raises(ConfigError, match="beta must be a positive number"):
+    with pytest.raises(ConfigError, match="beta must be a positive finite number"):
         dynlab.build("rule", "pc", loss="mse", beta=-1.0)
     toy = dynlab.build("task", "pc-toy")
     with pytest.raises(ConfigError, match="widths must be positive integers, got 0"):

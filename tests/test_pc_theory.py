@@ -9,7 +9,7 @@ import optax
 import pytest
 
 from dynlab import ffmodels
-from dynlab.analyses import pc_closed_form as cf
+from dynlab.rules import pc_closed_form as cf
 from dynlab.rules import pc
 from dynlab.rules.bp import bp_grads
 

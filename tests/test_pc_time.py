@@ -231,9 +231,9 @@ def test_compare_rnn_cosine_is_high_when_wide_and_short_and_falls_with_t_over_n(
     "extra, fragment",
     [
         (["--depths", "2,4"], "--depths applies to --model mlp only"),
-        (["--lengths", "0"], "--lengths must be positive integers, got 0"),
+        (["--lengths", "0"], "--lengths must be an integer >= 1, got '0'"),
         (["--task", "recall"], "task 'recall' has no length to vary; tasks with a length:"),
-        (["--gain", "0"], "gain must be a positive number"),
+        (["--gain", "0"], "gain must be a positive finite number"),
         (["--activation", "tanh"], "closed-form' needs a linear network"),
     ],
 )

@@ -9,8 +9,9 @@ import xarray as xr
 
 import dynlab
 from dynlab.errors import ConfigError
+from dynlab.analyses.perturb import perturb_analysis
 from dynlab.perturbations import (Contrast, NoisyDrive, StepDrive, compose, default_window, evaluate_under,
-                                  perturb_analysis, perturbation)
+                                  perturbation)
 from cli_runner import invoke
 
 

@@ -141,7 +141,7 @@ def test_fft_conv_is_causal():
 
 @pytest.mark.parametrize("kwargs, fragment", [
     (dict(n_taus=5, k=15, method="fd", fd_pad=0), "n_taus = 5 is too small for Post order k = 15"),
-    (dict(tau_min=-1.0), "tau_min must be a positive number"),
+    (dict(tau_min=-1.0), "tau_min must be a positive finite number"),
     (dict(tau_min=10.0, tau_max=5.0), "tau_max must be >= tau_min"),
     (dict(k=0), "k must be a positive integer"),
     (dict(method="euler"), "method must be 'cascade' or 'fd'"),

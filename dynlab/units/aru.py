@@ -281,6 +281,11 @@ class ARUCell(_Recurrent):
       neuron starting from the mean of the prior.
     """
 
+    @classmethod
+    def sized(cls, width: int) -> dict:
+        """``hidden = width`` and ``n_g = width / 8`` (the paper's N_g / N_h), at least 2."""
+        return {"hidden": width, "n_g": max(2, width // 8)}
+
     w_ag: Array
     w_gg: Array
     b_g: Array

@@ -30,6 +30,13 @@ class Cell(eqx.Module):
     much larger than its state, as the ARU's ``[hidden, n_g]`` controller arrays: storing all of
     them costs more time in memory traffic than recomputing them."""
 
+    @classmethod
+    def sized(cls, width: int) -> dict:
+        """The unit's config keys that build it at ``width``: the number of neurons that carry the
+        recurrent computation (what cross-unit comparisons hold equal). Default ``hidden = width``;
+        units whose width is made of other keys override it and document the mapping."""
+        return {"hidden": width}
+
     @property
     def output_size(self) -> int:
         """Width of the layer's output (what the next layer or the read-out sees)."""
@@ -98,3 +105,22 @@ def count_params(tree: PyTree) -> int:
 def add_drive(a: Array, drive: Array | None) -> Array:
     """``a + drive``, with ``drive`` a scalar or per-neuron vector; ``None`` adds nothing."""
     return a if drive is None else a + drive
+
+
+class Regularised(Cell):
+    """Optional capability: a unit that adds a regulariser to its training loss.
+
+    A model built of such cells reports :attr:`dynlab.models.SequenceModel.penalised` and
+    :meth:`~dynlab.models.SequenceModel.penalty`; the BPTT rule adds the penalty to its objective
+    (checked with ``isinstance``, never by probing attributes).
+    """
+
+    @property
+    @abc.abstractmethod
+    def penalised(self) -> bool:
+        """Whether training adds :meth:`penalty` to the loss (e.g. a non-zero strength)."""
+
+    @abc.abstractmethod
+    def penalty(self, us: Array, states: PyTree, state0: PyTree | None = None) -> Array:
+        """The regulariser (a scalar) of one sample: the layer's inputs ``us[T, input_size]``,
+        its states after every step, and its initial state."""

@@ -29,6 +29,11 @@ from dynlab.units.base import Cell, add_drive
 class BlockDiagCell(Cell):
     """Block-diagonal RNN layer. Config: ``n_blocks``, ``block_size``, ``shared_blocks``, ``activation``."""
 
+    @classmethod
+    def sized(cls, width: int) -> dict:
+        """4 dense blocks of ``width / 4`` neurons."""
+        return {"n_blocks": 4, "block_size": max(1, width // 4)}
+
     blocks: jax.Array
     w_xh: jax.Array
     b_h: jax.Array

@@ -174,6 +174,11 @@ class ELMCell(Cell):
         routing: ``"random"`` or ``"neuronio"`` (Branch-ELM only).
     """
 
+    @classmethod
+    def sized(cls, width: int) -> dict:
+        """``d_m = width`` memory units of one ELM neuron (the neuron paper's Eq. 1)."""
+        return {"d_m": width}
+
     mlp: NeuronMLP
     theta_tau: Array | None
     w_s_raw: Array | None

@@ -85,7 +85,7 @@ from dynlab.config import FloatOrInf
 from dynlab.errors import ConfigError, require_positive
 from dynlab.registry import defaults, register
 from dynlab.units.aru import N_MIN, GainController
-from dynlab.units.base import Cell, add_drive
+from dynlab.units.base import Regularised, add_drive
 from dynlab.units.elm import MLP_ACTIVATIONS, NeuronMLP, check_branches, check_tau_range, memory_gains
 from dynlab.units.sith import tau_grid
 
@@ -227,7 +227,7 @@ def _layer_sizes(d_m, d_mlp, l_mlp, d_tree, d_branch) -> tuple[int, int]:
 
 
 @register("unit", "elm-net", "ELM network layer: N recurrent ELM neurons, random sparse gather, read-out ELM layer")
-class ElmNet(Cell):
+class ElmNet(Regularised):
     """A recurrent layer of ``hidden`` ELM neurons plus the read-out ELM layer (see the module doc).
 
     Args:
@@ -245,6 +245,12 @@ class ElmNet(Cell):
         wiring: how the gather is computed (:meth:`ElmLayer.branches`): ``"dense"``, ``"gather"``, or
             ``"auto"`` (dense while the layer's matrix has at most 2**26 entries). Same numbers.
     """
+
+    @classmethod
+    def sized(cls, width: int) -> dict:
+        """``hidden = width`` ELM neurons with ``d_m = 5``, ``d_tree = 8``, ``d_branch = 4`` (32
+        synapses each; the SHD-Adding reference has 300, 10x the cost)."""
+        return {"hidden": width, "d_m": 5, "d_tree": 8, "d_branch": 4}
 
     layer: ElmLayer
     readout_layer: ElmLayer

@@ -72,7 +72,7 @@ from scipy.special import gammainc
 
 from dynlab.errors import ConfigError, require_positive
 from dynlab.registry import register
-from dynlab.units.continuum import LayerStack, check_layers
+from dynlab.units.stack import LayerStack, check_layers
 
 
 def tau_grid(tau_min: float, tau_max: float, n_taus: int) -> np.ndarray:

@@ -1,0 +1,101 @@
+"""Third-party plug-ins through the ``dynlab.plugins`` entry-point group: one file adds a unit,
+which then works everywhere a built-in unit does, with no table to edit.
+
+The plug-in is a real installed distribution as Python sees one (a ``*.dist-info`` folder with
+``entry_points.txt`` beside the module on ``sys.path``), exercised in a subprocess.
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+PLUGIN = '''
+"""A leaky tanh unit: h' = (1 - a) h + a tanh(W h + U x + drive)."""
+import jax
+import jax.numpy as jnp
+
+from dynlab.registry import register
+from dynlab.units.base import Cell
+
+
+@register("unit", "toy-leaky", "leaky tanh unit from a test plug-in")
+class ToyLeaky(Cell):
+    """A leaky tanh layer (test plug-in)."""
+
+    w: jax.Array
+    u: jax.Array
+    leak: float = 0.5
+
+    def __init__(self, input_size: int, *, hidden: int = 8, key):
+        self.input_size, self.hidden = input_size, hidden
+        k1, k2 = jax.random.split(key)
+        self.w = 0.9 * jax.random.normal(k1, (hidden, hidden)) / hidden**0.5
+        self.u = jax.random.normal(k2, (hidden, input_size))
+
+    def __call__(self, state, x, *, drive=None):
+        a = self.w @ state + self.u @ x + (0.0 if drive is None else drive)
+        h = (1 - self.leak) * state + self.leak * jnp.tanh(a)
+        return h, h
+'''
+
+
+@pytest.fixture(scope="module")
+def plugin_path(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("site")
+    (root / "toy_dynlab_plugin.py").write_text(textwrap.dedent(PLUGIN))
+    info = root / "toy_dynlab_plugin-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-dynlab-plugin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[dynlab.plugins]\ntoy = toy_dynlab_plugin\n")
+    return root
+
+
+def run(code_or_args, plugin_path, cwd, *, cli=False):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(plugin_path), os.environ.get("PYTHONPATH", "")]))
+    args = [sys.executable, "-m", "dynlab.cli", *code_or_args] if cli else [sys.executable, "-c", code_or_args]
+    return subprocess.run(args, capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
+
+
+def test_a_plugin_unit_is_listed_built_and_sized_with_no_table(plugin_path, tmp_path):
+    listed = run(["list", "units"], plugin_path, tmp_path, cli=True)
+    assert listed.returncode == 0 and "toy-leaky" in listed.stdout and "test plug-in" in listed.stdout, listed.stderr
+    code = textwrap.dedent("""
+        import jax, numpy as np
+        import dynlab
+        from dynlab.scenarios.every_unit import model_section
+        section = model_section("toy-leaky", 12)
+        assert section == {"unit": "toy-leaky", "hidden": 12}, section
+        model = dynlab.build("model", input_size=1, output_size=1, key=jax.random.key(0),
+                             **section)
+        y = model(np.ones((5, 1), np.float32))
+        assert y.shape[-1] == 1 and np.isfinite(np.asarray(y)).all()
+        print("ok")
+    """)
+    built = run(code, plugin_path, tmp_path)
+    assert built.returncode == 0 and "ok" in built.stdout, built.stderr
+
+
+def test_a_plugin_unit_trains_and_is_analysed_from_the_command_line(plugin_path, tmp_path):
+    trained = run(["train", "--model", "toy-leaky", "--task", "adding", "--steps", "10", "--out", "r",
+                   "--set", "model.hidden=6", "--set", "task.length=5", "--set", "train.batch_size=4",
+                   "--set", "train.eval_size=8", "--set", "train.eval_every=10", "-q"], plugin_path, tmp_path, cli=True)
+    assert trained.returncode == 0, trained.stderr
+    analysed = run(["analyze", "lyapunov", "--checkpoint", "r", "--k", "2", "--steps", "40", "--burn-in", "10",
+                    "--ics", "2", "-q"], plugin_path, tmp_path, cli=True)
+    assert analysed.returncode == 0, analysed.stderr
+    assert (tmp_path / "r" / "lyapunov.nc").is_file()
+
+
+def test_a_broken_plugin_is_a_warning_not_a_failure(tmp_path):
+    root = tmp_path / "site"
+    info = root / "broken_plugin-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-plugin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[dynlab.plugins]\nbroken = no_such_module_anywhere\n")
+    listed = run(["list", "units"], root, tmp_path, cli=True)
+    assert listed.returncode == 0 and "gru" in listed.stdout
+    assert "plug-in 'broken'" in listed.stderr and "Traceback" not in listed.stderr
