@@ -46,6 +46,7 @@ from jax.typing import ArrayLike
 
 import dynlab
 from dynlab.errors import ConfigError, require_positive
+from dynlab import figures_elm
 from dynlab.registry import register
 
 __all__ = ["activity_analysis", "activity_statistics"]
@@ -216,7 +217,12 @@ def check_activity(model, *, component: str, steps: int, burn_in: int, **_) -> N
         raise ConfigError(f"no state component {component!r}; valid: {', '.join(dict.fromkeys(labels))}")
 
 
-@register("analysis", "activity", "population activity statistics: fraction active, ISI CV, Fano factor, correlations")
+@register(
+    "analysis",
+    "activity",
+    "population activity statistics: fraction active, ISI CV, Fano factor, correlations",
+    figure=figures_elm.activity,
+)
 def activity_analysis(
     model,
     *,

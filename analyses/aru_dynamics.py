@@ -37,7 +37,6 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import scipy.stats
 import xarray as xr
 from jaxtyping import Array
 
@@ -47,6 +46,8 @@ from dynlab.analyses.spectra import weight_eigenvalues
 from dynlab.analyses.state_map import protocol_inputs
 from dynlab.errors import ConfigError, require_positive
 from dynlab.losses import get_loss
+from dynlab.statistics import t_interval
+from dynlab import figures_aru
 from dynlab.registry import register
 from dynlab.units.aru import ARUCell, RNNCell, RNNGammaCell, gamma
 
@@ -117,18 +118,6 @@ def _cast(tree, dtype):
     return jax.tree.map(lambda a: jnp.asarray(a, dtype) if eqx.is_inexact_array(a) else a, tree)
 
 
-def _mean_ci(values: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Mean over the last axis and its Student-t interval; NaNs (diverged runs) left out."""
-    values = np.asarray(values, float)
-    m = np.sum(np.isfinite(values), axis=-1)
-    with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
-        warnings.simplefilter("ignore", RuntimeWarning)
-        mean = np.nanmean(values, axis=-1)
-        sem = np.nanstd(values, axis=-1, ddof=1) / np.sqrt(m)
-        half = np.where(m >= 2, scipy.stats.t.ppf((1 + confidence) / 2, np.maximum(m - 1, 1)) * sem, np.nan)
-    return mean, mean - half, mean + half
-
-
 def number_grid(name: str, values: Sequence[float]) -> np.ndarray:
     """``values`` as a 1-D float array; anything else (empty, nested, non-numeric, non-finite) is a ConfigError."""
     try:
@@ -138,6 +127,12 @@ def number_grid(name: str, values: Sequence[float]) -> np.ndarray:
     if arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr)):
         raise ConfigError(f"{name} must be a non-empty list of finite numbers, got {values!r}")
     return arr
+
+
+def _check_realisations(realisations: int) -> None:
+    require_positive("realisations", realisations)
+    if realisations < 2:
+        raise ConfigError(f"realisations must be at least 2 for an interval over independent realisations, got {realisations}")
 
 
 def _check_confidence(confidence: float) -> None:
@@ -177,7 +172,12 @@ def _jacobian_norms(fmap: GammaMap, n: Array, s: Array, hs: Array, xi: Array, no
     return jax.lax.map(at, (n, s), batch_size=8)
 
 
-@register("analysis", "jacobian-grid", "ARU App. Fig. 6A: mean Jacobian norm of the static gamma net over (n, s)")
+@register(
+    "analysis",
+    "jacobian-grid",
+    "ARU App. Fig. 6A: mean Jacobian norm of the static gamma net over (n, s)",
+    figure=figures_aru.jacobian_grid,
+)
 def jacobian_grid_analysis(
     model,
     *,
@@ -242,16 +242,17 @@ def frozen_lambda1(
     ``n, s`` are ``[P, N]`` (one frozen parameter set per row), ``xi`` is ``[P]`` (each map's constant
     drive) and ``h0s`` ``[P, I, N]``. One vmap of :func:`dynlab.analyses.lyapunov.lyapunov_core`
     ($k = 1$, ``steps`` steps of which ``burn_in`` are not accumulated, the initial frame drawn from
-    ``key``) over $P \times I$ runs. Returns ``(lambda1 [P, I], diverged [P, I])``.
+    ``key``: one key for all rows, or ``[P]`` keys, one per row) over $P \times I$ runs. Returns
+    ``(lambda1 [P, I], diverged [P, I])``.
     """
 
-    def one(n_p, s_p, xi_p, h0s_p):
+    def one(n_p, s_p, xi_p, h0s_p, key_p):
         step = fmap.with_params(n_p, s_p)
         inputs = jnp.full((steps,), xi_p)
-        result = jax.vmap(lambda h0: lyapunov_core(step, h0, inputs, 1, burn_in=burn_in, key=key))(h0s_p)
+        result = jax.vmap(lambda h0: lyapunov_core(step, h0, inputs, 1, burn_in=burn_in, key=key_p))(h0s_p)
         return result.exponents[:, 0], result.diverged
 
-    return jax.vmap(one)(n, s, xi, h0s)
+    return jax.vmap(one, in_axes=(0, 0, 0, 0, 0 if key.ndim else None))(n, s, xi, h0s, key)
 
 
 @eqx.filter_jit
@@ -291,14 +292,20 @@ def escape_rate(log_norms: np.ndarray) -> np.ndarray:
         return np.where(last >= 3, (take(last) - take(mid)) / (last - mid), np.nan)
 
 
-def _lambda1(cell, n, s, xi, h0s, *, steps, burn_in, seed, x64):
+def _lambda1(cell, n, s, xi, h0s, *, steps, burn_in, seed, x64, realisation=None):
     """:func:`frozen_lambda1` in the chosen precision, numpy out: ``(lambda1, diverged, escape)`` with
-    lambda1 NaN for diverged runs and, for those only, their :func:`escape_rate` (float64)."""
+    lambda1 NaN for diverged runs and, for those only, their :func:`escape_rate` (float64).
+
+    ``realisation`` (``[P]`` ints): row ``p``'s initial frame is drawn from
+    ``fold_in(fold_in(key(seed), 1), realisation[p])``, so independent realisations have independent
+    frames; without it every row shares ``fold_in(key(seed), 1)``."""
+    frame_key = jax.random.fold_in(jax.random.key(seed), 1)
+    if realisation is not None:
+        frame_key = jax.vmap(lambda r: jax.random.fold_in(frame_key, r))(jnp.asarray(realisation))
     with _numerics(x64) as dtype:
         fmap = _cast(GammaMap(frozen_gamma_cell(cell)), dtype)
         lam, diverged = frozen_lambda1(
-            fmap, *(jnp.asarray(a, dtype) for a in (n, s, xi, h0s)), steps=steps, burn_in=burn_in,
-            key=jax.random.fold_in(jax.random.key(seed), 1),
+            fmap, *(jnp.asarray(a, dtype) for a in (n, s, xi, h0s)), steps=steps, burn_in=burn_in, key=frame_key,
         )
         lam, diverged = np.asarray(lam, float), np.asarray(diverged, bool)
     escape = np.full(lam.shape, np.nan)
@@ -320,34 +327,50 @@ def _check_steps(steps: int, burn_in: int) -> None:
         raise ConfigError(f"burn_in must be an integer with 0 <= burn_in < steps = {steps}, got {burn_in!r}")
 
 
-def _lambda_vars(name: str, result: tuple, dims: tuple[str, ...], confidence: float, long_name: str) -> dict:
-    """From ``(lambda1, diverged, escape)`` over ``dims + ("ic",)``: ``name``, ``<name>_diverged``,
-    ``<name>_escape``, and over ``dims`` the ``_mean``, ``_ci_low``, ``_ci_high`` of the finite runs and
-    ``<name>_escape_mean``."""
+def _lambda_vars(name: str, result: tuple, dims: tuple[str, ...], confidence: float, long_name: str,
+                 population: str) -> dict:
+    """From ``(lambda1, diverged, escape)`` over ``dims + ("realisation", "ic")``: ``name``, ``<name>_diverged``,
+    ``<name>_escape``; over ``dims`` the ``_mean`` and its Student-t interval ``_ci_low``, ``_ci_high``
+    over the realisations (each realisation's mean over its finite runs; attrs name the population and
+    level), ``<name>_ic_sd`` (the sd over initial conditions within a realisation, averaged over
+    realisations: multistability, not an error bar) and ``<name>_escape_mean``."""
     lam, diverged, escape = result
-    mean, lo, hi = _mean_ci(lam, confidence)
-    attrs = {"units": "per step", "long_name": long_name}
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        escape_mean = np.nanmean(escape, axis=-1)
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices (every run escaped) give NaN
+        per_realisation = np.nanmean(lam, axis=-1)
+        ic_sd = np.nanmean(np.nanstd(lam, axis=-1, ddof=1), axis=-1) if lam.shape[-1] > 1 else \
+            np.full(lam.shape[:-2], np.nan)
+        escape_mean = np.nanmean(escape, axis=(-2, -1))
+    ci = t_interval(per_realisation, population=population, level=confidence, axis=-1)
+    attrs = {"units": "per step", "long_name": long_name}
+    ci_attrs = {**attrs, **ci.attrs()}
+    run_dims = (*dims, "realisation", "ic")
     return {
-        name: ((*dims, "ic"), lam, attrs),
-        f"{name}_mean": (dims, mean, {**attrs, "long_name": f"mean {long_name}"}),
-        f"{name}_ci_low": (dims, lo, {**attrs, "long_name": f"{long_name}: CI lower bound"}),
-        f"{name}_ci_high": (dims, hi, {**attrs, "long_name": f"{long_name}: CI upper bound"}),
-        f"{name}_diverged": ((*dims, "ic"), diverged, {"long_name": f"{long_name}: state escaped to infinity"}),
-        f"{name}_escape": ((*dims, "ic"), escape, {**attrs, "long_name": f"{long_name}: escape rate of diverged runs"}),
+        name: (run_dims, lam, attrs),
+        f"{name}_mean": (dims, ci.estimate, {**attrs, "long_name": f"mean {long_name} over {ci.population}"}),
+        f"{name}_ci_low": (dims, ci.low, {**ci_attrs, "long_name": f"{long_name}: lower bound, {ci.label}"}),
+        f"{name}_ci_high": (dims, ci.high, {**ci_attrs, "long_name": f"{long_name}: upper bound, {ci.label}"}),
+        f"{name}_ic_sd": (dims, ic_sd, {**attrs, "long_name": f"{long_name}: sd over initial conditions within a "
+                                                              "realisation (multistability, not an error bar)"}),
+        f"{name}_diverged": (run_dims, diverged, {"long_name": f"{long_name}: state escaped to infinity"}),
+        f"{name}_escape": (run_dims, escape, {**attrs, "long_name": f"{long_name}: escape rate of diverged runs"}),
         f"{name}_escape_mean": (dims, escape_mean, {**attrs, "long_name": f"{long_name}: mean escape rate"}),
     }
 
 
-@register("analysis", "lyapunov-grid", "ARU App. Fig. 6B: lambda_1 of the static gamma net over (n, s)")
+@register(
+    "analysis",
+    "lyapunov-grid",
+    "ARU App. Fig. 6B: lambda_1 of the static gamma net over (n, s)",
+    figure=figures_aru.lyapunov_grid,
+)
 def lyapunov_grid_analysis(
     model,
     *,
     n_values: Sequence[float] = PAPER_N,
     s_values: Sequence[float] = PAPER_S,
-    ics: int = 5,
+    realisations: int = 5,
+    ics: int = 2,
     steps: int = 1000,
     burn_in: int = 200,
     h_range: float = 5.0,
@@ -358,37 +381,54 @@ def lyapunov_grid_analysis(
 ) -> xr.Dataset:
     r"""$\lambda_1$ of $h_{t+1} = \gamma(W_{hh} h_t + b_h + \xi;\, n, s)$ on the grid of homogeneous $(n, s)$.
 
-    Layer 0 of ``model`` with zero input (App. D.4) and constant drive $\xi$ (default 0). Every grid
-    point starts from the same ``ics`` initial conditions $h_0 \sim U(-h_r, h_r)^N$ (the
-    distribution of the Jacobian-norm analysis; common random numbers make neighbouring grid
-    points comparable) and runs ``steps`` steps, the first ``burn_in`` not accumulated. All
-    grid points and initial conditions are one vmapped QR computation (:func:`frozen_lambda1`).
+    Layer 0 of ``model`` with zero input (App. D.4) and constant drive $\xi$ (default 0): an
+    autonomous map, so there is no input to vary. The measurement is repeated over
+    ``realisations`` independent *runs*: realisation $r$ draws its own ``ics`` initial conditions
+    $h_0 \sim U(-h_r, h_r)^N$ (the distribution of the Jacobian-norm analysis) and its own initial
+    tangent frame, both from ``fold_in(key(seed), r)``; all grid points share a realisation's draws
+    (common random numbers make neighbouring grid points comparable). Each run has ``steps`` steps,
+    the first ``burn_in`` not accumulated; everything is one vmapped QR computation
+    (:func:`frozen_lambda1`). Where every run falls to one fixed point $h^*$, the exponent is
+    $\ln\rho(J(h^*))$ and the runs differ only by the finite-time error of the frame (largest when the
+    leading eigenvalues are a complex pair, whose frame never settles); the interval over
+    independent frames is what measures that error.
 
-    **Returns:** ``lambda1`` (``n``, ``s``, ``ic``) and its mean and Student-t interval over
-    initial conditions, ``lambda1_mean``, ``lambda1_ci_low``, ``lambda1_ci_high`` (``n``, ``s``). Runs whose
-    state escapes to infinity (possible for trained weights) are flagged in ``lambda1_diverged``, left
-    out of the means, and measured by their :func:`escape_rate` (``lambda1_escape``, ``lambda1_escape_mean``).
+    **Returns:** ``lambda1`` (``n``, ``s``, ``realisation``, ``ic``); ``lambda1_mean`` and its Student-t
+    interval ``lambda1_ci_low``, ``lambda1_ci_high`` (``n``, ``s``) over the realisations' means (attrs
+    ``ci_population``, ``ci_level``); ``lambda1_ic_sd``, the sd over initial conditions within a
+    realisation (multistability: runs from different states that settle differently). Runs whose state
+    escapes to infinity (possible for trained weights) are flagged in ``lambda1_diverged``, left out of
+    the means, and measured by their :func:`escape_rate` (``lambda1_escape``, ``lambda1_escape_mean``).
+    Fewer than 2 realisations is a ConfigError.
     """
     _check_steps(steps, burn_in)
     require_positive("ics", ics)
+    _check_realisations(realisations)
     require_positive("h_range", h_range, integer=False)
     _check_confidence(confidence)
     n_grid, s_grid = number_grid("n_values", n_values), number_grid("s_values", s_values)
     cell = recurrent_layer(model)
-    H, P = cell.hidden, n_grid.size * s_grid.size
-    h0 = np.asarray(jax.random.uniform(jax.random.key(seed), (ics, H), minval=-h_range, maxval=h_range))
+    H, G, R = cell.hidden, n_grid.size * s_grid.size, realisations
+    key = jax.random.key(seed)
+    h0 = np.stack([np.asarray(jax.random.uniform(jax.random.fold_in(key, r), (ics, H), minval=-h_range,
+                                                 maxval=h_range)) for r in range(R)])  # [R, I, H]
     nn, ss = np.meshgrid(n_grid, s_grid, indexing="ij")
+    rows = lambda a: np.tile(a.reshape(G, 1), (R, H))  # noqa: E731  [R * G, H], realisation-major
     result = _lambda1(
-        cell, np.repeat(nn.reshape(P, 1), H, 1), np.repeat(ss.reshape(P, 1), H, 1), np.full(P, drive),
-        np.broadcast_to(h0, (P, ics, H)), steps=steps, burn_in=burn_in, seed=seed, x64=x64,
+        cell, rows(nn), rows(ss), np.full(R * G, drive), np.repeat(h0, G, axis=0), steps=steps, burn_in=burn_in,
+        seed=seed, x64=x64, realisation=np.repeat(np.arange(R), G),
     )
+    shaped = tuple(np.moveaxis(a.reshape(R, n_grid.size, s_grid.size, ics), 0, 2) for a in result)
     return xr.Dataset(
-        _lambda_vars("lambda1", tuple(a.reshape(n_grid.size, s_grid.size, ics) for a in result), ("n", "s"), confidence,
-                     "largest Lyapunov exponent"),
+        _lambda_vars("lambda1", shaped, ("n", "s"), confidence, "largest Lyapunov exponent",
+                     "independent runs (initial states and frames)"),
         coords={"n": ("n", n_grid, {"long_name": "gain n"}), "s": ("s", s_grid, {"long_name": "saturation s"}),
-                "ic": ("ic", np.arange(ics), {"long_name": "initial condition"})},
-        attrs=analysis_attrs("lyapunov-grid", ics=ics, steps=steps, burn_in=burn_in, h_range=h_range, drive=drive,
-                     confidence=confidence, seed=seed, x64=x64, hidden=H),
+                "realisation": ("realisation", np.arange(R), {"long_name": "independent run (initial states, frame)"}),
+                "ic": ("ic", np.arange(ics), {"long_name": "initial condition within a realisation"})},
+        attrs=analysis_attrs("lyapunov-grid", realisations=R, ics=ics, steps=steps, burn_in=burn_in, h_range=h_range,
+                             drive=drive, confidence=confidence, seed=seed, x64=x64, hidden=H,
+                             ci_population=f"{R} independent runs (initial states and frames)",
+                             ci_level=confidence, ci_method="Student t, ddof=1"),
     )
 
 
@@ -418,20 +458,27 @@ def _with_zero(drives: Sequence[float]) -> np.ndarray:
     return np.unique(np.append(drives, 0.0))
 
 
-def _step_drive_traces(model, drives: np.ndarray, onset: int, duration: int, task, seed: int) -> dict[str, np.ndarray]:
+def _step_drive_traces(model, drives: np.ndarray, onset: int, duration: int, task, seed: int,
+                       key: Array | None = None) -> dict[str, np.ndarray]:
     """:func:`aru_traces` under step drives switched on at ``onset`` for ``duration`` steps, on the
-    protocol's inputs (zero, or ``task``'s stream, the same for every drive)."""
+    protocol's inputs (zero, or ``task``'s stream drawn from ``key``, default ``key(seed)``, the same
+    for every drive)."""
     require_positive("duration", duration)
     if isinstance(onset, bool) or not isinstance(onset, int) or onset < 0:
         raise ConfigError(f"onset must be a non-negative integer, got {onset!r}")
     T = onset + duration
-    xs = protocol_inputs(model, T, task=task, key=jax.random.key(seed))[0]
+    xs = protocol_inputs(model, T, task=task, key=jax.random.key(seed) if key is None else key)[0]
     on = (np.arange(T) >= onset).astype(float)
     traces = aru_traces(model, jnp.broadcast_to(xs, (drives.size, *xs.shape)), jnp.asarray(drives[:, None] * on))
     return {k: np.asarray(v, float) for k, v in traces.items()}
 
 
-@register("analysis", "adaptation", "ARU Fig. 5c/d: lambda_1 with (n, s) frozen where the ARU sets them under a drive")
+@register(
+    "analysis",
+    "adaptation",
+    "ARU Fig. 5c/d: lambda_1 with (n, s) frozen where the ARU sets them under a drive",
+    figure=figures_aru.adaptation,
+)
 def adaptation_analysis(
     model,
     *,
@@ -440,7 +487,8 @@ def adaptation_analysis(
     onset: int = 100,
     duration: int = 400,
     window: int = 50,
-    ics: int = 10,
+    realisations: int = 5,
+    ics: int = 4,
     steps: int = 1000,
     burn_in: int = 200,
     task=None,
@@ -464,22 +512,32 @@ def adaptation_analysis(
        *adapted* = $(n_\infty(\xi), s_\infty(\xi))$, *fixed* = $(n_\infty(0), s_\infty(0))$, the
        parameters the network holds without drive, and one value per $\hat t$ (Fig. 5c).
     4. Initial conditions are ``ics`` activity vectors $h$ drawn (without replacement) from the
-       driven run's second half, i.e. from its stationary distribution $\pi(\xi)$; the mean over
-       them and its ``confidence`` Student-t interval are reported. On zero input a run that settles
-       to a fixed point gives identical draws (and a zero-width interval): drive it with a task for
-       a spread.
+       driven run's second half, i.e. from its stationary distribution $\pi(\xi)$.
 
-    **Returns** (dims ``drive``, ``t_hat``, ``ic``, ``time`` = steps since onset, ``neuron``):
-    ``n_t``, ``s_t`` (the traces), ``n_hat``, ``s_hat``, ``n_inf``, ``s_inf``; ``lambda1_adapted``,
-    ``lambda1_fixed`` (``drive``, ``ic``) and ``lambda1_t_hat`` (``drive``, ``t_hat``, ``ic``), each with
-    ``_mean``, ``_ci_low``, ``_ci_high``, and ``_diverged``, ``_escape``, ``_escape_mean`` for runs whose
-    state escaped to infinity (their :func:`escape_rate`, a positive $\lambda_1$); ``n_drift``
-    (``drive``): the largest change of $n$ over the last ``window`` steps, a check that the steady
-    state was reached.
+    **Replication.** Steps 1–4 are repeated for ``realisations`` independent input streams (the
+    task's stream drawn from ``fold_in(key(seed), r)``), so that $(n_\infty, s_\infty)$, the frozen
+    maps, the initial conditions and the tangent frames are all re-drawn: ``_mean`` is the mean over
+    realisations of each realisation's mean over its initial conditions, and ``_ci_low``,
+    ``_ci_high`` its Student-t ``confidence`` interval over the realisations (attrs name the
+    population). That interval includes the error of $(n_\infty, s_\infty)$ from one
+    ``window``-step average. ``_ic_sd`` is the spread over initial conditions within one
+    realisation, which measures multistability, not the error. On zero input every realisation
+    sees the same (zero) input and differs only in its initial conditions and frame; a run that
+    settles to a fixed point then gives an interval about as wide as the rounding.
+
+    **Returns** (dims ``drive``, ``t_hat``, ``realisation``, ``ic``, ``time`` = steps since onset,
+    ``neuron``): ``n_t``, ``s_t`` (the traces of realisation 0), ``n_hat``, ``s_hat``, ``n_inf``,
+    ``s_inf`` (per realisation); ``lambda1_adapted``, ``lambda1_fixed`` (``drive``, ``realisation``,
+    ``ic``) and ``lambda1_t_hat`` (``drive``, ``t_hat``, ``realisation``, ``ic``), each with ``_mean``,
+    ``_ci_low``, ``_ci_high``, ``_ic_sd``, and ``_diverged``, ``_escape``, ``_escape_mean`` for runs
+    whose state escaped to infinity (their :func:`escape_rate`, a positive $\lambda_1$); ``n_drift``
+    (``realisation``, ``drive``): the largest change of $n$ over the last ``window`` steps, a check
+    that the steady state was reached. Fewer than 2 realisations is a ConfigError.
     """
     _check_steps(steps, burn_in)
     require_positive("ics", ics)
     require_positive("window", window)
+    _check_realisations(realisations)
     _check_confidence(confidence)
     drives = _with_zero(drives)
     t_hats = np.asarray(t_hats)
@@ -491,41 +549,52 @@ def adaptation_analysis(
         raise ConfigError(f"window must be at most duration / 2 = {duration // 2}, got {window}")
     if 2 * ics > duration:
         raise ConfigError(f"ics = {ics} initial conditions need duration >= {2 * ics} driven steps")
-    T, H, D = onset + duration, cell.hidden, drives.size
-    tr = _step_drive_traces(model, drives, onset, duration, task, seed)
-    n_hat, s_hat = tr["n"][:, onset + t_hats], tr["s"][:, onset + t_hats]  # [D, K, H]
-    n_inf, s_inf = tr["n"][:, -window:].mean(1), tr["s"][:, -window:].mean(1)  # [D, H]
+    T, H, D, R = onset + duration, cell.hidden, drives.size, realisations
     zero = int(np.flatnonzero(drives == 0)[0])
-    keys = jax.random.split(jax.random.fold_in(jax.random.key(seed), 2), D)
     second_half = np.arange(onset + duration - duration // 2, T)
-    picks = np.stack([np.asarray(jax.random.choice(k, second_half, (ics,), replace=False)) for k in keys])
-    h0s = np.take_along_axis(tr["h"], picks[:, :, None], axis=1)  # [D, I, H]
+    per = {k: [] for k in ("n_hat", "s_hat", "n_inf", "s_inf", "n_drift", "sets_n", "sets_s", "h0s")}
+    for r in range(R):
+        key_r = jax.random.fold_in(jax.random.key(seed), r)
+        tr = _step_drive_traces(model, drives, onset, duration, task, seed, key=key_r)
+        if r == 0:
+            traces = {"n": tr["n"], "s": tr["s"]}
+        n_hat, s_hat = tr["n"][:, onset + t_hats], tr["s"][:, onset + t_hats]  # [D, K, H]
+        n_inf, s_inf = tr["n"][:, -window:].mean(1), tr["s"][:, -window:].mean(1)  # [D, H]
+        keys = jax.random.split(jax.random.fold_in(key_r, 2), D)
+        picks = np.stack([np.asarray(jax.random.choice(k, second_half, (ics,), replace=False)) for k in keys])
+        per["h0s"].append(np.take_along_axis(tr["h"], picks[:, :, None], axis=1))  # [D, I, H]
+        per["sets_n"].append(np.concatenate([n_inf[:, None], np.broadcast_to(n_inf[zero], (D, 1, H)), n_hat], axis=1))
+        per["sets_s"].append(np.concatenate([s_inf[:, None], np.broadcast_to(s_inf[zero], (D, 1, H)), s_hat], axis=1))
+        per["n_drift"].append(np.abs(tr["n"][:, -1] - tr["n"][:, -window]).max(-1))
+        for name, value in (("n_hat", n_hat), ("s_hat", s_hat), ("n_inf", n_inf), ("s_inf", s_inf)):
+            per[name].append(value)
+        del tr
+    stacked = {k: np.stack(v) for k, v in per.items()}  # leading realisation axis
+    K = stacked["sets_n"].shape[2]
+    xi_map = np.tile(np.repeat(drives if drive_in_map else np.zeros(D), K), R)
+    result = _lambda1(cell, stacked["sets_n"].reshape(R * D * K, H), stacked["sets_s"].reshape(R * D * K, H), xi_map,
+                      np.repeat(stacked["h0s"].reshape(R * D, ics, H), K, axis=0), steps=steps, burn_in=burn_in,
+                      seed=seed, x64=x64, realisation=np.repeat(np.arange(R), D * K))
+    lam, diverged, escape = (np.moveaxis(a.reshape(R, D, K, ics), 0, 2) for a in result)  # [D, K, R, I]
+    population = "independent input streams" if task is not None else "realisations (zero input: initial states, frames)"
 
-    sets_n = np.concatenate([n_inf[:, None], np.broadcast_to(n_inf[zero], (D, 1, H)), n_hat], axis=1)
-    sets_s = np.concatenate([s_inf[:, None], np.broadcast_to(s_inf[zero], (D, 1, H)), s_hat], axis=1)
-    K = sets_n.shape[1]
-    xi_map = np.repeat(drives if drive_in_map else np.zeros(D), K)
-    result = _lambda1(cell, sets_n.reshape(D * K, H), sets_s.reshape(D * K, H), xi_map,
-                      np.repeat(h0s, K, axis=0), steps=steps, burn_in=burn_in, seed=seed, x64=x64)
-    lam, diverged, escape = (a.reshape(D, K, ics) for a in result)
+    def vars_(name, sel, dims, long_name):
+        return _lambda_vars(name, (lam[sel], diverged[sel], escape[sel]), dims, confidence, long_name, population)
 
     time = np.arange(T) - onset
     trace = {"units": "1"}
     data = {
-        "n_t": (("drive", "time", "neuron"), tr["n"], {**trace, "long_name": "gain n_t"}),
-        "s_t": (("drive", "time", "neuron"), tr["s"], {**trace, "long_name": "saturation s_t"}),
-        "n_hat": (("drive", "t_hat", "neuron"), n_hat, {"long_name": "gain at t_hat after onset"}),
-        "s_hat": (("drive", "t_hat", "neuron"), s_hat, {"long_name": "saturation at t_hat after onset"}),
-        "n_inf": (("drive", "neuron"), n_inf, {"long_name": "steady-state gain n_inf"}),
-        "s_inf": (("drive", "neuron"), s_inf, {"long_name": "steady-state saturation s_inf"}),
-        "n_drift": ("drive", np.abs(tr["n"][:, -1] - tr["n"][:, -window]).max(-1),
-                    {"long_name": "max |n_T - n_(T-window)| over neurons"}),
-        **_lambda_vars("lambda1_adapted", (lam[:, 0], diverged[:, 0], escape[:, 0]), ("drive",), confidence,
-                       "lambda_1 with steady-state (n, s) under the drive (adapted)"),
-        **_lambda_vars("lambda1_fixed", (lam[:, 1], diverged[:, 1], escape[:, 1]), ("drive",), confidence,
-                       "lambda_1 with the undriven steady-state (n, s) (fixed)"),
-        **_lambda_vars("lambda1_t_hat", (lam[:, 2:], diverged[:, 2:], escape[:, 2:]), ("drive", "t_hat"), confidence,
-                       "lambda_1 with (n, s) frozen at t_hat after onset"),
+        "n_t": (("drive", "time", "neuron"), traces["n"], {**trace, "long_name": "gain n_t (realisation 0)"}),
+        "s_t": (("drive", "time", "neuron"), traces["s"], {**trace, "long_name": "saturation s_t (realisation 0)"}),
+        "n_hat": (("realisation", "drive", "t_hat", "neuron"), stacked["n_hat"], {"long_name": "gain at t_hat after onset"}),
+        "s_hat": (("realisation", "drive", "t_hat", "neuron"), stacked["s_hat"],
+                  {"long_name": "saturation at t_hat after onset"}),
+        "n_inf": (("realisation", "drive", "neuron"), stacked["n_inf"], {"long_name": "steady-state gain n_inf"}),
+        "s_inf": (("realisation", "drive", "neuron"), stacked["s_inf"], {"long_name": "steady-state saturation s_inf"}),
+        "n_drift": (("realisation", "drive"), stacked["n_drift"], {"long_name": "max |n_T - n_(T-window)| over neurons"}),
+        **vars_("lambda1_adapted", np.s_[:, 0], ("drive",), "lambda_1 with steady-state (n, s) under the drive (adapted)"),
+        **vars_("lambda1_fixed", np.s_[:, 1], ("drive",), "lambda_1 with the undriven steady-state (n, s) (fixed)"),
+        **vars_("lambda1_t_hat", np.s_[:, 2:], ("drive", "t_hat"), "lambda_1 with (n, s) frozen at t_hat after onset"),
     }
     return xr.Dataset(
         data,
@@ -534,11 +603,13 @@ def adaptation_analysis(
             "t_hat": ("t_hat", t_hats, {"long_name": "steps after onset", "units": "steps"}),
             "time": ("time", time, {"long_name": "steps since onset", "units": "steps"}),
             "neuron": ("neuron", np.arange(H)),
-            "ic": ("ic", np.arange(ics), {"long_name": "initial condition"}),
+            "realisation": ("realisation", np.arange(R), {"long_name": f"independent realisation ({population})"}),
+            "ic": ("ic", np.arange(ics), {"long_name": "initial condition within a realisation"}),
         },
-        attrs=analysis_attrs("adaptation", onset=onset, duration=duration, window=window, ics=ics, steps=steps,
-                     burn_in=burn_in, drive_in_map=drive_in_map, confidence=confidence, seed=seed, x64=x64,
-                     inputs="zero input" if task is None else f"task {type(task).__name__}", hidden=H),
+        attrs=analysis_attrs("adaptation", onset=onset, duration=duration, window=window, realisations=R, ics=ics,
+                             steps=steps, burn_in=burn_in, drive_in_map=drive_in_map, confidence=confidence, seed=seed,
+                             x64=x64, inputs="zero input" if task is None else f"task {type(task).__name__}", hidden=H,
+                             ci_population=f"{R} {population}", ci_level=confidence, ci_method="Student t, ddof=1"),
     )
 
 
@@ -546,7 +617,12 @@ def adaptation_analysis(
 # Controller states: principal components, limit points, (n, s) paths
 
 
-@register("analysis", "controller", "ARU Fig. 5a/b: controller-state PCA with limit points; (n, s) paths")
+@register(
+    "analysis",
+    "controller",
+    "ARU Fig. 5a/b: controller-state PCA with limit points; (n, s) paths",
+    figure=figures_aru.controller,
+)
 def controller_analysis(
     model,
     *,
@@ -650,7 +726,12 @@ def _position_grads(model, xs: Array, ys: Array, masks: Array, loss_name: str):
     return jax.vmap(one)(xs, ys, masks)
 
 
-@register("analysis", "gradient-by-position", "ARU Fig. 18: gradient norms by input position")
+@register(
+    "analysis",
+    "gradient-by-position",
+    "ARU Fig. 18: gradient norms by input position",
+    figure=figures_aru.gradient_by_position,
+)
 def gradient_by_position_analysis(model, *, task=None, batch: int = 16, seed: int = 0) -> xr.Dataset:
     r"""How much each input position contributes to the gradient of the task loss (App. C.5, Fig. 18).
 
@@ -714,7 +795,12 @@ def gradient_by_position_analysis(model, *, task=None, batch: int = 16, seed: in
 # Recurrent weight eigenvalues
 
 
-@register("analysis", "weight-eigs", "ARU Fig. 5e: eigenvalues of W_hh against the unit circle")
+@register(
+    "analysis",
+    "weight-eigs",
+    "ARU Fig. 5e: eigenvalues of W_hh against the unit circle",
+    figure=figures_aru.weight_eigs,
+)
 def weight_eigs_analysis(
     model, *, others: Mapping[str, object] | None = None, label: str = "model", tol: float = 1e-4
 ) -> xr.Dataset:

@@ -66,6 +66,7 @@ from scipy.optimize import differential_evolution, minimize, minimize_scalar
 import dynlab
 from dynlab.analyses.curve_fits import aicc
 from dynlab.errors import ConfigError
+from dynlab.statistics import bootstrap_interval
 
 __all__ = [
     "PARAMETERS",
@@ -370,6 +371,8 @@ def fit_i_rep(
     popsize: int = 20,
     maxiter: int = 1000,
     tol: float = 0.01,
+    n_boot: int = 0,
+    confidence: float = 0.95,
 ) -> xr.Dataset:
     r"""Joint affine fit $L \approx c_0 - c_1 I_{\rm rep}$ to measured losses (paper App. A.4, Fig. 16).
 
@@ -394,6 +397,15 @@ def fit_i_rep(
     - `k_range`: where theory curves and optima are evaluated (default
       $[\min k_e / 2, 2 \max k_e]$); `n_curve`: curve points.
     - `seed`, `popsize`, `maxiter`, `tol`: differential evolution's (`scipy.optimize`).
+    - `n_boot`, `confidence`: with `n_boot` $= B > 0$, a bootstrap over the data points: $B$ times
+      the points are resampled with replacement (each point an independent measurement; several
+      seeds of one configuration are separate points) and the fit is redone by Nelder–Mead from
+      the full-data optimum (a local refit: it follows the optimum the full data chose, and does
+      not search for others). Every fitted parameter, `offset`, `scale` and each group's
+      `k_e_opt` gets `<name>_ci_low`, `<name>_ci_high`, the basic bootstrap interval
+      $[2\hat\theta - q_{1-a}, 2\hat\theta - q_a]$ (attrs name the population and level).
+      With `n_boot=0` (default) every fitted number is a **point estimate**, and the attrs
+      `uncertainty` says so.
 
     **Returns:** an `xr.Dataset` with dims `point`, `group`, `k_e_grid`:
 
@@ -434,6 +446,10 @@ def fit_i_rep(
     for name, value in {"n_curve": n_curve, "popsize": popsize, "maxiter": maxiter}.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 2:
             raise ConfigError(f"{name} must be an integer >= 2; got {value!r}.")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 0 or n_boot == 1:
+        raise ConfigError(f"n_boot must be 0 (point estimates) or an integer >= 2; got {n_boot!r}.")
+    if not 0 < confidence < 1:
+        raise ConfigError(f"confidence must lie in (0, 1); got {confidence!r}.")
 
     layout = _layout(groups, point_group, vary)
     base = [n.split("[")[0] for n in layout.names]
@@ -448,8 +464,10 @@ def fit_i_rep(
         s = snr(k_e, v[layout.index["alpha"]], v[layout.index["gamma"]], v[layout.index["q_inf"]])
         return channel_information(s, n_neurons, v[layout.index["beta"]])
 
-    def sse(theta: np.ndarray) -> float:
-        return _affine(information(theta), loss)[2]
+    def sse(theta: np.ndarray, rows: np.ndarray | None = None) -> float:
+        if rows is None:
+            return _affine(information(theta), loss)[2]
+        return _affine(information(theta)[rows], loss[rows])[2]
 
     de = differential_evolution(
         sse, search_bounds, seed=int(seed), popsize=popsize, maxiter=maxiter, tol=tol, polish=False
@@ -468,6 +486,26 @@ def fit_i_rep(
     per_group = {name: values[layout.group_index[name]] for name in PARAMETERS}
     curve_budget = np.array([budget[point_group == g].mean() for g in range(len(groups))])
     curve_k_c = np.array([k_c[point_group == g].mean() for g in range(len(groups))])
+
+    def group_optima(theta_b: np.ndarray) -> np.ndarray:
+        v = natural(theta_b)
+        return np.array([optimal_k_e(curve_budget[g], curve_k_c[g],
+                                     IrepParams(*(v[layout.group_index[name]][g] for name in PARAMETERS)),
+                                     k_range=k_range).k_e for g in range(len(groups))])
+
+    boot: dict[str, np.ndarray] = {}
+    if n_boot:
+        rng = np.random.default_rng(seed)
+        rows_all = rng.integers(0, loss.size, size=(n_boot, loss.size))
+        thetas, affine, k_opts = [], [], []
+        for rows in rows_all:
+            res = minimize(sse, theta, args=(rows,), method="Nelder-Mead", bounds=search_bounds,
+                           options={"xatol": 1e-8, "fatol": 1e-12, "maxiter": 1000 * len(base)})
+            thetas.append(natural(res.x))
+            affine.append(_affine(information(res.x)[rows], loss[rows])[:2])
+            k_opts.append(group_optima(res.x))
+        thetas, affine = np.array(thetas), np.array(affine)
+        boot = {"theta": thetas, "offset": affine[:, 0], "scale": affine[:, 1], "k_e_opt": np.array(k_opts)}
     curve_i = np.empty((len(groups), n_curve))
     opt = {key: np.empty(len(groups)) for key in ("k_e", "n", "i", "interior", "k_floor", "n_cross")}
     for g in range(len(groups)):
@@ -487,6 +525,20 @@ def fit_i_rep(
         r = float(np.corrcoef(loss, fitted)[0, 1]) if np.std(fitted) > 0 else float("nan")
     params_units = {"units": "1"}
     loss_attrs = {"long_name": "measured loss"}
+    intervals: dict = {}
+    population = f"bootstrap over the {loss.size} data points (local refits)"
+    if n_boot:
+        def add(name, dims, estimate, replicates, long_name):
+            ci = bootstrap_interval(estimate, replicates, level=confidence, method="basic", population=population)
+            attrs = ci.attrs()
+            intervals[f"{name}_ci_low"] = (dims, ci.low, {"long_name": f"{long_name}: lower bound, {ci.label}", **attrs})
+            intervals[f"{name}_ci_high"] = (dims, ci.high, {"long_name": f"{long_name}: upper bound, {ci.label}", **attrs})
+
+        for name in PARAMETERS:
+            add(name, "group", per_group[name], boot["theta"][:, layout.group_index[name]], f"fitted {name}")
+        add("offset", (), offset, boot["offset"], "c0")
+        add("scale", (), scale, boot["scale"], "c1")
+        add("k_e_opt", "group", opt["k_e"], boot["k_e_opt"], "k_e at the theory optimum")
     return xr.Dataset(
         {
             "loss": ("point", loss, loss_attrs),
@@ -515,6 +567,7 @@ def fit_i_rep(
             "rmse": ((), float(np.sqrt(sse_value / loss.size)), {"long_name": "root mean squared residual"}),
             "pearson_r": ((), r, {**params_units, "long_name": "Pearson r, measured vs fitted loss"}),
             "aicc": ((), score, {**params_units, "long_name": "AICc (Gaussian loss residuals)"}),
+            **intervals,
         },
         coords={
             "point": ("point", np.arange(loss.size)),
@@ -537,5 +590,9 @@ def fit_i_rep(
             "de_message": str(de.message),
             "polish_nfev": int(polish.nfev),
             "polish_message": str(polish.message),
+            "n_boot": int(n_boot),
+            "uncertainty": (f"{confidence:.0%} basic-bootstrap intervals (<name>_ci_low/_ci_high) over {population}"
+                            if n_boot else "none: every fitted number is a point estimate (pass n_boot > 0 for "
+                                           "bootstrap intervals over the data points)"),
         },
     )

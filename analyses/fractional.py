@@ -64,6 +64,7 @@ from numpy.typing import ArrayLike
 from dynlab.analyses.aru_dynamics import analysis_attrs, number_grid
 from dynlab.analyses.state_map import protocol_inputs, run_in, state_map
 from dynlab.errors import ConfigError, require_positive
+from dynlab import figures_aru
 from dynlab.registry import register
 
 __all__ = [
@@ -191,7 +192,12 @@ def fit_fractional_order(
     )
 
 
-@register("analysis", "fractional-order", "ARU Fig. 4b-d: fractional order of each neuron's response to a step drive")
+@register(
+    "analysis",
+    "fractional-order",
+    "ARU Fig. 4b-d: fractional order of each neuron's response to a step drive",
+    figure=figures_aru.fractional_order,
+)
 def fractional_order_analysis(
     model,
     *,

@@ -27,9 +27,17 @@ from numpy.typing import ArrayLike
 
 from dynlab.analyses.aru_dynamics import analysis_attrs, aru_layer, aru_traces, number_grid
 from dynlab.errors import ConfigError, require_positive
+from dynlab.statistics import t_interval
+from dynlab import figures_aru
 from dynlab.registry import register
 
 __all__ = ["exponential_fit", "gain_scaling_analysis", "power_law_fit"]
+
+
+_SE_NOTE = ("asymptotic standard error (1 sd) from scipy.optimize.curve_fit's covariance, scaled by the residual "
+            "variance: it measures how far the curve misses the points, assumes the model exact and the residuals "
+            "independent Gaussian; it is not the spread over noise seeds (see <name>_ci_low/_ci_high). On synthetic "
+            "truths +-1.96 SE covered the true value 86-90% of the time (issue 22)")
 
 
 def _xy(x: ArrayLike, y: ArrayLike, n_params: int) -> tuple[np.ndarray, np.ndarray]:
@@ -101,7 +109,12 @@ def exponential_fit(x: ArrayLike, y: ArrayLike, *, rates: int = 801) -> dict[str
     return _refine(lambda x, c, a, k: c + a * np.exp(k * x), x, y, [c0, a0, k0], ["c", "a", "k"])
 
 
-@register("analysis", "gain-scaling", "ARU Fig. 3b: steady-state gain, saturation vs noise std (power-law, exponential fits)")
+@register(
+    "analysis",
+    "gain-scaling",
+    "ARU Fig. 3b: steady-state gain, saturation vs noise std (power-law, exponential fits)",
+    figure=figures_aru.gain_scaling,
+)
 def gain_scaling_analysis(
     model,
     *,
@@ -128,6 +141,13 @@ def gain_scaling_analysis(
     seed; ``n_inf_mean``/``s_inf_mean`` average them over neurons and seeds (the paper averages over
     3 trained networks: sweep ``seed`` of the model for that), and are fitted by
     :func:`power_law_fit` and :func:`exponential_fit` (``power_*``, ``exp_*`` variables).
+
+    **Uncertainty.** ``<prefix>_<p>_se`` is curve_fit's asymptotic standard error (1 sd): it comes
+    from the misfit of the curve to the ``stds`` points and assumes the model exact, so it is
+    neither a 95% interval nor the spread over noise draws. With ``seeds >= 2`` the fit is repeated
+    on each noise seed's curve (``<prefix>_<p>_seeds``) and ``<prefix>_<p>_ci_low``/``_ci_high``
+    give the 95% Student-t interval over those seeds (attrs ``ci_population``, ``ci_level``): the
+    error from the noise draws, for this one trained network.
     ``n_trace``/``s_trace`` (``std``, ``time`` = steps since the high noise began) are the
     neuron- and seed-mean traces.
     """
@@ -169,6 +189,7 @@ def gain_scaling_analysis(
         "n_trace": (("std", "time"), n.mean((1, 3)), {"long_name": "gain n_t, mean over neurons and seeds"}),
         "s_trace": (("std", "time"), s.mean((1, 3)), {"long_name": "saturation s_t, mean over neurons and seeds"}),
     }
+    per_seed = {"power": n_inf.mean(2), "exp": s_inf.mean(2)}  # [S, seeds]
     for prefix, fit, y in (("power", power_law_fit, n_mean), ("exp", exponential_fit, s_mean)):
         try:
             params = fit(stds, y)
@@ -176,7 +197,26 @@ def gain_scaling_analysis(
             warnings.warn(f"no {prefix} fit: {e}", RuntimeWarning, stacklevel=2)
             params = {}
         for name, value in params.items():
-            data[f"{prefix}_{name}"] = ((), value)
+            if name.endswith("_se"):
+                data[f"{prefix}_{name}"] = ((), value, {"long_name": _SE_NOTE})
+            elif name == "r2":
+                data[f"{prefix}_{name}"] = ((), value, {"long_name": "R^2 of the fit to the seed-mean curve"})
+            else:
+                data[f"{prefix}_{name}"] = ((), value, {"long_name": f"{name}, fitted to the seed-mean curve"})
+        if params and seeds >= 2:
+            fits = []
+            for j in range(seeds):
+                try:
+                    fits.append(fit(stds, per_seed[prefix][:, j]))
+                except ConfigError:
+                    fits.append({})
+            for name in (n for n in params if not n.endswith("_se") and n != "r2"):
+                values = np.array([f.get(name, np.nan) for f in fits])
+                ci = t_interval(values, population="noise seeds", level=0.95)
+                attrs = {"long_name": f"{name}: lower bound, {ci.label}", **ci.attrs()}
+                data[f"{prefix}_{name}_seeds"] = ("seed", values, {"long_name": f"{name} fitted to each noise seed's curve"})
+                data[f"{prefix}_{name}_ci_low"] = ((), float(ci.low), attrs)
+                data[f"{prefix}_{name}_ci_high"] = ((), float(ci.high), {**attrs, "long_name": f"{name}: upper bound, {ci.label}"})
     return xr.Dataset(
         data,
         coords={

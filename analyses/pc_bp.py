@@ -57,12 +57,17 @@ import xarray as xr
 from dynlab import ffmodels, registry
 from dynlab.rules import pc_closed_form as cf
 from dynlab.errors import ConfigError, require_positive
+from dynlab.analyses import pc_bp_figures
 from dynlab.registry import register
+from dynlab.analyses.pc_grid import DEPTH, LENGTH, GridAxis, grid_axis  # noqa: F401  (grid_axis re-exported)
 from dynlab.rnn_param import ParamRNN
-from dynlab.rules import pc, pc_time
+from dynlab.rnn_residual import ResidualParamRNN
+from dynlab.rules import pc, pc_inference, pc_time
 from dynlab.rules.bp import bp_grads
 
 MODELS = ("mlp", "rnn")
+INFERENCES = ("discrete", "ode", "gauss-newton", "levenberg-marquardt")
+"""Numerical inference methods of the comparison (spellings of :func:`dynlab.rules.pc_inference.from_config`)."""
 
 
 COSINE_EPS = 1e-10
@@ -99,14 +104,17 @@ class CompareConfig:
     energy: Literal["closed-form", "inference"] = "closed-form"
     optimizer: Literal["gd", "adam"] = "adam"
     lr: float | None = None
-    inference: Literal["discrete", "ode"] = "discrete"
+    inference: Literal["discrete", "ode", "gauss-newton", "levenberg-marquardt"] = "discrete"
     activity_optimizer: str = "sgd"
     beta: float = 0.3
     inference_steps: int = 500
     atol: float = 0.0
     rtol: float = 1e-4
+    ftol: float | None = None
+    patience: int | None = None
     x64: bool = False
     gain: float = 1.0
+    time_alpha: float | None = None
     batch_size: int = 32
     batches: Literal["fixed", "stream"] = "fixed"
 
@@ -120,14 +128,21 @@ class CompareConfig:
         require_positive("inference_steps", self.inference_steps)
         if self.batches not in ("fixed", "stream"):
             raise ConfigError(f"unknown batches {self.batches!r}; valid: fixed, stream")
+        if self.time_alpha is not None:
+            if self.model != "rnn":
+                raise ConfigError("time_alpha (the residual recurrence's depth factor T^-alpha) applies to --model rnn only")
+            if isinstance(self.time_alpha, bool) or not isinstance(self.time_alpha, (int, float)) \
+                    or not np.isfinite(self.time_alpha) or self.time_alpha < 0:
+                raise ConfigError(f"time_alpha must be a finite number >= 0, got {self.time_alpha!r}")
         if self.batches == "stream" and self.model != "mlp":
             raise ConfigError("batches 'stream' applies to feed-forward models (model 'mlp') only")
         if self.energy not in ("closed-form", "inference"):
             raise ConfigError(f"unknown energy {self.energy!r}; valid: closed-form, inference")
         if self.optimizer not in ("gd", "adam"):
             raise ConfigError(f"unknown optimizer {self.optimizer!r}; valid: gd, adam")
-        if self.inference not in ("discrete", "ode"):
-            raise ConfigError(f"unknown inference {self.inference!r}; valid: discrete, ode")
+        if self.inference not in INFERENCES:
+            raise ConfigError(f"unknown inference {self.inference!r}; valid: {', '.join(INFERENCES)}")
+        self.inference_method  # every inference key checked here
         if self.activation not in ffmodels.ACTIVATIONS:
             raise ConfigError(f"unknown activation {self.activation!r}; valid: {', '.join(ffmodels.ACTIVATIONS)}")
         if self.energy == "closed-form" and self.activation != "linear":
@@ -136,6 +151,13 @@ class CompareConfig:
         pc.activity_optimizer(self.activity_optimizer, self.beta)
         if self.lr is not None:
             require_positive("lr", self.lr, integer=False)
+
+    @property
+    def inference_method(self) -> pc_inference.AbstractInference:
+        """The numerical inference as a value (:func:`dynlab.rules.pc_inference.from_config`)."""
+        return pc_inference.from_config(self.inference, optimizer=self.activity_optimizer, beta=self.beta,
+                                        max_steps=self.inference_steps, atol=self.atol, rtol=self.rtol, ftol=self.ftol,
+                                        patience=self.patience, where="compare")
 
     @property
     def base_lr(self) -> float:
@@ -151,10 +173,16 @@ def make_model(cfg: CompareConfig, width: int, depth: int, input_size: int, outp
     return ffmodels.astype(model, jnp.float64 if cfg.x64 else jnp.float32)
 
 
-def make_rnn(cfg: CompareConfig, width: int, input_size: int, output_size: int, seed: int):
-    """The recurrent cell's initial network (the same for PC through time and BPTT)."""
-    model = ParamRNN(input_size, output_size, width=width, param=cfg.param, gamma0=cfg.gamma0, gain=cfg.gain,
-                     activation=cfg.activation, key=jax.random.key(seed))
+def make_rnn(cfg: CompareConfig, width: int, input_size: int, output_size: int, seed: int, length: int | None = None):
+    """The recurrent cell's initial network (the same for PC through time and BPTT): a
+    :class:`~dynlab.rnn_param.ParamRNN`, or with ``cfg.time_alpha`` the residual recurrence with the depth
+    factor ``length ** -time_alpha`` (:class:`~dynlab.rnn_residual.ResidualParamRNN`)."""
+    options = dict(width=width, param=cfg.param, gamma0=cfg.gamma0, gain=cfg.gain, activation=cfg.activation,
+                   key=jax.random.key(seed))
+    if cfg.time_alpha is None:
+        model = ParamRNN(input_size, output_size, **options)
+    else:
+        model = ResidualParamRNN(input_size, output_size, length=length, alpha=cfg.time_alpha, **options)
     return ffmodels.astype(model, jnp.float64 if cfg.x64 else jnp.float32)
 
 
@@ -166,14 +194,10 @@ def _pc_step(cfg: CompareConfig, model, x, y):
         res, grads = cf.energy_and_grads(model, x, y)
         info = dict(energy=res.energy, loss_pc=res.loss, s_minus_1=res.s_minus_1, s_max_minus_1=res.s_max_minus_1,
                     converged=jnp.asarray(True),
-                    inference_steps=jnp.asarray(0), activity_distance=nan)
+                    inference_steps=jnp.asarray(0), activity_distance=nan, grad_ratio=nan, energy_change=nan)
         return grads, info
     z_exact = cf.exact_activities(model, x, y) if linear else None
-    if cfg.inference == "ode":
-        inf = pc.infer_ode(model, x, y, max_steps=cfg.inference_steps, atol=cfg.atol, rtol=cfg.rtol)
-    else:
-        inf = pc.infer(model, x, y, optimizer=pc.activity_optimizer(cfg.activity_optimizer, cfg.beta),
-                       max_steps=cfg.inference_steps, atol=cfg.atol, rtol=cfg.rtol)
+    inf = cfg.inference_method(pc.problem(model, x, y))
     energy, grads = pc.weight_grads(model, inf.z, x, y)
     if linear:
         res = cf.closed_form(model, x, y)
@@ -181,7 +205,7 @@ def _pc_step(cfg: CompareConfig, model, x, y):
     else:
         s1, sm1, dist = nan, nan, nan
     info = dict(energy=energy, loss_pc=pc.loss(model, x, y), s_minus_1=s1, s_max_minus_1=sm1, converged=inf.converged,
-                inference_steps=inf.steps, activity_distance=dist)
+                inference_steps=inf.steps, activity_distance=dist, **_residuals(inf))
     return grads, info
 
 
@@ -194,14 +218,11 @@ def _pc_time_step(cfg: CompareConfig, model, x, y, mask, output: str):
         energy, grads = pc_time.weight_grads(model, exact.z, x, y, mask, output)
         info = dict(energy=exact.energy, loss_pc=exact.loss, s_minus_1=exact.s_minus_1,
                     s_max_minus_1=exact.s_max_minus_1, converged=jnp.asarray(True), inference_steps=jnp.asarray(0),
-                    activity_distance=nan)
+                    activity_distance=nan, grad_ratio=nan, energy_change=nan)
         return grads, info
-    if cfg.inference == "ode":
-        inf = pc_time.infer_ode(model, x, y, mask, output=output, max_steps=cfg.inference_steps, atol=cfg.atol,
-                                rtol=cfg.rtol)
-    else:
-        inf = pc_time.infer(model, x, y, mask, optimizer=pc.activity_optimizer(cfg.activity_optimizer, cfg.beta),
-                            max_steps=cfg.inference_steps, atol=cfg.atol, rtol=cfg.rtol, output=output)
+    method = cfg.inference_method
+    method.check_loss(output)
+    inf = method(pc_time.problem(model, x, y, mask, output))
     energy, grads = pc_time.weight_grads(model, inf.z, x, y, mask, output)
     if exact is not None:
         diff = jax.tree_util.tree_map(jnp.subtract, inf.z, exact.z)
@@ -209,8 +230,14 @@ def _pc_time_step(cfg: CompareConfig, model, x, y, mask, output: str):
     else:
         s1, sm1, dist = nan, nan, nan
     info = dict(energy=energy, loss_pc=pc_time.loss(model, x, y, mask, output), s_minus_1=s1, s_max_minus_1=sm1,
-                converged=inf.converged, inference_steps=inf.steps, activity_distance=dist)
+                converged=inf.converged, inference_steps=inf.steps, activity_distance=dist, **_residuals(inf))
     return grads, info
+
+
+def _residuals(inf: pc.Inference) -> dict:
+    """What is left at the end of inference: $g/g_0$ and the relative energy change of the last step."""
+    return dict(grad_ratio=inf.grad_norm / jnp.maximum(inf.grad_norm0, jnp.finfo(inf.grad_norm.dtype).tiny),
+                energy_change=inf.energy_change)
 
 
 def _train_both(model, cfg: CompareConfig, pc_step, bp_step, optimizer=None):
@@ -281,11 +308,18 @@ VARIABLES = {
     "grad_norm_bp": f"norm of the BP gradient over all parameters (cosine := 0 where the product of the norms is below {COSINE_EPS:g})",
     "converged": "inference met its convergence criterion",
     "inference_steps": "inference steps taken (0 for the closed form)",
+    "grad_ratio": "final residual of inference: worst-sample |grad_z F| / its initial value (NaN for the closed form)",
+    "energy_change": "relative energy change over inference's last step (NaN for the closed form)",
     "activity_distance": "|z_T - z*| / |z*| of inferred to exact activities (linear networks)",
 }
 
 
-@register("analysis", "pc-bp", "PC vs BP gradient cosine, s - 1, L/F* and losses over a width x depth grid")
+@register(
+    "analysis",
+    "pc-bp",
+    "PC vs BP gradient cosine, s - 1, L/F* and losses over a width x depth grid",
+    figure=pc_bp_figures.overview,
+)
 def compare_pc_bp(
     task,
     widths: list[int],
@@ -337,7 +371,12 @@ def compare_pc_bp(
     return _dataset(data, seconds, widths, depths, seeds, cfg, getattr(task, "describe", lambda: "arrays")(), DEPTH)
 
 
-@register("analysis", "pc-bptt", "PC through time vs BPTT on recurrent models: gradient cosine, s - 1, losses over width x length")
+@register(
+    "analysis",
+    "pc-bptt",
+    "PC through time vs BPTT on recurrent models: gradient cosine, s - 1, losses over width x length",
+    figure=pc_bp_figures.overview,
+)
 def compare_pc_bptt(
     task,
     widths: list[int],
@@ -375,6 +414,8 @@ def compare_pc_bptt(
         raise ConfigError(f"task loss {first.loss!r} is not supported; valid: {', '.join(pc_time.OUTPUTS)}")
     if cfg.energy == "closed-form" and first.loss != "mse":
         raise ConfigError(f"energy 'closed-form' needs the mse loss, the task has {first.loss!r}; use energy 'inference'")
+    if cfg.energy == "inference":
+        cfg.inference_method.check_loss(first.loss)
     dtype = jnp.float64 if cfg.x64 else jnp.float32
     with _precision(cfg):
         batches = {}
@@ -387,7 +428,7 @@ def compare_pc_bptt(
 
         def cell(n, length, seed):
             x, y, mask = batches[length]
-            model = make_rnn(cfg, n, first.input_size, first.output_size, seed)
+            model = make_rnn(cfg, n, first.input_size, first.output_size, seed, length)
             return run_sequence_cell(model, x, y, mask, cfg, first.loss)
 
         data, seconds = _grid(cell, widths, lengths, seeds, cfg.steps, "T", progress)
@@ -429,7 +470,8 @@ def _grid(cell, widths, second, seeds, steps, symbol, progress):
                 cos = np.asarray(out["cosine"], np.float64)
                 data["cosine_unconverged"][i, j, k] = cos
                 data["cosine"][i, j, k] = np.where(conv, cos, np.nan)
-                for name in ("loss_pc", "loss_bp", "energy", "s_minus_1", "s_max_minus_1", "inference_steps",
+                for name in ("loss_pc", "loss_bp", "energy", "s_minus_1", "s_max_minus_1", "inference_steps", "grad_ratio",
+                             "energy_change",
                              "activity_distance", "grad_norm_pc", "grad_norm_bp"):
                     data[name][i, j, k] = np.asarray(out[name], np.float64)
                 data["converged"][i, j, k] = conv
@@ -460,28 +502,9 @@ def _int_list(name, values, zero=False):
     return [int(v) for v in values]
 
 
-class GridAxis(NamedTuple):
-    """The second grid axis: feed-forward depth or (recurrent) sequence length."""
-
-    dim: str  # dimension name
-    ratio: str  # coordinate holding (axis value) / N
-    symbol: str  # L or T
-    long_name: str
-    config_key: str
-
-
-DEPTH = GridAxis("depth", "L_over_N", "L", "depth L (number of weight matrices)", "depths")
-LENGTH = GridAxis("length", "T_over_N", "T", "sequence length T (time plays the role of depth)", "lengths")
-
-
 FEEDFORWARD_TASKS = {"toy": "pc-toy", "mnist": "pc-mnist"}
 """The tasks of the feed-forward comparison by their short names (recurrent models take any
 registered task that has a ``length``)."""
-
-
-def grid_axis(ds: xr.Dataset) -> GridAxis:
-    """The dataset's second grid axis (:data:`LENGTH` for recurrent comparisons, else :data:`DEPTH`)."""
-    return LENGTH if LENGTH.dim in ds.dims else DEPTH
 
 
 def rescaling_slope(ds: xr.Dataset, variable: str = "s_minus_1") -> tuple[float, float]:
@@ -529,10 +552,13 @@ def _dataset(data, seconds, widths, second, seeds, cfg, task_name: str, axis: Gr
     n_unconverged = int((~ds["converged"].values).sum())
     n_vanishing = int((ds["grad_norm_pc"] * ds["grad_norm_bp"] <= COSINE_EPS).sum())
     config = dataclasses.asdict(cfg)
-    unused = ("alpha", "residual", "batches") if cfg.model == "rnn" else ("gain",)
+    unused = ("alpha", "residual", "batches") if cfg.model == "rnn" else ("gain", "time_alpha")
     config = {k: v for k, v in config.items() if v is not None and k not in unused}
     if cfg.model == "rnn":
-        ds.attrs.update(model="rnn-param", gain=float(cfg.gain), batch_size=cfg.batch_size)
+        ds.attrs.update(model="rnn-param" if cfg.time_alpha is None else "rnn-residual", gain=float(cfg.gain),
+                        batch_size=cfg.batch_size)
+        if cfg.time_alpha is not None:
+            ds.attrs["time_alpha"] = float(cfg.time_alpha)
     else:
         ds.attrs.update(model="mlp", alpha=float(ffmodels.parameterisation(cfg.param, alpha=cfg.alpha).alpha),
                         residual=int(cfg.residual), batches=cfg.batches, batch_size=cfg.batch_size)

@@ -1,7 +1,7 @@
 """Figures of the PC–BP comparison (:mod:`dynlab.analyses.pc_bp`), matplotlib with the Agg backend.
 
 The second grid axis is the depth $L$ (feed-forward) or the sequence length $T$ (recurrent,
-PC through time vs BPTT): :func:`dynlab.analyses.pc_bp.grid_axis`.
+PC through time vs BPTT): :func:`dynlab.analyses.pc_grid.grid_axis`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import xarray as xr  # noqa: E402
 
-from dynlab.analyses.pc_bp import grid_axis  # noqa: E402
+from dynlab.analyses.pc_grid import grid_axis  # noqa: E402
 
 
 def _title(ds: xr.Dataset) -> str:
@@ -90,3 +90,10 @@ def loss_curves(ds: xr.Dataset):
     fig.suptitle(_title(ds), fontsize=7)
     fig.tight_layout()
     return fig
+
+
+def overview(ds: xr.Dataset):
+    """The figure ``dynlab plot`` draws for a ``pc-bp`` / ``pc-bptt`` dataset: the gradient cosine
+    over the grid (``compare pc-bp`` also writes :func:`rescaling_vs_l_over_n` and
+    :func:`loss_curves` beside it)."""
+    return cosine_heatmap(ds)

@@ -15,10 +15,16 @@ import xarray as xr
 from dynlab.errors import ConfigError, require_positive
 from dynlab.losses import get_loss
 from dynlab.perturbations import default_window, evaluate_under, perturbation
+from dynlab import figures
 from dynlab.registry import register
 
 
-@register("analysis", "perturb", "task metric of a model under a perturbation (step/noisy drive, contrast) vs strength")
+@register(
+    "analysis",
+    "perturb",
+    "task metric of a model under a perturbation (step/noisy drive, contrast) vs strength",
+    figure=figures.perturbation_curve,
+)
 def perturb_analysis(
     model,
     *,

@@ -106,22 +106,26 @@ def initial_conditions(
     kind: str = "visited",
     inputs: tuple[Array, Array] | None = None,
     scale: float = 1.0,
+    h0: Array | None = None,
+    visited: Array | None = None,
 ) -> Array:
-    """``n`` initial states ``[n, N]``.
+    """``n`` initial states ``[n, N]`` around ``h0`` (default: the model's initial state).
 
     * ``"visited"``: states sampled uniformly (without replacement) from the second half of a
-      run-in from the model's initial state under ``inputs`` — points on or near the attractor
-      the protocol's dynamics settle to;
-    * ``"random"``: the model's initial state plus $N(0, \\text{scale}^2)$ noise on every component.
+      run-in from ``h0`` under ``inputs`` — points on or near the attractor the protocol's
+      dynamics settle to (``visited``: the run-in's states ``[T, N]``, if already computed);
+    * ``"random"``: ``h0`` plus $N(0, \\text{scale}^2)$ noise on every component.
     """
     require_positive("ics", n)
+    start = smap.h0 if h0 is None else h0
     if kind == "random":
-        return smap.h0 + scale * jax.random.normal(key, (n, smap.dim), smap.h0.dtype)
+        return start + scale * jax.random.normal(key, (n, smap.dim), smap.h0.dtype)
     if kind != "visited":
         raise ConfigError(f"initial conditions must be 'visited' or 'random', got {kind!r}")
-    if inputs is None:
-        raise ConfigError("'visited' initial conditions need the run-in inputs")
-    visited = run_in(smap, inputs)
+    if visited is None:
+        if inputs is None:
+            raise ConfigError("'visited' initial conditions need the run-in inputs")
+        visited = run_in(smap, inputs, start)
     half = visited[visited.shape[0] // 2 :]
     if half.shape[0] < n:
         raise ConfigError(f"a run-in of {visited.shape[0]} steps cannot supply {n} distinct initial conditions")

@@ -30,21 +30,24 @@ def learning_curve(metrics: xr.Dataset):
 
 
 def lyapunov_spectrum(ds: xr.Dataset, *, max_running: int = 8):
-    """Spectrum (mean and CI over initial conditions) and convergence of the running estimates."""
+    """Spectrum (mean and CI, over the population the dataset names) and convergence of the running estimates."""
     fig, (ax_s, ax_r) = plt.subplots(1, 2, figsize=(10, 3.8))
     idx = ds.exponent.values
     mean = ds["mean"].values
     err = [mean - ds.ci_low.values, ds.ci_high.values - mean]
-    ax_s.errorbar(idx, mean, yerr=err, fmt="o", ms=3, capsize=2, label=f"mean ± {int(100 * ds.attrs.get('confidence', 0.95))}% CI")
+    level = int(round(100 * ds.attrs.get("ci_level", ds.attrs.get("confidence", 0.95))))
+    population = ds.attrs.get("ci_population", "initial conditions")
+    ax_s.errorbar(idx, mean, yerr=err, fmt="o", ms=3, capsize=2, label=f"mean ± {level}% CI over {population}")
     ax_s.axhline(0, color="grey", lw=0.8)
     ax_s.set(xlabel="exponent index i", ylabel="λ_i (per step)", title="Lyapunov spectrum")
     ax_s.legend(fontsize=8)
-    running = ds.running.mean("ic") if "ic" in ds.running.dims else ds.running
+    over = [d for d in ("realisation", "ic") if d in ds.running.dims]
+    running = ds.running.mean(over) if over else ds.running
     for i in idx[:max_running]:
         ax_r.plot(running.time, running.sel(exponent=i), lw=1, label=f"λ{i}")
     ax_r.axhline(0, color="grey", lw=0.8)
     ax_r.set(xlabel="steps accumulated (after burn-in)", ylabel="running estimate (per step)", xscale="log",
-             title="convergence (mean over initial conditions)")
+             title="convergence (mean over runs)")
     ax_r.legend(fontsize=7, ncol=2)
     fig.suptitle(f"{ds.attrs.get('model', '')} — {ds.attrs.get('protocol', '')}", fontsize=9)
     fig.tight_layout()
@@ -167,7 +170,7 @@ def perturbation_curve(ds: xr.Dataset):
         da = ds[metric] if net is None else ds[metric].sel(network=net)
         label = None if net is None else str(ds["label"].sel(network=net).values if "label" in ds.coords else net)
         if "seed" in da.dims:
-            mean, std = da.mean("seed").values, da.std("seed").values
+            mean, std = da.mean("seed").values, da.std("seed", ddof=1).values
             ax.errorbar(ds.strength.values, mean, yerr=std, fmt="o-", ms=3, capsize=2, label=label)
         else:
             ax.plot(ds.strength.values, np.asarray(da.values), "o-", ms=3, label=label)
@@ -182,23 +185,25 @@ def perturbation_curve(ds: xr.Dataset):
 
 
 def plot_dataset(ds: xr.Dataset):
-    """The figure that fits a result dataset, by its ``analysis`` attribute."""
-    kind = ds.attrs.get("analysis")
-    from dynlab.figures_aru import FIGURES as ARU_FIGURES
+    """The figure that fits a result dataset, by its ``analysis`` attribute.
+
+    Registered analyses and programs bring their own figure (``register(..., figure=...)``,
+    :class:`dynlab.registry.Entry`); training curves and sweeps are drawn here; anything else
+    gets :func:`generic`.
+    """
+    from dynlab import registry
     from dynlab.figures_cross import FIGURES as CROSS_FIGURES
 
-    if kind in ARU_FIGURES:
-        return ARU_FIGURES[kind](ds)
+    kind = ds.attrs.get("analysis")
+    for registered in ("analysis", "program"):
+        if isinstance(kind, str) and kind in registry.names(registered):
+            figure = registry.get(registered, kind).figure
+            if figure is not None:
+                return figure(ds)
     if kind in CROSS_FIGURES:
         return CROSS_FIGURES[kind](ds)
-    if kind == "training" and "eval_step" in ds.dims:
+    if kind == "training":
         return learning_curve(ds)
-    if kind == "perturb" and "strength" in ds.dims:
-        return perturbation_curve(ds)
-    if kind == "lyapunov" and "mean" in ds:
-        return lyapunov_spectrum(ds)
-    if kind == "spectra" and "jacobian_spectral_radius" in ds:
-        return spectra(ds)
-    if kind == "sweep" and "status" in ds:
+    if kind == "sweep":
         return sweep(ds)
     return generic(ds)

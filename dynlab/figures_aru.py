@@ -1,6 +1,6 @@
 """Figures of the ARU paper's dynamics analyses (matplotlib, Agg backend), one per analysis.
 
-``FIGURES`` maps an analysis name (a dataset's ``analysis`` attr) to its figure, for ``dynlab plot``.
+Each analysis registers its figure (``register(..., figure=...)``); ``dynlab plot`` finds it there.
 """
 
 from __future__ import annotations
@@ -59,7 +59,8 @@ def lyapunov_grid(ds: xr.Dataset):
     if lo < 0 < hi:
         ax.contour(np.arange(ds.sizes["n"]), np.arange(ds.sizes["s"]), lam.T, levels=[0], colors="k", linewidths=1)
     fig.colorbar(mesh, ax=ax, label="λ1 (per step)")
-    ax.set_title(f"largest Lyapunov exponent, mean over {ds.sizes['ic']} initial conditions", fontsize=9)
+    over = ds.attrs.get("ci_population", f"{ds.sizes['ic']} initial conditions")
+    ax.set_title(f"largest Lyapunov exponent, mean over {over}", fontsize=9)
     _title(fig, ds, "static γ network, zero input")
     return fig
 
@@ -101,7 +102,8 @@ def adaptation(ds: xr.Dataset):
     ax_d.set(xlabel="drive ξ", ylabel="λ1 (per step)", title="λ1 under a constant drive (Fig. 5d)")
     ax_d.legend(fontsize=7)
     conf = int(100 * ds.attrs.get("confidence", 0.95))
-    _title(fig, ds, f"mean ± {conf}% CI over {ds.sizes['ic']} initial conditions from the driven run; "
+    over = ds.attrs.get("ci_population", f"{ds.sizes['ic']} initial conditions from the driven run")
+    _title(fig, ds, f"mean ± {conf}% CI over {over}; "
                     f"{ds.attrs.get('inputs', '')}, drive in map: {bool(ds.attrs.get('drive_in_map', 1))}")
     return fig
 
@@ -150,7 +152,7 @@ def gain_scaling(ds: xr.Dataset):
     ax_tr.set(xlabel="steps since the high noise began", ylabel="n_t (mean)", title="gain during the noise step")
     fig.colorbar(sm, ax=ax_tr, label="log10 ξ")
     x = np.geomspace(stds.min(), stds.max(), 200)
-    spread = ds.n_inf.std(("seed", "neuron")).values
+    spread = ds.n_inf.std(("seed", "neuron"), ddof=1).values
     ax_n.errorbar(stds, ds.n_inf_mean, yerr=spread, fmt="o", ms=4, capsize=2, label="n∞ (± std over neurons, seeds)")
     if "power_a" in ds:
         a, b = float(ds.power_a), float(ds.power_b)
@@ -159,7 +161,7 @@ def gain_scaling(ds: xr.Dataset):
     if np.all(ds.n_inf_mean.values > 0):
         ax_n.set_yscale("log")
     ax_n.legend(fontsize=7)
-    ax_s.errorbar(stds, ds.s_inf_mean, yerr=ds.s_inf.std(("seed", "neuron")).values, fmt="o", ms=4, capsize=2,
+    ax_s.errorbar(stds, ds.s_inf_mean, yerr=ds.s_inf.std(("seed", "neuron"), ddof=1).values, fmt="o", ms=4, capsize=2,
                   label="s∞")
     if "exp_k" in ds:
         c0, a, k = float(ds.exp_c), float(ds.exp_a), float(ds.exp_k)
@@ -236,15 +238,3 @@ def weight_eigs(ds: xr.Dataset):
     ax.legend(fontsize=7)
     _title(fig, ds, "recurrent weights vs the unit circle")
     return fig
-
-
-FIGURES = {
-    "jacobian-grid": jacobian_grid,
-    "lyapunov-grid": lyapunov_grid,
-    "adaptation": adaptation,
-    "controller": controller,
-    "gain-scaling": gain_scaling,
-    "fractional-order": fractional_order,
-    "gradient-by-position": gradient_by_position,
-    "weight-eigs": weight_eigs,
-}

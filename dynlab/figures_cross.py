@@ -65,9 +65,9 @@ def lyapunov_largest(ds: xr.Dataset):
     x = np.arange(ds.sizes["unit"])
     for offset, stage, color in ((-0.18, "init", "tab:grey"), (0.18, "trained", "tab:blue")):
         da = ds.largest.sel(stage=stage)
-        ax.bar(x + offset, da.mean("seed"), 0.36, yerr=da.std("seed"), color=color, label=stage, capsize=2)
+        ax.bar(x + offset, da.mean("seed"), 0.36, yerr=da.std("seed", ddof=1), color=color, label=stage, capsize=2)
         loss = ds.eval_loss.sel(stage=stage)
-        ax2.bar(x + offset, loss.mean("seed"), 0.36, yerr=loss.std("seed"), color=color, label=stage, capsize=2)
+        ax2.bar(x + offset, loss.mean("seed"), 0.36, yerr=loss.std("seed", ddof=1), color=color, label=stage, capsize=2)
     ax.axhline(0, color="k", lw=0.5)
     ax.set(ylabel="λ_1 per step", title="largest Lyapunov exponent")
     if "chance" in ds.attrs:
@@ -105,11 +105,11 @@ def pc_alignment(ds: xr.Dataset):
 
 def trw_by_layer(ds: xr.Dataset):
     r"""$\log_3 s_{50}$ of the temporal receptive window against layer, one line per network
-    (mean ± std over seeds; hollow markers: s50 censored at the largest scale tested)."""
+    (mean ± sd over seeds; hollow markers: s50 left-censored, at or below the smallest scale tested)."""
     fig, ax = plt.subplots(figsize=(6, 4))
     for net in ds.network.values:
         sel = ds.sel(network=net)
-        mean, std = sel.log3_s50.mean("seed"), sel.log3_s50.std("seed")
+        mean, std = sel.log3_s50.mean("seed"), sel.log3_s50.std("seed", ddof=1)
         line = ax.errorbar(ds.layer, mean, yerr=std, fmt="o-", ms=4, capsize=2, label=str(net))
         censored = sel.s50_censored.any("seed").values
         ax.plot(ds.layer.values[censored], mean.values[censored], "o", ms=9, mfc="none", color=line[0].get_color())

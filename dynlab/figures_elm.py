@@ -18,7 +18,7 @@ def i_rep_fit(fit: xr.Dataset):
         points = fit.where(fit.point_group == name, drop=True)
         k_values = np.unique(points.k_e.values)
         mean = [float(points.loss.where(points.k_e == k).mean()) for k in k_values]
-        sd = [float(points.loss.where(points.k_e == k).std()) for k in k_values]
+        sd = [float(points.loss.where(points.k_e == k).std(ddof=1)) for k in k_values]
         bars = ax.errorbar(k_values, mean, yerr=sd, fmt="o", ms=4, capsize=2, label=f"{name}")
         color = bars[0].get_color()
         ax.plot(fit.k_e_grid, fit.curve_loss.isel(group=g), color=color, lw=1.2)
@@ -65,8 +65,12 @@ def activity(ds: xr.Dataset):
     ax_f.set(xlabel="step", ylabel="fraction active", ylim=(0, 1),
              title=f"mean fraction active {float(ds.mean_fraction_active):.3f}")
     nonzero = ds.isi_histogram.where(ds.isi_histogram > 0, drop=True)
-    ax_i.plot(nonzero.isi, nonzero, ".", ms=3)
-    ax_i.set(xscale="log", yscale="log", xlabel="inter-event interval (steps)", ylabel="count",
+    if nonzero.size:
+        ax_i.plot(nonzero.isi, nonzero, ".", ms=3)
+        ax_i.set(xscale="log", yscale="log")
+    else:  # no neuron had two events: nothing to put on log axes
+        ax_i.text(0.5, 0.5, "no inter-event intervals", ha="center", va="center", transform=ax_i.transAxes)
+    ax_i.set(xlabel="inter-event interval (steps)", ylabel="count",
              title=f"ISI CV {float(ds.isi_cv_mean):.2f} (pooled {float(ds.isi_cv_pooled):.2f}), "
                    f"Fano {float(ds.fano_mean):.2f}")
     ax_c.bar(ds.correlation, ds.correlation_histogram, width=ds.attrs["correlation_bin_width"])

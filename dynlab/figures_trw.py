@@ -46,7 +46,7 @@ def accuracy_vs_dilation(ds: xr.Dataset):
     for net in acc.network.values:
         a = acc.sel(network=net)
         if "seed" in a.dims:
-            ax.errorbar(a.dilation, a.mean("seed"), yerr=a.std("seed"), fmt="o-", ms=3, capsize=2, label=str(net))
+            ax.errorbar(a.dilation, a.mean("seed"), yerr=a.std("seed", ddof=1), fmt="o-", ms=3, capsize=2, label=str(net))
         else:
             ax.plot(a.dilation, a, "o-", ms=3, label=str(net))
     ax.axhline(1 / 9, color="grey", ls="--", lw=0.8, label="chance")

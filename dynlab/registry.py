@@ -36,10 +36,19 @@ PLURALS = {"unit": "units", "model": "models", "rule": "rules", "task": "tasks",
 
 @dataclasses.dataclass(frozen=True)
 class Entry:
+    """A registered plug-in: its kind, name, the object itself and a one-line description.
+
+    Analyses and programs may carry ``figure`` (``figure(ds) -> matplotlib Figure``, what
+    ``dynlab plot`` draws for a dataset whose ``analysis`` attribute is this name) and
+    ``summary`` (``summary(ds) -> str``, what the command line prints after computing it).
+    """
+
     kind: str
     name: str
     obj: Any
     description: str
+    figure: Callable | None = None
+    summary: Callable | None = None
 
 
 _REGISTRY: dict[str, dict[str, Entry]] = {kind: {} for kind in KINDS}
@@ -79,10 +88,12 @@ def _check_kind(kind: str) -> None:
         raise UnknownNameError(f"unknown kind {kind!r}; valid kinds: {', '.join(KINDS)}")
 
 
-def register(kind: str, name: str, description: str | None = None) -> Callable:
+def register(kind: str, name: str, description: str | None = None, *, figure: Callable | None = None,
+             summary: Callable | None = None) -> Callable:
     """Decorator registering ``obj`` under ``kind``/``name``.
 
-    The description defaults to the first line of the object's docstring.
+    The description defaults to the first line of the object's docstring. ``figure`` and
+    ``summary`` (analyses and programs) are described on :class:`Entry`.
     """
     _check_kind(kind)
 
@@ -91,7 +102,7 @@ def register(kind: str, name: str, description: str | None = None) -> Callable:
             raise ValueError(f"{kind} {name!r} is registered twice")
         doc = description or (inspect.getdoc(obj) or "").strip().splitlines()[0:1]
         text = doc if isinstance(doc, str) else (doc[0] if doc else "")
-        _REGISTRY[kind][name] = Entry(kind, name, obj, text)
+        _REGISTRY[kind][name] = Entry(kind, name, obj, text, figure, summary)
         return obj
 
     return decorate
@@ -157,13 +168,14 @@ def _is_table(annotation: Any) -> bool:
     return any(a is dict or typing.get_origin(a) is dict for a in options)
 
 
-def _describe(annotation: Any) -> str:
+def describe(annotation: Any) -> str:
+    """An annotation in words (``"int"``, ``"one of 'a', 'b'"``, ``"float or None"``)."""
     annotation = _unwrap(annotation)[0]
     origin = typing.get_origin(annotation)
     if origin is Literal:
         return "one of " + ", ".join(repr(a) for a in typing.get_args(annotation))
     if origin in (typing.Union, types.UnionType):
-        return " or ".join(_describe(a) for a in typing.get_args(annotation))
+        return " or ".join(describe(a) for a in typing.get_args(annotation))
     if annotation is type(None):
         return "None"
     return getattr(annotation, "__name__", str(annotation))
@@ -216,7 +228,7 @@ def check_config(where: str, obj: Any, config: dict[str, Any], *, extra: dict | 
         annotation = hints.get(k, params[k].annotation)
         check_numbers(f"{where}.{k}", v, allow_inf=_unwrap(annotation)[1] or _is_table(annotation))
         if not _matches(v, annotation):
-            raise ConfigError(f"{where}.{k} must be {_describe(annotation)}, got {v!r}")
+            raise ConfigError(f"{where}.{k} must be {describe(annotation)}, got {v!r}")
 
 
 def _type_hints(obj: Any) -> dict[str, Any]:

@@ -23,16 +23,22 @@ Samples do not interact during inference, so both act on $\sum_\mu \mathcal F_\m
 *not* divided by $P$): the step size $\beta$ then means the same thing at every batch size.
 (jpc differentiates the batch mean, so its $\beta$ is effectively $\beta/P$.)
 
-Both are thin wrappers of a model-free core, :func:`minimise` and :func:`minimise_ode`, which
-minimise any per-sample energy $z \mapsto [\mathcal F_\mu(z)]_\mu$ over any PyTree of activities
-whose leaves share one sample axis; predictive coding through time
-(:mod:`dynlab.rules.pc_time`) uses the same core on a recurrent model's states.
+Both are thin wrappers of a model-free core, :func:`~dynlab.rules.pc_inference.minimise` and
+:func:`~dynlab.rules.pc_inference.minimise_ode`, which minimise any per-sample energy
+$z \mapsto [\mathcal F_\mu(z)]_\mu$ over any PyTree of activities whose leaves share one sample
+axis; predictive coding through time (:mod:`dynlab.rules.pc_time`) uses the same core on a
+recurrent model's states. The rule takes its inference as a value
+(:mod:`dynlab.rules.pc_inference`: these two, Gauss–Newton and Levenberg–Marquardt on the energy
+as a sum of squares, the closed form), built from the config's spelling in one place,
+:func:`~dynlab.rules.pc_inference.from_config`; :func:`problem` states the inference problem.
 
 **Convergence** is judged on the worst sample: with
 $g = \max_\mu \|\nabla_{z_\mu} \mathcal F_\mu\|$ (over all hidden layers, i.e. all leaves), inference has converged
 when $g \le \text{atol} + \text{rtol}\, g_0$, $g_0$ being its value at the feed-forward
-initialisation. A run that stops at ``max_steps`` without meeting it is reported as not
-converged (``converged = False``); nothing downstream uses such gradients silently.
+initialisation. The rule (its :class:`~dynlab.rules.pc_inference.Criterion`) also asks the
+energy to be stationary: a relative change of at most ``ftol`` over the last step. A run that
+stops at ``max_steps`` without meeting it is reported as not converged (``converged = False``);
+nothing downstream uses such gradients silently.
 
 **Learning** (Eq. 4): the weight gradient is $\partial \mathcal F(z^*, \theta)/\partial\theta$ at
 the inferred activities, with $\mathcal F$ the batch mean. For linear networks at exact
@@ -41,6 +47,7 @@ equilibrium this is $\nabla_\theta \mathcal F^*$ (:mod:`dynlab.rules.pc_closed_f
 
 from __future__ import annotations
 
+import inspect
 from typing import Callable, Literal, NamedTuple
 
 import equinox as eqx
@@ -52,7 +59,16 @@ from jaxtyping import Array, PyTree
 from dynlab import ffmodels  # also registers the feed-forward models the rule trains
 from dynlab.errors import ConfigError, require_positive
 from dynlab.registry import register
+from dynlab.rules import pc_inference
 from dynlab.rules.base import Rule
+from dynlab.rules.pc_inference import (  # the model-free core, used here and by pc_time
+    Inference,
+    activity_optimizer,
+    energy_gradient,
+    minimise,
+    minimise_ode,
+    relative_change,
+)
 
 OUTPUTS = ("mse", "ce")
 
@@ -95,18 +111,6 @@ def loss(model, x: Array, y: Array, output: str = "mse") -> Array:
     return jnp.mean(optax.softmax_cross_entropy(f, y))
 
 
-def energy_gradient(sample_energies: Callable[[PyTree], Array], z: PyTree, sample_axis: int):
-    r"""$(\sum_\mu \mathcal F_\mu, \nabla_z \sum_\mu \mathcal F_\mu, g)$ for any per-sample energy ``z -> [P]``.
-
-    ``z`` is any PyTree whose leaves hold the samples along ``sample_axis``; $g$ is the worst
-    sample's gradient norm over all leaves.
-    """
-    total, grad = jax.value_and_grad(lambda z: jnp.sum(sample_energies(z)))(z)
-    per_sample = sum(jnp.sum(g**2, axis=tuple(i for i in range(g.ndim) if i != sample_axis))
-                     for g in jax.tree_util.tree_leaves(grad))
-    return total, grad, jnp.sqrt(jnp.max(per_sample))
-
-
 def activity_gradient(model, z, x, y, output="mse"):
     r"""$(\sum_\mu \mathcal F_\mu, \nabla_z \sum_\mu \mathcal F_\mu, g)$ with $g$ the worst sample's gradient norm."""
     return energy_gradient(lambda z: sample_energies(model, z, x, y, output), z, sample_axis=1)
@@ -116,127 +120,42 @@ def activity_gradient(model, z, x, y, output="mse"):
 # Inference
 
 
-class Inference(NamedTuple):
-    """Result of inference. Traces are ``[max_steps + 1]`` (index k = after k steps; NaN past the end)."""
+def problem(model, x: Array, y: Array, output: str = "mse", z0: Array | None = None) -> pc_inference.Problem:
+    r"""The inference problem of a flat batch ``x[P, D]``, ``y[P, d_out]`` for an inference value.
 
-    z: PyTree  # the activities, e.g. [L-1, P, N] for a feed-forward model
-    steps: Array  # int, steps taken
-    converged: Array  # bool
-    energy: Array  # batch-mean energy at the final z
-    grad_norm: Array  # worst-sample |grad_z F| at the final z
-    trace_energy: Array | None = None
-    trace_grad_norm: Array | None = None
-    trace_distance: Array | None = None  # |z_k - z_exact| / |z_exact|, when z_exact is given
-
-
-def _samples(z: PyTree, sample_axis: int) -> int:
-    return jax.tree_util.tree_leaves(z)[0].shape[sample_axis]
-
-
-def minimise(
-    sample_energies: Callable[[PyTree], Array],
-    z0: PyTree,
-    *,
-    sample_axis: int,
-    optimizer: optax.GradientTransformation,
-    max_steps: int = 100,
-    atol: float = 0.0,
-    rtol: float = 1e-4,
-    z_exact: PyTree | None = None,
-    record: bool = False,
-) -> Inference:
-    r"""Optax steps on the activities ``z`` until $g \le \text{atol} + \text{rtol}\,g_0$ or ``max_steps``.
-
-    The model-free core of :func:`infer`: ``sample_energies`` maps a PyTree of activities (samples
-    along ``sample_axis`` of every leaf) to the per-sample energies ``[P]``; the steps descend
-    their sum, inside one ``lax.while_loop``. Arguments as in :func:`infer`.
+    With the ``mse`` output the energy of one sample is a sum of squares: the hidden errors
+    $e_\ell = z_\ell - f_\ell(z_{\ell-1})$ and the output residual $y - f_L(z_{L-1})$; the forward
+    pass with the errors added, $z_\ell = f_\ell(z_{\ell-1}) + e_\ell$, inverts $z \mapsto e$
+    (:class:`~dynlab.rules.pc_inference.SumOfSquares`). ``z0``: the start (default: the forward pass).
     """
-    require_positive("max_steps", max_steps)
-    p = _samples(z0, sample_axis)
-    dtype = jax.tree_util.tree_leaves(z0)[0].dtype
-    nan = jnp.full((max_steps + 1,), jnp.nan, dtype)
-    z_norm = None if z_exact is None else optax.tree.norm(z_exact)
+    z0 = model.activations(x) if z0 is None else z0
 
-    def diagnostics(k, z, total, g, buffers):
-        if not record:
-            return buffers
-        be, bg, bd = buffers
-        be, bg = be.at[k].set(total / p), bg.at[k].set(g)
-        if z_exact is not None:
-            bd = bd.at[k].set(optax.tree.norm(jax.tree_util.tree_map(jnp.subtract, z, z_exact)) / z_norm)
-        return be, bg, bd
+    def residuals(z, data):  # one sample, z[L-1, N]
+        xs, ys = data
+        return errors(model, z[:, None], xs[None])[:, 0], ys - model.last(z[-1])
 
-    # A do-while loop: every iteration evaluates the gradient at the current z (one copy of the energy's
-    # graph in the compiled loop), sets the criterion from g_0 on the first, and steps unless done.
-    def body(carry):
-        k, z, state, _, _, threshold, _, buffers = carry
-        total, grad, g = energy_gradient(sample_energies, z, sample_axis)
-        threshold = jnp.where(k == 0, atol + rtol * g, threshold)
-        buffers = diagnostics(k, z, total, g, buffers)
-        done = (g <= threshold) | (k >= max_steps)
-        updates, new_state = optimizer.update(grad, state, z)
+    def unroll(e, data):
+        xs, ys = data
+        z1 = model.first(xs) + e[0]
 
-        def keep(old, new):
-            return jax.tree_util.tree_map(lambda a, b: jnp.where(done, a, b), old, new)
+        def fwd(h, inputs):
+            w, b, ek = inputs
+            h = model.hidden(w, b, h) + ek
+            return h, h
 
-        return k + jnp.where(done, 0, 1), keep(z, optax.apply_updates(z, updates)), keep(state, new_state), total, g, \
-            threshold, done, buffers
+        _, rest = jax.lax.scan(fwd, z1, (model.w_hidden, model.b_hidden, e[1:]))
+        z = jnp.concatenate([z1[None], rest], axis=0)
+        return z, ys - model.last(z[-1])
 
-    zero = jnp.zeros((), dtype)
-    carry = (jnp.asarray(0), z0, optimizer.init(z0), zero, zero, zero, jnp.asarray(False), (nan, nan, nan))
-    k, z, _, total, g, threshold, _, (be, bg, bd) = jax.lax.while_loop(lambda c: ~c[6], body, carry)
-    traces = (be, bg, bd if z_exact is not None else None) if record else (None, None, None)
-    return Inference(z, k, g <= threshold, total / p, g, *traces)
+    def exact():
+        from dynlab.rules.pc_closed_form import exact_activities
 
+        if output != "mse":
+            raise ConfigError("closed-form inference needs the mse loss")
+        return exact_activities(model, x, y)
 
-def minimise_ode(
-    sample_energies: Callable[[PyTree], Array],
-    z0: PyTree,
-    *,
-    sample_axis: int,
-    t1: float = 1e4,
-    max_steps: int = 4096,
-    atol: float = 0.0,
-    rtol: float = 1e-4,
-    ode_rtol: float = 1e-6,
-    ode_atol: float = 1e-8,
-    solver=None,
-) -> Inference:
-    r"""The gradient flow $\dot z = -\nabla_z \sum_\mu \mathcal F_\mu$ of any per-sample energy, solved by diffrax.
-
-    The model-free core of :func:`infer_ode` (arguments as there; ``sample_energies`` and
-    ``sample_axis`` as in :func:`minimise`).
-    """
-    import diffrax
-
-    require_positive("max_steps", max_steps)
-    p = _samples(z0, sample_axis)
-    _, _, g0 = energy_gradient(sample_energies, z0, sample_axis)
-    threshold = atol + rtol * g0
-
-    def vector_field(t, z, args):
-        return jax.tree_util.tree_map(jnp.negative, energy_gradient(sample_energies, z, sample_axis)[1])
-
-    def steady(t, z, args, **kwargs):
-        return energy_gradient(sample_energies, z, sample_axis)[2] <= threshold
-
-    sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(vector_field),
-        diffrax.Tsit5() if solver is None else solver,
-        t0=0.0,
-        t1=t1,
-        dt0=None,
-        y0=z0,
-        stepsize_controller=diffrax.PIDController(rtol=ode_rtol, atol=ode_atol),
-        event=diffrax.Event(steady),
-        saveat=diffrax.SaveAt(t1=True),
-        max_steps=max_steps,
-        throw=False,
-    )
-    z = jax.tree_util.tree_map(lambda leaf: leaf[-1], sol.ys)
-    total, _, g = energy_gradient(sample_energies, z, sample_axis)
-    converged = (sol.result == diffrax.RESULTS.event_occurred) | (g <= threshold)
-    return Inference(z, sol.stats["num_accepted_steps"], converged, total / p, g)
+    least = pc_inference.SumOfSquares((x, y), residuals, unroll) if output == "mse" else None
+    return pc_inference.Problem(lambda z: sample_energies(model, z, x, y, output), z0, 1, least, exact)
 
 
 def _prepare(model, x, y, z0, output):
@@ -319,18 +238,6 @@ def weight_grads(model, z: Array, x: Array, y: Array, output: str = "mse") -> tu
     return eqx.filter_value_and_grad(lambda m: energy(m, z, x, y, output))(model)
 
 
-def activity_optimizer(name: str, beta: float) -> optax.GradientTransformation:
-    """``sgd`` (the paper's GD), ``momentum`` (heavy ball 0.9) or ``adam`` with step size β."""
-    require_positive("beta", beta, integer=False)
-    if name == "sgd":
-        return optax.sgd(beta)
-    if name == "momentum":
-        return optax.sgd(beta, momentum=0.9)
-    if name == "adam":
-        return optax.adam(beta)
-    raise ConfigError(f"unknown activity optimizer {name!r}; valid: sgd, momentum, adam")
-
-
 def _flat_batch(model, batch, loss_name):
     """(x[P, D], y[P, d_out], output) from a task batch ``(x[P, 1, D], y, mask)`` or ``(x[P, D], y[P, d_out])``."""
     x, y = batch[0], batch[1]
@@ -342,56 +249,58 @@ def _flat_batch(model, batch, loss_name):
     raise ConfigError(f"the pc and bp rules support the losses mse and ce_last, got {loss_name!r}")
 
 
-@register("rule", "pc", "predictive coding: infer activities (optax steps or diffrax ODE), weight grads at equilibrium")
+@register("rule", "pc", "predictive coding: infer activities (optax steps, diffrax ODE, Gauss-Newton), weight grads at equilibrium")
 class PC(Rule):
     r"""Predictive coding on a :class:`~dynlab.ffmodels.FeedForward` model (module docstring).
 
     Config:
-        inference: ``discrete`` (optax steps), ``ode`` (diffrax) or ``closed-form`` (linear
-            networks with MSE output: the exact equilibrium, $\nabla_\theta\mathcal F^*$).
+        inference: an inference value (:mod:`dynlab.rules.pc_inference`), or its spelling:
+            ``discrete`` (optax steps), ``ode`` (diffrax), ``gauss-newton`` or
+            ``levenberg-marquardt`` (optimistix, on the energy as a sum of squares: loss ``mse``),
+            ``closed-form`` (linear networks with MSE output: the exact equilibrium,
+            $\nabla_\theta\mathcal F^*$). The keys below build the spelled value
+            (:func:`~dynlab.rules.pc_inference.from_config`); a value carries its own.
         optimizer: activity optimiser for ``discrete``: ``sgd``, ``momentum`` or ``adam``.
         beta: its step size.
-        max_steps: inference budget (optimiser steps, or ODE solver steps).
-        atol, rtol: convergence criterion $g \le \text{atol} + \text{rtol}\,g_0$.
+        max_steps: inference budget (optimiser steps, ODE solver steps, or Gauss-Newton steps).
+        atol, rtol, ftol: convergence criterion $g \le \text{atol} + \text{rtol}\,g_0$ and a relative
+            energy change of at most ``ftol`` over the last step
+            (:class:`~dynlab.rules.pc_inference.Criterion`).
         t1: ODE time horizon.
 
     Metrics: ``loss`` and the task metric (before the update), ``energy``, ``inference_steps``,
-    ``converged`` (1.0/0.0), ``activity_grad_norm``.
+    ``converged`` (1.0/0.0), ``activity_grad_norm``, and for iterative inference
+    ``activity_grad_ratio`` ($g / g_0$) and ``energy_change``.
     """
 
-    inference: Literal["discrete", "ode", "closed-form"] = eqx.field(static=True, default="discrete")
-    optimizer: Literal["sgd", "momentum", "adam"] = eqx.field(static=True, default="sgd")
-    beta: float = eqx.field(static=True, default=0.3)
-    max_steps: int = eqx.field(static=True, default=100)
-    atol: float = eqx.field(static=True, default=0.0)
-    rtol: float = eqx.field(static=True, default=1e-4)
-    t1: float = eqx.field(static=True, default=1e4)
+    inference: pc_inference.AbstractInference  # a PyTree (a solver may hold arrays); its settings are static
 
-    def __check_init__(self):
-        super().__check_init__()
-        if self.inference not in ("discrete", "ode", "closed-form"):
-            raise ConfigError(f"unknown inference {self.inference!r}; valid: discrete, ode, closed-form")
-        activity_optimizer(self.optimizer, self.beta)
-        require_positive("max_steps", self.max_steps)
-        for name in ("atol", "rtol"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+    def __init__(
+        self,
+        loss: str,
+        inference: Literal["discrete", "ode", "closed-form", "gauss-newton", "levenberg-marquardt"]
+        | pc_inference.AbstractInference = "discrete",
+        optimizer: Literal["sgd", "momentum", "adam"] = "sgd",
+        beta: float = 0.3,
+        max_steps: int = 100,
+        atol: float = 0.0,
+        rtol: float = 1e-4,
+        ftol: float = 1e-6,
+        t1: float = 1e4,
+    ):
+        settings = dict(optimizer=optimizer, beta=beta, max_steps=max_steps, atol=atol, rtol=rtol, ftol=ftol, t1=t1)
+        if not isinstance(inference, str):
+            changed = [k for k, v in settings.items() if v != _SETTINGS[k]]
+            if changed:
+                raise ConfigError(f"rule.{changed[0]} sets up an inference given by name; an inference value carries "
+                                  "its own settings")
+        self.loss = loss
+        self.inference = pc_inference.from_config(inference, **settings)
+        self.inference.check_loss(loss)
 
     def equilibrate(self, model, x, y, output) -> Inference:
         """Inferred activities (the rule's inference method) for a flat batch."""
-        if self.inference == "ode":
-            return infer_ode(model, x, y, max_steps=self.max_steps, atol=self.atol, rtol=self.rtol, t1=self.t1,
-                             output=output)
-        if self.inference == "closed-form":
-            from dynlab.rules.pc_closed_form import exact_activities
-
-            if output != "mse":
-                raise ConfigError("closed-form inference needs the mse loss")
-            z = exact_activities(model, x, y)
-            total, _, g = activity_gradient(model, z, x, y, output)
-            return Inference(z, jnp.asarray(0), jnp.asarray(True), total / x.shape[0], g)
-        return infer(model, x, y, optimizer=activity_optimizer(self.optimizer, self.beta), max_steps=self.max_steps,
-                     atol=self.atol, rtol=self.rtol, output=output)
+        return self.inference(problem(model, x, y, output))
 
     def grads(self, model, batch, key):
         if not isinstance(model, ffmodels.FeedForward):
@@ -401,6 +310,20 @@ class PC(Rule):
         inf = self.equilibrate(model, x, y, output)
         f_value, grads = weight_grads(model, inf.z, x, y, output)
         metrics = self.evaluate(model, batch)
-        metrics.update(energy=f_value, inference_steps=inf.steps, converged=inf.converged.astype(x.dtype),
-                       activity_grad_norm=inf.grad_norm)
+        metrics.update(energy=f_value, **inference_metrics(inf, x.dtype))
         return grads, metrics
+
+
+_SETTINGS = {k: p.default for k, p in inspect.signature(PC.__init__).parameters.items()
+             if k not in ("self", "loss", "inference")}
+"""The defaults of the keys that build an inference given by name."""
+
+
+def inference_metrics(inf: Inference, dtype) -> dict[str, Array]:
+    """The rule's inference metrics (class docstring) from an inference result."""
+    out = dict(inference_steps=inf.steps, converged=inf.converged.astype(dtype), activity_grad_norm=inf.grad_norm)
+    if inf.grad_norm0 is not None:
+        out["activity_grad_ratio"] = inf.grad_norm / jnp.maximum(inf.grad_norm0, jnp.finfo(dtype).tiny)
+    if inf.energy_change is not None:
+        out["energy_change"] = inf.energy_change
+    return out

@@ -22,6 +22,11 @@ $\mathcal F$ is **one** call of ``model.step`` vectorised over samples and time 
 of ``vmap``; no scan inside an inference step), and its gradient is that call's VJP, so an
 inference step costs about one BPTT forward + backward but runs in parallel over $t$.
 Activities start from the forward pass (``model.trajectory``), where every state error is zero.
+The rule takes any inference value of :mod:`dynlab.rules.pc_inference` (:func:`problem` states
+the problem): with the ``mse`` loss also Gauss–Newton in the error coordinates $e_t$, where the
+forward pass with the errors added (a scan) preconditions the slow memories' ill-conditioning
+away; each of its steps costs a few forward and backward scans, and it needs 3–20 of them where
+momentum needs hundreds (``benchmarks/pc_time.py``).
 
 **Learning**: the weight gradient is $\partial\mathcal F(z^*, \theta)/\partial\theta$ at the
 inferred activities — a sum of local terms $e_t^\top \partial F_\theta/\partial\theta$ over steps,
@@ -65,7 +70,7 @@ from jaxtyping import Array, PyTree
 from dynlab.errors import ConfigError
 from dynlab.models import SequenceModel
 from dynlab.registry import register
-from dynlab.rules import pc
+from dynlab.rules import pc, pc_inference
 
 OUTPUTS = ("mse", "ce_last", "ce_all")
 
@@ -216,6 +221,38 @@ def closed_form(model, x: Array, y: Array, mask: Array) -> ClosedForm:
     )
 
 
+def problem(model, x: Array, y: Array, mask: Array, output: str = "mse", z0: PyTree | None = None) -> pc_inference.Problem:
+    r"""The inference problem of a task batch for an inference value (:mod:`dynlab.rules.pc_inference`).
+
+    With the ``mse`` loss the energy of one sample is a sum of squares, the state errors
+    $e_t = z_t - \hat z_t$ and the scored read-out residuals $\sqrt{m_t}(y_t - \hat o_t)$; the forward
+    pass with the errors added (:func:`_unroll`) inverts $z \mapsto e$. ``exact()`` is
+    :func:`closed_form`'s $z^*$. ``z0``: the start (default: the forward pass).
+    """
+    _check_output(output)
+    z0 = initial_activities(model, x) if z0 is None else z0
+
+    def residuals(z, data):  # one sample, leaves [T, ...]
+        xs, ys, m = data
+        one = jax.tree_util.tree_map(lambda leaf: leaf[None], z)
+        pred, outs = predictions(model, one, xs[None])
+        e = jax.tree_util.tree_map(lambda a, b: (a - b)[0], one, pred)
+        return e, jnp.sqrt(m)[:, None] * (ys - outs[0])
+
+    def unroll(e, data):
+        xs, ys, m = data
+        outs, z = _unroll(model, xs, e)
+        return z, jnp.sqrt(m)[:, None] * (ys - outs)
+
+    def exact():
+        if output != "mse":
+            raise ConfigError("closed-form inference needs the mse loss")
+        return closed_form(model, x, y, mask).z
+
+    least = pc_inference.SumOfSquares((x, y, mask), residuals, unroll) if output == "mse" else None
+    return pc_inference.Problem(lambda z: sample_energies(model, z, x, y, mask, output), z0, 0, least, exact)
+
+
 # ------------------------------------------------------------------------------------------------
 # Weight gradients and the rule
 
@@ -230,9 +267,10 @@ def weight_grads(model, z: PyTree, x: Array, y: Array, mask: Array, output: str 
 class PCTime(pc.PC):
     r"""Predictive coding through time on any :class:`~dynlab.models.SequenceModel` (module docstring).
 
-    The config is the ``pc`` rule's (``inference``: ``discrete``, ``ode`` or ``closed-form`` —
-    the latter for linear ``rnn-param`` models with the ``mse`` loss —, ``optimizer``, ``beta``,
-    ``max_steps``, ``atol``, ``rtol``, ``t1``). It is a rule of its own, not a branch of ``pc``,
+    The config is the ``pc`` rule's (``inference``: a value of :mod:`dynlab.rules.pc_inference` or
+    ``discrete``, ``ode``, ``gauss-newton``, ``levenberg-marquardt`` — these two with the ``mse``
+    loss — or ``closed-form`` — for linear ``rnn-param`` models with the ``mse`` loss —,
+    ``optimizer``, ``beta``, ``max_steps``, ``atol``, ``rtol``, ``ftol``, ``t1``). It is a rule of its own, not a branch of ``pc``,
     because its energy, batch layout and closed form differ; ``pc`` refuses recurrent models
     with a pointer here. Metrics as ``pc``'s.
     """
@@ -242,17 +280,7 @@ class PCTime(pc.PC):
 
     def equilibrate(self, model, x, y, mask) -> pc.Inference:
         """Inferred activities (the rule's inference method) for a task batch."""
-        if self.inference == "closed-form":
-            if self.loss != "mse":
-                raise ConfigError("closed-form inference needs the mse loss")
-            z = closed_form(model, x, y, mask).z
-            total, _, g = pc.energy_gradient(lambda z: sample_energies(model, z, x, y, mask), z, sample_axis=0)
-            return pc.Inference(z, jnp.asarray(0), jnp.asarray(True), total / x.shape[0], g)
-        if self.inference == "ode":
-            return infer_ode(model, x, y, mask, output=self.loss, max_steps=self.max_steps, atol=self.atol,
-                             rtol=self.rtol, t1=self.t1)
-        return infer(model, x, y, mask, optimizer=pc.activity_optimizer(self.optimizer, self.beta),
-                     max_steps=self.max_steps, atol=self.atol, rtol=self.rtol, output=self.loss)
+        return self.inference(problem(model, x, y, mask, self.loss))
 
     def grads(self, model, batch, key):
         if not isinstance(model, SequenceModel):
@@ -262,6 +290,5 @@ class PCTime(pc.PC):
         inf = self.equilibrate(model, x, y, mask)
         f_value, grads = weight_grads(model, inf.z, x, y, mask, self.loss)
         metrics = self.evaluate(model, batch)
-        metrics.update(energy=f_value, inference_steps=inf.steps, converged=inf.converged.astype(x.dtype),
-                       activity_grad_norm=inf.grad_norm)
+        metrics.update(energy=f_value, **pc.inference_metrics(inf, x.dtype))
         return grads, metrics

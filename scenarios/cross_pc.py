@@ -7,20 +7,24 @@ each seed, the same initial model and the same fixed batch are trained for ``ste
 from identical weights: once with the PC-through-time gradient (:mod:`dynlab.rules.pc_time`:
 activities for every step, inferred in parallel over $t$ from the forward pass until the
 worst-sample convergence criterion holds, then the local weight gradient) and once with BPTT of the
-same objective. Inference runs heavy-ball momentum (0.9) on the activities with step ``beta`` =
-0.1 for at most ``inference_steps`` = 1000 steps, until the gradient norm falls to ``rtol`` = 1e-4 of
-its initial value (plain gradient descent at β = 0.3 left the gated units converged but the slow
-ones below). Every step records the cosine between the PC and the BPTT gradient at the PC
-network (NaN where inference did not converge; ``cosine_unconverged`` keeps them), both losses, the
-energy and the inference steps (:func:`dynlab.analyses.pc_bp.run_sequence_cell`, ``plain=True``:
-Adam at ``lr`` for both rules, no width parameterisation, since the units have none).
+same objective. Inference is the value ``inference`` spells (:func:`dynlab.rules.pc_inference.from_config`;
+default ``gauss-newton``: Gauss–Newton in the error coordinates with a line search, at most
+``inference_steps`` = 100 steps; ``discrete`` runs ``activity_optimizer`` at step ``beta``), until
+the criterion holds: the worst sample's $|\nabla_z\mathcal F|$ at most ``rtol`` = 1e-4 of its
+value at the forward pass and a relative energy change of at most ``ftol`` = 1e-6 over the last
+step. Every step records the cosine between the PC and the BPTT gradient at the PC network (NaN
+where inference did not converge; ``cosine_unconverged`` keeps them), both losses, the energy,
+the inference steps and what inference left (``grad_ratio`` = $g/g_0$, ``energy_change``)
+(:func:`dynlab.analyses.pc_bp.run_sequence_cell`, ``plain=True``: Adam at ``lr`` for both rules,
+no width parameterisation, since the units have none).
 
-Units with slow memory — the ELM neuron and network (τ up to 100–500 steps) and SITH-RNN
-(frozen decays up to 81 steps) — make the energy ill-conditioned: at width 8, T = 20, neither
-3000 steps of gradient descent, 2000 of momentum nor the diffrax gradient flow met the criterion,
-and their cosines (ELM neuron and SITH-RNN 0.72–0.88, ELM network −0.06 to 0.82, depending on the
-optimiser) are those of
-unconverged activities. The dataset keeps both; the figure marks them hollow.
+Heavy-ball momentum (β = 0.1, 1000 steps) converged on the ARU, GRU, LSTM and block-diagonal RNN,
+on 67% of the tanh RNN's cells and never on the ELM neuron, the ELM network and SITH-RNN.
+Gauss–Newton converges on all cells of the first five. The last three have energies that are
+not differentiable (ReLU kinks in the ELM neuron's MLP and the ELM network's read-out, a max
+over τ in SITH-RNN) and minima on those kinks, where no gradient vanishes
+(:mod:`dynlab.rules.pc_inference`): their cosines stay those of unconverged activities — the
+dataset keeps them in ``cosine_unconverged`` and the figure marks them hollow.
 
 What to expect: the PC gradient tends to BPTT's as the equilibrium errors vanish; for a linear
 RNN under the mean-field parameterisation that is wide networks and short sequences (``pc-bptt``,
@@ -56,6 +60,8 @@ RECORDED = {
     "energy": "PC energy after inference",
     "converged": "inference met its convergence criterion",
     "inference_steps": "inference steps taken",
+    "grad_ratio": "final residual of inference: worst-sample |grad_z F| / its initial value",
+    "energy_change": "relative energy change over inference's last step",
 }
 
 
@@ -72,10 +78,13 @@ def run_cross_pc(
     steps: int = 3,
     batch_size: int = 16,
     lr: float = 1e-3,
+    inference: str = "gauss-newton",
     inference_steps: int = 1000,
     activity_optimizer: str = "momentum",
     beta: float = 0.1,
     rtol: float = 1e-4,
+    ftol: float = 1e-6,
+    patience: int = 30,
     reference_widths: list[int] = (16, 64, 256),
     reference_lengths: list[int] = (2, 8, 32),
     reference_steps: int = 100,
@@ -92,8 +101,9 @@ def run_cross_pc(
     units, seeds = check_units(units), [int(s) for s in seeds]
     widths, lengths = [int(w) for w in widths], [int(t) for t in lengths]
     cfg = CompareConfig(model="rnn", energy="inference", steps=steps, lr=lr, optimizer="adam", beta=beta,
-                        activity_optimizer=activity_optimizer,
-                        inference_steps=inference_steps, rtol=rtol, batch_size=batch_size)
+                        inference=inference, activity_optimizer=activity_optimizer,
+                        inference_steps=inference_steps, rtol=rtol, ftol=ftol, patience=patience,
+                        batch_size=batch_size)
     make_task = length_task(task)
     configs = {(u, w, t, s): {"seed": s, "model": model_section(u, w), "task": {"name": task, "length": t}}
                for u in units for w in widths for t in lengths for s in seeds}
@@ -105,8 +115,8 @@ def run_cross_pc(
     seconds = np.zeros(shape[:3])
     attrs = dict(analysis="cross-pc-alignment", scenario="cross-pc-alignment",
                  task=f"{task} (loss {make_task(lengths[0]).loss})", steps=steps, batch_size=batch_size, lr=lr,
-                 inference_steps=inference_steps, beta=beta, rtol=rtol, optimizer="adam (plain, both rules)",
-                 activity_optimizer=activity_optimizer)
+                 inference=inference, inference_steps=inference_steps, beta=beta, rtol=rtol, ftol=ftol, patience=patience,
+                 optimizer="adam (plain, both rules)", activity_optimizer=activity_optimizer)
     out = Path(out_dir)
     done, total = 0, len(units) * len(widths) * len(lengths)
     for i, unit in enumerate(units):
@@ -151,3 +161,123 @@ def _dataset(data, seconds, units, widths, lengths, seeds, steps, attrs) -> xr.D
     ds["fraction_converged"] = ds.converged.mean(("seed", "step"))
     ds["seconds"] = (("unit", "width", "length"), seconds, {"long_name": "wall time per cell (all seeds)", "units": "s"})
     return ds
+
+
+# ------------------------------------------------------------------------------------------------
+# The width/length law of PC through time (issue 21, item 4)
+
+LAW = {
+    "mean_cosine": "cos(PC, BPTT) averaged over seeds and training steps (exact equilibrium)",
+    "s_minus_1": "energy rescaling s - 1 = tr(S - I)/K_scored, mean over seeds and steps",
+    "s_minus_1_theory": "large-N prediction: (T-1)/(gamma0^2 N) without skips, kappa (T-1)/(gamma0^2 N) at alpha = 1",
+    "loss_pc": "loss of the PC-trained network after the last step, mean over seeds",
+    "loss_bp": "loss of the BPTT-trained network after the last step, mean over seeds",
+}
+
+
+def recurrence_name(alpha: float | None) -> str:
+    """The ``recurrence`` coordinate: ``plain`` (no skips) or ``T^-alpha`` (residual with that depth factor)."""
+    return "plain" if alpha is None else f"T^-{alpha:g}"
+
+
+@register("program", "pc-time-law", "the width/length law of PC through time: s - 1 and cos(PC, BPTT) over width x "
+                                    "length for the linear RNN without skips and with a residual recurrence T^-alpha")
+def run_pc_time_law(
+    out_dir,
+    *,
+    progress=None,
+    widths: list[int] = (16, 64, 256),
+    lengths: list[int] = (2, 8, 32, 128),
+    seeds: list[int] = (0, 1),
+    time_alphas: list[float] = (0.5, 1.0),
+    task: str = "adding",
+    steps: int = 10,
+    batch_size: int = 32,
+    gamma0: float = 1.0,
+) -> dict:
+    r"""The linear RNN under mean-field (:mod:`dynlab.rnn_param`), without skips and with the residual
+    recurrence $h_t = h_{t-1} + T^{-\alpha}(\dots)$ for each of ``time_alphas``
+    (:mod:`dynlab.rnn_residual`), each trained ``steps`` steps by PC through time (exact equilibrium)
+    and by BPTT from identical weights (:func:`dynlab.analyses.pc_bp.compare_pc_bptt`, Adam at the
+    parameterisation's rates) over ``widths`` × ``lengths`` × ``seeds`` on ``task``'s fixed batch.
+
+    Writes ``pc_time_law.nc`` (dims ``recurrence``, ``width``, ``length``: :data:`LAW`, plus per
+    recurrence the log–log slope and intercept of $s - 1$ against $T/N$ — ``slope``,
+    ``intercept``) and ``pc_time_law.png``; returns ``{"law": dataset}``. The derivation and
+    what to expect: :mod:`dynlab.rnn_residual` (slope 1 and $\kappa \approx 1.39$ at $\alpha = 1$).
+    """
+    import xarray as xr
+
+    from dynlab import store
+    from dynlab.analyses.pc_bp import compare_pc_bptt, rescaling_slope
+    from dynlab.errors import ConfigError
+    from dynlab.rnn_residual import KAPPA
+
+    alphas = [None] + [float(a) for a in time_alphas]
+    if any(a is not None and not (np.isfinite(a) and a >= 0) for a in alphas):
+        raise ConfigError(f"time_alphas must be finite numbers >= 0, got {list(time_alphas)!r}")
+    widths, lengths, seeds = [int(w) for w in widths], [int(t) for t in lengths], [int(s) for s in seeds]
+    parts, slopes, intercepts = [], [], []
+    done, total = 0, len(alphas)
+    for alpha in alphas:
+        t0 = time.perf_counter()
+        ds = compare_pc_bptt(task, widths, lengths, seeds, steps=steps, param="mf", gamma0=gamma0,
+                             activation="linear", energy="closed-form", batch_size=batch_size, time_alpha=alpha)
+        slope, intercept = rescaling_slope(ds)
+        slopes.append(slope), intercepts.append(intercept)
+        n, t = np.meshgrid(np.asarray(widths, float), np.asarray(lengths, float), indexing="ij")
+        theory = (t - 1) / (gamma0**2 * n) * (KAPPA if alpha == 1.0 else 1.0)
+        parts.append(xr.Dataset({
+            "mean_cosine": ds.mean_cosine,
+            "s_minus_1": ds.s_minus_1.mean(("seed", "step")),
+            "s_minus_1_theory": (("width", "length"), np.where(alpha in (None, 1.0), theory, np.nan)),
+            "loss_pc": ds.loss_pc.isel(step=-1).mean("seed"),
+            "loss_bp": ds.loss_bp.isel(step=-1).mean("seed"),
+        }))
+        done += 1
+        if progress is not None:
+            progress(done, total, {"recurrence": recurrence_name(alpha), "slope": slope,
+                                   "s": f"{time.perf_counter() - t0:.0f}s"})
+    law = xr.concat(parts, dim="recurrence", coords="minimal", compat="override")
+    law = law.assign_coords(recurrence=[recurrence_name(a) for a in alphas])
+    for name, text in LAW.items():
+        law[name].attrs["long_name"] = text
+    law["slope"] = ("recurrence", np.asarray(slopes), {"long_name": "log-log slope of s - 1 against T/N"})
+    law["intercept"] = ("recurrence", np.asarray(intercepts), {"long_name": "its intercept (log s - 1 at T/N = 1)"})
+    law.attrs.update(analysis="pc-time-law", scenario="pc-time-law", task=task, steps=steps, batch_size=batch_size,
+                     param="mf", gamma0=gamma0, kappa=KAPPA, seeds=np.asarray(seeds))
+    out = Path(out_dir)
+    store.write_dataset(out / "pc_time_law.nc", law)
+    store.write_figure(out / "pc_time_law.png", law_figure(law))
+    return {"law": law}
+
+
+def law_figure(law):
+    """Left: $s - 1$ against $T/N$ per recurrence (fitted slope in the legend; dashed: the large-$N$
+    prediction). Right: $1 - \\cos$ against $N$ for each $T$, plain (dotted) and $T^{-1}$ (solid)."""
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    ratio = law.T_over_N if "T_over_N" in law else law.length / law.width
+    for rec in law.recurrence.values:
+        sel = law.sel(recurrence=rec)
+        x, y = np.asarray(ratio).ravel(), sel.s_minus_1.values.ravel()
+        order = np.argsort(x)
+        line, = left.plot(x[order], y[order], "o", ms=4, label=f"{rec}: slope {float(sel.slope):.2f}")
+        theory = sel.s_minus_1_theory.values.ravel()
+        if np.isfinite(theory).any():
+            left.plot(x[order], theory[order], "--", lw=0.8, color=line.get_color())
+    left.set(xscale="log", yscale="log", xlabel="T / N", ylabel="s - 1", title="energy rescaling (linear RNN, mean-field)")
+    left.legend(fontsize=7)
+    styles = {"plain": ":", "T^-1": "-"}
+    for rec, style in styles.items():
+        if rec not in law.recurrence.values:
+            continue
+        for i, length in enumerate(law.length.values):
+            defect = 1 - law.mean_cosine.sel(recurrence=rec, length=length).values
+            right.plot(law.width.values, np.maximum(defect, 1e-8), style, marker="o", ms=3, color=f"C{i}",
+                       label=f"{rec}, T={int(length)}")
+    right.set(xscale="log", yscale="log", xlabel="width N", ylabel="1 - cos(PC, BPTT)", title="alignment as N grows")
+    right.legend(fontsize=6, ncol=2)
+    fig.tight_layout()
+    return fig

@@ -95,17 +95,19 @@ def test_lyapunov_grid_equals_plain_core_and_log_spectral_radius(aru):
     model = eqx.tree_at(lambda m: m.cells[0].w_hh, aru, 0.6 * cell.w_hh)
     W = np.asarray(model.cells[0].w_hh, float)
     n_values, s_values = [2.0, 8.0], [0.0, 0.5]
-    ds = ad.lyapunov_grid_analysis(model, n_values=n_values, s_values=s_values, ics=2, steps=400, burn_in=200,
-                                   seed=1)
-    h0 = np.asarray(jax.random.uniform(jax.random.key(1), (2, 6), minval=-5, maxval=5), float)
+    ds = ad.lyapunov_grid_analysis(model, n_values=n_values, s_values=s_values, realisations=2, ics=2, steps=400,
+                                   burn_in=200, seed=1)
+    # issue 22: realisation r draws its initial states and its frame from fold_in(key(seed), r)
+    h0 = np.asarray(jax.random.uniform(jax.random.fold_in(jax.random.key(1), 1), (2, 6), minval=-5, maxval=5), float)
 
     # 1) the plain Lyapunov core on a hand-written map, same start and frame
     def step(h, xi):
         return gamma(jnp.asarray(W) @ h + xi, 8.0, 0.5)
 
     plain = lyapunov_spectrum(step, h0[1], np.zeros(400), k=1, burn_in=200,
-                              key=jax.random.fold_in(jax.random.key(1), 1))
-    assert float(ds.lambda1.sel(n=8.0, s=0.5)[1]) == pytest.approx(float(plain.exponents[0]), abs=1e-6)
+                              key=jax.random.fold_in(jax.random.fold_in(jax.random.key(1), 1), 1))
+    assert float(ds.lambda1.sel(n=8.0, s=0.5, realisation=1)[1]) == pytest.approx(float(plain.exponents[0]), abs=1e-6)
+    assert ds.lambda1_ci_low.attrs["ci_population"] == "2 independent runs (initial states and frames)"
 
     # 2) at a stable fixed point h*, lambda_1 = ln rho(diag(gamma'(W h*)) W)
     for n in n_values:
@@ -141,7 +143,10 @@ def test_adaptation_protocol_against_numpy_aru(aru):
     undriven (n, s) ("fixed") the map moves to its own fixed point h_f: ln rho of the Jacobian there."""
     onset, duration = 20, 200
     ds = ad.adaptation_analysis(aru, drives=(5.0,), t_hats=(0, 10), onset=onset, duration=duration, window=20,
-                                ics=2, steps=600, burn_in=300)
+                                realisations=2, ics=2, steps=600, burn_in=300)
+    # issue 22: on zero input every realisation sees the same input, so the traces are the same in each
+    np.testing.assert_allclose(ds.n_inf.isel(realisation=0), ds.n_inf.isel(realisation=1))
+    ds = ds.isel(realisation=0).assign(n_t=ds.n_t, s_t=ds.s_t)
     cell = aru.cells[0]
     W = np.asarray(cell.w_hh, float)
     for xi in (0.0, 5.0):

@@ -13,7 +13,7 @@ import pytest
 import xarray as xr
 
 from dynlab import experiment
-from dynlab.errors import ConfigError
+from dynlab.errors import ConfigError, DynlabError
 from dynlab.scenarios import load
 from dynlab.scenarios.every_unit import UNITS, model_section
 
@@ -24,8 +24,8 @@ def test_every_unit_section_is_valid_and_width_sets_the_size():
             experiment.check({"model": model_section(unit, width), "task": {"name": "adding"}})
     dims = {w: experiment.build({"model": model_section("gru", w)}).model.cells[0].hidden for w in (8, 32)}
     assert dims == {8: 8, 32: 32}
-    with pytest.raises(ConfigError, match="unknown unit"):
-        model_section("sithcon", 8)
+    with pytest.raises(DynlabError, match="unknown unit 'nope'"):
+        model_section("nope", 8)
 
 
 def test_cross_adaptation_builds_the_elm_variants_before_training():

@@ -177,6 +177,31 @@ def test_fit_dataset_curves_and_figure(synthetic_fit, tmp_path):
     assert (tmp_path / "fit.png").stat().st_size > 0
 
 
+def test_fit_without_bootstrap_says_it_gives_point_estimates(synthetic_fit):
+    fit, _ = synthetic_fit
+    assert fit.attrs["n_boot"] == 0 and "point estimate" in fit.attrs["uncertainty"]
+    assert "alpha_ci_low" not in fit
+
+
+def test_bootstrap_over_points_gives_named_intervals_around_the_truth():
+    """Issue 22: a bootstrap over the data points (local refits) brackets the generating
+    parameters of a small noisy synthetic set, and names its population and level."""
+    k_c, budget = 20.0, 4e3
+    k = np.geomspace(5, 150, 12)
+    n = np.floor(budget / (k + k_c))
+    info = np.array([direct_sum(ki, ni, TRUE) for ki, ni in zip(k, n)])
+    loss = OFFSET - SCALE * info + NOISE * np.random.default_rng(2).standard_normal(k.size)
+    fit = fit_i_rep(loss, k, k_c, n, seed=0, popsize=8, maxiter=200, n_boot=30,
+                    bounds={"beta": (TRUE.beta, TRUE.beta + 1e-9), "q_inf": (TRUE.q_inf, TRUE.q_inf * (1 + 1e-9))})
+    assert float(fit.alpha_ci_low[0]) <= TRUE.alpha <= float(fit.alpha_ci_high[0])
+    assert float(fit.scale_ci_low) < float(fit.scale) < float(fit.scale_ci_high)
+    assert float(fit.k_e_opt_ci_low[0]) <= float(fit.k_e_opt[0]) <= float(fit.k_e_opt_ci_high[0])
+    assert fit.alpha_ci_low.attrs["ci_population"] == "bootstrap over the 12 data points (local refits)"
+    assert fit.alpha_ci_low.attrs["ci_level"] == 0.95 and "basic bootstrap" in fit.alpha_ci_low.attrs["ci_method"]
+    with pytest.raises(ConfigError, match="n_boot"):
+        fit_i_rep(loss, k, k_c, n, n_boot=1)
+
+
 def test_fit_rejects_bad_input():
     loss, k = np.ones(4), np.arange(1.0, 5.0)
     with pytest.raises(ConfigError, match="vary"):

@@ -25,7 +25,7 @@ def one_line_error(result, *fragments, status=2, prefix="error: "):
     return err
 
 
-TINY_LYAPUNOV = ["--model", "rnn", "--set", "model.hidden=4", "--k", "2", "--steps", "30", "--burn-in", "5",
+TINY_LYAPUNOV = ["--model", "rnn", "--set", "model.hidden=4", "--k", "2", "--steps", "40", "--burn-in", "10",
                  "--ics", "2", "-q"]
 
 
@@ -145,7 +145,7 @@ def test_a_result_that_cannot_be_written_is_rescued(tmp_path, monkeypatch):
 def test_non_finite_result_is_kept_and_exit_1(tmp_path):
     """Items 10, 19: a Lyapunov run whose exponents are NaN keeps its dataset, says so in one
     line and exits 1 (the figure is drawn where possible), never a traceback."""
-    from dynlab import cli
+    from dynlab.cli.analysis import non_finite_variables
 
     ds = xr.Dataset({"mean": ("exponent", [np.nan, -1.0])}, attrs={"analysis": "lyapunov"})
     path = tmp_path / "l.nc"
@@ -153,7 +153,7 @@ def test_non_finite_result_is_kept_and_exit_1(tmp_path):
     res = invoke(["plot", str(path)], tmp_path)
     one_line_error(res, "mean holds NaN or inf", "dataset is kept", status=1, prefix="non-finite result: ")
     assert path.is_file()
-    assert cli.non_finite_variables(ds) == ["mean"]
+    assert non_finite_variables(ds) == ["mean"]
 
 
 @pytest.mark.parametrize(

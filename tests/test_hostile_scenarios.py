@@ -213,7 +213,7 @@ def test_resume_refuses_another_scenario(tmp_path):
 
 
 def test_analysis_options_are_checked_against_every_cell_model(tmp_path):
-    doc = CELL + '[[analyses]]\nname = "lyapunov"\nk = 4\nsteps = 20\nburn_in = 5\n[sweep]\n"model.hidden" = [8, 1]\n'
+    doc = CELL + '[[analyses]]\nname = "lyapunov"\nk = 4\nsteps = 30\nburn_in = 10\n[sweep]\n"model.hidden" = [8, 1]\n'
     (tmp_path / "k.toml").write_text(doc)
     res = invoke(["run", "k.toml", "--out", "o", "-q"], tmp_path)
     assert res.exit_code == 2, res.output + res.stderr

@@ -32,17 +32,22 @@ def test_fixed_point_exponents_are_log_eigenvalue_moduli():
 
 
 def test_driven_sum_equals_mean_log_det():
-    """Sum of all exponents = time-mean of ln|det J_t| along the driven trajectory (identity)."""
+    """Sum of all exponents = time-mean of ln|det J_t| along the driven trajectory (identity).
+
+    Realisation r runs on the task inputs drawn from fold_in(k_in, r) from an initial condition
+    drawn from fold_in(k_ic, r) (issue 22: the analysis repeats the measurement over input
+    realisations); realisation 1 is checked here.
+    """
     model = fresh("rnn", hidden=10, activation="tanh")
     task = dynlab.build("task", "adding", length=25)
     smap = state_map(model)
-    ds = lyapunov_analysis(model, k=10, steps=400, burn_in=0, task=task, ics=1, ic_kind="random",
-                           ic_scale=0.5, seed=2, x64=True)
+    ds = lyapunov_analysis(model, k=10, steps=400, burn_in=0, task=task, realisations=2, ics=1, ic_kind="random",
+                           ic_scale=0.5, seed=2, x64=True, reortho_every=1)
     # rebuild the same inputs and initial condition, then log|det J_t| with numpy
     key = jax.random.key(2)
     k_in, k_ic, _ = jax.random.split(key, 3)
-    xs, xi = protocol_inputs(model, 400, task=task, key=k_in)
-    h = np.asarray(smap.h0 + 0.5 * jax.random.normal(k_ic, (1, smap.dim))[0], np.float64)
+    xs, xi = protocol_inputs(model, 400, task=task, key=jax.random.fold_in(k_in, 1))
+    h = np.asarray(smap.h0 + 0.5 * jax.random.normal(jax.random.fold_in(k_ic, 1), (1, smap.dim))[0], np.float64)
     jac = jax.jit(jax.jacfwd(smap.step))
     logdets = []
     with jax.enable_x64(True):
@@ -50,7 +55,7 @@ def test_driven_sum_equals_mean_log_det():
             u = (jnp.asarray(xs[t], jnp.float64), jnp.float64(xi[t]))
             logdets.append(np.linalg.slogdet(np.asarray(jac(jnp.asarray(h), u)))[1])
             h = np.asarray(smap.step(jnp.asarray(h), u))
-    np.testing.assert_allclose(float(ds["mean"].sum()), np.mean(logdets), atol=1e-4)
+    np.testing.assert_allclose(float(ds.exponents.sel(realisation=1, ic=0).sum()), np.mean(logdets), atol=1e-4)
 
 
 def test_bad_options_raise_config_errors():
@@ -81,7 +86,13 @@ def test_cli_lyapunov_fresh_and_checkpoint(tmp_path, monkeypatch):
     assert (tmp_path / "fresh.nc").is_file() and (tmp_path / "fresh.png").is_file()
     assert "Kaplan" in r.output
     ds = dynlab.analyses.lyapunov.xr.load_dataset(tmp_path / "fresh.nc")
-    assert ds.sizes == {"ic": 3, "exponent": 3, "time": 150} and "freshly initialised" in ds.attrs["source"]
+    # Issue 22: 5 realisations (the CI is over them) x 3 initial conditions each; QR every
+    # reortho_every steps ("auto" by default), so the running estimate has 150 / m entries.
+    m = ds.attrs["reortho_every"]
+    assert ds.sizes == {"realisation": 5, "ic": 3, "exponent": 3, "time": -(-150 // m)}
+    assert "freshly initialised" in ds.attrs["source"] and ds.attrs["reortho_requested"] == "auto"
+    assert ds.attrs["ci_population"] == "5 trajectory stretches" and ds.attrs["ci_level"] == 0.95
+    assert "95% CI half-width (5 realisations)" in r.output and "multistab" in r.output
 
     r = CliRunner().invoke(main, ["train", "--model", "aru", "--steps", "10", "--out", "run", "-q", *tiny,
                                   "--set", "train.batch_size=4", "--set", "task.length=6"])
@@ -98,6 +109,9 @@ def test_cli_lyapunov_fresh_and_checkpoint(tmp_path, monkeypatch):
         (["--steps", "0", *tiny], "--steps must be an integer >= 1"),
         (["--steps", "100", "--burn-in", "100", *tiny], "burn_in must be"),
         (["--drive", "abc", *tiny], "--drive must be a number"),
+        # issue 22: an interval needs 2 realisations; 'auto' QR intervals need a burn-in to measure the spread
+        (["--realisations", "1", *tiny], "--realisations must be an integer >= 2"),
+        (["--steps", "100", "--burn-in", "0", *tiny], "reortho_every='auto' measures the spread"),
         (["--model", "nope"], "unknown unit 'nope'"),
     ]:
         r = CliRunner().invoke(main, ["analyze", "lyapunov", "-q", *args])

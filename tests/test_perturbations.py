@@ -103,7 +103,7 @@ def test_cli_perturb(tmp_path):
     assert res.exit_code == 0, res.output
     ds = xr.load_dataset(tmp_path / "p.nc")
     assert list(ds.strength.values) == [0.0, 0.5] and (tmp_path / "p.png").is_file() and ds.attrs["kind"] == "contrast"
-    for bad, says in (("--strength=0,x", "--strength must be a number"), ("--kind=shake", "Invalid value for '--kind'")):
+    for bad, says in (("--strength=0,x", "--strength must be a number"), ("--kind=shake", "--kind must be one of step, noisy, contrast, got 'shake'")):
         res = invoke(args[:-4] + [bad], tmp_path)
         assert res.exit_code == 2 and says in res.output, res.output
 

@@ -40,6 +40,28 @@ class ToyLeaky(Cell):
         a = self.w @ state + self.u @ x + (0.0 if drive is None else drive)
         h = (1 - self.leak) * state + self.leak * jnp.tanh(a)
         return h, h
+
+
+def norm_figure(ds):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.plot(ds.time, ds.norm)
+    ax.set_title("toy-norm figure")
+    return fig
+
+
+@register("analysis", "toy-norm", "state norm of layer 0 along a driven run (test plug-in)", figure=norm_figure)
+def toy_norm(model, *, steps: int = 50, level: float = 1.0, seed: int = 0):
+    """The norm of layer 0's state under a constant input ``level`` for ``steps`` steps."""
+    import numpy as np
+    import xarray as xr
+
+    xs = jnp.full((steps, model.input_size), level)
+    _, states = model.trajectory(xs)
+    norm = np.linalg.norm(np.asarray(states[0]), axis=-1)
+    return xr.Dataset({"norm": ("time", norm)}, coords={"time": np.arange(steps)},
+                      attrs={"analysis": "toy-norm", "level": level, "seed": seed})
 '''
 
 
@@ -99,3 +121,23 @@ def test_a_broken_plugin_is_a_warning_not_a_failure(tmp_path):
     listed = run(["list", "units"], root, tmp_path, cli=True)
     assert listed.returncode == 0 and "gru" in listed.stdout
     assert "plug-in 'broken'" in listed.stderr and "Traceback" not in listed.stderr
+
+
+def test_a_plugin_analysis_gets_a_command_a_dataset_and_its_figure(plugin_path, tmp_path):
+    """One file adds an analysis: 'dynlab analyze NAME --help', its run and 'dynlab plot' of the
+    result work with no other file touched (the command is generated from its signature)."""
+    helped = run(["analyze", "toy-norm", "--help"], plugin_path, tmp_path, cli=True)
+    assert helped.returncode == 0 and "--level" in helped.stdout and "constant input" in helped.stdout, helped.stderr
+    bad = run(["analyze", "toy-norm", "--level", "nan"], plugin_path, tmp_path, cli=True)
+    assert bad.returncode == 2 and bad.stderr.strip() == "error: --level is nan: give a finite number"
+    done = run(["analyze", "toy-norm", "--model", "rnn", "--set", "model.hidden=5", "--level", "0.5",
+                "--steps", "20", "--out", "n.nc", "-q"], plugin_path, tmp_path, cli=True)
+    assert done.returncode == 0, done.stderr
+    import xarray as xr
+
+    ds = xr.load_dataset(tmp_path / "n.nc", engine="h5netcdf")
+    assert ds.sizes["time"] == 20 and ds.attrs["level"] == 0.5 and ds.attrs["model"] == "rnn"
+    (tmp_path / "n.png").unlink()
+    plotted = run(["plot", "n.nc"], plugin_path, tmp_path, cli=True)
+    assert plotted.returncode == 0 and (tmp_path / "n.png").stat().st_size > 1000, plotted.stderr
+

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import dynlab
-import dynlab.cli_trw  # noqa: F401  (registers 'dynlab analyze trw')
+import dynlab.cli  # noqa: F401  (registers every command, 'dynlab analyze trw' included)
 from dynlab.analyses import trw
 from dynlab.errors import ConfigError
 from cli_runner import invoke

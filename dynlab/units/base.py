@@ -124,3 +124,24 @@ class Regularised(Cell):
     def penalty(self, us: Array, states: PyTree, state0: PyTree | None = None) -> Array:
         """The regulariser (a scalar) of one sample: the layer's inputs ``us[T, input_size]``,
         its states after every step, and its initial state."""
+
+
+class TauExtensible(Cell):
+    """Optional capability: a memory over a grid of time constants that can be rescaled after
+    training (SITH-RNN's frozen geometric decays, SITHCon's SITH memory), so that a network
+    trained at one time scale is evaluated zero-shot at another (:mod:`dynlab.analyses.trw`)."""
+
+    @property
+    @abc.abstractmethod
+    def taus(self):
+        """The time constants of the memory's cells (steps)."""
+
+    @property
+    def tau_extensible(self) -> bool:
+        """Whether this instance's grid can be rescaled (a subclass may depend on its config)."""
+        return True
+
+    @abc.abstractmethod
+    def extend_taus(self, factor: float, how: str = "extend") -> "TauExtensible":
+        """The same network with its τ grid extended at the slow end by ``factor`` (``"extend"``)
+        or scaled by it (``"shift"``)."""

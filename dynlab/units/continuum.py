@@ -75,6 +75,7 @@ from jaxtyping import Array, PRNGKeyArray
 from dynlab.errors import ConfigError, require_positive
 from dynlab.registry import register
 from dynlab.units.sith import SITH, check_taus, diagonal_scan, tau_grid
+from dynlab.units.base import TauExtensible
 from dynlab.units.stack import LayerStack, _uniform
 
 def _dense_scan(R, b):
@@ -110,6 +111,11 @@ class GenericRNN(LayerStack):
     $R \in \mathbb{R}^{N\times N}$, $I \in \mathbb{R}^{N \times n_f}$, $L \in \mathbb{R}^{n_f \times N}$,
     $N$ = ``hidden`` (450), all trainable and shared by the layers. No convolution, no max.
     """
+
+    @classmethod
+    def sized(cls, width: int) -> dict:
+        """``hidden = width`` (the dense recurrent layer shared by the 4 layers)."""
+        return {"hidden": width}
 
     R: Array
     I: Array
@@ -195,7 +201,7 @@ def linear_taus(tau_min, tau_max, n):
     return np.linspace(float(tau_min), float(tau_max), n)
 
 
-class DiagonalRNN(LayerStack):
+class DiagonalRNN(LayerStack, TauExtensible):
     r"""Nets 3–5: a bank of leaky integrators per feature, $h_{t} = e^{-1/\tau} \odot h_{t-1} + I_\text{when} o_t + \xi$.
 
     The decays come from the static τ grid (``spacing``), or from a trainable ``log_tau`` when
@@ -297,10 +303,15 @@ class DiagonalRNN(LayerStack):
     def recurrent_matrices(self):
         return {"R_when": self.decays()}
 
+    @property
+    def tau_extensible(self) -> bool:
+        """Only a Toeplitz read-out over a fixed geometric τ grid (SITH-RNN) can be rescaled."""
+        return self.motif is not None and self.log_tau is None and self.spacing == "geometric"
+
     def extend_taus(self, factor: float, how: str = "extend"):
         """The same network with the geometric τ grid extended (or, ``how="shift"``, scaled; see
         :meth:`dynlab.units.sith.SITH.shift`) by ``factor`` (Toeplitz read-out only)."""
-        if self.motif is None or self.log_tau is not None or self.spacing != "geometric":
+        if not self.tau_extensible:
             raise ConfigError("only a Toeplitz read-out over a fixed geometric tau grid (sith-rnn) can be extended")
 
         new = SITH(self.tau_min, self.tau_max, self.n_taus, 1).rescaled(factor, how)
@@ -357,11 +368,6 @@ class SITHRNN(DiagonalRNN):
     __doc__ = ("Net 5, SITH-RNN: frozen geometric decays; $L_\\text{when}$ banded Toeplitz from one zero-sum "
                "motif of width ``motif_width`` (7), shared by all layers. Trainable: motif + $g$ (7 + 81). "
                "The τ grid can be extended at evaluation time (:meth:`extend_taus`)." + _DIAG_DOC)
-
-    @classmethod
-    def sized(cls, width: int) -> dict:
-        """``n_features = width / 4`` per layer (4 layers) and ``n_taus = 16`` frozen geometric decays."""
-        return {"n_features": max(1, width // 4), "n_taus": 16}
 
     def __init__(self, input_size: int, *, n_features: int = 9, n_layers: int = 4, n_taus: int = 50,
                  tau_min: float = 1.0, tau_max: float = 81.0, motif_width: int = 7,

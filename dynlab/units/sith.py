@@ -32,9 +32,11 @@ evaluations of the same memory are provided (:class:`SITH`, parameter ``method``
 * ``"fd"``: the classic SITH recurrence: Laplace integrators on a geometric $s$ grid
   ($s = k/\tau^*$, extended by ``fd_pad`` nodes on each side), and $\partial^k_s F$ by finite
   differences over $s$ (Fornberg weights on the $k+1$ nearest nodes). It is an approximation:
-  on the default grid (50 $\tau^*$ in [1, 81]) the filters deviate from the Post filters by
-  about 1% at $k = 4$, 6% at $k = 8$ and 56% at $k = 15$ (high-order differences of nearly equal
-  exponentials), and a denser grid makes float64 cancellation worse. Use it for small $k$.
+  on the default grid (50 $\tau^*$ in [1, 81]) each cell's filter deviates from its Post filter
+  by at most 0.8–1.2% of the filter's peak at $k = 4$ and 3.4–6.4% at $k = 8$, but at $k = 15$ by
+  40–191% of the peak (median 89%; lags 0–399, measured against ``"cascade"``): high-order
+  differences of nearly equal exponentials, which a denser grid makes worse through float64
+  cancellation. At $k = 15$ the ``"fd"`` filters are not Post filters. Use it for small $k$.
 * the causal filter bank (:meth:`SITH.sequence` with ``method="cascade"``): FFT convolution with
   the closed-form $\Phi_{\tau^*}(u)$ over the whole sequence, the fast path for long (dilated)
   inputs. It equals the cascade to float rounding (tested), with no truncation of the filters
@@ -72,6 +74,7 @@ from scipy.special import gammainc
 
 from dynlab.errors import ConfigError, require_positive
 from dynlab.registry import register
+from dynlab.units.base import TauExtensible
 from dynlab.units.stack import LayerStack, check_layers
 
 
@@ -332,7 +335,7 @@ class SITH(eqx.Module):
 
 
 @register("unit", "sithcon", "SITHCon: SITH memory per feature, shared width-1 conv over tau, max over tau; 4 shared layers")
-class SITHConCell(LayerStack):
+class SITHConCell(LayerStack, TauExtensible):
     r"""SITHCon (Jacques et al. 2022) in the form of Sarkar & Howard: ``n_layers`` layers, shared weights.
 
     Layer $l$ maps $o^{l-1}(t) \in \mathbb{R}^{n_f}$ to a SITH memory $M^l(t) \in \mathbb{R}^{n_f\times n_\tau}$

@@ -52,6 +52,12 @@ class LayerStack(Cell):
     from a state; :meth:`sequence` every layer's outputs over a whole input.
     """
 
+    @classmethod
+    def sized(cls, width: int) -> dict:
+        """``n_features = width / 4`` features per layer, each with ``n_taus = 16`` time cells (the
+        SITH-RNN sizing of the cross-unit scenarios); stacks with a dense hidden layer override it."""
+        return {"n_features": max(1, width // 4), "n_taus": 16}
+
     n_features: int = eqx.field(static=True)
     layers: int = eqx.field(static=True)
     activation: str = eqx.field(static=True)

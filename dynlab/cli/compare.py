@@ -11,8 +11,9 @@ from pathlib import Path
 import click
 
 from dynlab.errors import ConfigError
-from dynlab.cli import _CommandGroup, check_writable, rescue_dataset
-
+from dynlab.cli.analysis import check_writable, rescue_dataset
+from dynlab.cli.main import _CommandGroup
+from dynlab.cli.options import progress_bar
 
 
 def int_list(name: str, text: str) -> list[int]:
@@ -96,7 +97,6 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
 
     from dynlab import registry, store
     from dynlab.analyses.pc_bp import COSINE_EPS, FEEDFORWARD_TASKS, compare_pc_bp, compare_pc_bptt
-    from dynlab.cli import progress_bar
 
     recurrent = model_kind == "rnn"
     options = dict(
@@ -208,3 +208,18 @@ def _table(ds):
         theory = "1" if axis.dim == "depth" else "s - 1 ~ (T-1)/(gamma0^2 N) with the read-out at the last step"
         console.print(f"log-log slope of s - 1 against {axis.symbol}/N: {slope:.3f} (s = tr(S)/d_out); "
                       f"{ds.attrs['rescaling_max_slope']:.3f} (s = lambda_max(S)); theory: {theory}")
+
+
+def pc_bptt_command(pc_bp: click.Command) -> click.Command:
+    """``dynlab analyze pc-bptt``: ``compare pc-bp`` with ``--model rnn`` as its default (PC through
+    time against BPTT), the registered ``pc-bptt`` analysis's command."""
+    import copy
+
+    command = copy.deepcopy(pc_bp)
+    command.name = "pc-bptt"
+    command.short_help = "PC through time vs BPTT on recurrent models over width x length (compare pc-bp --model rnn)."
+    for param in command.params:
+        if param.name == "model_kind":
+            param.default = "rnn"
+    return command
+

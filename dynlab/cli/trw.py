@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import click
 
-from dynlab.cli import analysis_model, analysis_options, analyze, int_option, number_option, run_analysis, seed_option
+from dynlab.cli.analysis import analysis_model, run_analysis
+from dynlab.cli.analyze import analyze
+from dynlab.cli.options import analysis_options, int_option, number_option, seed_option
 from dynlab.errors import ConfigError
 
 TASK = "hierarchical-language"
@@ -29,8 +31,6 @@ def trw_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x64, quie
     Works on any model whose input has the task's 9 channels; multi-layer units (sithcon, sith-rnn,
     rnn-*) are analysed layer by layer inside the cell. (--steps is not used.)
     """
-    from dynlab import figures_trw
-    from dynlab.analyses.trw import trw_analysis
     from dynlab.tasks.hierarchical import HierarchicalLanguageTask
 
     seed_v = seed_option(seed)
@@ -42,7 +42,7 @@ def trw_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x64, quie
     frac_v = number_option("--frac", frac)
     if not 0 < frac_v < 1:
         raise ConfigError(f"--frac must be between 0 and 1, got {frac}")
-    ds = run_analysis("trw", trw_analysis, figures_trw.trw_curves, exp, source, checkpoint, out, plot, quiet,
+    ds = run_analysis("trw", exp, source, checkpoint, out, plot, quiet,
                       task=task, n_shuffle=int_option("--n-shuffle", n_shuffle), dilation=int_option("--dilation", dilation),
                       mode=mode, entries=entries, warmup=warmup, frac=frac_v, seed=seed_v)
     for i in range(ds.sizes["layer"]):

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import click
 
-from dynlab.cli import _options, analysis_model, analysis_options, analyze, int_option, number_option, run_analysis, seed_option
+from dynlab.cli.analysis import analysis_model, run_analysis
+from dynlab.cli.analyze import analyze
+from dynlab.cli.options import _options, analysis_options, int_option, number_option, seed_option
 from dynlab.config import parse_numbers
-from dynlab.errors import ConfigError
 
 
 def number_list(name: str, text: str | None, integer: bool = False):
@@ -29,11 +30,6 @@ def _prepare(unit, checkpoint, task_name, seed, sets):
     exp, task, source = analysis_model(unit, checkpoint, task_name, sets)
     return seed_v, exp, task, source
 
-
-def _run(name, function, exp, source, checkpoint, out, plot, quiet, **options):
-    from dynlab import figures_aru
-
-    return run_analysis(name, function, figures_aru.FIGURES[name], exp, source, checkpoint, out, plot, quiet, **options)
 
 
 def _done(ds):
@@ -61,10 +57,9 @@ def jacobian_grid_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot,
     The network keeps the model's W_hh and b_h, takes zero input and one (n, s) pair for all neurons.
     (--steps, --task and --x64 are not used.)
     """
-    from dynlab.analyses.aru_dynamics import jacobian_grid_analysis
 
     seed_v, exp, _, source = _prepare(unit, checkpoint, task_name, seed, sets)
-    ds = _run("jacobian-grid", jacobian_grid_analysis, exp, source, checkpoint, out, plot, quiet, seed=seed_v,
+    ds = run_analysis("jacobian-grid", exp, source, checkpoint, out, plot, quiet, seed=seed_v,
               samples=int_option("--samples", samples), norm=norm,
               **_given(n_values=number_list("--n-values", n_values), s_values=number_list("--s-values", s_values),
                        h_range=number_option("--h-range", h_range), drive=number_option("--drive", drive)))
@@ -79,33 +74,36 @@ def jacobian_grid_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot,
 @analyze.command("lyapunov-grid")
 @analysis_options
 @_grid_options
-@click.option("--ics", metavar="INT", default="5", show_default=True, help="Initial conditions per grid point.")
+@click.option("--realisations", metavar="INT", default="5", show_default=True,
+              help="Independent runs (initial states and frames) the CI is over.")
+@click.option("--ics", metavar="INT", default="2", show_default=True,
+              help="Initial conditions per realisation and grid point (their spread: multistability).")
 @click.option("--burn-in", metavar="INT", default="200", show_default=True, help="Steps not accumulated.")
 def lyapunov_grid_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x64, quiet, n_values, s_values,
-                      h_range, drive, ics, burn_in):
+                      h_range, drive, realisations, ics, burn_in):
     """Largest Lyapunov exponent of layer 0's static gamma network over the (n, s) grid (App. Fig. 6B).
 
     Zero input (App. D.4); every grid point and initial condition in one vmapped QR run. (--task is not used.)
     """
-    from dynlab.analyses.aru_dynamics import lyapunov_grid_analysis
 
     seed_v, exp, _, source = _prepare(unit, checkpoint, task_name, seed, sets)
-    ds = _run("lyapunov-grid", lyapunov_grid_analysis, exp, source, checkpoint, out, plot, quiet, seed=seed_v,
+    ds = run_analysis("lyapunov-grid", exp, source, checkpoint, out, plot, quiet, seed=seed_v,
               x64=x64, steps=int_option("--steps", steps), ics=int_option("--ics", ics),
-              burn_in=int_option("--burn-in", burn_in),
+              realisations=int_option("--realisations", realisations, minimum=2), burn_in=int_option("--burn-in", burn_in),
               **_given(n_values=number_list("--n-values", n_values), s_values=number_list("--s-values", s_values),
                        h_range=number_option("--h-range", h_range), drive=number_option("--drive", drive)))
     lam = ds.lambda1_mean
     near = lam.where(abs(lam) == abs(lam).min(), drop=True)
     click.echo(f"lambda_1: {float(lam.min()):+.4f} – {float(lam.max()):+.4f} per step; positive at "
                f"{int((lam > 0).sum())} of {lam.size} grid points; closest to 0 at n = {float(near.n[0]):g}, "
-               f"s = {float(near.s[0]):g} ({float(near.values.ravel()[0]):+.4f})")
+               f"s = {float(near.s[0]):g} ({float(near.values.ravel()[0]):+.4f}); means over {ds.attrs['ci_population']}")
     _done(ds)
 
 
 def _ci(ds, name, i):
     """``mean [low, high]`` of the finite runs, and the escape rate of the diverged ones."""
-    n_div, n = int(ds[f"{name}_diverged"][i].sum()), ds.sizes["ic"]
+    n_div = int(ds[f"{name}_diverged"][i].sum())
+    n = int(ds[f"{name}_diverged"][i].size)
     text = "" if n_div == n else (f"{float(ds[f'{name}_mean'][i]):+.5f} [{float(ds[f'{name}_ci_low'][i]):+.5f}, "
                                   f"{float(ds[f'{name}_ci_high'][i]):+.5f}]")
     if n_div:
@@ -122,12 +120,15 @@ def _ci(ds, name, i):
 @click.option("--duration", metavar="INT", default="400", show_default=True, help="Driven steps.")
 @click.option("--window", metavar="INT", default="50", show_default=True,
               help="Last driven steps averaged for (n_inf, s_inf).")
-@click.option("--ics", metavar="INT", default="10", show_default=True, help="Initial conditions from the driven run.")
+@click.option("--realisations", metavar="INT", default="5", show_default=True,
+              help="Independent input streams the CI is over; (n_inf, s_inf) are re-estimated in each.")
+@click.option("--ics", metavar="INT", default="4", show_default=True,
+              help="Initial conditions per realisation, from its driven run (their spread: multistability).")
 @click.option("--burn-in", metavar="INT", default="200", show_default=True, help="Lyapunov steps not accumulated.")
 @click.option("--drive-in-map/--no-drive-in-map", default=True, show_default=True,
               help="Keep the drive xi in the frozen map whose lambda_1 is computed.")
 def adaptation_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x64, quiet, drives, t_hats, onset,
-                   duration, window, ics, burn_in, drive_in_map):
+                   duration, window, realisations, ics, burn_in, drive_in_map):
     """Fig. 5c/d: lambda_1 with the activation parameters frozen where the ARU sets them under a drive.
 
     Adapted = steady-state (n, s) under xi, fixed = those without drive, and one per t_hat; initial
@@ -138,17 +139,18 @@ def adaptation_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x6
     from rich.console import Console
     from rich.table import Table
 
-    from dynlab.analyses.aru_dynamics import adaptation_analysis
 
     seed_v, exp, task, source = _prepare(unit, checkpoint, task_name, seed, sets)
-    ds = _run("adaptation", adaptation_analysis, exp, source, checkpoint, out, plot, quiet, seed=seed_v, x64=x64,
+    ds = run_analysis("adaptation", exp, source, checkpoint, out, plot, quiet, seed=seed_v, x64=x64,
               task=task, steps=int_option("--steps", steps), onset=int_option("--onset", onset),
               duration=int_option("--duration", duration), window=int_option("--window", window),
-              ics=int_option("--ics", ics), burn_in=int_option("--burn-in", burn_in), drive_in_map=drive_in_map,
+              ics=int_option("--ics", ics), realisations=int_option("--realisations", realisations, minimum=2),
+              burn_in=int_option("--burn-in", burn_in), drive_in_map=drive_in_map,
               **_given(drives=number_list("--drives", drives), t_hats=number_list("--t-hats", t_hats, integer=True)))
     conf = int(100 * ds.attrs["confidence"])
-    table = Table(title=f"lambda_1 per step, mean [{conf}% CI] over {ds.sizes['ic']} initial conditions "
-                        f"(runs escaping to infinity: their growth rate) — {ds.attrs['inputs']}")
+    table = Table(title=f"lambda_1 per step, mean [{conf}% CI over {ds.attrs['ci_population']}, Student t; "
+                        f"{ds.sizes['ic']} initial conditions each] (runs escaping to infinity: their growth rate) "
+                        f"— {ds.attrs['inputs']}")
     for col in ("xi", "adapted (n_inf(xi), s_inf(xi))", "fixed (n_inf(0), s_inf(0))", "|adapted| / |fixed|"):
         table.add_column(col, justify="right")
     for i, xi in enumerate(ds.drive.values):
@@ -156,8 +158,8 @@ def adaptation_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x6
         table.add_row(f"{xi:g}", _ci(ds, "lambda1_adapted", i), _ci(ds, "lambda1_fixed", i),
                       "–" if np.isnan(ratio) else f"{ratio:.4g}")
     Console(width=120).print(table)
-    click.echo(f"steady-state check, max |n_T - n_(T-window)| per drive: "
-               + ", ".join(f"{v:.2g}" for v in ds.n_drift.values))
+    click.echo(f"steady-state check, max |n_T - n_(T-window)| per drive (worst realisation): "
+               + ", ".join(f"{v:.2g}" for v in ds.n_drift.max("realisation").values))
     _done(ds)
 
 
@@ -171,10 +173,9 @@ def adaptation_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x6
 def controller_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x64, quiet, drives, onset, duration, eps):
     """Fig. 5a/b: controller states in their first two principal components with limit points under
     constant drives, and the (n_t, s_t) paths. (--steps and --x64 are not used.)"""
-    from dynlab.analyses.aru_dynamics import controller_analysis
 
     seed_v, exp, task, source = _prepare(unit, checkpoint, task_name, seed, sets)
-    ds = _run("controller", controller_analysis, exp, source, checkpoint, out, plot, quiet, seed=seed_v, task=task,
+    ds = run_analysis("controller", exp, source, checkpoint, out, plot, quiet, seed=seed_v, task=task,
               onset=int_option("--onset", onset), duration=int_option("--duration", duration),
               eps=number_option("--eps", eps), **_given(drives=number_list("--drives", drives)))
     evr = ds.explained_variance_ratio.values
@@ -201,22 +202,28 @@ def gain_scaling_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, 
                      duration, post, window, seeds, channel):
     """Fig. 3b: steady-state gain n_inf and saturation s_inf against the noise std, with a power-law
     and an exponential fit. (--steps, --task and --x64 are not used.)"""
-    from dynlab.analyses.gain_scaling import gain_scaling_analysis
 
     seed_v, exp, _, source = _prepare(unit, checkpoint, task_name, seed, sets)
-    ds = _run("gain-scaling", gain_scaling_analysis, exp, source, checkpoint, out, plot, quiet, seed=seed_v,
+    ds = run_analysis("gain-scaling", exp, source, checkpoint, out, plot, quiet, seed=seed_v,
               base_std=number_option("--base-std", base_std), pre=int_option("--pre", pre),
               duration=int_option("--duration", duration), post=int_option("--post", post),
               window=int_option("--window", window), seeds=int_option("--seeds", seeds), channel=channel,
               **_given(stds=number_list("--stds", stds)))
     for xi, n, s in zip(ds["std"].values, ds.n_inf_mean.values, ds.s_inf_mean.values):
         click.echo(f"std {xi:<6g} n_inf {n:.5g}   s_inf {s:+.5g}")
+    def seed_ci(name):
+        if f"{name}_ci_low" not in ds:
+            return ""
+        return (f"; 95% CI over {ds.sizes['seed']} noise seeds [{float(ds[name + '_ci_low']):.4g}, "
+                f"{float(ds[name + '_ci_high']):.4g}]")
+
     if "power_b" in ds:
         click.echo(f"power law  n_inf = {float(ds.power_a):.4g} * std^({float(ds.power_b):.4g} ± "
-                   f"{float(ds.power_b_se):.2g})   R² {float(ds.power_r2):.4f}")
+                   f"{float(ds.power_b_se):.2g} (1 SE of the fit: misfit, not seed spread){seed_ci('power_b')})"
+                   f"   R² {float(ds.power_r2):.4f}")
     if "exp_k" in ds:
         click.echo(f"exponential s_inf = {float(ds.exp_c):.4g} + {float(ds.exp_a):.4g} * exp(({float(ds.exp_k):.4g} ± "
-                   f"{float(ds.exp_k_se):.2g}) std)   R² {float(ds.exp_r2):.4f}")
+                   f"{float(ds.exp_k_se):.2g} (1 SE of the fit){seed_ci('exp_k')}) std)   R² {float(ds.exp_r2):.4f}")
     _done(ds)
 
 
@@ -232,10 +239,9 @@ def fractional_order_cmd(unit, checkpoint, task_name, steps, seed, sets, out, pl
                          isolated, extension):
     """Fig. 4b-d: fractional order alpha of each neuron's response to a step drive (Eq. 16; alpha > 0:
     fractional differentiation, < 0: integration). --steps is the window length. (--x64 is not used.)"""
-    from dynlab.analyses.fractional import fractional_order_analysis
 
     seed_v, exp, task, source = _prepare(unit, checkpoint, task_name, seed, sets)
-    ds = _run("fractional-order", fractional_order_analysis, exp, source, checkpoint, out, plot, quiet, seed=seed_v,
+    ds = run_analysis("fractional-order", exp, source, checkpoint, out, plot, quiet, seed=seed_v,
               task=task, steps=int_option("--steps", steps), onset=int_option("--onset", onset),
               duration=int_option("--duration", duration), isolated=isolated, extension=extension,
               drives=number_list("--drives", drives))
@@ -254,10 +260,9 @@ def fractional_order_cmd(unit, checkpoint, task_name, steps, seed, sets, out, pl
 def gradient_by_position_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x64, quiet, batch):
     """Fig. 18: gradient norms by input position (|dL/dx_t|, |dL/da_t|, W_hh contributions) on the
     task (--task, default: the model's). (--steps and --x64 are not used.)"""
-    from dynlab.analyses.aru_dynamics import gradient_by_position_analysis
 
     seed_v, exp, task, source = _prepare(unit, checkpoint, task_name, seed, sets)
-    ds = _run("gradient-by-position", gradient_by_position_analysis, exp, source, checkpoint, out, plot, quiet,
+    ds = run_analysis("gradient-by-position", exp, source, checkpoint, out, plot, quiet,
               seed=seed_v, task=task if task is not None else exp.task, batch=int_option("--batch", batch))
     for name in ("input_grad", "preact_grad", "w_hh_grad"):
         m = ds[f"{name}_mean"].values
@@ -275,11 +280,10 @@ def weight_eigs_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x
     """Fig. 5e: eigenvalues of W_hh against the unit circle, with counts outside it.
     (--steps, --task and --x64 are not used.)"""
     from dynlab import experiment
-    from dynlab.analyses.aru_dynamics import weight_eigs_analysis
 
     seed_v, exp, _, source = _prepare(unit, checkpoint, task_name, seed, sets)
     others = {str(run): experiment.load_run(run).model for run in compare}
-    ds = _run("weight-eigs", weight_eigs_analysis, exp, source, checkpoint, out, plot, quiet, others=others,
+    ds = run_analysis("weight-eigs", exp, source, checkpoint, out, plot, quiet, others=others,
               label=str(checkpoint) if checkpoint else exp.config["model"].get("unit", "aru"))
     for name in ds.matrix.values:
         sel = ds.sel(matrix=name)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import click
 
-from dynlab.cli import analysis_model, analysis_options, analyze, int_option, number_option, run_analysis, seed_option
+from dynlab.cli.analysis import analysis_model, run_analysis
+from dynlab.cli.analyze import analyze
+from dynlab.cli.options import analysis_options, int_option, number_option, seed_option
 from dynlab.config import parse_numbers
 from dynlab.errors import ConfigError
 
@@ -31,8 +33,6 @@ def perturb_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x64, 
     Evaluated on the model's own task (or --task), every strength on the same samples and noise
     draws (--seed). (--steps and --x64 are not used.)
     """
-    from dynlab import figures
-    from dynlab.analyses.perturb import perturb_analysis
 
     from dynlab.perturbations import KINDS
 
@@ -46,7 +46,7 @@ def perturb_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x64, 
                    duration=None if duration is None else int_option("--duration", duration),
                    std_ratio=number_option("--std-ratio", std_ratio), freq=number_option("--freq", freq),
                    phase=number_option("--phase", phase))
-    ds = run_analysis("perturb", perturb_analysis, figures.perturbation_curve, exp, source, checkpoint, out, plot, quiet,
+    ds = run_analysis("perturb", exp, source, checkpoint, out, plot, quiet,
                       task=task if task is not None else exp.task, **options)
     metric = ds.attrs["metric"]
     for s, v in zip(ds.strength.values, ds[metric].values):

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import click
 
-from dynlab.cli import _CommandGroup, data_dir_option, int_option, main, new_run_dir, number_option, seed_option, train_and_report
+from dynlab.cli.main import _CommandGroup, main
+from dynlab.cli.options import data_dir_option, int_option, number_option, seed_option
+from dynlab.cli.train import new_run_dir, train_and_report
 
 
 def _config(run: str, sets, steps, seed=None) -> dict:

@@ -1,0 +1,165 @@
+"""What every ``dynlab analyze`` command shares: the model to analyse, where results go (checked
+before any work), running an analysis, writing its dataset and drawing its figure."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import click
+
+from dynlab.errors import ConfigError, NonFiniteResult
+from dynlab.cli.options import busy
+
+
+def analysis_model(unit, checkpoint, task_name, sets):
+    """The model to analyse: a trained one from ``checkpoint``, or a fresh one from the config.
+
+    Returns ``(experiment, task or None, source description)``.
+    """
+    from dynlab import config as cfgmod
+    from dynlab import experiment, registry
+
+    if checkpoint:
+        if any(s.split("=", 1)[0].startswith("model.") for s in sets):
+            raise ConfigError("--checkpoint fixes the model: drop the --set model.* overrides")
+        exp = experiment.load_run(checkpoint, unit=unit)
+        exp = dataclasses.replace(exp, config=cfgmod.apply_sets(exp.config, sets))
+        task = None
+        if task_name is not None:
+            stored = exp.config["task"]
+            task = exp.task if stored.get("name", experiment.DEFAULT_TASK) == task_name else registry.build("task", task_name)
+        return exp, task, f"checkpoint {checkpoint}"
+    config = experiment.default_config(unit or experiment.DEFAULT_UNIT, task_name or experiment.DEFAULT_TASK)
+    exp = experiment.build(cfgmod.apply_sets(config, sets))
+    return exp, (exp.task if task_name else None), "a freshly initialised model (no --checkpoint)"
+
+
+def output_paths(out, plot, checkpoint, name, unit, *, create: bool = True):
+    """Where the dataset and figure go (never overwriting earlier results).
+
+    With ``create=False`` nothing is made: the locations are only checked to be writable (see
+    :func:`check_writable`), so that a result is never computed only to be lost.
+    """
+    from dynlab import store
+
+    if out is not None:
+        nc = Path(out)
+        if nc.suffix != ".nc":
+            raise ConfigError(f"--out must name a .nc file, got {out!r}")
+        folder = nc.parent
+    else:
+        folder = Path(checkpoint) if checkpoint else (store.new_run_dir(f"analyze-{name}-{unit}") if create else Path("runs"))
+    png = Path(plot) if plot else None
+    if not create:
+        for where, option in ((folder, "--out"), (None if png is None else png.parent, "--plot")):
+            if where is not None:
+                check_writable(where, option)
+        return None, None
+    folder.mkdir(parents=True, exist_ok=True)
+    if out is None:
+        nc, n = folder / f"{name}.nc", 1
+        while nc.exists():
+            n += 1
+            nc = folder / f"{name}-{n}.nc"
+    return nc, png or nc.with_suffix(".png")
+
+
+def check_writable(folder: Path, option: str) -> None:
+    """A one-line :class:`ConfigError` unless files can be created in ``folder`` (made if missing).
+
+    Checked by creating (and removing) a temporary file in the nearest existing ancestor, which
+    also catches read-only file systems and paths through a regular file.
+    """
+    import tempfile
+
+    folder = Path(folder).absolute()
+    ancestor = folder
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    try:
+        if not ancestor.is_dir():
+            raise NotADirectoryError(f"{ancestor} is not a directory")
+        with tempfile.TemporaryFile(dir=ancestor):
+            pass
+    except OSError as e:
+        reason = e.strerror or str(e)
+        raise ConfigError(f"cannot write results under {str(folder)!r} ({reason}); choose another {option}") from None
+
+
+def rescue_dataset(ds, name: str, error: OSError) -> None:
+    """Save a computed dataset that could not be written where asked into the temporary
+    directory, then raise a one-line error naming both places (a result is never lost silently)."""
+    import tempfile
+
+    from dynlab import store
+    from dynlab.errors import DataError
+
+    path = Path(tempfile.mkdtemp(prefix=f"dynlab-{name}-")) / f"{name}.nc"
+    store.write_dataset(path, ds)
+    raise DataError(f"could not write the result ({error.strerror or error}); it was saved to {path}") from None
+
+
+def run_analysis(name, exp, source, checkpoint, out, plot, quiet, **options):
+    """Run the registered analysis ``name`` on ``exp.model`` with ``options``, label the dataset,
+    write it and draw its registered figure.
+
+    Warnings become one-line messages on stderr. The output locations are checked to be
+    writable before any work; files are written only after the analysis succeeded (named
+    ``NAME.nc``/``NAME.png``, see :func:`output_paths`). A dataset that cannot be written where
+    asked is saved in the temporary directory instead (:func:`rescue_dataset`). A figure that
+    cannot be drawn because the result holds NaN or inf ends the command with
+    :class:`~dynlab.errors.NonFiniteResult` (exit status 1), the dataset kept.
+    """
+    import warnings
+
+    from dynlab import store
+    from dynlab.config import dumps
+
+    from dynlab import registry
+
+    entry = registry.get("analysis", name)
+    function, figure = entry.obj, entry.figure
+    unit_name = exp.config["model"].get("unit", "aru")
+    output_paths(out, plot, checkpoint, name, unit_name, create=False)
+    if not quiet:
+        click.echo(f"{name} of {source}: {unit_name}, {exp.model.param_count()['total']:,} parameters")
+    with busy(quiet, name), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ds = function(exp.model, **options)
+    for w in caught:
+        click.echo(f"warning: {w.message}", err=True)
+    ds.attrs.update(model=unit_name, config=dumps(exp.config), checkpoint=str(checkpoint or ""), source=source,
+                    dynlab_version=__import__("dynlab").__version__)
+    try:
+        nc, png = output_paths(out, plot, checkpoint, name, unit_name)  # only now: a failed analysis leaves nothing
+        store.write_dataset(nc, ds)
+    except OSError as e:
+        rescue_dataset(ds, name, e)
+    ds.attrs.update(path=str(nc), figure=str(png))
+    draw_figure(png, figure, ds)
+    return ds
+
+
+def non_finite_variables(ds) -> list[str]:
+    """Names of the float data variables of ``ds`` that hold NaN or inf."""
+    import numpy as np
+
+    return [str(k) for k, v in ds.data_vars.items() if v.dtype.kind in "fc" and not np.isfinite(v.values).all()]
+
+
+def draw_figure(png: Path, figure, ds) -> None:
+    """Write ``figure(ds)`` to ``png``; if it fails on a result holding NaN or inf, raise
+    :class:`~dynlab.errors.NonFiniteResult` naming those variables (the dataset is already on disk)."""
+    from dynlab import store
+
+    try:
+        fig = figure(ds)
+    except Exception:
+        bad = non_finite_variables(ds)
+        if not bad:
+            raise
+        where = ds.attrs.get("path", "")
+        raise NonFiniteResult(f"{', '.join(bad)} {'holds' if len(bad) == 1 else 'hold'} NaN or inf, so no figure was drawn; "
+                              f"the dataset is kept{' in ' + where if where else ''}") from None
+    store.write_figure(png, fig)

@@ -1,0 +1,125 @@
+"""The ``dynlab`` command line: the top-level group, its error handling and the ``analyze`` group.
+
+Every user mistake is one line on stderr and exit status 2 (no traceback); a diverged training
+run is one line and exit status 1, with its last good checkpoint and metrics kept on disk. The
+commands live beside this module, one concern per file, and only import downwards (this module,
+:mod:`dynlab.cli.options`, :mod:`dynlab.cli.analysis`); :mod:`dynlab.cli` assembles them."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from dynlab.errors import ConfigError, DivergenceError, DynlabError, NonFiniteResult
+
+
+PLURALS = {"units": "unit", "rules": "rule", "tasks": "task", "analyses": "analysis", "scenarios": "scenario",
+           "programs": "program", "losses": "loss", "models": "model"}
+
+
+class _CommandGroup(click.Group):
+    """A command group whose unknown-command message lists the valid commands."""
+
+    def resolve_command(self, ctx, args):
+        name = args[0] if args else None
+        if name is not None and not name.startswith("-") and self.get_command(ctx, name) is None:
+            valid = ", ".join(self.list_commands(ctx))
+            raise ConfigError(f"unknown command {ctx.command_path} {name!r}; valid: {valid}")
+        return super().resolve_command(ctx, args)
+
+
+class _Group(_CommandGroup):
+    """Turns every error into one line on stderr and a meaningful exit status.
+
+    **Enforces** "no command ends in a traceback": user mistakes (:class:`DynlabError`, click's
+    usage errors) exit 2, divergence and non-finite results exit 1 with the data kept, Ctrl-C
+    exits 130, and anything unexpected is one line with the traceback saved to a file.
+    """
+
+    def main(self, args=None, prog_name=None, **extra):
+        try:
+            result = super().main(args=args, prog_name=prog_name or "dynlab", standalone_mode=False, **extra)
+        except click.exceptions.Exit as e:
+            sys.exit(e.exit_code)
+        except click.exceptions.Abort:
+            click.echo("aborted", err=True)
+            sys.exit(130)
+        except click.ClickException as e:
+            hint = f" (see '{e.ctx.command_path} --help')" if getattr(e, "ctx", None) else ""
+            click.echo(f"error: {e.format_message()}{hint}", err=True)
+            sys.exit(2)
+        except DynlabError as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(2)
+        except DivergenceError as e:
+            click.echo(f"diverged: {e}", err=True)
+            sys.exit(1)
+        except NonFiniteResult as e:
+            click.echo(f"non-finite result: {e}", err=True)
+            sys.exit(1)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+        except Exception as e:  # a bug, not a user mistake: still one line, the traceback in a file
+            if os.environ.get("DYNLAB_DEBUG"):
+                raise
+            click.echo(f"internal error: {type(e).__name__}: {_first_line(e)} "
+                       f"(traceback in {_save_traceback()}; DYNLAB_DEBUG=1 shows it here)", err=True)
+            sys.exit(1)
+        sys.exit(result if isinstance(result, int) else 0)
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def _save_traceback() -> str:
+    """Write the current exception's traceback to a temporary file; return its path."""
+    import tempfile
+    import traceback
+
+    with tempfile.NamedTemporaryFile("w", prefix="dynlab-error-", suffix=".txt", delete=False) as f:
+        f.write(traceback.format_exc())
+    return f.name
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="dynlab")
+def main():
+    """dynlab: recurrent units x learning rules x tasks x dynamical analyses, in JAX.
+
+    \b
+    Examples:
+      dynlab list units
+      dynlab train --model aru --task adding --steps 1500
+      dynlab train --model rnn --task recall --set model.hidden=128 --set train.lr=1e-3
+    """
+
+
+@main.command("list")
+@click.argument("kind", required=False)
+def list_cmd(kind):
+    """List registered plug-ins with one-line descriptions.
+
+    KIND is one of: units, rules, tasks, analyses, scenarios, programs, losses, models (default: all).
+    """
+    import dynlab
+    from dynlab import registry
+
+    kinds = ["unit", "rule", "task", "analysis", "scenario", "program"] if kind is None else [PLURALS.get(kind, kind)]
+    for k in kinds:
+        if k not in dynlab.KINDS:
+            raise ConfigError(f"unknown kind {kind!r}; valid: {', '.join(PLURALS)}")
+        entries = registry.entries(k)
+        if kind is None:
+            click.echo(f"{next(p for p, s in PLURALS.items() if s == k)}:")
+        width = max((len(e.name) for e in entries), default=0) + 2
+        for e in entries:
+            click.echo(f"  {e.name:<{width}}{e.description}")
+        if not entries:
+            click.echo("  (none yet)")
+
+

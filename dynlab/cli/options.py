@@ -1,0 +1,128 @@
+"""Options shared by the commands: numbers, seeds, the data directory, the analysis options,
+the progress bar and the spinner (each declared once)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+
+def progress_bar(quiet: bool, description: str, status: str = ""):
+    """The one progress bar of the command line (rich): a context manager yielding
+    ``update(done, total, info)``, where ``info`` is a dict of short fields shown beside the bar
+    (floats to 4 significant digits). ``None`` under ``quiet``."""
+    import contextlib
+
+    if quiet:
+        return contextlib.nullcontext(None)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    @contextlib.contextmanager
+    def bar():
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TextColumn("eta"),
+                      TimeRemainingColumn()) as p:
+            task = p.add_task(description, total=None, info=status)
+
+            def update(done, total, info=None):
+                text = "  ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in (info or {}).items())
+                p.update(task, completed=done, total=total, info=text)
+
+            yield update
+
+    return bar()
+
+
+def busy(quiet: bool, what: str):
+    import contextlib
+
+    if quiet:
+        return contextlib.nullcontext()
+    from rich.console import Console
+
+    return Console(stderr=True).status(f"{what} (compiling and running)…")
+
+
+def _use_data_dir(ctx, param, value):
+    """``--data-dir``: the data directory for the command's duration, in this process and (as
+    ``$DYNLAB_DATA``) in the worker processes it starts; both are restored afterwards."""
+    if value is None:
+        return
+    import contextlib
+
+    from dynlab.data import ENV, command_data_dir
+
+    @contextlib.contextmanager
+    def everywhere():
+        previous = os.environ.get(ENV)
+        os.environ[ENV] = str(Path(value).expanduser().absolute())
+        try:
+            with command_data_dir(value):
+                yield
+        finally:
+            if previous is None:
+                os.environ.pop(ENV, None)
+            else:
+                os.environ[ENV] = previous
+
+    ctx.with_resource(everywhere())
+
+
+data_dir_option = click.option(
+    "--data-dir", type=click.Path(file_okay=False), default=None, expose_value=False, callback=_use_data_dir,
+    help="Data directory of tasks that read files (smnist, psmnist, shd, charlm; default: $DYNLAB_DATA, "
+         "then ~/.cache/dynlab/data).")
+
+
+_COMMON = [
+    click.option("--model", "unit", default=None, help="Unit name (default: aru, or the checkpoint's unit)."),
+    click.option("--checkpoint", type=click.Path(file_okay=False), default=None,
+                 help="Run directory of a trained model (from 'dynlab train'). Without it, a fresh model."),
+    click.option("--task", "task_name", default=None, help="Drive the dynamics with this task's inputs."),
+    click.option("--steps", metavar="INT", default="2000", show_default=True, help="Steps per trajectory."),
+    click.option("--seed", metavar="INT", default="0", show_default=True, help="Seed (model init, inputs, ICs)."),
+    click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override config keys (model.*, task.*)."),
+    click.option("--out", type=click.Path(dir_okay=False), default=None,
+                 help="Dataset file (.nc). Default: <analysis>.nc in the checkpoint's run directory, or a new one."),
+    click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Figure file (.png). Default: next to --out."),
+    click.option("--x64", is_flag=True, help="Compute in float64."),
+    click.option("-q", "--quiet", is_flag=True, help="No spinner; print only the summary."),
+    data_dir_option,
+]
+
+
+def _options(options: list):
+    """One decorator applying a list of click options in order."""
+
+    def apply(f):
+        for option in reversed(options):
+            f = option(f)
+        return f
+
+    return apply
+
+
+analysis_options = _options(_COMMON)
+
+
+def int_option(name, text, **bounds):
+    """An integer option (``--steps``, ``--k``, …): :func:`dynlab.config.parse_number`."""
+    from dynlab.config import parse_number
+
+    return parse_number(name, text, integer=True, **bounds)
+
+
+def seed_option(text) -> int:
+    """``--seed``: an integer in [0, 2^32 - 1]."""
+    from dynlab.config import SEED_RANGE
+
+    return int_option("--seed", text, minimum=SEED_RANGE[0], maximum=SEED_RANGE[1])
+
+
+def number_option(name, text, **bounds):
+    """A finite number option (``--drive``, …); ``None`` when not given: :func:`dynlab.config.parse_number`."""
+    from dynlab.config import parse_number
+
+    return parse_number(name, text, **bounds)

@@ -1,0 +1,149 @@
+"""``dynlab run`` and ``dynlab sweep``: a scenario file or built-in scenario, its cells on Dask."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from dynlab.errors import ConfigError
+from dynlab.cli.main import main
+from dynlab.cli.options import _options, data_dir_option, int_option, progress_bar
+
+
+def _run_scenario(target, sets, out, workers, scheduler, resume, retry_failed, quiet) -> int:
+    """Run a scenario; the exit status: 0 when every cell is ok, 1 when any failed, diverged or is missing.
+
+    A run directory created here (no ``--out``) that is still empty (but for its claim) when the
+    run stops, say because the scheduler could not be reached, is removed.
+    """
+    from dynlab import config as cfgmod
+    from dynlab import store
+    from dynlab.scenarios import spec
+    from dynlab.scenarios.sweep import RESULT, run_sweep
+
+    scenario = spec.load(target)
+    if sets:  # overrides apply to the base config; the sweep axes still vary their keys
+        doc = cfgmod.load_toml(scenario.source)
+        scenario = spec.parse(cfgmod.apply_sets(doc, sets), scenario.source)
+    workers_v = None if workers is None else int_option("--workers", workers)
+    if workers_v is not None:
+        from dynlab.errors import require_positive
+
+        require_positive("--workers", workers_v)
+    if workers_v is not None and scheduler is not None:
+        raise ConfigError("use either --workers or --scheduler, not both")
+    if isinstance(scenario, spec.Program) and (workers_v is not None or scheduler is not None or resume):
+        raise ConfigError(f"scenario {scenario.name} is a programmed scenario (program {scenario.program}); "
+                          "--workers, --scheduler and --resume apply to sweeps only")
+    runs_existed = Path("runs").is_dir()
+    created = None if out else store.new_run_dir(f"run-{scenario.name}")
+    out_dir = Path(out) if out else created
+    try:
+        if isinstance(scenario, spec.Program):
+            if not quiet:
+                click.echo(f"scenario {scenario.name}: program {scenario.program} -> {out_dir}")
+            with progress_bar(quiet, scenario.name) as update:
+                datasets = scenario.run(out_dir, progress=update)
+            click.echo(f"done: {', '.join(sorted(datasets))}; results and figures in {out_dir}")
+            return 0
+        n = len(scenario.cells)
+        if not quiet:
+            where = scheduler or (f"{workers_v} local worker processes" if workers_v else "in-process")
+            click.echo(f"scenario {scenario.name}: {n} cell{'s' * (n != 1)} on {where} -> {out_dir}")
+        with _cells_bar(quiet, n) as update:
+            merged = run_sweep(scenario, out_dir, workers=workers_v, scheduler=scheduler, resume=bool(resume),
+                               retry_failed=retry_failed, progress=update)
+    except BaseException:
+        claim = getattr(store, "CLAIM", None)  # the claim file new_run_dir puts in a fresh run directory
+        if created is not None and created.is_dir() and all(f.name == claim for f in created.iterdir()):
+            for f in created.iterdir():
+                f.unlink()
+            created.rmdir()
+            if not runs_existed and not any(created.parent.iterdir()):
+                created.parent.rmdir()
+        raise
+    statuses = merged["status"].values.ravel().tolist()
+    counts = {k: statuses.count(k) for k in ("ok", "diverged", "failed", "missing") if statuses.count(k)}
+    click.echo(f"done: {', '.join(f'{v} {k}' for k, v in counts.items())}; merged dataset: {out_dir / RESULT}")
+    from dynlab import figures
+
+    store.write_figure(out_dir / "sweep.png", figures.plot_dataset(merged))
+    click.echo(f"figure: {out_dir / 'sweep.png'}")
+    bad = {k: v for k, v in counts.items() if k != "ok"}
+    if bad:  # a sweep with cells that did not finish ok is not a success
+        click.echo(f"incomplete: {', '.join(f'{v} {k}' for k, v in bad.items())} of {n} cell{'s' * (n != 1)} "
+                   f"(status and message in {out_dir / RESULT}; --resume recomputes missing cells, "
+                   "--resume --retry-failed also failed ones)", err=True)
+        return 1
+    return 0
+
+
+def _cells_bar(quiet: bool, total: int):
+    """The sweep's progress bar: ``update(done, total, failures)``."""
+    import contextlib
+
+    if quiet:
+        return contextlib.nullcontext(None)
+
+    @contextlib.contextmanager
+    def bar():
+        with progress_bar(False, "cells") as update:
+            update(0, total)
+            yield lambda done, n, failures: update(done, n, {"failures": failures})
+
+    return bar()
+
+
+_SWEEP_OPTIONS = [
+    click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override base config keys (repeatable)."),
+    click.option("--out", type=click.Path(file_okay=False), default=None,
+                 help="Output directory. Default: runs/run-<scenario>-<time>."),
+    click.option("--workers", metavar="INT", default=None, help="Run cells on a local Dask cluster of N processes."),
+    click.option("--scheduler", metavar="ADDRESS", default=None,
+                 help="Run cells on an existing Dask scheduler (e.g. one started by dask-jobqueue); "
+                      "one that does not answer within 10 s is an error."),
+    click.option("--resume", is_flag=True,
+                 help="Continue the sweep in --out (the same scenario only): finished cells are skipped."),
+    click.option("--retry-failed", is_flag=True, help="With --resume, also recompute failed cells."),
+    click.option("-q", "--quiet", is_flag=True, help="No progress bar."),
+    data_dir_option,
+]
+
+
+_sweep_options = _options(_SWEEP_OPTIONS)
+
+
+@main.command()
+@click.argument("scenario")
+@_sweep_options
+def run(scenario, sets, out, workers, scheduler, resume, retry_failed, quiet):
+    """Run a scenario: a built-in name (see 'dynlab list scenarios') or a TOML file.
+
+    Every cell (one per combination of the [sweep] axes; one if there is no sweep) trains its
+    model and runs its [[analyses]]; the merged dataset sweep.nc has the sweep axes as dims and
+    a status variable (ok / diverged / failed). The whole file is validated before any work.
+    Exit status 0 when every cell is ok, 1 when any failed or diverged (one line on stderr), 2 for
+    a mistake in the scenario or the options.
+    """
+    if resume and not out:
+        raise ConfigError("--resume needs --out DIR, the directory of the sweep to continue")
+    return _run_scenario(scenario, sets, out, workers, scheduler, resume, retry_failed, quiet)
+
+
+@main.command()
+@click.argument("scenario")
+@_sweep_options
+def sweep(scenario, sets, out, workers, scheduler, resume, retry_failed, quiet):
+    """Run a scenario's sweep on Dask; the same as 'dynlab run', named for the sweep use.
+
+    \b
+    On a SLURM/PBS cluster, start a scheduler with dask-jobqueue, e.g.
+      from dask_jobqueue import SLURMCluster
+      cluster = SLURMCluster(cores=2, memory="8GB"); cluster.scale(jobs=20)
+      print(cluster.scheduler_address)
+    and pass that address with --scheduler.
+    """
+    if resume and not out:
+        raise ConfigError("--resume needs --out DIR, the directory of the sweep to continue")
+    return _run_scenario(scenario, sets, out, workers, scheduler, resume, retry_failed, quiet)
