@@ -15,3 +15,21 @@ def invoke(args, cwd):
         return CliRunner().invoke(main, args)
     finally:
         os.chdir(old)
+
+
+TINY_CELL = """[model]
+unit = "rnn"
+hidden = 4
+[task]
+name = "adding"
+length = 6
+[train]
+steps = 10
+batch_size = 8
+eval_size = 16
+log_every = 5
+eval_every = 5
+checkpoint_every = 10
+"""
+"""The tables of a scenario whose cells train a 4-unit RNN on a short adding task in about a second."""
+

@@ -15,32 +15,17 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import xarray as xr
 
-from cli_runner import invoke
+from cli_runner import TINY_CELL, invoke
 from dynlab.errors import ConfigError
 from dynlab.scenarios import builtin_names, load, parse
 from dynlab.scenarios.cell import MARKER
 from dynlab.scenarios.sweep import run_sweep
 
-CELL = """
-[model]
-unit = "rnn"
-hidden = 4
-[task]
-name = "adding"
-length = 6
-[train]
-steps = 10
-batch_size = 8
-eval_size = 16
-log_every = 5
-eval_every = 5
-checkpoint_every = 10
-"""
+CELL = TINY_CELL
 
 
 def one_line(stderr: str) -> str:

@@ -16,24 +16,14 @@ from dynlab.cli import main
 from dynlab.scenarios import load, parse
 from dynlab.scenarios.cell import MARKER
 from dynlab.scenarios.sweep import run_sweep
+from cli_runner import TINY_CELL
 
-TINY = """
+TINY = ("""
 name = "tiny"
 description = "8 tiny cells"
-[model]
-unit = "rnn"
-hidden = 4
-[task]
-name = "adding"
-length = 6
-[train]
-steps = 10
-batch_size = 8
-eval_size = 16
-log_every = 5
-eval_every = 5
-checkpoint_every = 10
-[[analyses]]
+"""
+        + TINY_CELL
+        + """[[analyses]]
 name = "lyapunov"
 k = 2
 steps = 40
@@ -45,7 +35,7 @@ seed = [0, 1]
 [sweep.zip.opt]
 "train.lr" = [1e-3, 1e-2]
 "train.warmup" = [0, 2]
-"""
+""")
 
 
 @pytest.fixture(scope="module")

@@ -22,29 +22,18 @@ from pathlib import Path
 import pytest
 import xarray as xr
 
-from cli_runner import invoke
+from cli_runner import TINY_CELL, invoke
 from dynlab.scenarios import load
 from dynlab.scenarios import sweep as sweep_module
 from dynlab.scenarios.sweep import run_sweep
 
-SIX = """
+SIX = ("""
 name = "six"
-[model]
-unit = "rnn"
-hidden = 4
-[task]
-name = "adding"
-length = 6
-[train]
-steps = 10
-batch_size = 8
-eval_size = 16
-log_every = 5
-eval_every = 5
-checkpoint_every = 10
-[sweep]
-seed = [0, 1, 2, 3, 4, 5]
 """
+       + TINY_CELL
+       + """[sweep]
+seed = [0, 1, 2, 3, 4, 5]
+""")
 
 DASK = str(Path(sys.executable).parent / "dask")
 
