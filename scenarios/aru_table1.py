@@ -200,12 +200,12 @@ def run_aru_table1(
 
 
 def table(ds: xr.Dataset) -> str:
-    """Table 1 as text: accuracy (%) clean and under the noisy drive, mean ± std over seeds."""
+    """Table 1 as text: accuracy (%) clean and under the noisy drive, mean ± sample sd over seeds."""
     s = ds.attrs["table_strength"]
     std = s * ds.attrs.get("std_ratio", 0.0)
     head = f"{'model':<26}{'params':>8}{'hidden':>8}{'clean':>16}{f'noisy N({s:g},{std:g}^2)':>20}{'drop':>9}"
     lines = [f"{ds.attrs.get('scenario', '')}: {ds.attrs.get('task', '')}",
-             f"held-out accuracy (%), mean ± std over seeds {[int(s) for s in ds.seed.values]}",
+             f"held-out accuracy (%), mean ± sample sd (ddof 1) over seeds {[int(s) for s in ds.seed.values]}",
              head, "-" * len(head)]
     for net in ds.network.values:
         clean = 100 * ds.accuracy.sel(network=net, strength=0.0)
@@ -220,4 +220,10 @@ def table(ds: xr.Dataset) -> str:
 
 
 def _pm(da: xr.DataArray) -> str:
-    return f"{float(da.mean('seed')):.1f} ± {float(da.std('seed')):.1f}"
+    """``mean ± sd`` over seeds, the sample sd (ddof = 1, :func:`dynlab.statistics.mean_sd`)."""
+    from dynlab.statistics import mean_sd
+
+    if da.sizes["seed"] < 2:
+        return f"{float(da.mean('seed')):.1f} (1 seed)"
+    mean, sd = mean_sd(da.transpose("seed", ...).values)
+    return f"{float(mean):.1f} ± {float(sd):.1f}"

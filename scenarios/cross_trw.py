@@ -91,7 +91,7 @@ def run_cross_trw(
                                        "s": time.perf_counter() - t0})
     long_names = {"log3_s50": "log3 of the TRW s50 (steps)",
                   "s50": "TRW s50: scale where the correlation halves (steps)",
-                  "s50_censored": "s50 beyond the largest scale tested"}
+                  "s50_censored": "s50 at or below the smallest scale tested (left-censored)"}
     depth = max(ds.sizes["layer"] for ds in results.values())  # shorter stacks: NaN in the deeper layers
     arrays = {k: np.full((len(names), len(seeds), depth), False if k == "s50_censored" else np.nan) for k in long_names}
     for (name, seed), ds in results.items():

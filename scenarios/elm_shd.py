@@ -82,7 +82,7 @@ def run_elm_vs_lstm(
     fig, ax = plt.subplots(figsize=(5.2, 3.6))
     for net in ds.network.values:
         da = ds[metric].sel(network=net)
-        ax.errorbar(ds.eval_step.values, da.mean("seed"), yerr=da.std("seed"), fmt="o-", ms=3, capsize=2,
+        ax.errorbar(ds.eval_step.values, da.mean("seed"), yerr=da.std("seed", ddof=1), fmt="o-", ms=3, capsize=2,
                     label=f"{net} ({int(ds.params.sel(network=net))} params)")
     ax.axhline(ds.attrs["chance"], color="grey", ls="--", lw=0.8, label="chance")
     ax.set(xlabel="training step", ylabel=f"held-out {metric}", title="SHD-Adding: ELM network vs LSTM")

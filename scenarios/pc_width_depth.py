@@ -86,10 +86,12 @@ def run_pc_width_depth(
 def findings(residual: xr.Dataset, sp: xr.Dataset, mlp: xr.Dataset) -> xr.Dataset:
     """The issue's claims, each as ``(claim, value, holds)`` from the three comparisons' mean cosines and
     slopes (``value`` NaN and ``holds`` false where the grid has no cells the claim is about)."""
+    from dynlab.statistics import spearman
+
     cos = residual.mean_cosine
     wide = cos.where((cos.width >= 512) & (cos.depth <= 8))
     ratio = residual.L_over_N.values.ravel()
-    ranks = np.corrcoef(np.argsort(np.argsort(ratio)), np.argsort(np.argsort(cos.values.ravel())))[0, 1]
+    ranks = spearman(ratio, cos.values.ravel())[0]  # average ranks for ties, NaN cells left out
     slope = residual.attrs["rescaling_slope"]
     sp_cos = sp.mean_cosine.isel(depth=0)
     mf_deep = mlp.mean_cosine.sel(depth=mlp.depth.max())

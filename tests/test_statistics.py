@@ -165,3 +165,18 @@ def test_welch_is_scipys_unequal_variance_t_test():
     ref = scipy.stats.ttest_ind(a, b, equal_var=False)
     assert (t, p) == pytest.approx((ref.statistic, ref.pvalue))
     one_line_config_error(st.welch, [1.0], [1.0, 2.0], match="at least 2")
+
+
+def test_no_spread_over_seeds_uses_ddof_0():
+    """Issue 22, item 4: every sd over seeds is the sample sd. xarray's and numpy's ``std`` default
+    to ddof = 0, so a ``std("seed")`` / ``std(..., "seed")`` without ``ddof=1`` anywhere in the
+    package is a bug."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    pattern = re.compile(r"""\.std\(\s*["']seed["']\s*\)""")
+    found = [f"{p.relative_to(root)}:{i}" for folder in ("dynlab", "analyses", "scenarios", "rules")
+             for p in (root / folder).rglob("*.py") for i, line in enumerate(p.read_text().splitlines(), 1)
+             if pattern.search(line)]
+    assert not found, found
