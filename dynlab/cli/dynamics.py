@@ -80,8 +80,9 @@ def spectra_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x64, 
                f"largest singular value {float(ds.jacobian_singular_values[:, 0].mean()):.4f} (mean over {rho.size} samples)")
     if "covariance_alpha" in ds:
         click.echo(f"activity covariance: alpha {float(ds.covariance_alpha):.3f} "
-                   f"[{float(ds.covariance_alpha_ci_low):.3f}, {float(ds.covariance_alpha_ci_high):.3f}] (R² "
-                   f"{float(ds.covariance_power_law_r2):.3f}); truncated power law alpha "
+                   f"[{float(ds.covariance_alpha_ci_low):.3f}, {float(ds.covariance_alpha_ci_high):.3f}]"
+                   f"{', ' + ds.attrs['covariance_ci_label'] if 'covariance_ci_label' in ds.attrs else ''}; R² "
+                   f"{float(ds.covariance_power_law_r2):.3f}; truncated power law alpha "
                    f"{float(ds.covariance_truncated_alpha):.3f}, n_c {float(ds.covariance_truncated_n_c):.3g}; "
                    f"participation ratio {float(ds.covariance_participation_ratio):.2f}")
     click.echo(f"dataset: {ds.attrs['path']}\nfigure:  {ds.attrs['figure']}")
