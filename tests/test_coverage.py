@@ -204,7 +204,7 @@ print(np.mean(covered))
 
 
 @pytest.mark.parametrize("m, rho, seed", [(1000, 0.0, 0), (2000, 0.9, 0)])
-def test_covariance_alpha_interval_covers_the_true_exponent(m, rho, seed):
+def test_covariance_alpha_interval_covers_the_true_exponent(m, rho, seed, tmp_path):
     """Default interval (half-samples of blocks of ceil(10 tau) rows, fit over ranks up to
     0.7 sqrt(M_eff)), 200 recordings with eigenvalues n^-1 (alpha = 1). Measured over 5 seeds:
     i.i.d. M = 1000: 0.91-0.96; AR(1) M = 2000: 0.92-0.945 (i.i.d. M = 200: 0.89-0.95, so not
@@ -217,7 +217,8 @@ def test_covariance_alpha_interval_covers_the_true_exponent(m, rho, seed):
 
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "JAX_PLATFORMS": "cpu"}
     out = subprocess.run([sys.executable, "-c", _ALPHA_COVERAGE, str(m), str(rho), str(seed), str(REPS)],
-                         capture_output=True, text=True, env=env, timeout=600)
+                         capture_output=True, text=True, env=env, timeout=600,
+                         cwd=tmp_path)  # not the checkout: its dynlab/ would shadow the installed package
     assert out.returncode == 0, out.stderr
     rate = float(out.stdout.strip().splitlines()[-1])
     assert 0.90 <= rate <= 0.99, rate
