@@ -66,7 +66,7 @@ from dynlab.rules import pc, pc_inference, pc_time
 from dynlab.rules.bp import bp_grads
 
 MODELS = ("mlp", "rnn")
-INFERENCES = ("discrete", "ode", "gauss-newton", "levenberg-marquardt")
+INFERENCES = ("discrete", "ode", "gauss-newton", "levenberg-marquardt", "lbfgs")
 """Numerical inference methods of the comparison (spellings of :func:`dynlab.rules.pc_inference.from_config`)."""
 
 
@@ -104,7 +104,7 @@ class CompareConfig:
     energy: Literal["closed-form", "inference"] = "closed-form"
     optimizer: Literal["gd", "adam"] = "adam"
     lr: float | None = None
-    inference: Literal["discrete", "ode", "gauss-newton", "levenberg-marquardt"] = "discrete"
+    inference: Literal["discrete", "ode", "gauss-newton", "levenberg-marquardt", "lbfgs"] = "discrete"
     activity_optimizer: str = "sgd"
     beta: float = 0.3
     inference_steps: int = 500

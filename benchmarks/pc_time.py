@@ -22,9 +22,9 @@ iterations it costs about (K + 1) x the printed ratio x BPTT.
 adding task at ``--conv-lengths``, batch ``--batch``, float32, all under the same
 :class:`~dynlab.rules.pc_inference.Criterion` (rtol 1e-4 of the initial gradient norm, relative
 energy change 1e-6): heavy-ball momentum (β = 0.1, at most ``--momentum-steps``) against Gauss–Newton
-and Levenberg–Marquardt in the error coordinates (at most 100 steps), each the best of 3 compiled
-runs. Prints the steps, whether each converged, the milliseconds, and momentum/Gauss–Newton where both
-converged; for units where momentum does not converge (the slow ones) the cost per unit is the
+and Levenberg–Marquardt (at most 100 steps) and L-BFGS (at most 300) in the error coordinates, each
+the best of 3 compiled runs. Prints the steps, whether each converged, the milliseconds, and
+momentum/Gauss–Newton and momentum/L-BFGS where both converged; for units where momentum does not converge (the slow ones) the cost per unit is the
 milliseconds of each method's whole budget and per step, with the $g/g_0$ each reached.
 """
 
@@ -90,11 +90,13 @@ def time_to_convergence(units, width, lengths, batch, momentum_steps):
                                          pc_inference.Criterion(max_steps=momentum_steps, **criterion)),
         "gauss-newton": pc_inference.gauss_newton(pc_inference.Criterion(max_steps=100, **criterion)),
         "levenberg-marquardt": pc_inference.levenberg_marquardt(pc_inference.Criterion(max_steps=100, **criterion)),
+        "lbfgs": pc_inference.lbfgs(pc_inference.Criterion(max_steps=300, **criterion)),
     }
     run = eqx.filter_jit(lambda method, model, x, y, mask: method(pc_time.problem(model, x, y, mask)))
     print(f"\ntime to convergence: width {width}, batch {batch}, adding task, float32; criterion g <= 1e-4 g0 and "
           "|dF|/F <= 1e-6 (steps, converged, ms; 'g/g0' where not converged)")
-    print(f"{'unit':10s} {'T':>3s} " + " ".join(f"{name:>26s}" for name in methods) + f" {'momentum/GN':>12s}")
+    print(f"{'unit':10s} {'T':>3s} " + " ".join(f"{name:>26s}" for name in methods)
+          + f" {'momentum/GN':>12s} {'momentum/L-BFGS':>16s}")
     for unit in units:
         for length in lengths:
             exp = experiment.build({"seed": 0, "model": model_section(unit, width),
@@ -109,9 +111,11 @@ def time_to_convergence(units, width, lengths, batch, momentum_steps):
                 tag = "yes" if ok else f"no {ratio:.0e}"
                 cells.append(f"{steps:5d} {tag:>9s} {ms[name]:8.1f}ms")
                 ms[name, "ok"] = ok
-            both = ms["momentum", "ok"] and ms["gauss-newton", "ok"]
-            ratio = f"{ms['momentum'] / ms['gauss-newton']:12.1f}" if both else f"{'-':>12s}"
-            print(f"{unit:10s} {length:3d} " + " ".join(f"{c:>26s}" for c in cells) + ratio, flush=True)
+            ratios = []
+            for name, width_ in (("gauss-newton", 12), ("lbfgs", 16)):
+                both = ms["momentum", "ok"] and ms[name, "ok"]
+                ratios.append(f"{ms['momentum'] / ms[name]:{width_}.1f}" if both else f"{'-':>{width_}s}")
+            print(f"{unit:10s} {length:3d} " + " ".join(f"{c:>26s}" for c in cells) + " " + " ".join(ratios), flush=True)
 
 
 def main():

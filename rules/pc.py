@@ -255,8 +255,8 @@ class PC(Rule):
 
     Config:
         inference: an inference value (:mod:`dynlab.rules.pc_inference`), or its spelling:
-            ``discrete`` (optax steps), ``ode`` (diffrax), ``gauss-newton`` or
-            ``levenberg-marquardt`` (optimistix, on the energy as a sum of squares: loss ``mse``),
+            ``discrete`` (optax steps), ``ode`` (diffrax), ``gauss-newton``, ``levenberg-marquardt``
+            or ``lbfgs`` (optimistix, on the energy in the error coordinates: loss ``mse``),
             ``closed-form`` (linear networks with MSE output: the exact equilibrium,
             $\nabla_\theta\mathcal F^*$). The keys below build the spelled value
             (:func:`~dynlab.rules.pc_inference.from_config`); a value carries its own.
@@ -278,7 +278,7 @@ class PC(Rule):
     def __init__(
         self,
         loss: str,
-        inference: Literal["discrete", "ode", "closed-form", "gauss-newton", "levenberg-marquardt"]
+        inference: Literal["discrete", "ode", "closed-form", "gauss-newton", "levenberg-marquardt", "lbfgs"]
         | pc_inference.AbstractInference = "discrete",
         optimizer: Literal["sgd", "momentum", "adam"] = "sgd",
         beta: float = 0.3,

@@ -10,12 +10,12 @@ a solver and a step-size controller:
   descent, heavy-ball momentum, Adam; :func:`minimise`);
 * :class:`GradientFlow` — $\dot z = -\nabla_z \mathcal F$ solved by diffrax
   (:func:`minimise_ode`);
-* :class:`LeastSquares` — a Gauss–Newton-type optimistix solver on the energy as a sum of
-  squares, in the error coordinates below, its linear subproblems solved by lineax (matrix
-  free, :func:`lsmr`): :func:`gauss_newton` (:class:`DampedGaussNewton`: Gauss–Newton steps with
-  a line search that tolerates the energy's rounding, :class:`EnergyBacktracking`) or
-  :func:`levenberg_marquardt` (``optimistix.LevenbergMarquardt``), or any other
-  ``optimistix.AbstractGaussNewton``;
+* :class:`ErrorCoordinates` — an optimistix solver on the energy in the error coordinates below:
+  :func:`gauss_newton` (:class:`DampedGaussNewton`: Gauss–Newton steps with a line search that
+  tolerates the energy's rounding, :class:`EnergyBacktracking`), :func:`levenberg_marquardt`
+  (:class:`LevenbergMarquardt`), their linear subproblems solved by lineax (matrix free,
+  :func:`lsmr`), or :func:`lbfgs` (quasi-Newton on the same coordinates); or any other
+  ``optimistix.AbstractGaussNewton`` or line-search minimiser;
 * :class:`ClosedForm` — the exact minimiser (linear networks with the mse loss).
 
 All of them stop on one :class:`Criterion`, and all return an :class:`Inference`.
@@ -49,11 +49,16 @@ order); the step is applied through the network's own forward pass. For a networ
 affine in its activities, $r(e)$ is affine and one step lands on the exact minimiser
 $e^* = M^\top (I + M M^\top)^{-1} \rho_0$ — the closed form of
 :func:`dynlab.rules.pc_time.closed_form` and :func:`dynlab.rules.pc_closed_form.exact_activities`.
-Samples do not interact, so each sample is solved on its own (``vmap``). Full Gauss–Newton
-steps overshoot on strongly nonlinear energies (the vanilla tanh RNN cycles without converging),
-hence the line search of :class:`DampedGaussNewton`; measured (``benchmarks/pc_time.py``, width
-64, batch 16, T = 20 and 50), it meets the criterion below in 3–20 steps on the ARU, GRU, LSTM,
-block-diagonal and tanh RNNs, where heavy-ball momentum takes 170–2000.
+Samples do not interact, so each sample is solved on its own (``vmap``).
+
+Gauss–Newton's model leaves out the residuals times the read-out's second derivatives, which
+matter where the loss is far from fitted: full steps then overshoot (the vanilla tanh RNN
+cycles), hence the line search of :class:`DampedGaussNewton`, and its convergence is only
+linear (on the narrow tanh and block-diagonal RNNs at T = 50 neither it nor
+Levenberg–Marquardt meets the criterion below within 100–300 steps on every cell). L-BFGS in
+the same coordinates learns that curvature and needs 4–40 steps on every cell of the ARU, GRU,
+LSTM, block-diagonal and tanh RNNs of ``cross-pc-alignment``, where heavy-ball momentum
+needs 170–2000 (``benchmarks/pc_time.py``).
 
 **Nonsmooth energies.** Where the energy is not differentiable — ReLU kinks (the ELM neuron's
 dendritic MLP, the ELM network's read-out), ties of a max (SITH-RNN's max over τ) — its
@@ -73,7 +78,7 @@ $$ g_k \le \text{atol} + \text{rtol}\, g_0 \quad\text{and}\quad
 
 the relative gradient norm and the relative energy change of the last iteration. $g$ is the
 worst sample's and $g_0$ the worst at the start; the first-order methods move the batch together
-and test the batch energy, :class:`LeastSquares` solves each sample on its own and tests each
+and test the batch energy, :class:`ErrorCoordinates` solves each sample on its own and tests each
 sample's gradient against that threshold and its own energy change (which implies the batch
 test); :class:`GradientFlow` reads the energy change as the flow's rate
 $\|\nabla_z\mathcal F\|^2 / \mathcal F$. The gradient threshold also includes the rounding floor
@@ -99,7 +104,7 @@ from jaxtyping import Array, PyTree
 
 from dynlab.errors import ConfigError, require_positive
 
-INFERENCES = ("discrete", "ode", "closed-form", "gauss-newton", "levenberg-marquardt")
+INFERENCES = ("discrete", "ode", "closed-form", "gauss-newton", "levenberg-marquardt", "lbfgs")
 """The config spellings of :func:`from_config`."""
 
 
@@ -447,16 +452,17 @@ def lsmr(rtol: float = 1e-6, max_steps: int = 50) -> lx.AbstractLinearSolver:
     return lx.LSMR(rtol=rtol, atol=0.0, max_steps=max_steps)
 
 
-class LeastSquares(AbstractInference):
-    r"""A Gauss–Newton-type optimistix solver on the energy as a sum of squares, in the error
-    coordinates (module docstring), each sample on its own.
+class ErrorCoordinates(AbstractInference):
+    r"""An optimistix solver on the energy in the error coordinates (module docstring), each sample on its own.
 
     ``solver``: an ``optimistix.AbstractGaussNewton`` (``GaussNewton``, ``LevenbergMarquardt``,
-    ``Dogleg``, ...) with a lineax linear solver for $\min_\delta\|r + J\delta\|$ (matrix free:
-    :func:`lsmr`). Its own termination tolerances are not used: the
-    :class:`Criterion` decides, on the activities. Each iteration is one solver step: one
-    linearisation of the forward pass and one linear solve. See :func:`gauss_newton`,
-    :func:`levenberg_marquardt`.
+    ``Dogleg``, :class:`DampedGaussNewton`, :class:`LevenbergMarquardt`, ...) on the residuals
+    $r(e)$, with a lineax linear solver for $\min_\delta\|r + J\delta\|$ (matrix free: :func:`lsmr`),
+    or an ``optimistix.AbstractMinimiser`` (e.g. L-BFGS, :func:`lbfgs`) on
+    $\tfrac12\|r(e)\|^2$. Its own termination tolerances are not used: the :class:`Criterion`
+    decides, on the activities. Each iteration is one solver step (Gauss–Newton: one linearisation
+    of the forward pass and one linear solve; L-BFGS: one energy and gradient, i.e. a forward and
+    a backward scan). See :func:`gauss_newton`, :func:`levenberg_marquardt`, :func:`lbfgs`.
 
     ``patience``: give a sample up (not converged) once its gradient norm has not halved in that many
     steps — what happens on the nonsmooth energies, whose gradient cannot vanish (module docstring);
@@ -470,19 +476,22 @@ class LeastSquares(AbstractInference):
     def __check_init__(self):
         if self.patience is not None:
             require_positive("patience", self.patience)
-        if not isinstance(self.solver, optx.AbstractGaussNewton):
-            raise ConfigError(f"least-squares inference needs an optimistix Gauss-Newton-type solver "
-                              f"(GaussNewton, LevenbergMarquardt, Dogleg), got {type(self.solver).__name__}")
+        if not isinstance(self.solver, (optx.AbstractGaussNewton, optx.AbstractMinimiser)) \
+                or not hasattr(self.solver, "search"):
+            raise ConfigError(f"error-coordinate inference needs an optimistix Gauss-Newton-type solver (GaussNewton, "
+                              f"LevenbergMarquardt, Dogleg) or a line-search minimiser (LBFGS, BFGS), got "
+                              f"{type(self.solver).__name__}")
 
     def check_loss(self, output: str) -> None:
         if output != "mse":
-            raise ConfigError(f"Gauss-Newton inference needs an energy that is a sum of squares (loss mse), got loss "
+            raise ConfigError(f"inference in the error coordinates (gauss-newton, levenberg-marquardt, lbfgs) needs an "
+                              f"energy that is a sum of squares (loss mse), got loss "
                               f"{output!r}; use inference 'discrete' or 'ode'")
 
     def __call__(self, problem: Problem) -> Inference:
         form = problem.least_squares
         if form is None:
-            raise ConfigError("Gauss-Newton inference needs an energy that is a sum of squares (loss mse); "
+            raise ConfigError("inference in the error coordinates needs an energy that is a sum of squares (loss mse); "
                               "use inference 'discrete' or 'ode'")
         _, _, g0_worst = energy_gradient(problem.sample_energies, problem.z0, problem.sample_axis)
         one = jax.vmap(lambda z0, d: _solve_one(self.solver, self.criterion, form, z0, d, g0_worst, self.patience),
@@ -651,16 +660,27 @@ class LevenbergMarquardt(optx.AbstractGaussNewton):
 
 
 def gauss_newton(criterion: Criterion = Criterion(max_steps=50), linear_solver: lx.AbstractLinearSolver | None = None,
-                 patience: int | None = None) -> LeastSquares:
+                 patience: int | None = None) -> ErrorCoordinates:
     """Gauss–Newton in the error coordinates with a line search (:class:`DampedGaussNewton`); each step is one
-    linear solve (default :func:`lsmr`). Full steps: ``LeastSquares(optimistix.GaussNewton(...))``."""
-    return LeastSquares(DampedGaussNewton(linear_solver), criterion, patience)
+    linear solve (default :func:`lsmr`). Full steps: ``ErrorCoordinates(optimistix.GaussNewton(...))``."""
+    return ErrorCoordinates(DampedGaussNewton(linear_solver), criterion, patience)
 
 
 def levenberg_marquardt(criterion: Criterion = Criterion(max_steps=50),
-                        linear_solver: lx.AbstractLinearSolver | None = None, patience: int | None = None) -> LeastSquares:
+                        linear_solver: lx.AbstractLinearSolver | None = None, patience: int | None = None) -> ErrorCoordinates:
     """Levenberg–Marquardt (:class:`LevenbergMarquardt`: damped steps in a trust region) in the error coordinates."""
-    return LeastSquares(LevenbergMarquardt(linear_solver), criterion, patience)
+    return ErrorCoordinates(LevenbergMarquardt(linear_solver), criterion, patience)
+
+
+def lbfgs(criterion: Criterion = Criterion(max_steps=100), history_length: int = 10, patience: int | None = None
+          ) -> ErrorCoordinates:
+    """L-BFGS (``optimistix.LBFGS``, its line search replaced by :class:`EnergyBacktracking`) on the energy in
+    the error coordinates: a quasi-Newton method preconditioned by the forward pass. It learns the
+    curvature Gauss–Newton leaves out (large residuals times the read-out's second derivatives) at
+    the cost of one forward and one backward scan per step."""
+    require_positive("history_length", history_length)
+    solver = optx.LBFGS(rtol=1e-8, atol=1e-8, history_length=history_length)
+    return ErrorCoordinates(eqx.tree_at(lambda s: s.search, solver, EnergyBacktracking()), criterion, patience)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -683,7 +703,7 @@ def from_config(
     """The inference value a config spells: ``discrete`` (``optimizer`` at step ``beta``), ``ode`` (up to
     ``t1``), ``closed-form``, ``gauss-newton`` or ``levenberg-marquardt``, each with the
     :class:`Criterion` (``rtol``, ``atol``, ``ftol``, ``max_steps``); ``patience`` for the last two
-    (:class:`LeastSquares`). A value passes through unchanged."""
+    (:class:`ErrorCoordinates`). A value passes through unchanged."""
     if isinstance(inference, AbstractInference):
         return inference
     if inference not in INFERENCES:
@@ -702,4 +722,6 @@ def from_config(
         require_positive("patience", patience)
     if inference == "gauss-newton":
         return gauss_newton(criterion, patience=patience)
+    if inference == "lbfgs":
+        return lbfgs(criterion, patience=patience)
     return levenberg_marquardt(criterion, patience=patience)

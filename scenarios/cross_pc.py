@@ -280,6 +280,8 @@ def law_figure(law):
             right.plot(law.width.values, np.maximum(defect, 1e-8), style, marker="o", ms=3, color=f"C{i}",
                        label=f"{rec}, T={int(length)}")
     right.set(xscale="log", yscale="log", xlabel="width N", ylabel="1 - cos(PC, BPTT)", title="alignment as N grows")
+    right.set_xticks(law.width.values, [str(int(n)) for n in law.width.values])
+    right.xaxis.set_minor_formatter(plt.NullFormatter())
     right.legend(fontsize=6, ncol=2)
     fig.tight_layout()
     return fig

@@ -76,7 +76,7 @@ def test_gauss_newton_serves_the_feed_forward_rule_too():
         exact = pc.problem(m, x, y).exact()
     np.testing.assert_allclose(np.asarray(inf.z), np.asarray(exact), atol=1e-9)
     rule = dynlab.build("rule", "pc", loss="mse", inference="gauss-newton")
-    assert isinstance(rule.inference, pi.LeastSquares) and isinstance(rule.inference.solver, pi.DampedGaussNewton)
+    assert isinstance(rule.inference, pi.ErrorCoordinates) and isinstance(rule.inference.solver, pi.DampedGaussNewton)
 
 
 def _gru64():
@@ -90,16 +90,19 @@ def test_gauss_newton_on_a_gru_makes_the_energy_gradient_vanish_and_agrees_with_
     with jax.enable_x64(True):
         m, x, y, mask = _gru64()
         gn = pi.gauss_newton(pi.Criterion(rtol=1e-10, ftol=1e-13))
+        quasi = pi.lbfgs(pi.Criterion(rtol=1e-10, ftol=1e-13))
         descent = pi.Descent(optax.sgd(0.1, momentum=0.9), pi.Criterion(rtol=1e-10, ftol=1e-13, max_steps=20000))
         run = eqx.filter_jit(lambda method, m: method(pt.problem(m, x, y, mask)))
-        a, b = run(gn, m), run(descent, m)
+        a, b, c = run(gn, m), run(descent, m), run(quasi, m)
         grad = jax.grad(lambda z: jnp.sum(pt.sample_energies(m, z, x, y, mask)))
         g_end, g_start = (optax.tree.norm(grad(z)) for z in (a.z, pt.initial_activities(m, x)))
     assert bool(a.converged) and bool(b.converged) and 5 * int(a.steps) < int(b.steps)
     assert float(g_end) <= 1e-9 * float(g_start)  # the energy gradient vanishes at the returned activities
-    diff = max(float(jnp.max(jnp.abs(u - v))) for u, v in zip(jax.tree_util.tree_leaves(a.z), jax.tree_util.tree_leaves(b.z)))
-    assert diff < 1e-7
-    assert float(a.energy) == pytest.approx(float(b.energy), rel=1e-12)
+    for other in (b, c):
+        diff = max(float(jnp.max(jnp.abs(u - v))) for u, v in zip(jax.tree_util.tree_leaves(a.z),
+                                                                   jax.tree_util.tree_leaves(other.z)))
+        assert diff < 1e-7 and float(a.energy) == pytest.approx(float(other.energy), rel=1e-12)
+    assert bool(c.converged) and 5 * int(c.steps) < int(b.steps)
 
 
 @pytest.mark.parametrize("unit", ["aru", "gru", "lstm"])
@@ -160,10 +163,38 @@ def test_bad_inference_config_is_a_one_line_config_error(kwargs, fragment):
 
 def test_a_solver_that_is_not_gauss_newton_type_is_refused_and_the_cli_says_so_in_one_line(tmp_path):
     with pytest.raises(ConfigError, match="needs an optimistix Gauss-Newton-type solver"):
-        pi.LeastSquares(optx.BFGS(rtol=1e-6, atol=1e-6))
+        pi.ErrorCoordinates(optx.Newton(rtol=1e-6, atol=1e-6))  # a root finder: neither least squares nor a minimiser
     with pytest.raises(ConfigError, match="linear solver"):
         pi.lsmr(rtol=0.0)
     res = invoke(["train", "--model", "gru", "--task", "recall", "--rule", "pc-time", "--steps", "1",
                   "--set", "rule.inference=gauss-newton", "--out", "r"], tmp_path)
     assert res.exit_code == 2 and "\n" not in res.stderr.strip() and "sum of squares" in res.stderr
     assert not list(tmp_path.iterdir())
+
+
+def test_the_residual_recurrence_runs_its_equation_and_its_rescaling_is_the_sum_of_matrix_powers():
+    """``rnn-residual``: h_t = h_{t-1} + T^-alpha (A h_{t-1} + B x_t) by a NumPy loop, and with the read-out at the
+    last step s - 1 = sum_{k=1}^{T-1} |c R^k|^2, R = I + T^-alpha A (dynlab.rnn_residual), against the closed form."""
+    from dynlab.rnn_residual import ResidualParamRNN
+
+    n, t = 8, 6
+    with jax.enable_x64(True):
+        m = ffmodels.astype(ResidualParamRNN(2, 1, width=n, length=t, alpha=1.0, activation="linear",
+                                             key=jax.random.key(5)), jnp.float64)
+        x = jax.random.normal(jax.random.key(6), (2, t, 2), jnp.float64)
+        y = jax.random.normal(jax.random.key(7), (2, t, 1), jnp.float64)
+        mask = jnp.zeros((2, t), jnp.float64).at[:, -1].set(1.0)
+        s_minus_1 = float(pt.closed_form(m, x, y, mask).s_minus_1)
+        ys = np.asarray(m(x[0]))
+    cell = m.cells[0]
+    A, B = cell.m_rec * np.asarray(cell.w_rec), cell.m_in * np.asarray(cell.w_in)
+    c = m.readout.m_out * np.asarray(m.readout.w_out)[0]
+    h, outs = np.zeros(n), []
+    for step in range(t):
+        h = h + (A @ h + B @ np.asarray(x[0, step])) / t
+        outs.append(c @ h)
+    np.testing.assert_allclose(ys[:, 0], outs, rtol=1e-10)
+    R = np.eye(n) + A / t
+    assert s_minus_1 == pytest.approx(sum(np.sum((c @ np.linalg.matrix_power(R, k)) ** 2) for k in range(1, t)), rel=1e-10)
+    with pytest.raises(ConfigError, match="alpha must be a finite number >= 0"):
+        ResidualParamRNN(2, 1, width=4, length=3, alpha=-1.0, key=jax.random.key(0))
