@@ -23,7 +23,7 @@ adding task at ``--conv-lengths``, batch ``--batch``, float32, all under the sam
 :class:`~dynlab.rules.pc_inference.Criterion` (rtol 1e-4 of the initial gradient norm, relative
 energy change 1e-6): heavy-ball momentum (β = 0.1, at most ``--momentum-steps``) against Gauss–Newton
 and Levenberg–Marquardt (at most 100 steps) and L-BFGS (at most 300) in the error coordinates, each
-the best of 3 compiled runs. Prints the steps, whether each converged, the milliseconds, and
+the best of 2 compiled runs. Prints the steps, whether each converged, the milliseconds, and
 momentum/Gauss–Newton and momentum/L-BFGS where both converged; for units where momentum does not converge (the slow ones) the cost per unit is the
 milliseconds of each method's whole budget and per step, with the $g/g_0$ each reached.
 """
@@ -105,7 +105,7 @@ def time_to_convergence(units, width, lengths, batch, momentum_steps):
             cells, ms = [], {}
             for name, method in methods.items():
                 inf = run(method, exp.model, x, y, mask)
-                ms[name] = 1e3 * best_of(lambda: run(method, exp.model, x, y, mask).z, repeats=3)
+                ms[name] = 1e3 * best_of(lambda: run(method, exp.model, x, y, mask).z, repeats=2)
                 steps, ok = int(inf.steps), bool(inf.converged)
                 ratio = float(inf.grad_norm / inf.grad_norm0)
                 tag = "yes" if ok else f"no {ratio:.0e}"
@@ -131,12 +131,13 @@ def main():
     parser.add_argument("--tables", default="step,convergence", help="which tables to print")
     args = parser.parse_args()
     tables = args.tables.split(",")
+    print(f"jax {jax.__version__} on {jax.devices()[0].platform}; float32")
     if "convergence" in tables:
         time_to_convergence(args.conv_units.split(","), args.width, [int(t) for t in args.conv_lengths.split(",")],
                             args.batch, args.momentum_steps)
     if "step" not in tables:
         return
-    print(f"jax {jax.__version__} on {jax.devices()[0].platform}; hidden {args.hidden}, batch {args.batch}, float32")
+    print(f"\none inference step against BPTT: hidden {args.hidden}, batch {args.batch}")
     print(f"{'unit':6s} {'T':>5s} {'BPTT ms':>9s} {'PC step ms':>11s} {'PC/BPTT':>8s} {'PC scan ms':>11s} "
           f"{'scan/BPTT':>9s} {'scan/parallel':>13s}")
     bptt = eqx.filter_jit(eqx.filter_value_and_grad(pc_time.loss))

@@ -23,7 +23,7 @@ from dynlab.config import MAY_BE_INFINITE, check_numbers
 from dynlab.errors import ConfigError, UnknownNameError
 
 KINDS = ("unit", "model", "rule", "task", "analysis", "loss", "scenario", "program")
-BUILTIN_MODULES = ("dynlab.losses", "dynlab.models", "dynlab.ffmodels", "dynlab.rnn_param", "dynlab.units",
+BUILTIN_MODULES = ("dynlab.losses", "dynlab.models", "dynlab.ffmodels", "dynlab.rnn_param", "dynlab.rnn_residual", "dynlab.units",
                    "dynlab.tasks", "dynlab.rules", "dynlab.analyses", "dynlab.scenarios")
 """The packages whose modules register dynlab's own plug-ins when imported."""
 PLUGIN_GROUP = "dynlab.plugins"
