@@ -53,8 +53,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import xarray as xr
+from jaxtyping import Array
 
-from dynlab import ffmodels, registry
+from dynlab import ffmodels, registry, train
 from dynlab.rules import pc_closed_form as cf
 from dynlab.errors import ConfigError, require_positive
 from dynlab.analyses import pc_bp_figures
@@ -63,7 +64,7 @@ from dynlab.analyses.pc_grid import DEPTH, LENGTH, GridAxis, grid_axis  # noqa: 
 from dynlab.rnn_param import ParamRNN
 from dynlab.rnn_residual import ResidualParamRNN
 from dynlab.rules import pc, pc_inference, pc_time
-from dynlab.rules.bp import bp_grads
+from dynlab.rules.bp import BP
 
 MODELS = ("mlp", "rnn")
 INFERENCES = ("discrete", "ode", "gauss-newton", "levenberg-marquardt", "lbfgs")
@@ -186,113 +187,132 @@ def make_rnn(cfg: CompareConfig, width: int, input_size: int, output_size: int, 
     return ffmodels.astype(model, jnp.float64 if cfg.x64 else jnp.float32)
 
 
-def _pc_step(cfg: CompareConfig, model, x, y):
-    """PC gradient and diagnostics at ``model``."""
+def _closed_form_diagnostics(model, x, y, output, inf):
+    """The comparison's per-step record of a feed-forward PC step at the exact equilibrium."""
+    res = cf.closed_form(model, x, y)
     nan = jnp.asarray(jnp.nan, x.dtype)
-    linear = model.activation == "linear"
-    if cfg.energy == "closed-form":
-        res, grads = cf.energy_and_grads(model, x, y)
-        info = dict(energy=res.energy, loss_pc=res.loss, s_minus_1=res.s_minus_1, s_max_minus_1=res.s_max_minus_1,
-                    converged=jnp.asarray(True),
-                    inference_steps=jnp.asarray(0), activity_distance=nan, grad_ratio=nan, energy_change=nan)
-        return grads, info
-    z_exact = cf.exact_activities(model, x, y) if linear else None
-    inf = cfg.inference_method(pc.problem(model, x, y))
-    energy, grads = pc.weight_grads(model, inf.z, x, y)
-    if linear:
-        res = cf.closed_form(model, x, y)
-        s1, sm1, dist = res.s_minus_1, res.s_max_minus_1, jnp.linalg.norm(inf.z - z_exact) / jnp.linalg.norm(z_exact)
-    else:
-        s1, sm1, dist = nan, nan, nan
-    info = dict(energy=energy, loss_pc=pc.loss(model, x, y), s_minus_1=s1, s_max_minus_1=sm1, converged=inf.converged,
-                inference_steps=inf.steps, activity_distance=dist, **_residuals(inf))
-    return grads, info
+    return dict(loss_pc=res.loss, s_minus_1=res.s_minus_1, s_max_minus_1=res.s_max_minus_1, activity_distance=nan)
 
 
-def _pc_time_step(cfg: CompareConfig, model, x, y, mask, output: str):
-    """PC-through-time gradient and diagnostics at ``model`` (a :class:`ParamRNN` or any
-    :class:`~dynlab.models.SequenceModel`; the closed form and its diagnostics need a linear one)."""
+def _inference_diagnostics(model, x, y, output, inf):
+    """... after numerical inference: $s-1$ and the distance to the exact activities (linear networks)."""
     nan = jnp.asarray(jnp.nan, x.dtype)
-    exact = pc_time.closed_form(model, x, y, mask) if getattr(model, "is_linear", False) and output == "mse" else None
-    if cfg.energy == "closed-form":
-        energy, grads = pc_time.weight_grads(model, exact.z, x, y, mask, output)
-        info = dict(energy=exact.energy, loss_pc=exact.loss, s_minus_1=exact.s_minus_1,
-                    s_max_minus_1=exact.s_max_minus_1, converged=jnp.asarray(True), inference_steps=jnp.asarray(0),
-                    activity_distance=nan, grad_ratio=nan, energy_change=nan)
-        return grads, info
-    method = cfg.inference_method
-    method.check_loss(output)
-    inf = method(pc_time.problem(model, x, y, mask, output))
-    energy, grads = pc_time.weight_grads(model, inf.z, x, y, mask, output)
-    if exact is not None:
+    if model.activation != "linear":
+        return dict(loss_pc=pc.loss(model, x, y), s_minus_1=nan, s_max_minus_1=nan, activity_distance=nan)
+    z_exact = cf.exact_activities(model, x, y)
+    res = cf.closed_form(model, x, y)
+    return dict(loss_pc=pc.loss(model, x, y), s_minus_1=res.s_minus_1, s_max_minus_1=res.s_max_minus_1,
+                activity_distance=jnp.linalg.norm(inf.z - z_exact) / jnp.linalg.norm(z_exact))
+
+
+def _sequence_diagnostics(model, x, y, mask, output, inf):
+    """The comparison's per-step record of a PC-through-time step: the loss on the energy's scale and,
+    for linear models with the ``mse`` loss, $s-1$ and the distance to the exact activities."""
+    nan = jnp.asarray(jnp.nan, x.dtype)
+    out = dict(loss_pc=pc_time.loss(model, x, y, mask, output), s_minus_1=nan, s_max_minus_1=nan,
+               activity_distance=nan)
+    if getattr(model, "is_linear", False) and output == "mse":
+        exact = pc_time.closed_form(model, x, y, mask)
         diff = jax.tree_util.tree_map(jnp.subtract, inf.z, exact.z)
-        s1, sm1, dist = exact.s_minus_1, exact.s_max_minus_1, optax.tree.norm(diff) / optax.tree.norm(exact.z)
-    else:
-        s1, sm1, dist = nan, nan, nan
-    info = dict(energy=energy, loss_pc=pc_time.loss(model, x, y, mask, output), s_minus_1=s1, s_max_minus_1=sm1,
-                converged=inf.converged, inference_steps=inf.steps, activity_distance=dist, **_residuals(inf))
-    return grads, info
+        out.update(s_minus_1=exact.s_minus_1, s_max_minus_1=exact.s_max_minus_1,
+                   activity_distance=optax.tree.norm(diff) / optax.tree.norm(exact.z))
+    return out
 
 
-def _residuals(inf: pc.Inference) -> dict:
-    """What is left at the end of inference: $g/g_0$ and the relative energy change of the last step."""
-    return dict(grad_ratio=inf.grad_norm / jnp.maximum(inf.grad_norm0, jnp.finfo(inf.grad_norm.dtype).tiny),
-                energy_change=inf.energy_change)
+def _sequence_closed_form_diagnostics(model, x, y, mask, output, inf):
+    out = _sequence_diagnostics(model, x, y, mask, output, inf)
+    return dict(out, activity_distance=jnp.asarray(jnp.nan, x.dtype))
 
 
-def _train_both(model, cfg: CompareConfig, pc_step, bp_step, optimizer=None):
-    """Train with ``pc_step(model, t) -> (grads, info)`` and ``bp_step(model, t) -> (loss, grads)`` (``t`` the
-    step) from ``model`` for ``cfg.steps`` steps (one ``lax.scan``), both with ``optimizer`` (default: the
-    parameterisation's); per-step metrics."""
-    optimizer = ffmodels.optimizer(model, cfg.optimizer, cfg.base_lr) if optimizer is None else optimizer
+def rules(cfg: CompareConfig, output: str = "mse"):
+    r"""The two rules the comparison trains: ``(pc_rule, bp_rule)``.
+
+    Feed-forward (``cfg.model == "mlp"``): :class:`~dynlab.rules.pc.PC` (closed-form or numerical
+    inference) and :class:`~dynlab.rules.bp.BP`, both on the energy's scale. Recurrent:
+    :class:`~dynlab.rules.pc_time.PCTime` and :func:`~dynlab.rules.pc_time.matching_bptt`. The PC
+    rule carries the comparison's diagnostics (:data:`VARIABLES`) as a value.
+    """
+    closed = cfg.energy == "closed-form"
+    inference = "closed-form" if closed else cfg.inference_method
+    if cfg.model == "mlp":
+        pc_rule = pc.PC("mse", inference, diagnostics=_closed_form_diagnostics if closed else _inference_diagnostics)
+        return pc_rule, BP("mse")
+    diagnostics = _sequence_closed_form_diagnostics if closed else _sequence_diagnostics
+    return pc_time.PCTime(output, inference, diagnostics=diagnostics), pc_time.matching_bptt(output)
+
+
+def _record(pc_metrics: dict, bp_metrics: dict, g_pc, g_bp, dtype) -> dict:
+    """One step's entry of :data:`VARIABLES` from the two rules' metrics and gradients."""
+    nan = jnp.asarray(jnp.nan, dtype)
+    return dict(
+        energy=pc_metrics["energy"], loss_pc=pc_metrics["loss_pc"], s_minus_1=pc_metrics["s_minus_1"],
+        s_max_minus_1=pc_metrics["s_max_minus_1"], activity_distance=pc_metrics["activity_distance"],
+        converged=pc_metrics["converged"] > 0, inference_steps=pc_metrics["inference_steps"],
+        grad_ratio=pc_metrics.get("activity_grad_ratio", nan), energy_change=pc_metrics.get("energy_change", nan),
+        loss_bp=bp_metrics["objective"], cosine=cosine(g_pc, g_bp), grad_norm_pc=optax.tree.norm(g_pc),
+        grad_norm_bp=optax.tree.norm(g_bp),
+    )
+
+
+def train_both(model, steps: int, pc_rule, bp_rule, batch: Callable[[Array], tuple], optimizer):
+    r"""Train ``pc_rule`` and ``bp_rule`` from the same ``model`` for ``steps`` steps in lockstep (one
+    ``lax.scan``), each through the trainer's step (:func:`dynlab.train.update`) with ``optimizer``;
+    ``batch(t)`` is step $t$'s task batch ``(x, y, mask)``. Per-step records (:func:`_record`).
+
+    The rules are deterministic, so the key they are given does not matter.
+    """
     params, static = eqx.partition(model, eqx.is_inexact_array)
+    key = jax.random.key(0)
 
     def step(carry, t):
         p_pc, s_pc, p_bp, s_bp = carry
-        g_pc, info = pc_step(eqx.combine(p_pc, static), t)
-        loss_bp, g_bp = bp_step(eqx.combine(p_bp, static), t)
-        g_pc, g_bp = eqx.filter(g_pc, eqx.is_inexact_array), eqx.filter(g_bp, eqx.is_inexact_array)
-        u_pc, s_pc = optimizer.update(g_pc, s_pc, p_pc)
-        u_bp, s_bp = optimizer.update(g_bp, s_bp, p_bp)
-        out = dict(info, loss_bp=loss_bp, cosine=cosine(g_pc, g_bp), grad_norm_pc=optax.tree.norm(g_pc),
-                   grad_norm_bp=optax.tree.norm(g_bp))
-        return (eqx.apply_updates(p_pc, u_pc), s_pc, eqx.apply_updates(p_bp, u_bp), s_bp), out
+        b = batch(t)
+        p_pc, s_pc, g_pc, m_pc = train.update(pc_rule, optimizer, p_pc, static, s_pc, b, key)
+        p_bp, s_bp, g_bp, m_bp = train.update(bp_rule, optimizer, p_bp, static, s_bp, b, key)
+        return (p_pc, s_pc, p_bp, s_bp), _record(m_pc, m_bp, g_pc, g_bp, b[0].dtype)
 
     state = optimizer.init(params)
-    _, out = jax.lax.scan(step, (params, state, params, state), jnp.arange(cfg.steps))
+    _, out = jax.lax.scan(step, (params, state, params, state), jnp.arange(steps))
     return out
 
 
 @eqx.filter_jit
 def run_cell(model, x, y, cfg: CompareConfig):
-    r"""Train PC and BP from ``model`` for ``cfg.steps`` steps (one ``lax.scan``); per-step metrics.
+    r"""Train PC and BP from ``model`` for ``cfg.steps`` steps (:func:`train_both`); per-step metrics.
 
     ``x[P, D]``, ``y[P, d_out]``: the fixed batch; with ``cfg.batches == "stream"``, the pool
     that step $t$ takes rows $tP' \dots tP' + P' - 1$ (modulo its size) from, $P'$ = ``cfg.batch_size``.
+    Both rules use the parameterisation's optimiser (:func:`dynlab.ffmodels.optimizer`).
     """
     if cfg.batches == "stream":
-        def batch(t):
-            rows = (t * cfg.batch_size + jnp.arange(cfg.batch_size)) % x.shape[0]
-            return x[rows], y[rows]
+        def rows(t):
+            idx = (t * cfg.batch_size + jnp.arange(cfg.batch_size)) % x.shape[0]
+            return x[idx], y[idx]
     else:
-        def batch(t):
+        def rows(t):
             return x, y
-    return _train_both(model, cfg, lambda m, t: _pc_step(cfg, m, *batch(t)), lambda m, t: bp_grads(m, *batch(t)))
+
+    def batch(t):
+        xs, ys = rows(t)
+        return xs[:, None, :], ys[:, None, :], jnp.ones((xs.shape[0], 1), xs.dtype)
+
+    optimizer = ffmodels.optimizer(model, cfg.optimizer, cfg.base_lr)
+    return train_both(model, cfg.steps, *rules(cfg), batch, optimizer)
 
 
 @eqx.filter_jit
 def run_sequence_cell(model, x, y, mask, cfg: CompareConfig, output: str, plain: bool = False):
-    """Train PC through time and BPTT (of :func:`dynlab.rules.pc_time.loss`) from ``model``; per-step metrics.
+    """Train PC through time and BPTT (of :func:`dynlab.rules.pc_time.loss`) from ``model`` on the
+    fixed batch ``(x, y, mask)`` (:func:`train_both`); per-step metrics.
 
     ``plain=True``: for any registered unit's :class:`~dynlab.models.SequenceModel` (no width
     parameterisation), both rules train with plain ``optax.adam`` / ``optax.sgd`` at ``cfg.base_lr``.
     """
-    bptt = eqx.filter_value_and_grad(pc_time.loss)
-    optimizer = None
     if plain:
         optimizer = optax.adam(cfg.base_lr) if cfg.optimizer == "adam" else optax.sgd(cfg.base_lr)
-    return _train_both(model, cfg, lambda m, t: _pc_time_step(cfg, m, x, y, mask, output),
-                       lambda m, t: bptt(m, x, y, mask, output), optimizer)
+    else:
+        optimizer = ffmodels.optimizer(model, cfg.optimizer, cfg.base_lr)
+    return train_both(model, cfg.steps, *rules(cfg, output), lambda t: (x, y, mask), optimizer)
 
 
 VARIABLES = {

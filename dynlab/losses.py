@@ -77,6 +77,8 @@ register("loss", "ce_bits", "cross-entropy at every masked step, metric in bits 
 )
 
 
-def get_loss(name: str) -> Loss:
-    return get("loss", name).obj
+def get_loss(name: str | Loss) -> Loss:
+    """The registered loss ``name``; a :class:`Loss` value passes through (a rule may train on a
+    loss of its own, e.g. :data:`dynlab.rules.pc_time.OBJECTIVES`)."""
+    return name if isinstance(name, Loss) else get("loss", name).obj
 

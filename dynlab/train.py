@@ -196,6 +196,27 @@ def _stateful_grads(model, rule, task, carried, step, batch_size, data_key, rule
     return rule.grads_from(model, task.window(step, batch_size), start, rule_key)
 
 
+def apply_gradients(optimizer: optax.GradientTransformation, grads, opt_state, params):
+    """The optimiser's step on ``params`` from ``grads`` (filtered to the inexact arrays);
+    returns ``(params, opt_state, grads)``."""
+    grads = eqx.filter(grads, eqx.is_inexact_array)
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    return eqx.apply_updates(params, updates), opt_state, grads
+
+
+def update(rule, optimizer: optax.GradientTransformation, params, static, opt_state, batch, key):
+    """One training step: ``rule.grads`` at the model ``eqx.combine(params, static)`` on ``batch``,
+    then the optimiser's update (:func:`apply_gradients`).
+
+    The step every training loop of dynlab takes: :func:`train` (inside its ``lax.scan`` over
+    steps) and the comparisons that train two rules from the same weights in lockstep
+    (:mod:`dynlab.analyses.pc_bp`). Returns ``(params, opt_state, grads, metrics)``.
+    """
+    grads, metrics = rule.grads(eqx.combine(params, static), batch, key)
+    params, opt_state, grads = apply_gradients(optimizer, grads, opt_state, params)
+    return params, opt_state, grads, metrics
+
+
 def _chunk(params, static, opt_state, start, n, rule, task, optimizer, batch_size, data_key, rule_key):
     """Advance ``n`` steps from step ``start``; return the new state and per-step metrics.
 
@@ -205,15 +226,14 @@ def _chunk(params, static, opt_state, start, n, rule, task, optimizer, batch_siz
     def one_step(carry, i):
         params, (opt_state, carried) = carry
         step = start + i
-        model = eqx.combine(params, static)
         data_k, rule_k = jax.random.fold_in(data_key, step), jax.random.fold_in(rule_key, step)
         if carried is None:
-            grads, metrics = rule.grads(model, task.batch(data_k, batch_size), rule_k)
+            params, opt_state, grads, metrics = update(rule, optimizer, params, static, opt_state,
+                                                       task.batch(data_k, batch_size), rule_k)
         else:
+            model = eqx.combine(params, static)
             grads, metrics, carried = _stateful_grads(model, rule, task, carried, step, batch_size, data_k, rule_k)
-        grads = eqx.filter(grads, eqx.is_inexact_array)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        params = eqx.apply_updates(params, updates)
+            params, opt_state, grads = apply_gradients(optimizer, grads, opt_state, params)
         metrics = dict(metrics, grad_norm=optax.tree.norm(grads), finite=_finite(params))
         return (params, (opt_state, carried)), metrics
 

@@ -18,7 +18,7 @@ import jax
 from jaxtyping import Array, PRNGKeyArray, PyTree
 
 from dynlab.errors import ConfigError
-from dynlab.losses import get_loss
+from dynlab.losses import Loss, get_loss
 
 
 def continue_from(model, x: Array, state: PyTree) -> tuple[Array, PyTree]:
@@ -33,9 +33,10 @@ def continue_from(model, x: Array, state: PyTree) -> tuple[Array, PyTree]:
 
 
 class Rule(eqx.Module):
-    """Base class of learning rules. ``loss`` names the task's loss (:mod:`dynlab.losses`)."""
+    """Base class of learning rules. ``loss`` names the task's loss (:mod:`dynlab.losses`), or is a
+    :class:`~dynlab.losses.Loss` value."""
 
-    loss: str = eqx.field(static=True)
+    loss: str | Loss = eqx.field(static=True)
 
     def __check_init__(self):
         get_loss(self.loss)  # unknown names fail at construction, listing the valid ones

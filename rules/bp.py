@@ -25,9 +25,13 @@ def bp_grads(model, x, y, output: str = "mse"):
 
 @register("rule", "bp", "backpropagation on feed-forward models (the PC energy's output loss: ½|y−f|² or CE)")
 class BP(Rule):
-    """Backpropagation of the feed-forward objective (module docstring); ``loss`` is set from the task."""
+    r"""Backpropagation of the feed-forward objective (module docstring); ``loss`` is set from the task.
+
+    Metrics: ``loss`` and the task metric (the task's loss, before the update) and ``objective``,
+    the value of $\mathcal L$ whose gradient this is.
+    """
 
     def grads(self, model, batch, key):
         x, y, output = _flat_batch(model, batch, self.loss)
-        _, grads = bp_grads(model, x, y, output)
-        return grads, self.evaluate(model, batch)
+        value, grads = bp_grads(model, x, y, output)
+        return grads, dict(self.evaluate(model, batch), objective=value)

@@ -10,7 +10,7 @@ states $h_0$ (where the previous window ended) that are treated as constants,
 $\nabla_\theta \mathcal{L}(\theta; \operatorname{stop\_gradient}(h_0))$, so gradients flow
 through the window's $T$ steps only; the window's final states are returned to be carried on.
 
-**Regularisers**: when the model is ``penalised`` (:attr:`~dynlab.models.SequenceModel.penalised`: a
+**Regularisers**: unless ``penalties=False``, when the model is ``penalised`` (:attr:`~dynlab.models.SequenceModel.penalised`: a
 :class:`~dynlab.units.base.Regularised` layer such as an ELM network with non-zero ``mlp_l2`` or
 ``activity_l1``), the gradient is that of $\mathcal{L} + \text{mean}_b\,\text{penalty}_b$
 (:meth:`~dynlab.models.SequenceModel.penalty` on each sample's trajectory); the reported ``loss`` is
@@ -31,7 +31,14 @@ from dynlab.rules.base import Rule, continue_from
 
 @register("rule", "bptt", "backpropagation through time (exact gradients through the unrolled scan)")
 class BPTT(Rule):
-    """Backpropagation through time. Config: ``loss`` is set from the task."""
+    """Backpropagation through time.
+
+    Config: ``loss`` is set from the task (a registered name, or a :class:`~dynlab.losses.Loss`
+    value). ``penalties``: add the model's regularisers to the objective (module docstring);
+    ``False`` trains on the loss alone, e.g. to compare with a rule whose objective has no penalty.
+    """
+
+    penalties: bool = eqx.field(default=True, static=True)
 
     def grads(self, model, batch, key):
         grads, metrics, _ = self._grads(model, batch, None)
@@ -45,7 +52,7 @@ class BPTT(Rule):
         spec = get_loss(self.loss)
 
         def objective(m):
-            if not (isinstance(m, SequenceModel) and m.penalised):
+            if not (self.penalties and isinstance(m, SequenceModel) and m.penalised):
                 ys, final = (jax.vmap(m)(x), None) if state is None else continue_from(m, x, state)
                 loss = spec.loss(ys, y, mask)
                 return loss, (loss, spec.metric(ys, y, mask), final)

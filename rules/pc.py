@@ -268,12 +268,19 @@ class PC(Rule):
             (:class:`~dynlab.rules.pc_inference.Criterion`).
         t1: ODE time horizon.
 
+        diagnostics: optional ``diagnostics(model, x, y, output, inference) -> dict`` of extra
+            per-step metrics from the batch (flat ``x[P, D]``, ``y[P, d_out]``) and the
+            :class:`~dynlab.rules.pc_inference.Inference` result (e.g. the PC–BP comparison's
+            $s - 1$ and distance to the exact activities, :mod:`dynlab.analyses.pc_bp`). It
+            observes; the gradients do not depend on it.
+
     Metrics: ``loss`` and the task metric (before the update), ``energy``, ``inference_steps``,
     ``converged`` (1.0/0.0), ``activity_grad_norm``, and for iterative inference
-    ``activity_grad_ratio`` ($g / g_0$) and ``energy_change``.
+    ``activity_grad_ratio`` ($g / g_0$) and ``energy_change``; then what ``diagnostics`` returns.
     """
 
     inference: pc_inference.AbstractInference  # a PyTree (a solver may hold arrays); its settings are static
+    diagnostics: Callable | None = eqx.field(static=True)
 
     def __init__(
         self,
@@ -287,6 +294,7 @@ class PC(Rule):
         rtol: float = 1e-4,
         ftol: float = 1e-6,
         t1: float = 1e4,
+        diagnostics: Callable | None = None,
     ):
         settings = dict(optimizer=optimizer, beta=beta, max_steps=max_steps, atol=atol, rtol=rtol, ftol=ftol, t1=t1)
         if not isinstance(inference, str):
@@ -295,6 +303,7 @@ class PC(Rule):
                 raise ConfigError(f"rule.{changed[0]} sets up an inference given by name; an inference value carries "
                                   "its own settings")
         self.loss = loss
+        self.diagnostics = diagnostics
         self.inference = pc_inference.from_config(inference, **settings)
         self.inference.check_loss(loss)
 
@@ -311,11 +320,13 @@ class PC(Rule):
         f_value, grads = weight_grads(model, inf.z, x, y, output)
         metrics = self.evaluate(model, batch)
         metrics.update(energy=f_value, **inference_metrics(inf, x.dtype))
+        if self.diagnostics is not None:
+            metrics.update(self.diagnostics(model, x, y, output, inf))
         return grads, metrics
 
 
 _SETTINGS = {k: p.default for k, p in inspect.signature(PC.__init__).parameters.items()
-             if k not in ("self", "loss", "inference")}
+             if k not in ("self", "loss", "inference", "diagnostics")}
 """The defaults of the keys that build an inference given by name."""
 
 

@@ -68,9 +68,11 @@ import optax
 from jaxtyping import Array, PyTree
 
 from dynlab.errors import ConfigError
+from dynlab.losses import Loss
 from dynlab.models import SequenceModel
 from dynlab.registry import register
 from dynlab.rules import pc, pc_inference
+from dynlab.rules.bptt import BPTT
 
 OUTPUTS = ("mse", "ce_last", "ce_all")
 
@@ -270,7 +272,8 @@ class PCTime(pc.PC):
     The config is the ``pc`` rule's (``inference``: a value of :mod:`dynlab.rules.pc_inference` or
     ``discrete``, ``ode``, ``gauss-newton``, ``levenberg-marquardt`` — these two with the ``mse``
     loss — or ``closed-form`` — for linear ``rnn-param`` models with the ``mse`` loss —,
-    ``optimizer``, ``beta``, ``max_steps``, ``atol``, ``rtol``, ``ftol``, ``t1``). It is a rule of its own, not a branch of ``pc``,
+    ``optimizer``, ``beta``, ``max_steps``, ``atol``, ``rtol``, ``ftol``, ``t1``; ``diagnostics`` is
+    called as ``diagnostics(model, x, y, mask, output, inference)``). It is a rule of its own, not a branch of ``pc``,
     because its energy, batch layout and closed form differ; ``pc`` refuses recurrent models
     with a pointer here. Metrics as ``pc``'s.
     """
@@ -291,4 +294,25 @@ class PCTime(pc.PC):
         f_value, grads = weight_grads(model, inf.z, x, y, mask, self.loss)
         metrics = self.evaluate(model, batch)
         metrics.update(energy=f_value, **pc.inference_metrics(inf, x.dtype))
+        if self.diagnostics is not None:
+            metrics.update(self.diagnostics(model, x, y, mask, self.loss, inf))
         return grads, metrics
+
+
+def _objective(output: str):
+    def objective(ys, y, mask):
+        return jnp.mean(output_terms(ys, y, mask, output))
+
+    return objective
+
+
+OBJECTIVES = {o: Loss(_objective(o), _objective(o), "objective", False) for o in OUTPUTS}
+r""":func:`loss` (the energy's output term at the forward pass, $\frac1P\sum_\mu\sum_t m_{\mu t}\,\ell$)
+as a loss value per output, for a rule to train on."""
+
+
+def matching_bptt(output: str) -> BPTT:
+    """BPTT of the objective PC through time approaches (:func:`loss` on the energy's scale, and no
+    regulariser: the energy has none), the rule the PC-through-time comparisons train against."""
+    _check_output(output)
+    return BPTT(loss=OBJECTIVES[output], penalties=False)

@@ -243,3 +243,27 @@ def test_bad_recurrent_comparison_is_one_line_and_exit_2(extra, fragment, tmp_pa
     err = res.stderr.strip()
     assert err.startswith("error: ") and "\n" not in err and fragment in err, err
     assert not list(tmp_path.iterdir())
+
+
+def test_matching_bptt_is_the_gradient_of_the_pc_objective_without_regularisers():
+    """The comparisons' BPTT rule (:func:`pc_time.matching_bptt`) differentiates :func:`pc_time.loss`
+    exactly (the PC energy's scale, no penalty), while the default BPTT of a penalised ELM network
+    adds its regularisers: the model interface, not a unit attribute, decides."""
+    from dynlab.rules.bptt import BPTT
+
+    model = dynlab.build("model", unit="elm-net", input_size=2, output_size=1, key=jax.random.key(0), hidden=4,
+                         d_m=3, d_tree=2, d_branch=2)
+    assert model.penalised
+    task = dynlab.build("task", "adding", length=6)
+    x, y, mask = task.batch(jax.random.key(1), 4)
+    expected = eqx.filter_grad(pt.loss)(model, x, y, mask, "mse")
+    got, metrics = pt.matching_bptt("mse").grads(model, (x, y, mask), jax.random.key(0))
+    for a, b in zip(jax.tree_util.tree_leaves(eqx.filter(expected, eqx.is_inexact_array)),
+                    jax.tree_util.tree_leaves(eqx.filter(got, eqx.is_inexact_array))):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-9)
+    assert float(metrics["loss"]) == pytest.approx(float(pt.loss(model, x, y, mask, "mse")), rel=1e-6)
+    penalised, _ = BPTT(loss="mse").grads(model, (x, y, mask), jax.random.key(0))
+    unpenalised, _ = BPTT(loss="mse", penalties=False).grads(model, (x, y, mask), jax.random.key(0))
+    diff = optax.tree.norm(jax.tree_util.tree_map(jnp.subtract, eqx.filter(penalised, eqx.is_inexact_array),
+                                                  eqx.filter(unpenalised, eqx.is_inexact_array)))
+    assert float(diff) > 1e-6 * float(optax.tree.norm(eqx.filter(unpenalised, eqx.is_inexact_array)))
