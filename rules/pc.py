@@ -210,14 +210,14 @@ def infer_ode(
     max_steps: int = 4096,
     atol: float = 0.0,
     rtol: float = 1e-4,
-    ode_rtol: float = 1e-6,
-    ode_atol: float = 1e-8,
     solver=None,
+    controller=None,
     output: str = "mse",
 ) -> Inference:
     r"""Inference as the gradient flow $\dot z = -\nabla_z \sum_\mu \mathcal F_\mu$, solved by diffrax.
 
-    Adaptive steps (``PIDController(ode_rtol, ode_atol)``, default solver Tsit5) from $t=0$ up to
+    ``solver`` and the step-size ``controller`` are diffrax values (default ``Tsit5()`` and
+    ``PIDController(rtol=1e-6, atol=1e-8)``). Adaptive steps from $t=0$ up to
     ``t1``; an event stops the solve as soon as $g \le \text{atol} + \text{rtol}\,g_0$ (the same
     criterion as :func:`infer`). ``steps`` is the number of accepted solver steps; the result is
     not converged if the event did not fire (``t1`` or ``max_steps`` reached first).
@@ -225,7 +225,7 @@ def infer_ode(
     require_positive("max_steps", max_steps)
     x, y, z0 = _prepare(model, x, y, z0, output)
     return minimise_ode(lambda z: sample_energies(model, z, x, y, output), z0, sample_axis=1, t1=t1,
-                        max_steps=max_steps, atol=atol, rtol=rtol, ode_rtol=ode_rtol, ode_atol=ode_atol, solver=solver)
+                        max_steps=max_steps, atol=atol, rtol=rtol, solver=solver, controller=controller)
 
 
 # ------------------------------------------------------------------------------------------------

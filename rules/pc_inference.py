@@ -223,15 +223,15 @@ def minimise_ode(
     max_steps: int = 4096,
     atol: float = 0.0,
     rtol: float = 1e-4,
-    ode_rtol: float = 1e-6,
-    ode_atol: float = 1e-8,
     solver=None,
+    controller=None,
     ftol: float | None = None,
 ) -> Inference:
     r"""The gradient flow $\dot z = -\nabla_z \sum_\mu \mathcal F_\mu$ of any per-sample energy, solved by diffrax.
 
     The model-free core of :func:`dynlab.rules.pc.infer_ode` (arguments as there; ``sample_energies`` and
-    ``sample_axis`` as in :func:`minimise`). With ``ftol`` the event also asks the energy to be
+    ``sample_axis`` as in :func:`minimise`). ``solver``: a diffrax solver (default ``Tsit5()``);
+    ``controller``: a diffrax step-size controller (default ``PIDController(rtol=1e-6, atol=1e-8)``). With ``ftol`` the event also asks the energy to be
     stationary: along the flow $d\mathcal F/dt = -\|\nabla_z\mathcal F\|^2$, so the relative change
     per unit time $\|\nabla_z \sum_\mu\mathcal F_\mu\|^2 / \sum_\mu\mathcal F_\mu \le \text{ftol}$
     (reported as ``energy_change``).
@@ -264,7 +264,7 @@ def minimise_ode(
         t1=t1,
         dt0=None,
         y0=z0,
-        stepsize_controller=diffrax.PIDController(rtol=ode_rtol, atol=ode_atol),
+        stepsize_controller=diffrax.PIDController(rtol=1e-6, atol=1e-8) if controller is None else controller,
         event=diffrax.Event(steady),
         saveat=diffrax.SaveAt(t1=True),
         max_steps=max_steps,
@@ -402,25 +402,24 @@ class Descent(AbstractInference):
 
 
 class GradientFlow(AbstractInference):
-    """$\\dot z = -\\nabla_z\\mathcal F$ by diffrax (default Tsit5, PID steps ``ode_rtol``/``ode_atol``) up to
-    ``t1``; ``criterion.max_steps`` bounds the solver steps."""
+    """$\\dot z = -\\nabla_z\\mathcal F$ by diffrax up to ``t1``, as diffrax takes it: a ``solver``
+    (default ``diffrax.Tsit5()``) and a step-size ``controller`` (default
+    ``diffrax.PIDController(rtol=1e-6, atol=1e-8)``) passed as values; ``criterion.max_steps``
+    bounds the solver steps."""
 
     solver: object = eqx.field(static=True, default=None)
+    controller: object = eqx.field(static=True, default=None)
     t1: float = eqx.field(static=True, default=1e4)
-    ode_rtol: float = eqx.field(static=True, default=1e-6)
-    ode_atol: float = eqx.field(static=True, default=1e-8)
     criterion: Criterion = Criterion(max_steps=4096)
 
     def __check_init__(self):
         require_positive("t1", self.t1, integer=False)
-        _tolerance("ode_rtol", self.ode_rtol, positive=True)
-        _tolerance("ode_atol", self.ode_atol, positive=True)
 
     def __call__(self, problem: Problem) -> Inference:
         c = self.criterion
         return minimise_ode(problem.sample_energies, problem.z0, sample_axis=problem.sample_axis, t1=self.t1,
-                               max_steps=c.max_steps, atol=c.atol, rtol=c.rtol, ode_rtol=self.ode_rtol,
-                               ode_atol=self.ode_atol, solver=self.solver, ftol=c.ftol)
+                               max_steps=c.max_steps, atol=c.atol, rtol=c.rtol, solver=self.solver,
+                               controller=self.controller, ftol=c.ftol)
 
 
 class ClosedForm(AbstractInference):
@@ -640,7 +639,7 @@ class RoundingTrustRegion(optx.ClassicalTrustRegion):
 
 
 class LevenbergMarquardt(optx.AbstractGaussNewton):
-    """Levenberg–Marquardt: damped Gauss–Newton steps $(J^\top J + \lambda I)\delta = -J^\top r$
+    r"""Levenberg–Marquardt: damped Gauss–Newton steps $(J^\top J + \lambda I)\delta = -J^\top r$
     (``optimistix.DampedNewtonDescent``, $\lambda$ = 1 / the trust region's step size) in a
     :class:`RoundingTrustRegion`; ``optimistix.LevenbergMarquardt`` with a trust region that does not
     collapse on float32 rounding."""

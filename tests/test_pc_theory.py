@@ -2,6 +2,7 @@
 16, 26, 104), dense linear algebra, and agreement of three independent methods (discrete
 inference, a diffrax ODE solve, the closed form). float64 throughout."""
 
+import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -94,7 +95,7 @@ def test_discrete_and_ode_inference_converge_to_the_closed_form(residual):
         z_star = cf.exact_activities(m, x, y)
         f_star = float(cf.equilibrated_energy(m, x, y))
         disc = pc.infer(m, x, y, optimizer=optax.sgd(0.3), max_steps=20_000, rtol=1e-11, z_exact=z_star, record=True)
-        ode = pc.infer_ode(m, x, y, rtol=1e-8, ode_rtol=1e-10, ode_atol=1e-12, max_steps=20_000)
+        ode = pc.infer_ode(m, x, y, rtol=1e-8, controller=diffrax.PIDController(rtol=1e-10, atol=1e-12), max_steps=20_000)
         rel = lambda z: float(jnp.linalg.norm(z - z_star) / jnp.linalg.norm(z_star))
         d_disc, d_ode = rel(disc.z), rel(ode.z)
         trace = np.asarray(disc.trace_distance)
