@@ -1,13 +1,20 @@
 """Analyses (installed as ``dynlab.analyses``), each returning a labelled ``xr.Dataset``.
 
-Numerical cores on any map or array: :mod:`~dynlab.analyses.lyapunov`,
-:mod:`~dynlab.analyses.spectra` (and, in the rules layer, :mod:`~dynlab.rules.pc_closed_form`). Their application to
-dynlab models, registered as analyses: :mod:`~dynlab.analyses.model_dynamics` (``lyapunov``,
-``spectra``, on the state maps of :mod:`~dynlab.analyses.state_map`),
-:mod:`~dynlab.analyses.trw` (``trw``), :mod:`~dynlab.analyses.pc_bp` (``pc-bp``).
+A concept that has a numerical core, model glue and a figure is one package:
+:mod:`~dynlab.analyses.lyapunov` (the QR engine on any map, ensembles and replicates, summaries;
+the registered ``lyapunov`` analysis of a model and its figure) and :mod:`~dynlab.analyses.spectra`
+(weight and Jacobian eigenvalues, covariance spectra and their power-law fits; the ``spectra``
+analysis and its figure), both on the state maps of :mod:`~dynlab.analyses.state_map` (and, in
+the rules layer, :mod:`~dynlab.rules.pc_closed_form`). :mod:`~dynlab.analyses.aru` holds the ARU
+paper's analyses of frozen gamma networks and controllers, one module per analysis with its
+figure. A single-file analysis keeps its figure in its module (``activity``, ``perturb``,
+``fractional-order``, ``gain-scaling``) or, for a module whose datasets have several figures, in
+``<module>_figures.py`` beside it (:mod:`~dynlab.analyses.trw` with ``trw_figures``,
+:mod:`~dynlab.analyses.elm_scaling` with ``elm_scaling_figures``, :mod:`~dynlab.analyses.pc_bp`
+with ``pc_bp_figures``).
 """
 
-from dynlab.analyses import model_dynamics, pc_bp, trw  # noqa: F401  (registers the analyses)
-from dynlab.analyses import aru_dynamics, fractional, gain_scaling  # noqa: F401  (ARU paper analyses)
+from dynlab.analyses import lyapunov, pc_bp, spectra, trw  # noqa: F401  (registers the analyses)
+from dynlab.analyses import aru, fractional, gain_scaling  # noqa: F401  (ARU paper analyses)
 from dynlab.analyses import activity  # noqa: F401  (ELM paper: activity statistics)
 from dynlab.analyses import perturb  # noqa: F401  (accuracy under a perturbation)

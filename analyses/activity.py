@@ -43,13 +43,16 @@ import jax
 import numpy as np
 import xarray as xr
 from jax.typing import ArrayLike
+import matplotlib
 
-import dynlab
-from dynlab.errors import ConfigError, require_positive
-from dynlab import figures_elm
-from dynlab.registry import register
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
 
-__all__ = ["activity_analysis", "activity_statistics"]
+from dynlab.errors import ConfigError, require_positive  # noqa: E402
+from dynlab.provenance import stamp, stamp_attrs  # noqa: E402
+from dynlab.registry import register  # noqa: E402
+
+__all__ = ["activity_analysis", "activity_statistics", "plot_activity"]
 
 
 def _intervals(events: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -185,9 +188,7 @@ def activity_statistics(
             "isi": ("isi", np.arange(1, steps), {**per_step, "long_name": "inter-event interval"}),
             "correlation": ("correlation", (edges[:-1] + edges[1:]) / 2, {**one, "long_name": "correlation (bin centre)"}),
         },
-        attrs={
-            "analysis": "activity",
-            "dynlab_version": dynlab.__version__,
+        attrs=stamp_attrs(analysis="activity", config={
             "threshold": threshold,
             "events": events,
             "window": int(window),
@@ -196,7 +197,7 @@ def activity_statistics(
             "correlation_of": correlation_of,
             "correlation_bin_width": float(edges[1] - edges[0]),
             "min_intervals": int(min_intervals),
-        },
+        }),
     )
 
 
@@ -217,11 +218,36 @@ def check_activity(model, *, component: str, steps: int, burn_in: int, **_) -> N
         raise ConfigError(f"no state component {component!r}; valid: {', '.join(dict.fromkeys(labels))}")
 
 
+def plot_activity(ds: xr.Dataset):
+    """Fraction active over time, ISI distribution, pairwise correlations
+    (:func:`dynlab.analyses.activity.activity_statistics`)."""
+    fig, (ax_f, ax_i, ax_c) = plt.subplots(1, 3, figsize=(13, 3.8))
+    ax_f.plot(ds.time, ds.fraction_active, lw=0.8)
+    ax_f.set(xlabel="step", ylabel="fraction active", ylim=(0, 1),
+             title=f"mean fraction active {float(ds.mean_fraction_active):.3f}")
+    nonzero = ds.isi_histogram.where(ds.isi_histogram > 0, drop=True)
+    if nonzero.size:
+        ax_i.plot(nonzero.isi, nonzero, ".", ms=3)
+        ax_i.set(xscale="log", yscale="log")
+    else:  # no neuron had two events: nothing to put on log axes
+        ax_i.text(0.5, 0.5, "no inter-event intervals", ha="center", va="center", transform=ax_i.transAxes)
+    ax_i.set(xlabel="inter-event interval (steps)", ylabel="count",
+             title=f"ISI CV {float(ds.isi_cv_mean):.2f} (pooled {float(ds.isi_cv_pooled):.2f}), "
+                   f"Fano {float(ds.fano_mean):.2f}")
+    ax_c.bar(ds.correlation, ds.correlation_histogram, width=ds.attrs["correlation_bin_width"])
+    ax_c.set(xlabel=f"pairwise correlation ({ds.attrs['correlation_of']})", ylabel="pairs",
+             title=f"mean {float(ds.correlation_mean):.3f} ± {float(ds.correlation_std):.3f}")
+    fig.suptitle(f"{ds.attrs.get('component', '')} threshold {ds.attrs['threshold']:g}, events {ds.attrs['events']}, "
+                 f"window {ds.attrs['window']}", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
 @register(
     "analysis",
     "activity",
     "population activity statistics: fraction active, ISI CV, Fano factor, correlations",
-    figure=figures_elm.activity,
+    figure=plot_activity,
 )
 def activity_analysis(
     model,
@@ -241,14 +267,13 @@ def activity_analysis(
     r"""[`activity_statistics`][] of one state component of a model along a trajectory.
 
     The model's full state map runs for `burn_in + steps` steps under the protocol of
-    :func:`dynlab.analyses.model_dynamics.lyapunov_analysis` (autonomous, constant `drive`, or
+    :func:`dynlab.analyses.lyapunov.lyapunov_analysis` (autonomous, constant `drive`, or
     `task` inputs, seeded by `seed`); the last `steps` values of the state component labelled
     `component` (e.g. `"layer0.h"`: layer 0's activity, which for the ELM network is its
     neurons' outputs $a_t$) are analysed. The other options are
     [`activity_statistics`][]'s. Adds attrs `component`, `protocol`, `steps`, `burn_in`, `seed`.
     """
-    from dynlab.analyses.model_dynamics import protocol_name
-    from dynlab.analyses.state_map import protocol_inputs, run_in, state_map
+    from dynlab.analyses.state_map import protocol_inputs, protocol_name, run_in, state_map
 
     check_activity(model, component=component, steps=steps, burn_in=burn_in)
     smap = state_map(model)
@@ -257,8 +282,8 @@ def activity_analysis(
     states = np.asarray(run_in(smap, inputs))[burn_in:, idx]
     ds = activity_statistics(states, threshold=threshold, events=events, window=window,
                              correlation_of=correlation_of, bins=bins)
-    ds.attrs.update(component=component, protocol=protocol_name(drive, task), steps=steps, burn_in=burn_in, seed=seed)
-    return ds
+    return stamp(ds, analysis="activity", seed=seed,
+                 config=dict(component=component, protocol=protocol_name(drive, task), steps=steps, burn_in=burn_in))
 
 
 activity_analysis.check = check_activity

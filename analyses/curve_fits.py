@@ -48,9 +48,9 @@ import xarray as xr
 from jax.typing import ArrayLike
 from scipy.optimize import minimize_scalar
 
-import dynlab
-from dynlab.analyses.spectra import power_law_exponent
+from dynlab.analyses.spectra.power_law import power_law_exponent
 from dynlab.errors import ConfigError
+from dynlab.provenance import stamp_attrs
 
 __all__ = ["FAMILIES", "DecayFit", "aicc", "akaike_weights", "compare_decay_laws", "fit_decay_law"]
 
@@ -214,13 +214,11 @@ def compare_decay_laws(x: ArrayLike, y: ArrayLike, *, families: Sequence[str] = 
             "shape_name": ("family", [_SHAPE_NAME[f] for f in families]),
             "point": ("point", np.arange(n)),
         },
-        attrs={
-            "analysis": "decay_law_comparison",
-            "dynlab_version": dynlab.__version__,
+        attrs=stamp_attrs(analysis="decay_law_comparison", config={
             "best": families[int(np.argmin(scores))],
             "space": "log",
             "likelihood": "log y = log yhat(x) + e, e ~ N(0, sigma^2) iid; sigma^2 profiled (RSS/n)",
             "n_points": n,
             "n_params": _N_PARAMS,
-        },
+        }),
     )

@@ -63,9 +63,9 @@ import xarray as xr
 from jax.typing import ArrayLike
 from scipy.optimize import differential_evolution, minimize, minimize_scalar
 
-import dynlab
 from dynlab.analyses.curve_fits import aicc
 from dynlab.errors import ConfigError
+from dynlab.provenance import stamp_attrs
 from dynlab.statistics import bootstrap_interval
 
 __all__ = [
@@ -280,15 +280,13 @@ def i_rep_curves(
             "budget": ("budget", budgets, {"long_name": "layer budget P", "units": "parameters"}),
             "k_e": ("k_e", k_e, {"long_name": "per-neuron effective parameters k_e", "units": "parameters"}),
         },
-        attrs={
-            "analysis": "i_rep",
-            "dynlab_version": dynlab.__version__,
+        attrs=stamp_attrs(analysis="i_rep", config={
             **_param_attrs(p),
             "k_c": float(k_c),
             "k_floor": floor_crossover(p),
             "k_cross": k_cross,
             "width": width,
-        },
+        }),
     )
 
 
@@ -575,15 +573,12 @@ def fit_i_rep(
             "group": ("group", groups),
             "k_e_grid": ("k_e_grid", grid, {"long_name": "k_e of the theory curves"}),
         },
-        attrs={
-            "analysis": "i_rep_fit",
-            "dynlab_version": dynlab.__version__,
+        attrs=stamp_attrs(analysis="i_rep_fit", seed=int(seed), config={
             "equation": "loss = offset - scale * I_rep(k_e; N, alpha, beta, gamma, q_inf)  [paper Eq. 6-8]",
             **{f"{name}_ref": float(values[pos]) for pos, name in enumerate(PARAMETERS)},
             "free_parameters": ", ".join(layout.names + ["offset", "scale"]),
             "vary": json.dumps(vary),
             "bounds": json.dumps(bounds),
-            "seed": int(seed),
             "popsize": int(popsize),
             "maxiter": int(maxiter),
             "de_nfev": int(de.nfev),
@@ -594,5 +589,5 @@ def fit_i_rep(
             "uncertainty": (f"{confidence:.0%} basic-bootstrap intervals (<name>_ci_low/_ci_high) over {population}"
                             if n_boot else "none: every fitted number is a point estimate (pass n_boot > 0 for "
                                            "bootstrap intervals over the data points)"),
-        },
+        }),
     )

@@ -60,12 +60,17 @@ import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 from numpy.typing import ArrayLike
+import matplotlib
 
-from dynlab.analyses.aru_dynamics import analysis_attrs, number_grid
-from dynlab.analyses.state_map import protocol_inputs, run_in, state_map
-from dynlab.errors import ConfigError, require_positive
-from dynlab import figures_aru
-from dynlab.registry import register
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from dynlab.analyses.aru.frozen_map import number_grid  # noqa: E402
+from dynlab.analyses.aru.plotting import drive_colors, title  # noqa: E402
+from dynlab.analyses.state_map import protocol_inputs, run_in, state_map  # noqa: E402
+from dynlab.errors import ConfigError, require_positive  # noqa: E402
+from dynlab.provenance import stamp  # noqa: E402
+from dynlab.registry import register  # noqa: E402
 
 __all__ = [
     "ALPHAS", "fit_fractional_order", "fractional_derivative", "fractional_multiplier", "fractional_order_analysis",
@@ -192,11 +197,46 @@ def fit_fractional_order(
     )
 
 
+def plot_fractional_order(ds: xr.Dataset):
+    """Fig. 4b-d: distribution of α̂ over neurons per drive, with the mean response's α̂; responses of
+    the neurons with the smallest and largest α̂ (largest drive); α̂ vs drive."""
+    fig, (ax_h, ax_r, ax_d) = plt.subplots(1, 3, figsize=(15, 4))
+    drives = ds.drive.values
+    colors, _ = drive_colors(drives)
+    bins = np.linspace(float(ds.alpha.min()), float(ds.alpha.max()), 41)
+    for i, c in enumerate(colors):
+        a = ds.alpha_hat.isel(drive=i).values
+        ax_h.hist(a[np.isfinite(a)], bins=bins, color=c, alpha=0.5, label=f"ξ = {drives[i]:g}")
+        ax_h.axvline(float(ds.alpha_mean_response.isel(drive=i)), color=c, ls="-", lw=2)
+    ax_h.axvline(0, color="grey", lw=0.6)
+    ax_h.set(xlabel="α̂ (> 0: differentiation, < 0: integration)", ylabel="neurons",
+             title="fractional order per neuron (line: α̂ of the mean response)")
+    ax_h.legend(fontsize=7)
+    last = ds.isel(drive=-1)
+    stim = last.stimulus.values
+    peak = max(np.abs(stim).max(), 1e-30)
+    ax_r.plot(ds.time, stim / peak, color="grey", lw=1, label="step drive")
+    a = last.alpha_hat.values
+    if np.isfinite(a).any():
+        for idx in sorted({int(np.nanargmin(a)), int(np.nanargmax(a))}):
+            r = last.response.isel(neuron=idx).values
+            ax_r.plot(ds.time, r / max(np.abs(r).max(), 1e-30), lw=1, label=f"neuron {idx}, α̂ = {a[idx]:.2f}")
+    ax_r.set(xlabel="step", ylabel="normalised", title=f"responses at ξ = {drives[-1]:g}")
+    ax_r.legend(fontsize=7)
+    ax_d.plot(drives, ds.alpha_mean_response, "o-", ms=4, label="α̂ of the mean response")
+    ax_d.plot(drives, ds.alpha_hat.median("neuron"), "s--", ms=4, label="median over neurons")
+    ax_d.set(xlabel="drive ξ", ylabel="α̂", title="order vs drive amplitude (Fig. 4d)")
+    ax_d.legend(fontsize=7)
+    iso = " (isolated)" if ds.attrs.get("isolated") else ""
+    title(fig, ds, f"fractional order{iso}, {ds.attrs.get('inputs', '')}, extension {ds.attrs.get('extension', '')}")
+    return fig
+
+
 @register(
     "analysis",
     "fractional-order",
     "ARU Fig. 4b-d: fractional order of each neuron's response to a step drive",
-    figure=figures_aru.fractional_order,
+    figure=plot_fractional_order,
 )
 def fractional_order_analysis(
     model,
@@ -260,7 +300,7 @@ def fractional_order_analysis(
     alpha_hat = neurons.alpha_hat.values
     with np.errstate(invalid="ignore"):
         positive = np.sum(alpha_hat > 0, -1) / np.sum(np.isfinite(alpha_hat), -1)
-    return xr.Dataset(
+    ds = xr.Dataset(
         {
             "alpha_hat": neurons.alpha_hat,
             "error_min": neurons.error_min,
@@ -274,7 +314,7 @@ def fractional_order_analysis(
         },
         coords={"drive": ("drive", drives, {"long_name": "step drive xi"}), "neuron": np.arange(response.shape[-1]),
                 "time": ("time", np.arange(steps), {"units": "steps"})},
-        attrs=analysis_attrs("fractional-order", onset=onset, duration=duration, steps=steps, isolated=isolated,
-                             extension=extension, gain=gain, seed=seed,
-                             inputs="zero input" if task is None else f"task {type(task).__name__}"),
     )
+    return stamp(ds, analysis="fractional-order", seed=seed, config=dict(onset=onset, duration=duration,
+        steps=steps, isolated=isolated, extension=extension, gain=gain,
+        inputs="zero input" if task is None else f"task {type(task).__name__}"))

@@ -24,12 +24,18 @@ import numpy as np
 import scipy.optimize
 import xarray as xr
 from numpy.typing import ArrayLike
+import matplotlib
 
-from dynlab.analyses.aru_dynamics import analysis_attrs, aru_layer, aru_traces, number_grid
-from dynlab.errors import ConfigError, require_positive
-from dynlab.statistics import t_interval
-from dynlab import figures_aru
-from dynlab.registry import register
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from dynlab.analyses.aru.frozen_map import aru_layer, number_grid  # noqa: E402
+from dynlab.analyses.aru.plotting import drive_colors, title  # noqa: E402
+from dynlab.analyses.aru.traces import aru_traces  # noqa: E402
+from dynlab.errors import ConfigError, require_positive  # noqa: E402
+from dynlab.provenance import stamp  # noqa: E402
+from dynlab.registry import register  # noqa: E402
+from dynlab.statistics import t_interval  # noqa: E402
 
 __all__ = ["exponential_fit", "gain_scaling_analysis", "power_law_fit"]
 
@@ -109,11 +115,43 @@ def exponential_fit(x: ArrayLike, y: ArrayLike, *, rates: int = 801) -> dict[str
     return _refine(lambda x, c, a, k: c + a * np.exp(k * x), x, y, [c0, a0, k0], ["c", "a", "k"])
 
 
+def plot_gain_scaling(ds: xr.Dataset):
+    """Fig. 3b: n∞ vs noise std (log-log) with the power-law fit, s∞ with the exponential fit, traces."""
+    fig, (ax_tr, ax_n, ax_s) = plt.subplots(1, 3, figsize=(15, 4))
+    stds = ds["std"].values
+    colors, sm = drive_colors(np.log10(stds))
+    for i, c in enumerate(colors):
+        ax_tr.plot(ds.time, ds.n_trace.isel(std=i), color=c, lw=1)
+    ax_tr.axvline(0, color="grey", ls="--", lw=0.8)
+    ax_tr.axvline(ds.attrs.get("duration", 0), color="grey", ls="--", lw=0.8)
+    ax_tr.set(xlabel="steps since the high noise began", ylabel="n_t (mean)", title="gain during the noise step")
+    fig.colorbar(sm, ax=ax_tr, label="log10 ξ")
+    x = np.geomspace(stds.min(), stds.max(), 200)
+    spread = ds.n_inf.std(("seed", "neuron"), ddof=1).values
+    ax_n.errorbar(stds, ds.n_inf_mean, yerr=spread, fmt="o", ms=4, capsize=2, label="n∞ (± std over neurons, seeds)")
+    if "power_a" in ds:
+        a, b = float(ds.power_a), float(ds.power_b)
+        ax_n.plot(x, a * x**b, "--", label=f"{a:.3g} ξ^{b:.3g} (R² {float(ds.power_r2):.3f})")
+    ax_n.set(xscale="log", xlabel="noise std ξ", ylabel="n∞", title="steady-state gain")
+    if np.all(ds.n_inf_mean.values > 0):
+        ax_n.set_yscale("log")
+    ax_n.legend(fontsize=7)
+    ax_s.errorbar(stds, ds.s_inf_mean, yerr=ds.s_inf.std(("seed", "neuron"), ddof=1).values, fmt="o", ms=4, capsize=2,
+                  label="s∞")
+    if "exp_k" in ds:
+        c0, a, k = float(ds.exp_c), float(ds.exp_a), float(ds.exp_k)
+        ax_s.plot(x, c0 + a * np.exp(k * x), "--", label=f"{c0:.3g} + {a:.3g} e^({k:.3g} ξ) (R² {float(ds.exp_r2):.3f})")
+    ax_s.set(xscale="log", xlabel="noise std ξ", ylabel="s∞", title="steady-state saturation")
+    ax_s.legend(fontsize=7)
+    title(fig, ds, f"gain scaling, noise via {ds.attrs.get('channel', '')}, {ds.sizes['seed']} noise seeds")
+    return fig
+
+
 @register(
     "analysis",
     "gain-scaling",
     "ARU Fig. 3b: steady-state gain, saturation vs noise std (power-law, exponential fits)",
-    figure=figures_aru.gain_scaling,
+    figure=plot_gain_scaling,
 )
 def gain_scaling_analysis(
     model,
@@ -217,7 +255,7 @@ def gain_scaling_analysis(
                 data[f"{prefix}_{name}_seeds"] = ("seed", values, {"long_name": f"{name} fitted to each noise seed's curve"})
                 data[f"{prefix}_{name}_ci_low"] = ((), float(ci.low), attrs)
                 data[f"{prefix}_{name}_ci_high"] = ((), float(ci.high), {**attrs, "long_name": f"{name}: upper bound, {ci.label}"})
-    return xr.Dataset(
+    ds = xr.Dataset(
         data,
         coords={
             "std": ("std", stds, {"long_name": "noise std xi"}),
@@ -225,7 +263,7 @@ def gain_scaling_analysis(
             "neuron": ("neuron", np.arange(H)),
             "time": ("time", np.arange(T) - pre, {"long_name": "steps since the high noise began", "units": "steps"}),
         },
-        attrs=analysis_attrs("gain-scaling", base_std=base_std, pre=pre, duration=duration, post=post, window=window,
-                     seeds=seeds, channel=channel, seed=seed, hidden=H,
-                     power_law="n_inf = a * std**b", exponential="s_inf = c + a * exp(k * std)"),
     )
+    return stamp(ds, analysis="gain-scaling", seed=seed, config=dict(base_std=base_std, pre=pre, duration=duration,
+        post=post, window=window, seeds=seeds, channel=channel, hidden=H, power_law="n_inf = a * std**b",
+        exponential="s_inf = c + a * exp(k * std)"))

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Callable, Literal, NamedTuple
+from typing import Callable, Literal
 
 import equinox as eqx
 import jax
@@ -59,6 +59,7 @@ from dynlab import ffmodels, registry, train
 from dynlab.rules import pc_closed_form as cf
 from dynlab.errors import ConfigError, require_positive
 from dynlab.analyses import pc_bp_figures
+from dynlab.provenance import stamp
 from dynlab.registry import register
 from dynlab.analyses.pc_grid import DEPTH, LENGTH, GridAxis, grid_axis  # noqa: F401  (grid_axis re-exported)
 from dynlab.rnn_param import ParamRNN
@@ -85,14 +86,26 @@ def cosine(g1, g2, eps: float = COSINE_EPS) -> jax.Array:
     return jnp.where(na * nb > eps, dot / jnp.maximum(na * nb, eps), 0.0)
 
 
-@dataclasses.dataclass(frozen=True)
-class CompareConfig:
-    """Everything except the grid axes (hashable: it is static in the compiled cell).
+INFERENCE_KEYS = {"energy": "closed-form", "inference": "discrete", "activity_optimizer": "sgd", "beta": 0.3,
+                  "inference_steps": 500, "atol": 0.0, "rtol": 1e-4, "ftol": None, "patience": None}
+"""The spelled keys (CLI, TOML, ``**options``) that :meth:`CompareConfig.from_options` turns into
+the one ``inference`` value, with their defaults."""
+
+
+class CompareConfig(eqx.Module):
+    r"""Everything except the grid axes (its non-array fields are static in the compiled cell).
 
     ``model``: ``mlp`` (:class:`~dynlab.ffmodels.FeedForward`; ``alpha``, ``residual``, ``batches``
     apply, and ``batch_size`` — the size of each streamed batch — with ``batches="stream"``) or
     ``rnn`` (:class:`~dynlab.rnn_param.ParamRNN`; ``gain`` and ``batch_size``, the size of the
     fixed batch drawn from the sequence task, apply).
+
+    ``inference``: how the PC gradient is computed, as a value of :mod:`dynlab.rules.pc_inference`:
+    ``ClosedForm()`` (default; linear networks: $\nabla_\theta\mathcal F^*$ at the exact
+    equilibrium) or a numerical method, e.g. ``Descent(optax.sgd(0.3), Criterion(max_steps=500))``
+    or ``lbfgs(Criterion(...))``. The command line's and TOML's spellings (``energy``,
+    ``inference``, ``activity_optimizer``, ``beta``, ``inference_steps``, ``atol``, ``rtol``,
+    ``ftol``, ``patience``) become this value in one place, :meth:`from_options`.
     """
 
     model: Literal["mlp", "rnn"] = "mlp"
@@ -102,31 +115,45 @@ class CompareConfig:
     residual: bool = True
     activation: str = "linear"
     steps: int = 100
-    energy: Literal["closed-form", "inference"] = "closed-form"
+    inference: pc_inference.AbstractInference = pc_inference.ClosedForm()
     optimizer: Literal["gd", "adam"] = "adam"
     lr: float | None = None
-    inference: Literal["discrete", "ode", "gauss-newton", "levenberg-marquardt", "lbfgs"] = "discrete"
-    activity_optimizer: str = "sgd"
-    beta: float = 0.3
-    inference_steps: int = 500
-    atol: float = 0.0
-    rtol: float = 1e-4
-    ftol: float | None = None
-    patience: int | None = None
     x64: bool = False
     gain: float = 1.0
     time_alpha: float | None = None
     batch_size: int = 32
     batches: Literal["fixed", "stream"] = "fixed"
 
-    def __post_init__(self):
+    @classmethod
+    def from_options(cls, **options) -> "CompareConfig":
+        """The config from spelled options: the keys of :data:`INFERENCE_KEYS` become ``inference``
+        (:func:`dynlab.rules.pc_inference.from_config`; ``energy="closed-form"`` is
+        ``ClosedForm()``, and the numerical keys are still checked); the rest are fields."""
+        given = options.get("inference")
+        if isinstance(given, pc_inference.AbstractInference) and "energy" not in options:  # a value says it all
+            options["energy"] = "closed-form" if isinstance(given, pc_inference.ClosedForm) else "inference"
+        spelled = {k: options.pop(k, default) for k, default in INFERENCE_KEYS.items()}
+        energy = spelled.pop("energy")
+        if energy not in ("closed-form", "inference"):
+            raise ConfigError(f"unknown energy {energy!r}; valid: closed-form, inference")
+        name = spelled.pop("inference")
+        if isinstance(name, str) and name not in INFERENCES:
+            raise ConfigError(f"unknown inference {name!r}; valid: {', '.join(INFERENCES)}")
+        require_positive("inference_steps", spelled["inference_steps"])
+        pc.activity_optimizer(spelled["activity_optimizer"], spelled["beta"])
+        method = pc_inference.from_config(name, optimizer=spelled["activity_optimizer"], beta=spelled["beta"],
+                                          max_steps=spelled["inference_steps"], atol=spelled["atol"],
+                                          rtol=spelled["rtol"], ftol=spelled["ftol"], patience=spelled["patience"],
+                                          where="compare")
+        return cls(inference=pc_inference.ClosedForm() if energy == "closed-form" else method, **options)
+
+    def __check_init__(self):
         if self.model not in MODELS:
             raise ConfigError(f"unknown model {self.model!r}; valid: {', '.join(MODELS)}")
         ffmodels.parameterisation(self.param, alpha=self.alpha, gamma0=self.gamma0)  # validates name, alpha, gamma0
         require_positive("gain", self.gain, integer=False)
         require_positive("batch_size", self.batch_size)
         require_positive("steps", self.steps)
-        require_positive("inference_steps", self.inference_steps)
         if self.batches not in ("fixed", "stream"):
             raise ConfigError(f"unknown batches {self.batches!r}; valid: fixed, stream")
         if self.time_alpha is not None:
@@ -137,33 +164,40 @@ class CompareConfig:
                 raise ConfigError(f"time_alpha must be a finite number >= 0, got {self.time_alpha!r}")
         if self.batches == "stream" and self.model != "mlp":
             raise ConfigError("batches 'stream' applies to feed-forward models (model 'mlp') only")
-        if self.energy not in ("closed-form", "inference"):
-            raise ConfigError(f"unknown energy {self.energy!r}; valid: closed-form, inference")
         if self.optimizer not in ("gd", "adam"):
             raise ConfigError(f"unknown optimizer {self.optimizer!r}; valid: gd, adam")
-        if self.inference not in INFERENCES:
-            raise ConfigError(f"unknown inference {self.inference!r}; valid: {', '.join(INFERENCES)}")
-        self.inference_method  # every inference key checked here
+        if not isinstance(self.inference, pc_inference.AbstractInference):
+            raise ConfigError(f"inference must be a value of dynlab.rules.pc_inference (or use CompareConfig.from_options "
+                              f"with its spelling), got {self.inference!r}")
         if self.activation not in ffmodels.ACTIVATIONS:
             raise ConfigError(f"unknown activation {self.activation!r}; valid: {', '.join(ffmodels.ACTIVATIONS)}")
-        if self.energy == "closed-form" and self.activation != "linear":
+        if self.closed_form and self.activation != "linear":
             raise ConfigError(f"energy 'closed-form' needs a linear network, got activation {self.activation!r}; "
                               "use energy 'inference'")
-        pc.activity_optimizer(self.activity_optimizer, self.beta)
         if self.lr is not None:
             require_positive("lr", self.lr, integer=False)
 
     @property
-    def inference_method(self) -> pc_inference.AbstractInference:
-        """The numerical inference as a value (:func:`dynlab.rules.pc_inference.from_config`)."""
-        return pc_inference.from_config(self.inference, optimizer=self.activity_optimizer, beta=self.beta,
-                                        max_steps=self.inference_steps, atol=self.atol, rtol=self.rtol, ftol=self.ftol,
-                                        patience=self.patience, where="compare")
+    def closed_form(self) -> bool:
+        """Is the PC gradient that at the exact equilibrium (``ClosedForm()``)?"""
+        return isinstance(self.inference, pc_inference.ClosedForm)
+
+    @property
+    def energy(self) -> str:
+        """The spelling of :attr:`closed_form`: ``closed-form`` or ``inference``."""
+        return "closed-form" if self.closed_form else "inference"
 
     @property
     def base_lr(self) -> float:
         """η0: the given ``lr``, else the paper's (Adam 1e-3, GD 0.025)."""
         return self.lr if self.lr is not None else (1e-3 if self.optimizer == "adam" else 0.025)
+
+    def describe(self) -> dict:
+        """The fields as plain values for the dataset's ``config`` attr (``inference`` as its one-line repr)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["energy"] = self.energy
+        out["inference"] = "closed-form" if self.closed_form else eqx.tree_pformat(self.inference, width=10**6)
+        return out
 
 
 def make_model(cfg: CompareConfig, width: int, depth: int, input_size: int, output_size: int, seed: int):
@@ -232,8 +266,8 @@ def rules(cfg: CompareConfig, output: str = "mse"):
     :class:`~dynlab.rules.pc_time.PCTime` and :func:`~dynlab.rules.pc_time.matching_bptt`. The PC
     rule carries the comparison's diagnostics (:data:`VARIABLES`) as a value.
     """
-    closed = cfg.energy == "closed-form"
-    inference = "closed-form" if closed else cfg.inference_method
+    closed = cfg.closed_form
+    inference = cfg.inference
     if cfg.model == "mlp":
         pc_rule = pc.PC("mse", inference, diagnostics=_closed_form_diagnostics if closed else _inference_diagnostics)
         return pc_rule, BP("mse")
@@ -370,7 +404,7 @@ def compare_pc_bp(
     """
     fixed = task.fixed_batch("train") if hasattr(task, "fixed_batch") else task
     options.setdefault("batch_size", int(np.shape(fixed[0])[0]))
-    cfg = CompareConfig(**options)
+    cfg = CompareConfig.from_options(**options)
     if cfg.model != "mlp":
         raise ConfigError(f"compare_pc_bp compares feed-forward models; for model {cfg.model!r} use compare_pc_bptt")
     widths, depths = _int_list("widths", widths), _int_list("depths", depths)
@@ -423,7 +457,7 @@ def compare_pc_bptt(
     ``step``), ``mean_cosine`` over (``width``, ``length``), the coordinate ``T_over_N`` and the
     log–log slope of $s-1$ against $T/N$ (attr ``rescaling_slope``; linear RNNs).
     """
-    cfg = CompareConfig(**{"model": "rnn", **options})
+    cfg = CompareConfig.from_options(**{"model": "rnn", **options})
     if cfg.model != "rnn":
         raise ConfigError(f"compare_pc_bptt compares recurrent models (model 'rnn'), got {cfg.model!r}")
     widths, lengths = _int_list("widths", widths), _int_list("lengths", lengths)
@@ -432,10 +466,9 @@ def compare_pc_bptt(
     first = make_task(lengths[0])
     if first.loss not in pc_time.OUTPUTS:
         raise ConfigError(f"task loss {first.loss!r} is not supported; valid: {', '.join(pc_time.OUTPUTS)}")
-    if cfg.energy == "closed-form" and first.loss != "mse":
+    if cfg.closed_form and first.loss != "mse":
         raise ConfigError(f"energy 'closed-form' needs the mse loss, the task has {first.loss!r}; use energy 'inference'")
-    if cfg.energy == "inference":
-        cfg.inference_method.check_loss(first.loss)
+    cfg.inference.check_loss(first.loss)
     dtype = jnp.float64 if cfg.x64 else jnp.float32
     with _precision(cfg):
         batches = {}
@@ -543,7 +576,6 @@ def rescaling_slope(ds: xr.Dataset, variable: str = "s_minus_1") -> tuple[float,
 
 
 def _dataset(data, seconds, widths, second, seeds, cfg, task_name: str, axis: GridAxis) -> xr.Dataset:
-    import dynlab
     from dynlab.config import dumps
 
     dims = ("width", axis.dim, "seed", "step")
@@ -571,7 +603,7 @@ def _dataset(data, seconds, widths, second, seeds, cfg, task_name: str, axis: Gr
     slope_max, _ = rescaling_slope(ds, "s_max_minus_1")
     n_unconverged = int((~ds["converged"].values).sum())
     n_vanishing = int((ds["grad_norm_pc"] * ds["grad_norm_bp"] <= COSINE_EPS).sum())
-    config = dataclasses.asdict(cfg)
+    config = cfg.describe()
     unused = ("alpha", "residual", "batches") if cfg.model == "rnn" else ("gain", "time_alpha")
     config = {k: v for k, v in config.items() if v is not None and k not in unused}
     if cfg.model == "rnn":
@@ -582,9 +614,7 @@ def _dataset(data, seconds, widths, second, seeds, cfg, task_name: str, axis: Gr
     else:
         ds.attrs.update(model="mlp", alpha=float(ffmodels.parameterisation(cfg.param, alpha=cfg.alpha).alpha),
                         residual=int(cfg.residual), batches=cfg.batches, batch_size=cfg.batch_size)
-    ds.attrs.update(
-        dynlab_version=dynlab.__version__,
-        analysis="pc-bptt" if cfg.model == "rnn" else "pc-bp",
+    return stamp(ds, analysis="pc-bptt" if cfg.model == "rnn" else "pc-bp", config=dict(
         config=dumps({"compare": config, "widths": list(widths), axis.config_key: list(second), "seeds": list(seeds)}),
         seeds=np.asarray(seeds),
         task=task_name,
@@ -599,5 +629,4 @@ def _dataset(data, seconds, widths, second, seeds, cfg, task_name: str, axis: Gr
         rescaling_max_slope=slope_max,
         n_unconverged=n_unconverged,
         n_vanishing_gradients=n_vanishing,
-    )
-    return ds
+    ))

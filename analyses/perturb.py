@@ -1,7 +1,8 @@
 """The ``perturb`` analysis: a model's held-out metric under a perturbation of increasing strength.
 
 The perturbations themselves (step drive, noisy drive, contrast, :func:`~dynlab.perturbations.compose`)
-are core transforms in :mod:`dynlab.perturbations`; this module measures a model under them.
+are core transforms in :mod:`dynlab.perturbations`; this module measures a model under them and
+draws the result (:func:`perturbation_curve`).
 """
 
 from __future__ import annotations
@@ -9,21 +10,49 @@ from __future__ import annotations
 from typing import Literal
 
 import jax
+import matplotlib
 import numpy as np
 import xarray as xr
 
-from dynlab.errors import ConfigError, require_positive
-from dynlab.losses import get_loss
-from dynlab.perturbations import default_window, evaluate_under, perturbation
-from dynlab import figures
-from dynlab.registry import register
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from dynlab.errors import ConfigError, require_positive  # noqa: E402
+from dynlab.losses import get_loss  # noqa: E402
+from dynlab.perturbations import default_window, evaluate_under, perturbation  # noqa: E402
+from dynlab.provenance import stamp  # noqa: E402
+from dynlab.registry import register  # noqa: E402
+
+
+def perturbation_curve(ds: xr.Dataset):
+    """Metric against perturbation strength (``perturb`` analysis): one line per ``network`` if
+    that dim exists, mean ± std over ``seed`` if that one does; chance as a dashed line."""
+    metric = ds.attrs.get("metric", "accuracy")
+    fig, ax = plt.subplots(figsize=(5.6, 3.8))
+    networks = ds["network"].values if "network" in ds.dims else [None]
+    for net in networks:
+        da = ds[metric] if net is None else ds[metric].sel(network=net)
+        label = None if net is None else str(ds["label"].sel(network=net).values if "label" in ds.coords else net)
+        if "seed" in da.dims:
+            mean, std = da.mean("seed").values, da.std("seed", ddof=1).values
+            ax.errorbar(ds.strength.values, mean, yerr=std, fmt="o-", ms=3, capsize=2, label=label)
+        else:
+            ax.plot(ds.strength.values, np.asarray(da.values), "o-", ms=3, label=label)
+    if "chance" in ds.attrs:
+        ax.axhline(ds.attrs["chance"], color="grey", ls="--", lw=0.8, label="chance")
+    xlabel = ds.strength.attrs.get("long_name", "strength")
+    ax.set(xlabel=xlabel, ylabel=f"held-out {metric}", title=f"{ds.attrs.get('kind', '')} perturbation")
+    ax.legend(fontsize=7)
+    fig.suptitle(ds.attrs.get("task", ""), fontsize=7)
+    fig.tight_layout()
+    return fig
 
 
 @register(
     "analysis",
     "perturb",
     "task metric of a model under a perturbation (step/noisy drive, contrast) vs strength",
-    figure=figures.perturbation_curve,
+    figure=perturbation_curve,
 )
 def perturb_analysis(
     model,
@@ -59,7 +88,7 @@ def perturb_analysis(
     rows = [jax.device_get(evaluate_under(model, task, perturbation(kind, s, **options), key, n, chunk=chunk))
             for s in strengths]
     m = spec.metric_name
-    attrs = {"analysis": "perturb", "kind": kind, "n": n, "seed": seed, "task": task.describe(), "chance": task.chance,
+    attrs = {"kind": kind, "n": n, "task": task.describe(), "chance": task.chance,
              "metric": m, "higher_is_better": int(spec.higher_is_better)}
     if kind == "contrast":
         attrs.update(freq=freq, phase=phase)
@@ -69,9 +98,9 @@ def perturb_analysis(
             attrs["std_ratio"] = std_ratio
     strength_name = {"step": "step drive xi", "noisy": "noisy drive mean mu (std = std_ratio * mu)",
                      "contrast": "contrast amplitude alpha"}[kind]
-    return xr.Dataset(
+    ds = xr.Dataset(
         {m: ("strength", np.array([float(r[m]) for r in rows]), {"long_name": f"held-out {m} under the perturbation"}),
          "loss": ("strength", np.array([float(r["loss"]) for r in rows]), {"long_name": "held-out loss"})},
         coords={"strength": ("strength", np.array(strengths), {"long_name": strength_name})},
-        attrs=attrs,
     )
+    return stamp(ds, analysis="perturb", config=attrs, seed=seed)

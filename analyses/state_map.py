@@ -88,6 +88,13 @@ def protocol_inputs(
     return x.reshape(n * task.length, -1)[:steps], xi
 
 
+def protocol_name(drive: float | None, task) -> str:
+    """The protocol of :func:`protocol_inputs` in words, for a dataset's ``protocol`` attr."""
+    if task is not None:
+        return f"task {type(task).__name__}" + ("" if drive is None else f" + drive {drive:g}")
+    return "autonomous (zero input)" if drive is None else f"constant drive xi={drive:g}"
+
+
 def run_in(smap: StateMap, inputs: tuple[Array, Array], h0: Array | None = None) -> Array:
     """All states visited, ``[T, N]``, from ``h0`` (default: the model's initial state)."""
 

@@ -56,7 +56,8 @@ import xarray as xr
 from dynlab.errors import ConfigError, require_positive
 from dynlab.units.base import TauExtensible
 from dynlab.units.stack import LayerStack
-from dynlab import figures_trw
+from dynlab.analyses.trw_figures import trw_curves
+from dynlab.provenance import stamp_attrs
 from dynlab.registry import register
 
 # ---------------------------------------------------------------------------------------------
@@ -247,12 +248,6 @@ def extended_model(model, factor: float, how: str = "shift"):
     return eqx.tree_at(lambda m: m.cells, model, cells)
 
 
-def _attrs(**kw):
-    import dynlab
-
-    return dict(dynlab_version=dynlab.__version__, **kw)
-
-
 def default_task(model, task=None):
     from dynlab.tasks.hierarchical import HierarchicalLanguageTask
 
@@ -268,7 +263,7 @@ def default_task(model, task=None):
     "analysis",
     "trw",
     "temporal receptive windows: block scrambling, recurrence-matrix correlation, s50 per layer",
-    figure=figures_trw.trw_curves,
+    figure=trw_curves,
 )
 def trw_analysis(model, *, task=None, n_shuffle: int = 200, scales=None, dilation: int = 0, mode: str | None = None,
                  entries: str = "offdiag", warmup: str = "stream", frac: float = 0.5, seed: int = 0, batch_size: int = 200,
@@ -323,8 +318,9 @@ def trw_analysis(model, *, task=None, n_shuffle: int = 200, scales=None, dilatio
                 "layer_name": ("layer", names),
                 "scale": ("scale", np.asarray(scales), {"long_name": "scrambling block length", "units": "steps"}),
                 "shuffle": np.arange(n_shuffle)},
-        attrs=_attrs(analysis="trw", seed=seed, n_shuffle=n_shuffle, entries=entries, warmup=warmup, frac=frac, dilation=m,
-                     mode=task.mode if mode is None else mode, stream_length=T),
+        attrs=stamp_attrs(analysis="trw", seed=seed, config=dict(
+            n_shuffle=n_shuffle, entries=entries, warmup=warmup, frac=frac, dilation=m,
+            mode=task.mode if mode is None else mode, stream_length=T)),
     )
     if all(_pools_over_tau(c) for c in model.cells):  # model is already rescaled for the dilation
         sel = selected_timescales(model, task=task, dilation=m, mode=mode, rescale=False, warmup=warmup)
@@ -382,7 +378,7 @@ def selected_timescales(model, *, task=None, dilation: int = 0, mode: str | None
          "tau_selected_quantile": (("layer", "quantile"), q, {"long_name": "quantiles over time and features",
                                                               "units": "steps"})},
         coords={"layer": np.arange(1, len(names) + 1), "layer_name": ("layer", names), "quantile": list(quantiles)},
-        attrs=_attrs(analysis="selected-timescales", dilation=int(dilation), how=how),
+        attrs=stamp_attrs(analysis="selected-timescales", config=dict(dilation=int(dilation), how=how)),
     )
 
 
@@ -399,7 +395,7 @@ def recurrence_plots(model, *, task=None, dilation: int = 0, window: int | None 
     rho = np.stack([np.asarray(recurrence_matrix(o[:W])) for o in outs])
     return xr.Dataset({"rho": (("layer", "time", "time2"), rho, {"long_name": "Pearson correlation of population vectors"})},
                       coords={"layer": np.arange(len(outs)), "layer_name": ("layer", ["input"] + layer_names(model))},
-                      attrs=_attrs(analysis="recurrence"))
+                      attrs=stamp_attrs(analysis="recurrence"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -463,7 +459,7 @@ def impulse_responses(cell, *, steps: int | None = None, feature: int = 0, margi
             "collapse_h_raw_time": out["h"][3], "collapse_Lh_raw_time": out["Lh"][3],
         },
         coords={"time": t},
-        attrs=_attrs(analysis="impulse", feature=feature),
+        attrs=stamp_attrs(analysis="impulse", config=dict(feature=feature)),
     )
 
 
@@ -503,8 +499,8 @@ def accuracy_vs_dilation(model, *, task=None, dilations=range(7), mode: str | No
          "prediction": (("dilation", "sequence"), np.stack(preds))},
         coords={"dilation": ("dilation", np.asarray(list(dilations)), {"long_name": "exponent m of the dilation 3^m"}),
                 "factor": ("dilation", 3 ** np.asarray(list(dilations))), "sequence": np.arange(9)},
-        attrs=_attrs(analysis="accuracy_vs_dilation", mode=task.mode if mode is None else mode, extend=int(extend),
-                     how=how, chance=1 / 9),
+        attrs=stamp_attrs(analysis="accuracy_vs_dilation", config=dict(
+            mode=task.mode if mode is None else mode, extend=int(extend), how=how, chance=1 / 9)),
     )
 
 
@@ -514,4 +510,4 @@ def parameter_counts(models: dict) -> xr.Dataset:
     unit = [sum(c.param_count()["total"] for c in models[n].cells) for n in names]
     total = [models[n].param_count()["total"] for n in names]
     return xr.Dataset({"unit_params": ("network", np.array(unit)), "total_params": ("network", np.array(total))},
-                      coords={"network": names}, attrs=_attrs(analysis="parameter_counts"))
+                      coords={"network": names}, attrs=stamp_attrs(analysis="parameter_counts"))

@@ -1,6 +1,14 @@
-"""Figures drawn from result datasets (matplotlib, Agg backend: no display needed)."""
+"""Figures drawn from result datasets (matplotlib, Agg backend: no display needed).
+
+Core holds only what is generic: the training curves, a sweep's summary, :func:`generic` for any
+dataset, the panel helpers that figures of many units side by side share, and
+:func:`plot_dataset`, which finds a dataset's figure through the registry. An analysis's or a
+program's own figure lives beside it and is registered with it (``register(..., figure=...)``).
+"""
 
 from __future__ import annotations
+
+import math
 
 import matplotlib
 
@@ -25,68 +33,6 @@ def learning_curve(metrics: xr.Dataset):
         ax_metric.set_yscale("log")
     ax_metric.legend()
     fig.suptitle(metrics.attrs.get("task", ""), fontsize=9)
-    fig.tight_layout()
-    return fig
-
-
-def lyapunov_spectrum(ds: xr.Dataset, *, max_running: int = 8):
-    """Spectrum (mean and CI, over the population the dataset names) and convergence of the running estimates."""
-    fig, (ax_s, ax_r) = plt.subplots(1, 2, figsize=(10, 3.8))
-    idx = ds.exponent.values
-    mean = ds["mean"].values
-    err = [mean - ds.ci_low.values, ds.ci_high.values - mean]
-    level = int(round(100 * ds.attrs.get("ci_level", ds.attrs.get("confidence", 0.95))))
-    population = ds.attrs.get("ci_population", "initial conditions")
-    ax_s.errorbar(idx, mean, yerr=err, fmt="o", ms=3, capsize=2, label=f"mean ± {level}% CI over {population}")
-    ax_s.axhline(0, color="grey", lw=0.8)
-    ax_s.set(xlabel="exponent index i", ylabel="λ_i (per step)", title="Lyapunov spectrum")
-    ax_s.legend(fontsize=8)
-    over = [d for d in ("realisation", "ic") if d in ds.running.dims]
-    running = ds.running.mean(over) if over else ds.running
-    for i in idx[:max_running]:
-        ax_r.plot(running.time, running.sel(exponent=i), lw=1, label=f"λ{i}")
-    ax_r.axhline(0, color="grey", lw=0.8)
-    ax_r.set(xlabel="steps accumulated (after burn-in)", ylabel="running estimate (per step)", xscale="log",
-             title="convergence (mean over runs)")
-    ax_r.legend(fontsize=7, ncol=2)
-    fig.suptitle(f"{ds.attrs.get('model', '')} — {ds.attrs.get('protocol', '')}", fontsize=9)
-    fig.tight_layout()
-    return fig
-
-
-def spectra(ds: xr.Dataset):
-    """Weight eigenvalues vs the unit circle, Jacobian spectra over time, covariance spectrum."""
-    import numpy as np
-
-    fig, (ax_w, ax_j, ax_c) = plt.subplots(1, 3, figsize=(14, 4))
-    theta = np.linspace(0, 2 * np.pi, 200)
-    ax_w.plot(np.cos(theta), np.sin(theta), color="grey", lw=0.8, label="unit circle")
-    if "weight_eig_real" in ds:
-        for name in ds.matrix.values:
-            sel = ds.sel(matrix=name)
-            ax_w.plot(sel.weight_eig_real, sel.weight_eig_imag, ".", ms=4, label=str(name))
-    ax_w.set(xlabel="Re λ", ylabel="Im λ", title="recurrent weight eigenvalues", aspect="equal")
-    ax_w.legend(fontsize=7)
-    t = ds.time.values
-    sv = ds.jacobian_singular_values
-    ax_j.plot(t, ds.jacobian_spectral_radius, "o-", ms=3, label="spectral radius ρ(J_t)")
-    ax_j.plot(t, sv.isel(jacobian_singular_value=0), "s-", ms=3, label="largest singular value")
-    ax_j.axhline(1, color="grey", ls="--", lw=0.8)
-    ax_j.set(xlabel="step", ylabel="magnitude", title="state Jacobian along the trajectory", yscale="log")
-    ax_j.legend(fontsize=7)
-    if "covariance_eigenvalue" in ds:
-        rank, ev = ds["rank"].values, ds.covariance_eigenvalue.values
-        ax_c.loglog(rank, ev, ".", label="eigenvalues")
-        fit = ds.covariance_in_fit_range.values.astype(bool)
-        amp, alpha = float(ds.covariance_power_law_amplitude), float(ds.covariance_alpha)
-        ax_c.loglog(rank[fit], amp * rank[fit] ** -alpha, "-",
-                    label=f"α = {alpha:.2f} [{float(ds.covariance_alpha_ci_low):.2f}, {float(ds.covariance_alpha_ci_high):.2f}]")
-        ax_c.legend(fontsize=7)
-    else:
-        ax_c.text(0.5, 0.5, "activity constant\n(no covariance spectrum)", ha="center", va="center",
-                  transform=ax_c.transAxes)
-    ax_c.set(xlabel="rank n", ylabel="variance λ_n", title="activity covariance spectrum")
-    fig.suptitle(f"{ds.attrs.get('model', '')} — {ds.attrs.get('protocol', '')}", fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -158,28 +104,28 @@ def sweep(ds: xr.Dataset):
     return fig
 
 
-def perturbation_curve(ds: xr.Dataset):
-    """Metric against perturbation strength (``perturb`` analysis): one line per ``network`` if
-    that dim exists, mean ± std over ``seed`` if that one does; chance as a dashed line."""
-    import numpy as np
+def panel_grid(n: int, size: tuple[float, float] = (3.0, 2.5)):
+    """A figure of ``n`` small panels, at most 4 per row (unused cells hidden): ``(fig, axes)``, axes flat."""
+    cols = min(4, n)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(size[0] * cols, size[1] * rows), squeeze=False)
+    for ax in axes.ravel()[n:]:
+        ax.set_visible(False)
+    return fig, axes.ravel()
 
-    metric = ds.attrs.get("metric", "accuracy")
-    fig, ax = plt.subplots(figsize=(5.6, 3.8))
-    networks = ds["network"].values if "network" in ds.dims else [None]
-    for net in networks:
-        da = ds[metric] if net is None else ds[metric].sel(network=net)
-        label = None if net is None else str(ds["label"].sel(network=net).values if "label" in ds.coords else net)
-        if "seed" in da.dims:
-            mean, std = da.mean("seed").values, da.std("seed", ddof=1).values
-            ax.errorbar(ds.strength.values, mean, yerr=std, fmt="o-", ms=3, capsize=2, label=label)
-        else:
-            ax.plot(ds.strength.values, np.asarray(da.values), "o-", ms=3, label=label)
-    if "chance" in ds.attrs:
-        ax.axhline(ds.attrs["chance"], color="grey", ls="--", lw=0.8, label="chance")
-    xlabel = ds.strength.attrs.get("long_name", "strength")
-    ax.set(xlabel=xlabel, ylabel=f"held-out {metric}", title=f"{ds.attrs.get('kind', '')} perturbation")
-    ax.legend(fontsize=7)
-    fig.suptitle(ds.attrs.get("task", ""), fontsize=7)
+
+def label_panel(ax, title: str, xlabel: str, ylabel: str) -> None:
+    """Title and axis labels in the small type of a :func:`panel_grid` panel."""
+    ax.set_title(title, fontsize=8)
+    ax.set_xlabel(xlabel, fontsize=8)
+    ax.set_ylabel(ylabel, fontsize=8)
+    ax.tick_params(labelsize=7)
+
+
+def finish_panels(fig, axes, title: str):
+    """The legend on the first panel, the figure's title, a tight layout; returns ``fig``."""
+    axes[0].legend(fontsize=7)
+    fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -192,7 +138,6 @@ def plot_dataset(ds: xr.Dataset):
     gets :func:`generic`.
     """
     from dynlab import registry
-    from dynlab.figures_cross import FIGURES as CROSS_FIGURES
 
     kind = ds.attrs.get("analysis")
     for registered in ("analysis", "program"):
@@ -200,8 +145,6 @@ def plot_dataset(ds: xr.Dataset):
             figure = registry.get(registered, kind).figure
             if figure is not None:
                 return figure(ds)
-    if kind in CROSS_FIGURES:
-        return CROSS_FIGURES[kind](ds)
     if kind == "training":
         return learning_curve(ds)
     if kind == "sweep":

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, PRNGKeyArray, PyTree
 
 from dynlab.errors import ConfigError, require_positive
-from dynlab.registry import check_config, config_keys, get, register
+from dynlab.registry import check_config, config_keys, constructor, get, register
 from dynlab.units.base import Cell, Regularised, count_params
 
 
@@ -77,7 +77,7 @@ class SequenceModel(eqx.Module):
         width = input_size if encoder_size is None else encoder_size
         cells = []
         for k in k_cells:
-            cells.append(cell_cls(width, key=k, **unit_config))
+            cells.append(constructor(cell_cls)(width, key=k, **unit_config))  # spellings -> values
             width = cells[-1].output_size
         self.cells = tuple(cells)
         self.readout = eqx.nn.Linear(width, output_size, use_bias=readout_bias, key=k_out)

@@ -8,7 +8,11 @@ a one-line description. Registering a new plug-in is one decorator line::
 
 :func:`build` checks every keyword against the constructor's signature before calling it, so an
 unknown config key or a value of the wrong type is a :class:`~dynlab.errors.ConfigError` that
-lists what is valid, never a ``TypeError`` from deep inside a constructor.
+lists what is valid, never a ``TypeError`` from deep inside a constructor. A class whose Python
+API takes values where configs spell strings (``ElmNet(activation=AdaptiveGamma())`` vs
+``adaptation = "aru"``) defines a ``from_config`` classmethod, the one place where spellings become
+values; the registry builds it through that and takes its config keys from it
+(:func:`constructor`).
 """
 
 from __future__ import annotations
@@ -136,15 +140,35 @@ def get(kind: str, name: str) -> Entry:
 # Config keys: a constructor's keyword parameters are its config keys.
 
 
+def constructor(obj: Any) -> Callable:
+    """What builds ``obj`` from config keys: a class's ``from_config`` classmethod when it defines one
+    (it turns the config's spellings into the values ``__init__`` takes), else ``obj`` itself."""
+    from_config = getattr(obj, "from_config", None) if inspect.isclass(obj) else None
+    return from_config if callable(from_config) else obj
+
+
+def _targets(obj: Any) -> tuple[Callable, ...]:
+    """The callables whose keyword parameters are ``obj``'s config keys, the one called first: a
+    function; a class's ``__init__``; or its ``from_config`` and, when that passes ``**config`` on
+    to the class, ``__init__`` too."""
+    if not inspect.isclass(obj):
+        return (obj,)
+    build_with = constructor(obj)
+    if build_with is obj:
+        return (obj.__init__,)
+    forwards = any(p.kind is p.VAR_KEYWORD for p in inspect.signature(build_with).parameters.values())
+    return (build_with, obj.__init__) if forwards else (build_with,)
+
+
 def config_keys(obj: Any, *, exclude: tuple[str, ...] = ("key", "self")) -> dict[str, inspect.Parameter]:
-    """The keyword parameters of a constructor (or function), i.e. the config keys it accepts."""
-    target = obj.__init__ if inspect.isclass(obj) else obj
-    sig = inspect.signature(target)
-    return {
-        n: p
-        for n, p in sig.parameters.items()
-        if n not in exclude and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-    }
+    """The keyword parameters of a constructor (or function), i.e. the config keys it accepts
+    (for a class with ``from_config``: its keys, and the class's that it passes on)."""
+    keys: dict[str, inspect.Parameter] = {}
+    for target in _targets(obj):
+        for n, p in inspect.signature(target).parameters.items():
+            if n not in exclude and n not in keys and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+                keys[n] = p
+    return keys
 
 
 def defaults(obj: Any, *, exclude: tuple[str, ...] = ("key", "self")) -> dict[str, Any]:
@@ -217,8 +241,7 @@ def check_config(where: str, obj: Any, config: dict[str, Any], *, extra: dict | 
     """
     params = dict(config_keys(obj, exclude=exclude))
     params.update(extra or {})
-    target = obj.__init__ if inspect.isclass(obj) else obj
-    open_ended = any(p.kind is p.VAR_KEYWORD for p in inspect.signature(target).parameters.values())
+    open_ended = any(p.kind is p.VAR_KEYWORD for p in inspect.signature(_targets(obj)[-1]).parameters.values())
     for k, v in config.items():
         if k not in params and open_ended:
             continue  # forwarded (e.g. a model's unit keys): the receiver checks them
@@ -232,11 +255,13 @@ def check_config(where: str, obj: Any, config: dict[str, Any], *, extra: dict | 
 
 
 def _type_hints(obj: Any) -> dict[str, Any]:
-    target = obj.__init__ if inspect.isclass(obj) else obj
-    try:
-        return typing.get_type_hints(target, include_extras=True)
-    except Exception:  # unresolvable forward references: fall back to raw annotations
-        return {}
+    hints: dict[str, Any] = {}
+    for target in reversed(_targets(obj)):  # the one called first wins
+        try:
+            hints.update(typing.get_type_hints(target, include_extras=True))
+        except Exception:  # unresolvable forward references: fall back to raw annotations
+            pass
+    return hints
 
 
 def build(kind: str, name: str | None = None, /, **kwargs) -> Any:
@@ -248,4 +273,4 @@ def build(kind: str, name: str | None = None, /, **kwargs) -> Any:
         name = "sequence"
     entry = get(kind, name)
     check_config(kind, entry.obj, {k: v for k, v in kwargs.items() if k != "key"})
-    return entry.obj(**kwargs)
+    return constructor(entry.obj)(**kwargs)

@@ -156,7 +156,8 @@ def mean_sd(values, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
         return np.nanmean(x, axis=axis), np.nanstd(x, axis=axis, ddof=1)
 
 
-def t_interval(values, *, population: str, level: float = 0.95, axis: int = 0) -> Interval:
+def t_interval(values, *, population: str, level: float = 0.95, axis: int = 0,
+               allow_fewer: bool = False) -> Interval:
     r"""Student-t interval of the mean of independent replicates along ``axis``.
 
     $$\bar x \pm t_{(1+c)/2,\; n-1}\, \frac{s}{\sqrt n}, \qquad
@@ -165,7 +166,9 @@ def t_interval(values, *, population: str, level: float = 0.95, axis: int = 0) -
     exact for normally distributed replicates, with $c$ = ``level``. NaN replicates (e.g.
     diverged runs) are left out slice by slice; a slice with fewer than 2 finite values gets NaN
     bounds. Asking for an interval from fewer than 2 replicates (``values.shape[axis] < 2``)
-    is a ConfigError.
+    is a ConfigError, unless ``allow_fewer``: then one replicate gives its value and NaN bounds,
+    none gives NaN everywhere (for callers that report what survived, e.g. the runs of a
+    Lyapunov ensemble that did not diverge).
 
     ``population`` names the replicates, e.g. ``"input realisations"``; the interval's
     population reads ``"<n> <population>"``.
@@ -175,7 +178,8 @@ def t_interval(values, *, population: str, level: float = 0.95, axis: int = 0) -
     if x.ndim == 0:
         x = x[None]
     n_asked = x.shape[axis]
-    _count(n_asked, population)
+    if not allow_fewer:
+        _count(n_asked, population)
     n = np.sum(np.isfinite(x), axis=axis)
     with np.errstate(invalid="ignore", divide="ignore"), _quiet():
         mean = np.nanmean(x, axis=axis)

@@ -332,24 +332,21 @@ class _Run:
     """The bookkeeping of one training run: its directory, curves, attrs and how it ended."""
 
     def __init__(self, experiment, run_dir, start: int, previous: xr.Dataset | None):
-        import dynlab
         from dynlab.config import dumps
         from dynlab.losses import get_loss
+        from dynlab.provenance import stamp_attrs
 
         spec = get_loss(experiment.task.loss)
         self.experiment, self.run_dir, self.metric = experiment, run_dir, spec.metric_name
         self.curves = _Curves(self.metric, previous, start)
         self.diverged: DivergenceError | None = None
-        self.attrs = {
-            "dynlab_version": dynlab.__version__,
-            "analysis": "training",
+        self.attrs = stamp_attrs(analysis="training", seed=experiment.seed, config={
             "config": dumps(experiment.config),
-            "seed": experiment.seed,
             "task": experiment.task.describe(),
             "chance": experiment.task.chance,
             "metric": self.metric,
             "higher_is_better": int(spec.higher_is_better),
-        }
+        })
 
     def record_train(self, step: int, m: dict, lr_at) -> bool:
         """Append one chunk's per-step metrics up to the first non-finite step; False if there was one."""

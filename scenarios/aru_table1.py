@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from dynlab.provenance import stamp
 from dynlab.registry import register
 
 NETWORKS = {  # name -> (model section without hidden, label in the table)
@@ -114,7 +115,7 @@ def run_aru_table1(
     from dynlab import experiment, figures, store
     from dynlab.config import dumps
     from dynlab.errors import ConfigError, DivergenceError
-    from dynlab.analyses.perturb import perturb_analysis
+    from dynlab.analyses.perturb import perturb_analysis, perturbation_curve
     from dynlab.perturbations import default_window
     from dynlab.train import train_seeds
 
@@ -188,11 +189,11 @@ def run_aru_table1(
         coords={"network": networks, "seed": seeds,
                 "strength": ("strength", strengths, {"long_name": "noisy drive mean mu (std = std_ratio * mu)"}),
                 "label": ("network", labels)},
-        attrs={**attrs, "analysis": "perturb", "scenario": scenario, "table_strength": float(table_strength),
-               "params_toml": params_text, "seconds": time.perf_counter() - t_start},
     )
+    result = stamp(result, analysis="perturb", config={**attrs, "scenario": scenario, "table_strength": float(table_strength),
+                                                       "params_toml": params_text, "seconds": time.perf_counter() - t_start})
     store.write_dataset(out / "table1.nc", result)
-    store.write_figure(out / "accuracy_vs_noise.png", figures.perturbation_curve(result))
+    store.write_figure(out / "accuracy_vs_noise.png", perturbation_curve(result))
     text = table(result)
     (out / "table1.txt").write_text(text + "\n")
     click.echo(text)

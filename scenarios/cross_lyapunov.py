@@ -21,13 +21,68 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from dynlab.provenance import stamp
 from dynlab.registry import register
 from dynlab.scenarios.every_unit import UNITS, check_units, model_section
 
 STAGES = ("init", "trained")
 
 
-@register("program", "cross-lyapunov", "Lyapunov spectra of every unit at initialisation and after training")
+def lyapunov_spectra(ds: xr.Dataset):
+    """One panel per unit: the spectrum at initialisation (dashed) and after training (solid),
+    one line per seed, with the confidence band over initial conditions."""
+    from dynlab.figures import finish_panels, label_panel, panel_grid
+
+    fig, axes = panel_grid(ds.sizes["unit"])
+    styles = {"init": dict(ls="--", color="tab:grey"), "trained": dict(ls="-", color="tab:blue")}
+    for ax, unit in zip(axes, ds.unit.values):
+        for stage in ds.stage.values:
+            for seed in ds.seed.values:
+                sel = dict(unit=unit, stage=stage, seed=seed)
+                m = ds["mean"].sel(sel)
+                if np.all(np.isnan(m)):
+                    continue
+                label = stage if seed == ds.seed.values[0] else None
+                ax.plot(ds.exponent, m, marker="o", ms=2.5, lw=1, label=label, **styles.get(str(stage), {}))
+                ax.fill_between(ds.exponent, ds.ci_low.sel(sel), ds.ci_high.sel(sel), alpha=0.15,
+                                color=styles.get(str(stage), {}).get("color"))
+        ax.axhline(0, color="k", lw=0.5)
+        loss = ds.eval_loss.sel(unit=unit, stage="trained").mean("seed")
+        label_panel(ax, f"{unit} (dim {int(ds.state_dim.sel(unit=unit))}), loss {float(loss):.3g}", "exponent i",
+                    "λ_i per step")
+    return finish_panels(fig, axes, f"Lyapunov spectra at initialisation and after training — {ds.attrs.get('task', '')}, "
+                                    f"width {ds.attrs.get('width', '?')}")
+
+
+def lyapunov_largest(ds: xr.Dataset):
+    """The largest exponent of every unit before vs after training (mean ± std over seeds), and
+    the held-out loss each reached."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 3.6))
+    x = np.arange(ds.sizes["unit"])
+    for offset, stage, color in ((-0.18, "init", "tab:grey"), (0.18, "trained", "tab:blue")):
+        da = ds.largest.sel(stage=stage)
+        ax.bar(x + offset, da.mean("seed"), 0.36, yerr=da.std("seed", ddof=1), color=color, label=stage, capsize=2)
+        loss = ds.eval_loss.sel(stage=stage)
+        ax2.bar(x + offset, loss.mean("seed"), 0.36, yerr=loss.std("seed", ddof=1), color=color, label=stage, capsize=2)
+    ax.axhline(0, color="k", lw=0.5)
+    ax.set(ylabel="λ_1 per step", title="largest Lyapunov exponent")
+    if "chance" in ds.attrs:
+        ax2.axhline(ds.attrs["chance"], color="tab:red", ls="--", lw=0.8, label="chance")
+    ax2.set(ylabel="held-out loss", title="task loss", yscale="log")
+    for a in (ax, ax2):
+        a.set_xticks(x, ds.unit.values, rotation=30, fontsize=8)
+        a.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+@register("program", "cross-lyapunov", "Lyapunov spectra of every unit at initialisation and after training",
+          figure=lyapunov_spectra)
 def run_cross_lyapunov(
     out_dir,
     *,
@@ -50,9 +105,8 @@ def run_cross_lyapunov(
     import jax
 
     from dynlab import experiment, store
-    from dynlab.analyses.model_dynamics import lyapunov_analysis
+    from dynlab.analyses.lyapunov import lyapunov_analysis
     from dynlab.errors import DivergenceError
-    from dynlab.figures_cross import lyapunov_largest, lyapunov_spectra
     from dynlab.perturbations import evaluate_under
     from dynlab.train import train
 
@@ -98,7 +152,7 @@ def run_cross_lyapunov(
                 progress(done, total, {"unit": unit, "seed": seed, "l1 init": largest[i, j, 0],
                                        "l1 trained": largest[i, j, 1], "loss": loss[i, j, 1]})
     exponent_dims = ("unit", "seed", "stage", "exponent")
-    result = xr.Dataset(
+    result = stamp(xr.Dataset(
         {
             "mean": (exponent_dims, mean, {"long_name": "Lyapunov exponent per step, mean over initial conditions"}),
             "ci_low": (exponent_dims, low, {"long_name": "lower end of the confidence interval"}),
@@ -111,10 +165,10 @@ def run_cross_lyapunov(
             "seconds": (("unit", "seed"), seconds, {"long_name": "wall time (train + both spectra)", "units": "s"}),
         },
         coords={"unit": units, "seed": seeds, "stage": list(STAGES), "exponent": np.arange(1, k + 1)},
-        attrs={"analysis": "cross-lyapunov", "scenario": "cross-lyapunov", "task": exp.task.describe(), "width": width,
-               "steps": steps, "lr": lr, "protocol": "task inputs", "lyapunov_steps": lyapunov_steps,
-               "burn_in": burn_in, "ics": ics, "n_test": n_test, "chance": exp.task.chance},
-    )
+    ), analysis="cross-lyapunov", config={
+        "scenario": "cross-lyapunov", "task": exp.task.describe(), "width": width, "steps": steps, "lr": lr,
+        "protocol": "task inputs", "lyapunov_steps": lyapunov_steps, "burn_in": burn_in, "ics": ics, "n_test": n_test,
+        "chance": exp.task.chance})
     store.write_dataset(out / "lyapunov.nc", result)
     store.write_figure(out / "spectra.png", lyapunov_spectra(result))
     store.write_figure(out / "largest.png", lyapunov_largest(result))

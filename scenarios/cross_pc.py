@@ -67,7 +67,34 @@ RECORDED = {
 }
 
 
-@register("program", "cross-pc-alignment", "PC through time vs BPTT on every unit: gradient cosine over width x sequence length")
+def pc_alignment(ds: xr.Dataset):
+    """One panel per unit: the PC–BPTT gradient cosine against sequence length, one line per width
+    (mean over seeds and training steps). Filled markers: inference converged at every step;
+    hollow: it did not always (the cosine is then that of the unconverged activities)."""
+    from dynlab.figures import finish_panels, label_panel, panel_grid
+    import matplotlib.ticker
+
+    fig, axes = panel_grid(ds.sizes["unit"])
+    cos = ds.cosine_unconverged.mean(("seed", "step"))
+    for ax, unit in zip(axes, ds.unit.values):
+        for width in ds.width.values:
+            c, conv = cos.sel(unit=unit, width=width).values, ds.fraction_converged.sel(unit=unit, width=width).values
+            line, = ax.plot(ds.length, c, "-", label=f"N={int(width)}")
+            ax.plot(ds.length.values[conv == 1], c[conv == 1], "o", ms=4, color=line.get_color())
+            ax.plot(ds.length.values[conv < 1], c[conv < 1], "o", ms=5, mfc="none", color=line.get_color())
+        ax.set_xscale("log")
+        ax.set_xticks(ds.length.values, [str(int(t)) for t in ds.length.values])
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.set_ylim(min(0.0, float(np.nanmin(cos.values))), 1.02)
+        ax.axhline(1, color="k", lw=0.5)
+        label_panel(ax, f"{unit}: converged {100 * float(ds.fraction_converged.sel(unit=unit).mean()):.0f}%",
+                    "sequence length T", "cos(PC, BPTT)")
+    return finish_panels(fig, axes, f"PC through time vs BPTT gradient alignment — {ds.attrs.get('task', '')}; "
+                                    "hollow: inference not converged")
+
+
+@register("program", "cross-pc-alignment", "PC through time vs BPTT on every unit: gradient cosine over width x sequence length",
+          figure=pc_alignment)
 def run_cross_pc(
     out_dir,
     *,
@@ -97,12 +124,11 @@ def run_cross_pc(
 
     from dynlab import experiment, store
     from dynlab.analyses.pc_bp import CompareConfig, compare_pc_bptt, length_task, run_sequence_cell
-    from dynlab.figures_cross import pc_alignment
     from dynlab.analyses.pc_bp_figures import cosine_heatmap, rescaling_vs_l_over_n
 
     units, seeds = check_units(units), [int(s) for s in seeds]
     widths, lengths = [int(w) for w in widths], [int(t) for t in lengths]
-    cfg = CompareConfig(model="rnn", energy="inference", steps=steps, lr=lr, optimizer="adam", beta=beta,
+    cfg = CompareConfig.from_options(model="rnn", energy="inference", steps=steps, lr=lr, optimizer="adam", beta=beta,
                         inference=inference, activity_optimizer=activity_optimizer,
                         inference_steps=inference_steps, rtol=rtol, ftol=ftol, patience=patience,
                         batch_size=batch_size)

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from dynlab.provenance import stamp
 from dynlab.registry import register
 
 NETWORKS = {
@@ -37,7 +38,30 @@ NETWORKS = {
 }
 
 
-@register("program", "cross-trw", "temporal receptive windows per layer of 4-layer ARU / ELM / GRU stacks vs SITH-RNN")
+def trw_by_layer(ds: xr.Dataset):
+    r"""$\log_3 s_{50}$ of the temporal receptive window against layer, one line per network
+    (mean ± sd over seeds; hollow markers: s50 left-censored, at or below the smallest scale tested)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for net in ds.network.values:
+        sel = ds.sel(network=net)
+        mean, std = sel.log3_s50.mean("seed"), sel.log3_s50.std("seed", ddof=1)
+        line = ax.errorbar(ds.layer, mean, yerr=std, fmt="o-", ms=4, capsize=2, label=str(net))
+        censored = sel.s50_censored.any("seed").values
+        ax.plot(ds.layer.values[censored], mean.values[censored], "o", ms=9, mfc="none", color=line[0].get_color())
+    ax.set(xlabel="layer", ylabel="log3 s50 (steps)", title="temporal receptive window by layer (hierarchical language)")
+    ax.set_xticks(ds.layer.values)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+@register("program", "cross-trw", "temporal receptive windows per layer of 4-layer ARU / ELM / GRU stacks vs SITH-RNN",
+          figure=trw_by_layer)
 def run_cross_trw(
     out_dir,
     *,
@@ -55,8 +79,7 @@ def run_cross_trw(
     from dynlab import experiment, store
     from dynlab.analyses import trw
     from dynlab.errors import ConfigError
-    from dynlab.figures_cross import trw_by_layer
-    from dynlab.figures_trw import accuracy_vs_dilation, trw_curves
+    from dynlab.analyses.trw_figures import accuracy_vs_dilation, trw_curves
     from dynlab.scenarios.sith_trw import build
     from dynlab.train import train
 
@@ -98,12 +121,12 @@ def run_cross_trw(
         for k, a in arrays.items():
             a[names.index(name), seeds.index(seed), : ds.sizes["layer"]] = ds[k].values
     trw_ds = xr.Dataset({k: (("network", "seed", "layer"), v, {"long_name": long_names[k]}) for k, v in arrays.items()},
-                        coords={"network": names, "seed": seeds, "layer": np.arange(1, depth + 1)},
-                        attrs={"analysis": "cross-trw", "scenario": "cross-trw", "steps": steps, "n_shuffle": n_shuffle})
+                        coords={"network": names, "seed": seeds, "layer": np.arange(1, depth + 1)})
+    trw_ds = stamp(trw_ds, analysis="cross-trw", config={"scenario": "cross-trw", "steps": steps, "n_shuffle": n_shuffle})
     acc_ds = xr.Dataset({"accuracy": (("network", "seed", "dilation"), acc,
                                       {"long_name": "zero-shot accuracy (trained at 3^0)"})},
-                        coords={"network": names, "seed": seeds, "dilation": dilations},
-                        attrs={"analysis": "sith-trw", "scenario": "cross-trw", "steps": steps})
+                        coords={"network": names, "seed": seeds, "dilation": dilations})
+    acc_ds = stamp(acc_ds, analysis="sith-trw", config={"scenario": "cross-trw", "steps": steps})
     store.write_dataset(out / "trw.nc", trw_ds)
     store.write_dataset(out / "accuracy.nc", acc_ds)
     store.write_figure(out / "trw_by_layer.png", trw_by_layer(trw_ds))

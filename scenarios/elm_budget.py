@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from dynlab.provenance import stamp
 from dynlab.registry import register
 
 TASKS = {  # defaults that make each task CPU-sized; [params] task_options override them
@@ -104,8 +105,8 @@ def run_elm_budget(
          "k_c": (dims2, counts["k_c"], {"long_name": "connectivity parameters per neuron"}),
          "P": (dims2, counts["P"], {"long_name": "layer parameters N (k_e + k_c)"})},
         coords={"budget": budgets, "d_m": d_ms, "seed": seeds},
-        attrs={"analysis": "elm-budget", "task": task, "steps": steps, "metric": metric or ""},
     )
+    ds = stamp(ds, analysis="elm-budget", config={"task": task, "steps": steps, "metric": metric or ""})
     store.write_dataset(out / "budget.nc", ds)
     results = {"budget": ds}
     if fit:
@@ -115,8 +116,9 @@ def run_elm_budget(
 
 def _fit(ds: xr.Dataset, out: Path) -> xr.Dataset:
     """The joint I_rep fit over every finite point, one group (curve) per budget."""
-    from dynlab import figures_elm, store
+    from dynlab import store
     from dynlab.analyses.elm_scaling import fit_i_rep
+    from dynlab.analyses.elm_scaling_figures import i_rep_fit
     from dynlab.errors import ConfigError
 
     st = ds.stack(point=("budget", "d_m", "seed"))
@@ -126,5 +128,5 @@ def _fit(ds: xr.Dataset, out: Path) -> xr.Dataset:
     fit = fit_i_rep(st.loss.values[ok], st.k_e.values[ok], st.k_c.values[ok], st.N.values[ok],
                     group=[f"P={b:g}" for b in st.budget.values[ok]], budget=st.budget.values[ok])
     store.write_dataset(out / "i_rep_fit.nc", fit)
-    store.write_figure(out / "i_rep_fit.png", figures_elm.i_rep_fit(fit))
+    store.write_figure(out / "i_rep_fit.png", i_rep_fit(fit))
     return fit

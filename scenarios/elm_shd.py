@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from dynlab.provenance import stamp
 from dynlab.registry import register
 
 
@@ -76,8 +77,8 @@ def run_elm_vs_lstm(
          "params": ("network", [params[n] for n in sections], {"long_name": "trainable parameters"}),
          "hidden": ("network", [probe.model.cells[0].param_count()["N"], lstm_hidden])},
         coords={"network": list(sections), "seed": seeds, "eval_step": steps_axis},
-        attrs={"analysis": "elm-shd-adding", "metric": metric, "chance": reference.attrs["chance"]},
     )
+    ds = stamp(ds, analysis="elm-shd-adding", config={"metric": metric, "chance": reference.attrs["chance"]})
     store.write_dataset(out / "accuracy.nc", ds)
     fig, ax = plt.subplots(figsize=(5.2, 3.6))
     for net in ds.network.values:

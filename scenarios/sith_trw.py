@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from dynlab.provenance import stamp
 from dynlab.registry import register
 
 NETWORKS = ("rnn-generic", "rnn-blockdiag", "rnn-diag-uniform", "rnn-diag-geometric", "sith-rnn", "sithcon")
@@ -68,8 +69,8 @@ def run_sith_trw(out_dir, *, seeds=(0, 1, 2), steps: int = 200, quick: bool = Fa
     at 3^0 and 0.81–0.85 at 3^1…3^6 (mean over seeds); after 1000 steps seeds 1 and 2 perfect,
     seed 0 8 of 9 at 3^1…3^6 (still so after 3000 steps). With the defaults (``"hold"``,
     ``"shift"``) all three seeds are perfect after 1000 steps."""
-    from dynlab import figures_trw, store
-    from dynlab.analyses import trw
+    from dynlab import store
+    from dynlab.analyses import trw, trw_figures
     from dynlab.train import train
 
     out = Path(out_dir)
@@ -92,7 +93,7 @@ def run_sith_trw(out_dir, *, seeds=(0, 1, 2), steps: int = 200, quick: bool = Fa
             if j == 0 and net in ("sith-rnn", "sithcon"):
                 trws[net] = trw.trw_analysis(res.model, n_shuffle=n_shuffle, seed=seed)
                 store.write_dataset(out / f"trw-{net}.nc", trws[net])
-                store.write_figure(out / f"trw-{net}.png", figures_trw.trw_curves(trws[net]))
+                store.write_figure(out / f"trw-{net}.png", trw_figures.trw_curves(trws[net]))
             done += 1
             if progress is not None:
                 progress(done, total, {"network": net, "seed": seed, "acc@3^0": float(acc[i, j, 0]),
@@ -101,11 +102,10 @@ def run_sith_trw(out_dir, *, seeds=(0, 1, 2), steps: int = 200, quick: bool = Fa
     ds = xr.Dataset(
         {"accuracy": (("network", "seed", "dilation"), acc, {"long_name": "zero-shot accuracy (trained at 3^0)"})},
         coords={"network": list(networks), "seed": seeds, "dilation": dilations},
-        attrs={"analysis": "sith-trw", "steps": steps, "generic_steps": generic_steps,
-               "sith_rnn_steps": sith_rnn_steps, "quick": int(quick),
-               "tau_rescale": tau_rescale},
-    ).merge(params, combine_attrs="override")
+    ).merge(params, combine_attrs="drop")
+    ds = stamp(ds, analysis="sith-trw", config={"steps": steps, "generic_steps": generic_steps,
+                                                "sith_rnn_steps": sith_rnn_steps, "quick": quick, "tau_rescale": tau_rescale})
     store.write_dataset(out / "accuracy.nc", ds)
-    store.write_figure(out / "accuracy_vs_dilation.png", figures_trw.accuracy_vs_dilation(ds))
-    store.write_figure(out / "params_vs_accuracy.png", figures_trw.params_vs_accuracy(ds))
+    store.write_figure(out / "accuracy_vs_dilation.png", trw_figures.accuracy_vs_dilation(ds))
+    store.write_figure(out / "params_vs_accuracy.png", trw_figures.params_vs_accuracy(ds))
     return {"accuracy": ds, "trw": trws, "params": params}

@@ -31,6 +31,7 @@ import xarray as xr
 from dynlab import config as cfgmod
 from dynlab import store
 from dynlab.errors import ConfigError
+from dynlab.provenance import stamp
 from dynlab.scenarios.cell import cell_summary, read_marker, run_cell, run_cells_vmapped
 from dynlab.scenarios.spec import Cell, Scenario
 
@@ -222,8 +223,6 @@ def _nan_like(ds: xr.Dataset) -> xr.Dataset:
 
 def merge(scenario: Scenario, out_dir: Path) -> xr.Dataset:
     """One dataset over the sweep axes: every cell's results plus its ``status`` and ``message``."""
-    import dynlab
-
     cells = scenario.cells
     infos = [read_marker(cell_dir(out_dir, c)) for c in cells]
     summaries = [
@@ -253,13 +252,10 @@ def merge(scenario: Scenario, out_dir: Path) -> xr.Dataset:
     else:
         merged = per_cell[0]
     merged["status"].attrs["long_name"] = "cell status: ok, diverged, failed or missing"
-    merged.attrs.update(
-        analysis="sweep",
+    return stamp(merged, analysis="sweep", config=dict(
         scenario=scenario.name,
         description=scenario.description,
         scenario_toml=Path(out_dir, SCENARIO).read_text() if Path(out_dir, SCENARIO).is_file() else "",
-        dynlab_version=dynlab.__version__,
         n_cells=len(cells),
         n_ok=sum(1 for i in infos if i and i["status"] == "ok"),
-    )
-    return merged
+    ))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import dynlab
-from dynlab.analyses import aru_dynamics as ad
+from dynlab.analyses import aru as ad
 from dynlab.analyses.gain_scaling import exponential_fit, gain_scaling_analysis, power_law_fit
 from dynlab.analyses.lyapunov import lyapunov_spectrum
 from dynlab.errors import ConfigError

@@ -162,7 +162,7 @@ def test_extension_refused_for_dense_readout():
 
 
 def test_units_work_in_lyapunov_state_map():
-    from dynlab.analyses.model_dynamics import lyapunov_analysis
+    from dynlab.analyses.lyapunov import lyapunov_analysis
 
     model = dynlab.build("model", unit="sith-rnn", input_size=9, output_size=9, key=jax.random.key(0), n_taus=5, n_layers=1)
     ds = lyapunov_analysis(model, k=3, steps=600, burn_in=300, ics=2)

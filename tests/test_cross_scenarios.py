@@ -43,7 +43,7 @@ def test_cross_adaptation_builds_the_elm_variants_before_training():
 
 
 def test_cross_lyapunov_matches_the_analysis_run_directly(tmp_path):
-    from dynlab.analyses.model_dynamics import lyapunov_analysis
+    from dynlab.analyses.lyapunov import lyapunov_analysis
     from dynlab.scenarios.cross_lyapunov import run_cross_lyapunov
 
     lyap = dict(k=2, lyapunov_steps=60, burn_in=10, ics=2)

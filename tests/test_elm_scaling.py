@@ -165,7 +165,8 @@ def test_affine_fit_recovers_generating_parameters(synthetic_fit):
 
 
 def test_fit_dataset_curves_and_figure(synthetic_fit, tmp_path):
-    from dynlab import figures_elm, store
+    from dynlab import store
+    from dynlab.analyses.elm_scaling_figures import i_rep_fit as plot_i_rep_fit
 
     fit, _ = synthetic_fit
     assert fit.curve_loss.dims == ("group", "k_e_grid") and fit.opt_interior.all()
@@ -173,7 +174,7 @@ def test_fit_dataset_curves_and_figure(synthetic_fit, tmp_path):
     assert np.all(np.diff(k_e_opt) > 0)  # the fitted optimum moves right with the budget
     np.testing.assert_allclose(fit.k_floor.sel(group="P=1000"), 1000, rtol=0.3)
     store.write_dataset(tmp_path / "fit.nc", fit)
-    store.write_figure(tmp_path / "fit.png", figures_elm.i_rep_fit(fit))
+    store.write_figure(tmp_path / "fit.png", plot_i_rep_fit(fit))
     assert (tmp_path / "fit.png").stat().st_size > 0
 
 

@@ -16,10 +16,13 @@ import numpy as np
 import pytest
 
 import dynlab
+from dynlab import experiment
 from dynlab.errors import ConfigError
+from dynlab.units.activity import AdaptiveGamma, ReluActivity, SpikingActivity, superspike
 from dynlab.units.base import count_params
 from dynlab.units.elm import ELMCell, neuronio_routing
-from dynlab.units.elm_net import ElmNet, budget_config, sample_wiring, superspike
+from dynlab.units.elm_net import ElmNet, budget_config, sample_wiring
+from dynlab.units.regularisers import ActivityL1, MlpL2, Regulariser
 
 from cli_runner import invoke
 
@@ -307,20 +310,22 @@ def test_elm_net_matches_numpy_loop(tiny_net):
     np.testing.assert_allclose(states.h, a_ref, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(ys, y_ref, rtol=1e-4, atol=1e-5)
     # regularisers recomputed from the trajectory equal the ones from the recorded MLP outputs
-    reg = tiny_net.regularisers(jnp.asarray(xs, jnp.float32), states)
-    np.testing.assert_allclose(reg["mlp_l2"], np.sum(np.mean(np.abs(o_ref), axis=0) ** 2), rtol=1e-4)
-    np.testing.assert_allclose(reg["activity_l1"], np.sum(np.mean(np.abs(a_ref), axis=0)), rtol=1e-5)
-    expected = 1e-5 * reg["mlp_l2"] + 1e-3 * reg["activity_l1"]
+    assert tiny_net.regularisers == (MlpL2(1e-5), ActivityL1(1e-3))  # the paper's pair by default
+    mlp_l2, activity_l1 = tiny_net.regulariser_terms(jnp.asarray(xs, jnp.float32), states)
+    np.testing.assert_allclose(mlp_l2, np.sum(np.mean(np.abs(o_ref), axis=0) ** 2), rtol=1e-4)
+    np.testing.assert_allclose(activity_l1, np.sum(np.mean(np.abs(a_ref), axis=0)), rtol=1e-5)
+    expected = 1e-5 * mlp_l2 + 1e-3 * activity_l1
     np.testing.assert_allclose(tiny_net.penalty(jnp.asarray(xs, jnp.float32), states), expected, rtol=1e-6)
 
 
 def test_elm_net_with_aru_adaptation_matches_numpy_loop():
-    """adaptation="aru": every neuron's activity is the ARU's gamma(pre; n_t, s_t) set by its own
-    controller RNN; and tau_r = inf switches the high-pass reference off (r_t = 0)."""
+    """activation=AdaptiveGamma() (config: adaptation = "aru"): every neuron's activity is the ARU's
+    gamma(pre; n_t, s_t) set by its own controller RNN; and tau_r = inf switches the high-pass
+    reference off (r_t = 0)."""
     def make(tau_r):
         net = ElmNet(3, hidden=5, d_m=3, d_tree=2, d_branch=3, rho_rec=0.5, tau_min=1.0, tau_max=50.0, tau_r=tau_r,
-                     readout_neurons=2, readout_d_m=2, readout_d_tree=2, readout_d_branch=2, adaptation="aru", n_g=3,
-                     key=jax.random.key(3))
+                     readout_neurons=2, readout_d_m=2, readout_d_tree=2, readout_d_branch=2,
+                     activation=AdaptiveGamma(n_g=3), key=jax.random.key(3))
         # controller read-outs far from their ~0 initialisation, so n_t and s_t move with the input
         return eqx.tree_at(lambda n: (n.gain.w_gn, n.gain.w_gs, n.gain.b_s), net,
                            (jnp.array([2.0, -1.5, 1.0]), jnp.array([0.3, 0.2, -0.25]), jnp.full(5, 0.3)))
@@ -338,7 +343,7 @@ def test_elm_net_with_aru_adaptation_matches_numpy_loop():
     counts = net.param_count()
     assert counts["adaptation"] == 3 + 9 + 3 + 3 + 3 + 5 + 5 and counts["total"] == count_params(net)
     with pytest.raises(ConfigError, match="spiking"):
-        ElmNet(3, hidden=4, adaptation="aru", spiking=True, key=jax.random.key(0))
+        ElmNet.from_config(3, hidden=4, adaptation="aru", spiking=True, key=jax.random.key(0))
 
 
 def test_elm_net_wiring_and_fixed_timescales(tiny_net):
@@ -366,6 +371,144 @@ def test_superspike_step_and_surrogate():
     np.testing.assert_array_equal(superspike(x, 100.0), [0, 0, 0, 1, 1])
     grad = jax.grad(lambda v: jnp.sum(superspike(v, 100.0) * jnp.arange(1.0, 6.0)))(x)
     np.testing.assert_allclose(grad, np.arange(1.0, 6.0) / (1 + 100 * np.abs(np.asarray(x))) ** 2, rtol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# Variants as values: ElmNet(activation=..., regularisers=...) and the config spellings that build them
+
+
+SMALL_NET = dict(hidden=5, d_m=3, d_tree=2, d_branch=3, rho_rec=0.5, tau_min=1.0, tau_max=50.0, readout_neurons=2,
+                 readout_d_m=2, readout_d_tree=2, readout_d_branch=2)
+
+
+@eqx.filter_jit
+def _outputs_and_penalties(model, xs):
+    ys, states = jax.vmap(model.trajectory)(xs)
+    return ys, jax.vmap(model.penalty)(xs, states)
+
+
+@pytest.mark.parametrize(
+    "spelled, values",
+    [
+        ({}, {}),
+        ({"adaptation": "aru", "n_g": 3, "n_mean": 4.0, "n_std": 1.5, "n_min": 0.25},
+         {"activation": AdaptiveGamma(n_g=3, n_mean=4.0, n_std=1.5, n_min=0.25)}),
+        ({"spiking": True, "surrogate_scale": 50.0}, {"activation": SpikingActivity(surrogate_scale=50.0)}),
+        ({"mlp_l2": 0, "activity_l1": 0.5, "tau_r": math.inf},
+         {"regularisers": (MlpL2(0.0), ActivityL1(0.5)), "tau_r": math.inf}),
+    ],
+    ids=["paper", "aru", "spiking", "strengths"],
+)
+def test_config_spellings_build_the_values(spelled, values):
+    """The TOML/--set keys (through the registry, i.e. ElmNet.from_config) and the values given to
+    ElmNet build the same network: the same parameters, and bit for bit the same outputs and
+    penalties on a random batch; both through a model and for the unit alone."""
+    from_toml = dynlab.build("model", unit="elm-net", input_size=3, output_size=2, key=jax.random.key(0),
+                             **SMALL_NET, **spelled)
+    from_values = dynlab.build("model", unit="elm-net", input_size=3, output_size=2, key=jax.random.key(0),
+                               **SMALL_NET, **values)
+    assert jax.tree_util.tree_structure(from_toml) == jax.tree_util.tree_structure(from_values)
+    for a, b in zip(jax.tree_util.tree_leaves(from_toml), jax.tree_util.tree_leaves(from_values), strict=True):
+        np.testing.assert_array_equal(a, b)
+    xs = jax.random.normal(jax.random.key(1), (4, 8, 3))
+    (y_toml, p_toml), (y_values, p_values) = (_outputs_and_penalties(m, xs) for m in (from_toml, from_values))
+    np.testing.assert_array_equal(y_toml, y_values)
+    np.testing.assert_array_equal(p_toml, p_values)
+    assert from_toml.penalised == from_values.penalised == (spelled.get("activity_l1", 1) > 0)
+    cell = ElmNet(3, key=jax.random.key(2), **SMALL_NET, **values)
+    assert eqx.tree_equal(dynlab.build("unit", "elm-net", input_size=3, key=jax.random.key(2), **SMALL_NET, **spelled),
+                          cell)
+    kind = type(values.get("activation", ReluActivity()))
+    assert isinstance(cell.activation, kind) and (cell.gain is None) == (kind is not AdaptiveGamma)
+
+
+def test_paper_defaults_are_the_same_in_both_forms():
+    cell = eqx.filter_eval_shape(lambda: ElmNet(3, key=jax.random.key(0)))
+    assert cell.activation == ReluActivity() and cell.regularisers == (MlpL2(1e-5), ActivityL1(1e-3))
+    spelled = dynlab.registry.defaults(ElmNet)
+    assert (spelled["adaptation"], spelled["spiking"], spelled["mlp_l2"], spelled["activity_l1"]) == ("none", False, 1e-5, 1e-3)
+    assert (spelled["n_g"], spelled["n_mean"], spelled["n_std"], spelled["n_min"]) == (8, 5.0, 2.0, 0.5)
+    default_gamma = AdaptiveGamma()
+    assert (default_gamma.n_g, default_gamma.n_mean, default_gamma.n_std, default_gamma.n_min) == (8, 5.0, 2.0, 0.5)
+    assert SpikingActivity().surrogate_scale == spelled["surrogate_scale"] == 100.0
+
+
+class MemoryL2(Regulariser):
+    """A regulariser dynlab does not ship: the time-averaged squared memory, sum_ik mean_t m_tik^2."""
+
+    def term(self, cell, us, states, state0):
+        return jnp.sum(jnp.mean(jnp.square(states.m), axis=0))
+
+
+def test_custom_regulariser_reaches_bptt_through_the_model():
+    """A Regulariser subclass defined here is a value like the built-in ones: the model reports it
+    (penalised, penalty) and BPTT's gradient is the plain one plus its penalty's gradient."""
+    task = dynlab.build("task", "adding", length=8)
+    rule = dynlab.build("rule", "bptt", loss=task.loss)
+
+    def build(regularisers):
+        return dynlab.build("model", unit="elm-net", input_size=task.input_size, output_size=task.output_size,
+                            key=jax.random.key(0), regularisers=regularisers, **SMALL_NET)
+
+    plain, custom = build(()), build((MemoryL2(0.5),))
+    assert not plain.penalised and custom.penalised and not build((MemoryL2(0.0),)).penalised
+    batch = task.batch(jax.random.key(5), 8)
+    _, states = jax.vmap(custom.trajectory)(batch[0])
+    np.testing.assert_allclose(jax.vmap(custom.penalty)(batch[0], states),
+                               0.5 * jnp.sum(jnp.mean(jnp.square(states[0].m), axis=1), axis=(1, 2)), rtol=1e-6)
+
+    g_plain, m_plain = eqx.filter_jit(rule.grads)(plain, batch, None)
+    g_custom, m_custom = eqx.filter_jit(rule.grads)(custom, batch, None)
+    np.testing.assert_allclose(m_custom["loss"], m_plain["loss"], rtol=1e-6)  # the task loss, penalty left out
+
+    def mean_penalty(m):
+        _, states = jax.vmap(m.trajectory)(batch[0])
+        return jnp.mean(jax.vmap(m.penalty)(batch[0], states))
+
+    g_reg = eqx.filter_jit(eqx.filter_grad(mean_penalty))(custom)
+    assert float(jnp.max(jnp.abs(g_reg.cells[0].layer.mlp.weights[0]))) > 1e-4  # the memory term moves the MLP
+    for a, b, c in zip(*(jax.tree_util.tree_leaves(g) for g in (g_custom, g_plain, g_reg)), strict=True):
+        np.testing.assert_allclose(a, b + c, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "build, match",
+    [
+        (lambda: MlpL2(-1.0), r"^mlp_l2 must be a number >= 0, got -1.0"),
+        (lambda: ActivityL1(math.nan), "activity_l1 must be a number >= 0"),
+        (lambda: MemoryL2(True), "strength must be a number >= 0"),
+        (lambda: SpikingActivity(0.0), "surrogate_scale must be a positive finite number"),
+        (lambda: AdaptiveGamma(n_g=0), "n_g must be a positive integer"),
+        (lambda: ElmNet(3, activation="relu", key=jax.random.key(0)), "activation must be an Activity value"),
+        (lambda: ElmNet(3, regularisers=(1e-5,), key=jax.random.key(0)), "regularisers must be a tuple of Regulariser"),
+        (lambda: ElmNet(3, hidden=4, activation=AdaptiveGamma(n_g=2).init(5, key=jax.random.key(0)),
+                        key=jax.random.key(0)), "controllers for 5 neurons, the layer has 4"),
+        (lambda: dynlab.build("unit", "elm-net", input_size=3, key=jax.random.key(0), adaptation="yes"),
+         r"adaptation must be one of 'none', 'aru', got 'yes'"),
+        (lambda: ElmNet.from_config(3, adaptation="ARU", key=jax.random.key(0)),
+         r"^adaptation must be 'none' or 'aru', got 'ARU'"),
+        (lambda: dynlab.build("unit", "elm-net", input_size=3, key=jax.random.key(0), mlp_l2=-0.5),
+         r"^mlp_l2 must be a number >= 0, got -0.5"),
+        (lambda: dynlab.build("unit", "elm-net", input_size=3, key=jax.random.key(0), spiking=True,
+                              activation=ReluActivity()), "spiking spells the activation, which is given as a value"),
+        (lambda: experiment.check({"model": {"unit": "elm-net", "adaptation": "aru", "n_g": 0}}),
+         "n_g must be a positive integer, got 0"),
+        (lambda: experiment.check({"model": {"unit": "elm-net", "regularizers": 1}}), "unknown config key model.regularizers"),
+    ],
+)
+def test_bad_variant_values_are_one_line_config_errors(build, match):
+    with pytest.raises(ConfigError, match=match) as err:
+        eqx.filter_eval_shape(build)
+    assert "\n" not in str(err.value)
+
+
+def test_cli_spellings_of_the_variants(tmp_path):
+    """--set model.adaptation=... is checked as it was: a bad spelling exits 2 with one line."""
+    res = invoke(["train", "--model", "elm-net", "--set", "model.adaptation=maybe"], tmp_path)
+    assert res.exit_code == 2 and "adaptation must be one of 'none', 'aru'" in res.output and "Traceback" not in res.output
+    assert len(res.output.strip().splitlines()) == 1
+    res = invoke(["train", "--model", "elm-net", "--set", "model.mlp_l2=-1"], tmp_path)
+    assert res.exit_code == 2 and "mlp_l2 must be a number >= 0, got -1" in res.output
 
 
 # ---------------------------------------------------------------------------------------------

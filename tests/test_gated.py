@@ -58,7 +58,7 @@ def test_param_counts_and_budget_sizing():
 
 
 def test_gated_units_train_and_analyse():
-    from dynlab.analyses.model_dynamics import lyapunov_analysis
+    from dynlab.analyses.lyapunov import lyapunov_analysis
 
     model = dynlab.build("model", unit="lstm", input_size=2, output_size=1, key=jax.random.key(0), hidden=6)
     ds = lyapunov_analysis(model, k=12, steps=300, burn_in=100, ics=2)

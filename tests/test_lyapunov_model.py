@@ -4,10 +4,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import xarray as xr
 from click.testing import CliRunner
 
 import dynlab
-from dynlab.analyses.model_dynamics import lyapunov_analysis
+from dynlab.analyses.lyapunov import lyapunov_analysis
 from dynlab.analyses.state_map import protocol_inputs, run_in, state_map
 from dynlab.cli import main
 from dynlab.errors import ConfigError
@@ -85,7 +86,7 @@ def test_cli_lyapunov_fresh_and_checkpoint(tmp_path, monkeypatch):
     assert r.exit_code == 0, r.output + r.stderr
     assert (tmp_path / "fresh.nc").is_file() and (tmp_path / "fresh.png").is_file()
     assert "Kaplan" in r.output
-    ds = dynlab.analyses.lyapunov.xr.load_dataset(tmp_path / "fresh.nc")
+    ds = xr.load_dataset(tmp_path / "fresh.nc")
     # Issue 22: 5 realisations (the CI is over them) x 3 initial conditions each; QR every
     # reortho_every steps ("auto" by default), so the running estimate has 150 / m entries.
     m = ds.attrs["reortho_every"]

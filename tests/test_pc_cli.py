@@ -64,6 +64,7 @@ def test_unconverged_inference_is_flagged_not_used(tmp_path):
         (["--gamma0", "0"], ["gamma0 must be a positive finite number"]),
         (["--batches", "stream"], ["one fixed batch", "pc-mnist"]),
         (["--batch-size", "8"], ["--batch-size applies to --model rnn, or to --model mlp with --batches stream"]),
+        (["--energy", "inference", "--inference", "lbfgs", "--patience", "0"], ["patience must be a positive integer"]),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(extra, fragments, tmp_path):
@@ -74,3 +75,15 @@ def test_bad_input_is_one_line_and_exit_2(extra, fragments, tmp_path):
     for f in fragments:
         assert f in err, err
     assert not list(tmp_path.iterdir())  # nothing written for a rejected command
+
+
+def test_every_inference_method_is_offered_and_recorded(tmp_path):
+    """Issue 21: the comparison offers L-BFGS / Gauss-Newton / Levenberg-Marquardt in the error
+    coordinates, not only discrete steps and the ODE; the dataset records which ran."""
+    res = invoke(["compare", "pc-bp", "--model", "rnn", "--widths", "4", "--lengths", "3", "--seeds", "1", "--steps", "1",
+                  "--energy", "inference", "--inference", "lbfgs", "--patience", "10", "--inference-steps", "40",
+                  "-q", "--out", "l.nc"], tmp_path)
+    assert res.exit_code == 0, (res.output, res.stderr)
+    ds = xr.open_dataset(tmp_path / "l.nc")
+    assert ds.attrs["energy"] == "inference" and "patience=10" in ds.attrs["config"] and "LBFGS" in ds.attrs["config"]
+    assert bool(ds.converged.all())

@@ -206,3 +206,26 @@ def test_real_mnist_batch():
     x, y = t.fixed_batch()
     assert x.shape == (64, 784) and float(jnp.abs(x.mean())) < 0.3 and 0.7 < float(x.std()) < 1.3
     assert set(np.argmax(np.asarray(y), 1).tolist()) == set(range(10))
+
+
+def test_compare_takes_the_inference_as_a_value_or_its_spelling():
+    """Item 5 of issue 18: the Python API passes inference values (as jpc/optax do); the CLI/TOML
+    spelling becomes the same value in one place (CompareConfig.from_options), so both give the
+    same dataset."""
+    import optax
+
+    from dynlab.analyses.pc_bp import CompareConfig, compare_pc_bp
+    from dynlab.rules import pc_inference
+
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(8, 5)).astype(np.float32), rng.normal(size=(8, 2)).astype(np.float32)
+    value = pc_inference.Descent(optax.sgd(0.2), pc_inference.Criterion(max_steps=50, rtol=1e-3, ftol=None))
+    a = compare_pc_bp((x, y), [4], [3], 1, steps=2, inference=value)
+    b = compare_pc_bp((x, y), [4], [3], 1, steps=2, energy="inference", inference="discrete", beta=0.2,
+                      inference_steps=50, rtol=1e-3)
+    assert a.attrs["energy"] == b.attrs["energy"] == "inference"
+    for name in ("cosine_unconverged", "energy", "inference_steps", "loss_pc", "loss_bp"):
+        np.testing.assert_array_equal(a[name].values, b[name].values)
+    assert CompareConfig.from_options().closed_form  # the default stays the closed form
+    with pytest.raises(ConfigError, match="inference must be a value"):
+        CompareConfig(inference="lbfgs")

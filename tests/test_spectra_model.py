@@ -3,10 +3,12 @@
 import jax
 import numpy as np
 import pytest
+import xarray as xr
 from click.testing import CliRunner
 
 import dynlab
-from dynlab.analyses.model_dynamics import lyapunov_analysis, spectra_analysis
+from dynlab.analyses.lyapunov import lyapunov_analysis
+from dynlab.analyses.spectra import spectra_analysis
 from dynlab.cli import main
 
 
@@ -33,6 +35,6 @@ def test_cli_spectra_with_task(tmp_path, monkeypatch):
                                   "--steps", "300", "--n-boot", "20", "-q", "--out", "s.nc"])
     assert r.exit_code == 0, r.output + r.stderr
     assert "activity covariance: alpha" in r.output and (tmp_path / "s.png").is_file()
-    ds = dynlab.analyses.spectra.xr.load_dataset(tmp_path / "s.nc")
+    ds = xr.load_dataset(tmp_path / "s.nc")
     assert ds.sizes["rank"] == 12 and ds.sizes["jacobian_eigenvalue"] == 12
     assert ds.attrs["analysis"] == "spectra" and "AddingTask" in ds.attrs["protocol"]

@@ -101,8 +101,9 @@ def rescue_dataset(ds, name: str, error: OSError) -> None:
 
 
 def run_analysis(name, exp, source, checkpoint, out, plot, quiet, **options):
-    """Run the registered analysis ``name`` on ``exp.model`` with ``options``, label the dataset,
-    write it and draw its registered figure.
+    """Run the registered analysis ``name`` on ``exp.model`` with ``options``, stamp the dataset
+    with what was analysed (:func:`dynlab.provenance.stamp`: the model, its config as TOML text,
+    the checkpoint), write it and draw its registered figure.
 
     Warnings become one-line messages on stderr. The output locations are checked to be
     writable before any work; files are written only after the analysis succeeded (named
@@ -113,10 +114,9 @@ def run_analysis(name, exp, source, checkpoint, out, plot, quiet, **options):
     """
     import warnings
 
-    from dynlab import store
+    from dynlab import registry, store
     from dynlab.config import dumps
-
-    from dynlab import registry
+    from dynlab.provenance import stamp
 
     entry = registry.get("analysis", name)
     function, figure = entry.obj, entry.figure
@@ -129,8 +129,8 @@ def run_analysis(name, exp, source, checkpoint, out, plot, quiet, **options):
         ds = function(exp.model, **options)
     for w in caught:
         click.echo(f"warning: {w.message}", err=True)
-    ds.attrs.update(model=unit_name, config=dumps(exp.config), checkpoint=str(checkpoint or ""), source=source,
-                    dynlab_version=__import__("dynlab").__version__)
+    ds = stamp(ds, analysis=ds.attrs.get("analysis", name), config={
+        "model": unit_name, "config": dumps(exp.config), "checkpoint": str(checkpoint or ""), "source": source})
     try:
         nc, png = output_paths(out, plot, checkpoint, name, unit_name)  # only now: a failed analysis leaves nothing
         store.write_dataset(nc, ds)

@@ -60,8 +60,12 @@ def compare():
 @click.option("--seeds", default="3", show_default=True, help="Number of seeds (weight initialisations).")
 @click.option("--energy", type=click.Choice(["closed-form", "inference"]), default="closed-form", show_default=True,
               help="PC gradient from the closed-form equilibrated energy (linear) or after numerical inference.")
-@click.option("--inference", type=click.Choice(["discrete", "ode"]), default="discrete", show_default=True,
-              help="Numerical inference: optax steps on the activities, or a diffrax ODE solve.")
+@click.option("--inference", type=click.Choice(["discrete", "ode", "gauss-newton", "levenberg-marquardt", "lbfgs"]),
+              default="discrete", show_default=True,
+              help="Numerical inference (with --energy inference): optax steps on the activities, a diffrax ODE "
+                   "solve, or Gauss-Newton / Levenberg-Marquardt / L-BFGS in the error coordinates (mse loss).")
+@click.option("--patience", default=None, help="Gauss-Newton / Levenberg-Marquardt / L-BFGS: give up once |grad_z F| "
+              "has not halved in this many steps (nonsmooth energies). Default: the whole budget.")
 @click.option("--inference-steps", default="500", show_default=True, help="Inference budget (steps).")
 @click.option("--activity-optimizer", type=click.Choice(["sgd", "momentum", "adam"]), default="sgd", show_default=True,
               help="Optimiser of the activities (discrete inference); momentum is heavy ball 0.9.")
@@ -76,7 +80,8 @@ def compare():
               help="Dataset file (.nc); figures go next to it. Default: runs/compare-pc-bp-<time>/pc_bp.nc.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar; print only the summary.")
 def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips, activation, task_name, batches,
-          batch_size, steps, seeds, energy, inference, inference_steps, activity_optimizer, beta, rtol, atol, optimizer, lr, x64,
+          batch_size, steps, seeds, energy, inference, patience, inference_steps, activity_optimizer, beta, rtol, atol,
+          optimizer, lr, x64,
           data_dir, out, quiet):
     """PC vs BP gradients across width x depth (or x sequence length): cosine, s - 1, L/F*, loss curves.
 
@@ -104,6 +109,7 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
         steps=_number("--steps", steps, int), energy=energy, inference=inference,
         inference_steps=_number("--inference-steps", inference_steps, int), activity_optimizer=activity_optimizer,
         beta=_number("--beta", beta), rtol=_number("--rtol", rtol), atol=_number("--atol", atol), optimizer=optimizer,
+        patience=_number("--patience", patience, int),
         lr=_number("--lr", lr), x64=x64,
     )
     if recurrent:
@@ -129,7 +135,7 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
         raise ConfigError(f"--seeds must be a positive integer, got {seeds!r}")
     from dynlab.analyses.pc_bp import CompareConfig, length_task
 
-    CompareConfig(**options)  # validate everything before loading data or creating files
+    CompareConfig.from_options(**options)  # validate everything before loading data or creating files
     if out is not None and Path(out).suffix != ".nc":
         raise ConfigError(f"--out must name a .nc file, got {out!r}")
     check_writable(Path(out).parent if out else Path("runs"), "--out")

@@ -16,9 +16,11 @@ of width ``d_mlp`` with squared-ReLU, biases, and default ``Linear`` initialisat
 default initialisation "per branch", $U(\pm 1/\sqrt{d_{branch}})$ (unconstrained sign), $w_r$
 $U(\pm 1/\sqrt{d_m})$, $b = 0$ (the paper's 0 activity threshold). $m_0 = r_0 = a_0 = 0$.
 The drive $\xi$ (scalar or ``[N]``) enters the activity's pre-activation, as written.
-``spiking=True`` replaces the ReLU by a Heaviside step with the SuperSpike surrogate gradient
-$1/(1 + \beta|x|)^2$, $\beta$ = ``surrogate_scale`` = 100 (a ``jax.custom_vjp``: reverse mode only,
-so the forward-mode analyses — Lyapunov, Jacobian spectra — need ``spiking=False``).
+The ReLU is the default of a value, ``activation`` (:mod:`dynlab.units.activity`):
+:class:`~dynlab.units.activity.ReluActivity`; :class:`~dynlab.units.activity.SpikingActivity`
+replaces it by a Heaviside step with the SuperSpike surrogate gradient $1/(1 + \beta|x|)^2$,
+$\beta$ = 100 (a ``jax.custom_vjp``: reverse mode only, so the forward-mode analyses — Lyapunov,
+Jacobian spectra — need a non-spiking activity).
 
 **Fixed by design** (not trained): $\tau_m$ (``d_m`` values log-spaced in [``tau_min``, ``tau_max``],
 shared by all neurons), $\tau_r$, $c$, $\lambda$. They are derived from the static config, not
@@ -50,21 +52,28 @@ per hidden neuron, $P = N(k_e + k_c)$ the layer budget (Table 1: SHD 69,120, Enw
 :func:`budget_config` size a network from $P$ with the paper's rounding (App. A.2): $N$ rounded
 down (N–$k_e$ sweeps) or $d_{branch}$ rounded down ($k_e$–$k_c$ sweeps).
 
-**Regularisers** (App. A.2): :meth:`ElmNet.penalty` from a trajectory — a per-neuron L2 penalty
-on the time-averaged $|o_t|$ and a population L1 penalty on the mean activity, both with
-"per-neuron scaling" (summed over neurons), strengths ``mlp_l2`` = 1e-5 and ``activity_l1`` = 1e-3
-(the paper's Pareto-search values; Table 2's reference strengths are missing from the text).
-BPTT adds them to the training loss whenever either strength is non-zero (``penalised``; see
-:mod:`dynlab.rules.bptt`); set both to 0 to train without them.
+**Regularisers** (App. A.2) are values too, ``regularisers`` (:mod:`dynlab.units.regularisers`);
+:meth:`ElmNet.penalty` sums them over a trajectory. The default is the paper's pair — a per-neuron
+L2 penalty on the time-averaged $|o_t|$ and a population L1 penalty on the mean activity, both with
+"per-neuron scaling" (summed over neurons), ``(MlpL2(1e-5), ActivityL1(1e-3))`` (the paper's
+Pareto-search values; Table 2's reference strengths are missing from the text). BPTT adds the
+penalty to the training loss whenever a strength is non-zero (``penalised``; see
+:mod:`dynlab.rules.bptt`); strengths 0 (or ``regularisers=()``) train without them.
 
-**Cross-paper ablation** (``adaptation="aru"``; not in the scaling paper): the activity's ReLU is
-replaced by the ARU's adaptive activation (Geadah et al. Eqs. 3–5, :class:`~dynlab.units.aru.GainController`):
-every neuron gets a private controller RNN that reads its pre-activation
-$p_t = b + w_r^\top m_t - r_t + \xi_t$ and sets $a_t = \gamma(p_t; n_t, s_t)$. At initialisation
-$n \sim N(5, 2^2)$, $s = 0$: a softplus close to the ReLU it replaces. ``tau_r = inf`` switches the
-high-pass reference off ($\kappa_r = 1$, $r_t = r_0 = 0$), so the two adaptation mechanisms — the ELM
-network's subtractive high-pass and the ARU's gain control — can be removed or combined one by one
-(scenario ``cross-adaptation``).
+**Cross-paper ablation** (``activation=AdaptiveGamma()``; not in the scaling paper): the activity's
+ReLU is replaced by the ARU's adaptive activation (Geadah et al. Eqs. 3–5,
+:class:`~dynlab.units.activity.AdaptiveGamma`): every neuron gets a private controller RNN that reads
+its pre-activation $p_t = b + w_r^\top m_t - r_t + \xi_t$ and sets $a_t = \gamma(p_t; n_t, s_t)$. At
+initialisation $n \sim N(5, 2^2)$, $s = 0$: a softplus close to the ReLU it replaces. ``tau_r = inf``
+switches the high-pass reference off ($\kappa_r = 1$, $r_t = r_0 = 0$), so the two adaptation
+mechanisms — the ELM network's subtractive high-pass and the ARU's gain control — can be removed or
+combined one by one (scenario ``cross-adaptation``).
+
+**Config spellings.** TOML files and ``--set`` give these values as keys of ``[model]``:
+``adaptation = "none" | "aru"`` with ``n_g``, ``n_mean``, ``n_std``, ``n_min`` (the controller),
+``spiking = true`` with ``surrogate_scale``, and the strengths ``mlp_l2``, ``activity_l1``.
+:meth:`ElmNet.from_config` is the one place where they become values; the registry builds the
+unit through it (:func:`dynlab.registry.constructor`).
 
 Defaults are the SHD-Adding reference (Table 1): $N = 96$, $d_m = 5$, $d_{tree} = 30$, $d_{branch} = 10$,
 $c = 10$, $\lambda = 5$, $\tau_m \in [1, 500]$, $\tau_r = 5$, $\rho_{rec} = 0.25$, 19 read-out neurons with $d_m = 3$.
@@ -73,7 +82,9 @@ $c = 10$, $\lambda = 5$, $\tau_m \in [1, 500]$, $\tau_r = 5$, $\rho_{rec} = 0.25
 from __future__ import annotations
 
 import functools
+import inspect
 import math
+import operator
 from typing import Literal
 
 import equinox as eqx
@@ -84,27 +95,12 @@ from jaxtyping import Array, PRNGKeyArray
 from dynlab.config import FloatOrInf
 from dynlab.errors import ConfigError, require_positive
 from dynlab.registry import defaults, register
+from dynlab.units.activity import Activity, AdaptiveGamma, ReluActivity, SpikingActivity
 from dynlab.units.aru import N_MIN, GainController
 from dynlab.units.base import Regularised, add_drive
 from dynlab.units.elm import MLP_ACTIVATIONS, NeuronMLP, check_branches, check_tau_range, memory_gains
+from dynlab.units.regularisers import ACTIVITY_L1, MLP_L2, ActivityL1, MlpL2, Regulariser
 from dynlab.units.sith import tau_grid
-
-
-@functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
-def superspike(x: Array, scale: float) -> Array:
-    r"""Heaviside step $\Theta(x)$ forward; SuperSpike surrogate $\partial/\partial x = 1/(1 + \beta|x|)^2$ backward."""
-    return (x > 0).astype(x.dtype)
-
-
-def _superspike_fwd(x, scale):
-    return superspike(x, scale), x
-
-
-def _superspike_bwd(scale, x, g):
-    return (g / jnp.square(1.0 + scale * jnp.abs(x)),)
-
-
-superspike.defvjp(_superspike_fwd, _superspike_bwd)
 
 
 def sample_wiring(key: PRNGKeyArray, n: int, d_s: int, input_size: int, rho_rec: float) -> Array:
@@ -211,8 +207,9 @@ class ElmLayer(eqx.Module):
 class ElmNetState(eqx.Module):
     """State of an ELM network: hidden memory ``m[N, d_m]``, high-pass reference ``r[N]``, activity
     ``h[N]`` (the paper's $a_t$, named ``h`` like every unit's activity) and the read-out layer's
-    memory ``m_out[readout_neurons, readout_d_m]``; with ``adaptation="aru"`` also the gain
-    controllers' states ``g[N, n_g]``."""
+    memory ``m_out[readout_neurons, readout_d_m]``; and the activation's own state ``g``
+    (:meth:`~dynlab.units.activity.Activity.init_state`: ``None``, or the gain controllers'
+    ``[N, n_g]`` with :class:`~dynlab.units.activity.AdaptiveGamma`)."""
 
     m: Array
     r: Array
@@ -237,13 +234,20 @@ class ElmNet(Regularised):
         c: input scale. lam: $\\lambda$. tau_min, tau_max: the fixed $\\tau_m$ range. tau_r: high-pass.
         rho_rec: probability that a synapse is recurrent.
         readout_neurons, readout_d_m, readout_d_tree, readout_d_branch: the read-out ELM layer.
-        mlp_activation: ``"relu2"`` (paper) or ``"relu"``. spiking, surrogate_scale: SuperSpike output.
-        mlp_l2, activity_l1: regulariser strengths used by :meth:`penalty`.
-        adaptation: ``"none"`` (the paper's ReLU activity) or ``"aru"``: the ARU's adaptive activation
-            moved into the ELM network (a cross-paper ablation, module doc). n_g, n_mean, n_std, n_min:
-            its controller (:class:`~dynlab.units.aru.GainController`).
+        mlp_activation: ``"relu2"`` (paper) or ``"relu"``: the neurons' MLP hidden layers.
         wiring: how the gather is computed (:meth:`ElmLayer.branches`): ``"dense"``, ``"gather"``, or
             ``"auto"`` (dense while the layer's matrix has at most 2**26 entries). Same numbers.
+        activation: the hidden neurons' activity function, a value (:mod:`dynlab.units.activity`):
+            :class:`~dynlab.units.activity.ReluActivity` (the paper's, default),
+            :class:`~dynlab.units.activity.SpikingActivity` or
+            :class:`~dynlab.units.activity.AdaptiveGamma` (the ARU's adaptive activation, a
+            cross-paper ablation: module doc). Its parameters, if any, are drawn here.
+        regularisers: the penalties of :meth:`penalty`, values (:mod:`dynlab.units.regularisers`);
+            default the paper's ``(MlpL2(1e-5), ActivityL1(1e-3))``.
+        key: PRNG key.
+
+    Configs spell ``activation`` and ``regularisers`` as keys (``adaptation``, ``spiking``,
+    ``mlp_l2``, ...): :meth:`from_config`.
     """
 
     @classmethod
@@ -254,14 +258,11 @@ class ElmNet(Regularised):
 
     layer: ElmLayer
     readout_layer: ElmLayer
-    gain: GainController | None
+    activation: Activity  # in the place of the former ``gain`` field: checkpoints keep their leaf order
+    regularisers: tuple[Regulariser, ...]
     l_mlp: int = eqx.field(static=True)
     d_mlp: int = eqx.field(static=True)
     tau_r: float = eqx.field(static=True)
-    spiking: bool = eqx.field(static=True)
-    surrogate_scale: float = eqx.field(static=True)
-    mlp_l2: float = eqx.field(static=True)
-    activity_l1: float = eqx.field(static=True)
 
     def __init__(
         self,
@@ -285,16 +286,9 @@ class ElmNet(Regularised):
         readout_d_tree: int | None = None,
         readout_d_branch: int | None = None,
         mlp_activation: Literal["relu2", "relu"] = "relu2",
-        spiking: bool = False,
-        surrogate_scale: float = 100.0,
-        mlp_l2: float = 1e-5,
-        activity_l1: float = 1e-3,
         wiring: Literal["auto", "dense", "gather"] = "auto",
-        adaptation: Literal["none", "aru"] = "none",
-        n_g: int = 8,
-        n_mean: float = 5.0,
-        n_std: float = 2.0,
-        n_min: float = N_MIN,
+        activation: Activity = ReluActivity(),
+        regularisers: tuple[Regulariser, ...] = (MlpL2(MLP_L2), ActivityL1(ACTIVITY_L1)),
         key: PRNGKeyArray,
     ):
         for name, value in (("input_size", input_size), ("hidden", hidden), ("d_m", d_m),
@@ -309,30 +303,26 @@ class ElmNet(Regularised):
         readout_d_branch = d_branch if readout_d_branch is None else readout_d_branch
         require_positive("readout_d_tree", readout_d_tree)
         require_positive("readout_d_branch", readout_d_branch)
-        for name, value in (("c", c), ("lam", lam), ("tau_r", tau_r), ("surrogate_scale", surrogate_scale)):
+        for name, value in (("c", c), ("lam", lam), ("tau_r", tau_r)):
             require_positive(name, value, integer=False, finite=name != "tau_r")
         check_tau_range(tau_min, tau_max)
         if isinstance(rho_rec, bool) or not isinstance(rho_rec, (int, float)) or not 0 <= rho_rec <= 1:
             raise ConfigError(f"rho_rec must be a probability in [0, 1], got {rho_rec!r}")
-        for name, value in (("mlp_l2", mlp_l2), ("activity_l1", activity_l1)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise ConfigError(f"{name} must be a number >= 0, got {value!r}")
         if wiring not in ("auto", "dense", "gather"):
             raise ConfigError(f"wiring must be 'auto', 'dense' or 'gather', got {wiring!r}")
         if mlp_activation not in MLP_ACTIVATIONS:
             raise ConfigError(f"mlp_activation must be one of {', '.join(map(repr, MLP_ACTIVATIONS))}, got {mlp_activation!r}")
-
-        if adaptation not in ("none", "aru"):
-            raise ConfigError(f"adaptation must be 'none' or 'aru', got {adaptation!r}")
-        if adaptation == "aru" and spiking:
-            raise ConfigError("adaptation 'aru' replaces the ReLU by the adaptive gamma; "
-                              "it cannot be combined with spiking")
+        if not isinstance(activation, Activity):
+            raise ConfigError(f"activation must be an Activity value (ReluActivity(), SpikingActivity(), AdaptiveGamma(); "
+                              f"in a config: adaptation, spiking), got {activation!r}")
+        if not isinstance(regularisers, (tuple, list)) or not all(isinstance(r, Regulariser) for r in regularisers):
+            raise ConfigError(f"regularisers must be a tuple of Regulariser values (MlpL2(), ActivityL1(); "
+                              f"in a config: mlp_l2, activity_l1), got {regularisers!r}")
         self.input_size, self.hidden, self.l_mlp, self.d_mlp = input_size, hidden, l_mlp, d_mlp
-        self.tau_r, self.spiking, self.surrogate_scale = float(tau_r), bool(spiking), float(surrogate_scale)
-        self.mlp_l2, self.activity_l1 = float(mlp_l2), float(activity_l1)
+        self.tau_r = float(tau_r)
+        self.regularisers = tuple(regularisers)
         k_in, k_out, k_layer, k_readout = jax.random.split(key, 4)
-        self.gain = None if adaptation == "none" else GainController(
-            hidden, n_g=n_g, n_mean=n_mean, n_std=n_std, n_min=n_min, key=jax.random.fold_in(key, 1))
+        self.activation = activation.init(hidden, key=jax.random.fold_in(key, 1))
         index = sample_wiring(k_in, hidden, d_tree * d_branch, input_size, rho_rec)
         common = dict(c=c, lam=lam, tau_min=tau_min, tau_max=tau_max, mlp_activation=mlp_activation, wiring=wiring)
         self.layer = ElmLayer(index, input_size + hidden, d_m=d_m, d_mlp=d_mlp, l_mlp=l_mlp, d_tree=d_tree, d_branch=d_branch,
@@ -342,31 +332,76 @@ class ElmNet(Regularised):
                                       d_branch=readout_d_branch, key=k_readout, **common)
 
     @classmethod
+    def from_config(
+        cls,
+        input_size: int,
+        *,
+        adaptation: Literal["none", "aru"] = "none",
+        n_g: int = 8,
+        n_mean: float = 5.0,
+        n_std: float = 2.0,
+        n_min: float = N_MIN,
+        spiking: bool = False,
+        surrogate_scale: float = 100.0,
+        mlp_l2: float = MLP_L2,
+        activity_l1: float = ACTIVITY_L1,
+        key: PRNGKeyArray,
+        **config,
+    ) -> "ElmNet":
+        """The network a config spells: the one place where TOML / ``--set`` keys become values.
+
+        Args:
+            adaptation, n_g, n_mean, n_std, n_min, spiking, surrogate_scale: the ``activation``
+                (:func:`activation_from_config`).
+            mlp_l2, activity_l1: ``regularisers=(MlpL2(mlp_l2), ActivityL1(activity_l1))``.
+            **config: :class:`ElmNet`'s own keywords, passed on (``activation`` and
+                ``regularisers`` too: a value given there replaces its spelling, and a spelling
+                that differs from its default next to it is a :class:`~dynlab.errors.ConfigError`).
+
+        The registry builds ``elm-net`` through this (:func:`dynlab.registry.constructor`), and
+        its config keys are these plus :class:`ElmNet`'s.
+        """
+        spelled = dict(adaptation=adaptation, n_g=n_g, n_mean=n_mean, n_std=n_std, n_min=n_min, spiking=spiking,
+                       surrogate_scale=surrogate_scale, mlp_l2=mlp_l2, activity_l1=activity_l1)
+        for value_key, keys in (("activation", _ACTIVATION_KEYS), ("regularisers", _REGULARISER_KEYS)):
+            changed = [k for k in keys if value_key in config and spelled[k] != _SPELLED_DEFAULTS[k]]
+            if changed:
+                raise ConfigError(f"{changed[0]} spells the {value_key}, which is given as a value; "
+                                  f"a value carries its own settings")
+        if "activation" not in config:
+            config["activation"] = activation_from_config(adaptation, spiking, surrogate_scale, n_g, n_mean, n_std,
+                                                          n_min)
+        if "regularisers" not in config:
+            config["regularisers"] = (MlpL2(mlp_l2), ActivityL1(activity_l1))
+        return cls(input_size, key=key, **config)
+
+    @classmethod
     def from_budget(cls, budget: int, input_size: int, *, solve_for: Literal["hidden", "d_branch"] = "hidden",
                     key: PRNGKeyArray, **config) -> "ElmNet":
-        """The network whose layer budget $P = N(k_e + k_c)$ fits ``budget`` (see :func:`budget_config`)."""
-        return cls(input_size, key=key, **budget_config(budget, solve_for=solve_for, **config))
+        """The network whose layer budget $P = N(k_e + k_c)$ fits ``budget`` (see :func:`budget_config`);
+        ``config`` as :meth:`from_config` takes it (values or their spellings)."""
+        return cls.from_config(input_size, key=key, **budget_config(budget, solve_for=solve_for, **config))
 
     @property
     def output_size(self) -> int:
         return self.readout_layer.n
 
+    @property
+    def gain(self) -> GainController | None:
+        """The ARU gain controllers when ``activation`` is :class:`~dynlab.units.activity.AdaptiveGamma`, else ``None``."""
+        return self.activation.controller if isinstance(self.activation, AdaptiveGamma) else None
+
     def init_state(self) -> ElmNetState:
         n, ro = self.layer, self.readout_layer
-        g = None if self.gain is None else jnp.zeros((n.n, self.gain.n_g))
         return ElmNetState(m=jnp.zeros((n.n, n.d_m)), r=jnp.zeros(n.n), h=jnp.zeros(n.n),
-                           m_out=jnp.zeros((ro.n, ro.d_m)), g=g)
+                           m_out=jnp.zeros((ro.n, ro.d_m)), g=self.activation.init_state(n.n))
 
     def recurrent_matrices(self) -> dict[str, Array]:
         r"""``w_syn[i, j]`` $= c \sum_{k:\ \text{synapse } k \text{ of } i \text{ reads } a_j} w_{s,ik}$, the linear
         weight with which neuron $j$'s activity enters neuron $i$'s branch sums (``[N, N]``)."""
         W = self.layer.effective_weights()[self.input_size :]  # [N presynaptic, N * d_tree]
         w_syn = W.reshape(self.hidden, self.hidden, self.layer.d_tree).sum(-1).T
-        return {"w_syn": w_syn} if self.gain is None else {"w_syn": w_syn, "w_gg": self.gain.w_gg}
-
-    def activity(self, pre: Array) -> Array:
-        """ReLU, or the SuperSpike step with ``spiking=True``."""
-        return superspike(pre, self.surrogate_scale) if self.spiking else jax.nn.relu(pre)
+        return {"w_syn": w_syn, **self.activation.recurrent_matrices()}
 
     def project_input(self, x: Array) -> Array:
         """Dense wiring: the input's share of every branch sum, ``x @ W[:input_size]`` (``[N d_tree]``),
@@ -419,11 +454,7 @@ class ElmNet(Regularised):
         m, y = layer.update(source, state.m, branches)
         kappa_r = math.exp(-1.0 / self.tau_r)
         r = kappa_r * state.r + (1 - kappa_r) * y
-        pre = add_drive(layer.b + y - r, drive)
-        if self.gain is None:
-            h, g = self.activity(pre), None
-        else:
-            h, g = self.gain(pre, state.g)
+        h, g = self.activation(add_drive(layer.b + y - r, drive), state.g)
         return ElmNetState(m=m, r=r, h=h, m_out=state.m_out, g=g)
 
     def _readout_step(self, state: ElmNetState) -> tuple[ElmNetState, Array]:
@@ -432,44 +463,77 @@ class ElmNet(Regularised):
         m_out, y_out = ro.update(state.h, state.m_out)
         return ElmNetState(m=state.m, r=state.r, h=state.h, m_out=m_out, g=state.g), ro.b + y_out
 
-    def regularisers(self, us: Array, states: ElmNetState, state0: ElmNetState | None = None) -> dict[str, Array]:
-        r"""The two unweighted regularisers of a trajectory (hidden layer, per-neuron scaling):
-
-        $$ \text{mlp\_l2} = \sum_{i=1}^{N} \sum_{k=1}^{d_m} \Big(\frac1T \sum_t |o_{t,ik}|\Big)^2, \qquad
-           \text{activity\_l1} = \sum_{i=1}^{N} \frac1T \sum_t |a_{t,i}| . $$
+    def mlp_outputs(self, us: Array, states: ElmNetState, state0: ElmNetState | None = None) -> Array:
+        r"""The hidden neurons' MLP outputs $o_t$ (the tanh's argument) of a trajectory, ``[T, N, d_m]``.
 
         ``us[T, input_size]`` are the layer's inputs, ``states`` its states after each step (a
         :meth:`~dynlab.models.SequenceModel.trajectory` entry) and ``state0`` the state before the
-        first (default: :meth:`init_state`). The MLP outputs $o_t$ are recomputed from
-        $(u_t, a_{t-1}, m_{t-1})$ for all $t$ at once (no scan).
+        first (default: :meth:`init_state`). Recomputed from $(u_t, a_{t-1}, m_{t-1})$ for all $t$
+        at once (no scan); :class:`~dynlab.units.regularisers.MlpL2` reads them.
         """
         state0 = self.init_state() if state0 is None else state0
         prev_m = jnp.concatenate([state0.m[None], states.m[:-1]])
         prev_h = jnp.concatenate([state0.h[None], states.h[:-1]])
-        o = jax.vmap(lambda u, h, m: self.layer.mlp_output(jnp.concatenate([u, h]), m))(us, prev_h, prev_m)
-        return {"mlp_l2": jnp.sum(jnp.square(jnp.mean(jnp.abs(o), axis=0))),
-                "activity_l1": jnp.sum(jnp.mean(jnp.abs(states.h), axis=0))}
+        return jax.vmap(lambda u, h, m: self.layer.mlp_output(jnp.concatenate([u, h]), m))(us, prev_h, prev_m)
+
+    def regulariser_terms(self, us: Array, states: ElmNetState, state0: ElmNetState | None = None) -> tuple[Array, ...]:
+        """The unweighted term of each of :attr:`regularisers` on a trajectory (arguments as
+        :meth:`mlp_outputs`), in their order."""
+        state0 = self.init_state() if state0 is None else state0
+        return tuple(r.term(self, us, states, state0) for r in self.regularisers)
 
     @property
     def penalised(self) -> bool:
-        """Whether training adds :meth:`penalty` to the loss (either strength non-zero)."""
-        return self.mlp_l2 > 0 or self.activity_l1 > 0
+        """Whether training adds :meth:`penalty` to the loss (some regulariser's strength is positive)."""
+        return any(r.strength > 0 for r in self.regularisers)
 
     def penalty(self, us: Array, states: ElmNetState, state0: ElmNetState | None = None) -> Array:
-        """``mlp_l2 * regularisers["mlp_l2"] + activity_l1 * regularisers["activity_l1"]`` (a scalar)."""
-        reg = self.regularisers(us, states, state0)
-        return self.mlp_l2 * reg["mlp_l2"] + self.activity_l1 * reg["activity_l1"]
+        r"""$\sum_j \lambda_j R_j$ over :attr:`regularisers` (a scalar; 0 without any), arguments as
+        :meth:`mlp_outputs`. With the default pair: ``1e-5 * R_mlp_l2 + 1e-3 * R_activity_l1``."""
+        state0 = self.init_state() if state0 is None else state0
+        terms = [r(self, us, states, state0) for r in self.regularisers]
+        return functools.reduce(operator.add, terms) if terms else jnp.zeros((), us.dtype)
 
     def param_count(self) -> dict[str, int]:
         """``N``, ``k_e``, ``k_c``, ``P = N (k_e + k_c)``, ``bias`` (N), ``readout``, ``adaptation`` (the
-        gain controllers, 0 without) and ``total``."""
+        activation's parameters: :class:`~dynlab.units.activity.AdaptiveGamma`'s controllers, else 0)
+        and ``total``."""
         n, ro = self.layer, self.readout_layer
         k_e, k_c = _layer_sizes(n.d_m, self.d_mlp, self.l_mlp, n.d_tree, n.d_branch)
         ro_e, ro_c = _layer_sizes(ro.d_m, ro.d_m, 0, ro.d_tree, ro.d_branch)
         counts = {"N": n.n, "k_e": k_e, "k_c": k_c, "P": n.n * (k_e + k_c), "bias": n.n,
-                  "readout": ro.n * (ro_e + ro_c + 1), "adaptation": 0 if self.gain is None else self.gain.param_count()}
+                  "readout": ro.n * (ro_e + ro_c + 1), "adaptation": self.activation.param_count()}
         counts["total"] = counts["P"] + counts["bias"] + counts["readout"] + counts["adaptation"]
         return counts
+
+
+_ACTIVATION_KEYS = ("adaptation", "n_g", "n_mean", "n_std", "n_min", "spiking", "surrogate_scale")
+_REGULARISER_KEYS = ("mlp_l2", "activity_l1")
+_SPELLED_DEFAULTS = {k: p.default for k, p in inspect.signature(ElmNet.from_config).parameters.items()
+                     if k in _ACTIVATION_KEYS + _REGULARISER_KEYS}
+"""The defaults of the keys that spell :class:`ElmNet`'s values (:meth:`ElmNet.from_config`)."""
+
+
+def activation_from_config(adaptation: str = "none", spiking: bool = False, surrogate_scale: float = 100.0,
+                           n_g: int = 8, n_mean: float = 5.0, n_std: float = 2.0, n_min: float = N_MIN) -> Activity:
+    """The activation the config keys spell:
+
+    * ``adaptation = "aru"``: ``AdaptiveGamma(n_g, n_mean, n_std, n_min)`` (not with ``spiking``);
+    * ``adaptation = "none"``: ``SpikingActivity(surrogate_scale)`` with ``spiking = true``, else
+      ``ReluActivity()``; the controller keys are unused.
+
+    ``surrogate_scale`` is checked whichever is chosen (as it always was); a bad spelling is a
+    one-line :class:`~dynlab.errors.ConfigError` naming what is valid.
+    """
+    if adaptation not in ("none", "aru"):
+        raise ConfigError(f"adaptation must be 'none' or 'aru', got {adaptation!r}")
+    spike = SpikingActivity(surrogate_scale)
+    if adaptation == "aru":
+        if spiking:
+            raise ConfigError("adaptation 'aru' replaces the ReLU by the adaptive gamma; "
+                              "it cannot be combined with spiking")
+        return AdaptiveGamma(n_g, n_mean, n_std, n_min)
+    return spike if spiking else ReluActivity()
 
 
 def budget_config(budget: int, *, solve_for: Literal["hidden", "d_branch"] = "hidden", **config) -> dict:

@@ -1,4 +1,5 @@
-"""Figures of the ELM scaling-law analyses (matplotlib, Agg backend)."""
+"""Figures of the ELM scaling-law analyses of :mod:`dynlab.analyses.elm_scaling` (matplotlib, Agg backend):
+the joint $I_{\rm rep}$ fit (``elm-budget`` scenario) and the $I_{\rm rep}$ curves."""
 
 from __future__ import annotations
 
@@ -53,30 +54,5 @@ def i_rep_curves(ds: xr.Dataset):
     ax.set(xscale="log", xlabel="per-neuron effective parameters k_e", ylabel="-I_rep (bits)",
            title=", ".join(f"{p}={ds.attrs[p]:.3g}" for p in ("alpha", "beta", "gamma", "q_inf")) + f", k_c={ds.attrs['k_c']:.3g}")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    return fig
-
-
-def activity(ds: xr.Dataset):
-    """Fraction active over time, ISI distribution, pairwise correlations
-    (:func:`dynlab.analyses.activity.activity_statistics`)."""
-    fig, (ax_f, ax_i, ax_c) = plt.subplots(1, 3, figsize=(13, 3.8))
-    ax_f.plot(ds.time, ds.fraction_active, lw=0.8)
-    ax_f.set(xlabel="step", ylabel="fraction active", ylim=(0, 1),
-             title=f"mean fraction active {float(ds.mean_fraction_active):.3f}")
-    nonzero = ds.isi_histogram.where(ds.isi_histogram > 0, drop=True)
-    if nonzero.size:
-        ax_i.plot(nonzero.isi, nonzero, ".", ms=3)
-        ax_i.set(xscale="log", yscale="log")
-    else:  # no neuron had two events: nothing to put on log axes
-        ax_i.text(0.5, 0.5, "no inter-event intervals", ha="center", va="center", transform=ax_i.transAxes)
-    ax_i.set(xlabel="inter-event interval (steps)", ylabel="count",
-             title=f"ISI CV {float(ds.isi_cv_mean):.2f} (pooled {float(ds.isi_cv_pooled):.2f}), "
-                   f"Fano {float(ds.fano_mean):.2f}")
-    ax_c.bar(ds.correlation, ds.correlation_histogram, width=ds.attrs["correlation_bin_width"])
-    ax_c.set(xlabel=f"pairwise correlation ({ds.attrs['correlation_of']})", ylabel="pairs",
-             title=f"mean {float(ds.correlation_mean):.3f} ± {float(ds.correlation_std):.3f}")
-    fig.suptitle(f"{ds.attrs.get('component', '')} threshold {ds.attrs['threshold']:g}, events {ds.attrs['events']}, "
-                 f"window {ds.attrs['window']}", fontsize=9)
     fig.tight_layout()
     return fig

@@ -1,0 +1,381 @@
+r"""Lyapunov spectra over many runs, with intervals that say what they are over.
+
+[`lyapunov_ensemble`][]: several initial conditions under one input sequence (their spread
+measures multistability); [`lyapunov_replicates`][]: the measurement repeated over independent
+realisations (inputs, noise seeds, stretches of an attractor), the mean with a Student-t interval
+over them ([`dynlab.statistics.t_interval`][]), each run's batch-means standard error
+([`within_run_errors`][]) and the spread over initial conditions under one input.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Literal
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import xarray as xr
+from jaxtyping import Array, ArrayLike, Float, PyTree
+
+from dynlab.analyses.lyapunov.core import (
+    LyapunovResult, Method, StepFn, _qr_times, _run, _state_dim, lyapunov_core, num_steps,
+)
+from dynlab.analyses.lyapunov.reortho import _reortho_attrs, _resolve_reortho, block_growth, blocking_error_bound
+from dynlab.analyses.lyapunov.spectrum import _EXPONENT_ATTRS, _RUNNING_ATTRS, _attrs, _exponent_coords
+from dynlab.analyses.lyapunov.summaries import _derived_quantities
+from dynlab.errors import ConfigError
+from dynlab.statistics import BATCH_FACTOR, batch_means, integrated_autocorrelation_time, t_interval
+
+
+@eqx.filter_jit
+def _ensemble_core(
+    step: StepFn, h0s: PyTree, inputs: PyTree, *, q0: Array | None, **options: Any
+) -> LyapunovResult:
+    return jax.vmap(lambda h0: lyapunov_core(step, h0, inputs, q0=q0, **options))(h0s)
+
+
+def lyapunov_ensemble(
+    step: StepFn,
+    h0s: PyTree,
+    inputs: PyTree,
+    k: int | None = None,
+    *,
+    tol: float = 1e-3,
+    confidence: float = 0.95,
+    burn_in: int = 0,
+    reortho_every: int | Literal["auto"] = 1,
+    method: Method = "auto",
+    x64: bool = False,
+    q0: Float[ArrayLike, "n k"] | None = None,
+    key: Array | None = None,
+) -> xr.Dataset:
+    r"""Lyapunov spectra from several initial conditions, with means and confidence intervals.
+
+    `h0s` is a PyTree whose leaves carry a leading axis `ic` of initial conditions; the spectra
+    are computed by one `jax.vmap` of [`lyapunov_core`][] over it (same `inputs`, same initial
+    frame). The other arguments are as in [`lyapunov_spectrum`][], plus
+
+    - `tol`: exponents with $|\lambda| < \texttt{tol}$ count as zero (see
+      [`count_zero_exponents`][]);
+    - `confidence`: level of the intervals (default 95%).
+
+    **Returns:**
+
+    An `xr.Dataset` with
+
+    - `exponents` (`ic`, `exponent`), `running` (`ic`, `time`, `exponent`), `diverged` (`ic`);
+    - `mean`, `ci_low`, `ci_high` (`exponent`): the mean over initial conditions and its
+      Student-t interval $\bar\lambda \pm t_{(1+c)/2,\,n-1}\, s/\sqrt{n}$ ($s$ the sample
+      standard deviation, $n$ the number of initial conditions used);
+    - per initial condition (`ic`) and as their mean (`<name>_mean`): `largest`
+      ([`largest_exponent`][]), `positive_sum` ([`sum_positive_exponents`][]),
+      `ky_dimension` ([`kaplan_yorke_dimension`][]), `n_positive`
+      ([`count_positive_exponents`][]) and `n_zero` ([`count_zero_exponents`][]);
+    - the attrs of [`lyapunov_spectrum`][] plus `n_ic`, `n_diverged`, `tol`, `confidence`.
+
+    Initial conditions whose trajectory diverged get NaN exponents, are left out of every
+    mean and interval, and are reported by a `RuntimeWarning`.
+    """
+    leaves = jax.tree.leaves(h0s)
+    if not leaves or any(np.ndim(leaf) == 0 for leaf in leaves):
+        raise ConfigError(
+            "h0s must be a PyTree of arrays with a leading axis of initial conditions."
+        )
+    n_ic = int(np.shape(leaves[0])[0])
+    if any(int(np.shape(leaf)[0]) != n_ic for leaf in leaves):
+        raise ConfigError("All leaves of h0s must share the leading initial-condition axis.")
+    if not 0 < confidence < 1:
+        raise ConfigError(f"confidence must lie in (0, 1); got {confidence!r}.")
+    n = _state_dim(h0s) // n_ic
+    steps = num_steps(inputs)
+    requested = reortho_every
+    reortho_every, predicted = _resolve_reortho(
+        step, jax.tree.map(lambda a: a[0], h0s), inputs, q0, x64,
+        reortho_every=reortho_every, k=k, burn_in=burn_in, method=method, key=key,
+    )  # fmt: skip
+    result = _run(
+        _ensemble_core, step, h0s, inputs, q0, x64,
+        k=k, burn_in=burn_in, reortho_every=reortho_every, method=method, key=key,
+    )  # fmt: skip
+    k = result.exponents.shape[1]
+    diverged = np.asarray(result.diverged, bool)
+    exponents = np.where(diverged[:, None], np.nan, result.exponents)
+    if diverged.any():
+        warnings.warn(
+            f"Lyapunov ensemble: {diverged.sum()} of {n_ic} trajectories diverged; their "
+            "exponents are NaN and they are left out of the means and intervals.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    used = exponents[~diverged]
+    # fewer than 2 surviving runs give NaN bounds (one run: its spectrum as the mean)
+    ci = t_interval(used, population="initial conditions", level=confidence, allow_fewer=True)
+    mean, ci_low, ci_high = ci.estimate, ci.low, ci.high
+
+    derived = _derived_quantities(exponents, tol)
+    data_vars: dict[str, Any] = {
+        "exponents": (("ic", "exponent"), exponents, _EXPONENT_ATTRS),
+        "running": (("ic", "time", "exponent"), result.running, _RUNNING_ATTRS),
+        "diverged": ("ic", diverged, {"long_name": "trajectory diverged"}),
+        "mean": ("exponent", mean, {**_EXPONENT_ATTRS, "long_name": "mean Lyapunov exponent"}),
+        "ci_low": ("exponent", ci_low, {**_EXPONENT_ATTRS, "long_name": "CI lower bound"}),
+        "ci_high": ("exponent", ci_high, {**_EXPONENT_ATTRS, "long_name": "CI upper bound"}),
+    }
+    for name, (values, long_name, units) in derived.items():
+        attrs = {"long_name": long_name, "units": units}
+        data_vars[name] = ("ic", values, attrs)
+        valid = values[~diverged]
+        mean_value = valid.mean() if valid.size else np.nan
+        data_vars[f"{name}_mean"] = ((), mean_value, {**attrs, "long_name": f"mean {long_name}"})
+
+    attrs = _attrs(
+        k=k, n=n, steps=steps, burn_in=burn_in, reortho_every=reortho_every,
+        method=method, x64=x64,
+    )  # fmt: skip
+    coords = _exponent_coords(k, _qr_times(steps - burn_in, reortho_every))
+    coords["ic"] = ("ic", np.arange(n_ic), {"long_name": "initial condition"})
+    return xr.Dataset(
+        data_vars,
+        coords=coords,
+        attrs={
+            **attrs,
+            "n_ic": n_ic,
+            "n_diverged": int(diverged.sum()),
+            "tol": tol,
+            "confidence": confidence,
+            "ci_level": confidence,
+            "ci_population": f"{n_ic} initial conditions under one input sequence",
+            "ci_method": "Student t, ddof=1",
+            "ci_note": "spread over initial conditions under the same inputs measures multistability, "
+                       "not the variability of the exponents over input realisations (see lyapunov_replicates)",
+            **_reortho_attrs(requested, reortho_every, blocking_error_bound(
+                block_growth(result.running, _qr_times(steps - burn_in, reortho_every))[~diverged],
+                reortho_every, x64), predicted, x64),
+        },
+    )
+
+
+@eqx.filter_jit
+def _replicates_core(
+    step: StepFn, h0s: PyTree, inputs: PyTree, *, q0: Array | None, keys: Array, **options: Any
+) -> LyapunovResult:
+    def one_realisation(h0s_r, inputs_r, key_r, q0_r):
+        return jax.vmap(lambda h0: lyapunov_core(step, h0, inputs_r, q0=q0_r, key=key_r, **options))(h0s_r)
+
+    per_realisation = q0 is not None and q0.ndim == 3
+    return jax.vmap(one_realisation, in_axes=(0, 0, 0, 0 if per_realisation else None))(h0s, inputs, keys, q0)
+
+
+def within_run_errors(running: ArrayLike, times: ArrayLike, valid: ArrayLike | None = None) -> tuple[np.ndarray, int]:
+    r"""Batch-means standard error of each run's exponents, from its local exponents.
+
+    The local exponent of QR block $b$ is $g_{i,b}/m$ ([`block_growth`][]); the exponent is
+    their time average over the equal-length blocks (the shorter last block is left out here).
+    Their standard error is [`dynlab.statistics.batch_means`][] over consecutive blocks, the
+    batch length $\lceil 10\,\hat\tau_{\rm int}\rceil$ blocks from the largest integrated
+    autocorrelation time over the `valid` runs and exponents (at most a tenth of the run).
+    `running` is `[..., n_qr, k]`; returns `(se [..., k], batch length in blocks)`. Runs that are
+    not `valid` (diverged) or whose local exponents are not finite get NaN; fewer than 2 full
+    blocks give NaN everywhere and a batch length of 0.
+
+    The error is conservative (too large) where the local exponents are anti-correlated in time:
+    for a pair of nearly equal exponents whose frame rotates in their plane (a complex pair of a
+    fixed point's Jacobian, or the logistic map's tent-map conjugacy), the time average telescopes
+    and its error falls like $1/T$, not $1/\sqrt T$, which batch means cannot see. Measured on a
+    trained ARU under the adding task: for such pairs the realisations agreed about 5 times better
+    than this error says; the interval over realisations is the one to read.
+    """
+    times = np.asarray(times)
+    m = int(times[0])
+    n_full = int(np.sum(np.diff(np.concatenate([[0], times])) == m))
+    local = block_growth(running, times)[..., :n_full, :] / m  # [..., n_full, k]
+    shape = local.shape[:-2] + local.shape[-1:]
+    valid = np.ones(local.shape[:-2], bool) if valid is None else np.asarray(valid, bool)
+    series_ok = valid[..., None] & np.all(np.isfinite(local), axis=-2)
+    if n_full < 2 or not series_ok.any():
+        return np.full(shape, np.nan), 0
+    series = np.swapaxes(np.where(series_ok[..., None, :], local, 0.0), -1, -2)  # [..., k, n_full]
+    tau = float(np.max(integrated_autocorrelation_time(series[series_ok])))
+    block = int(max(1, min(np.ceil(BATCH_FACTOR * tau), n_full // 10)))
+    if n_full // block < 2:
+        block = max(1, n_full // 2)
+    result = batch_means(series, block=block)
+    return np.where(series_ok, result.se, np.nan), block
+
+
+def lyapunov_replicates(
+    step: StepFn,
+    h0s: PyTree,
+    inputs: PyTree,
+    k: int | None = None,
+    *,
+    population: str = "input realisations",
+    tol: float = 1e-3,
+    confidence: float = 0.95,
+    burn_in: int = 0,
+    reortho_every: int | Literal["auto"] = 1,
+    method: Method = "auto",
+    x64: bool = False,
+    q0: Float[ArrayLike, "n k"] | None = None,
+    key: Array | None = None,
+) -> xr.Dataset:
+    r"""Lyapunov spectra repeated over independent realisations, with intervals that say so.
+
+    A Lyapunov exponent measured on one run is a time average; repeating the whole measurement
+    on independent realisations (another input sequence drawn from the task, another noise
+    seed, another stretch of an autonomous attractor) is what tells how far it is from the
+    exponent of the process. Realisation $r = 1..R$ has its own inputs and its own initial
+    frame (drawn from `fold_in(key, r)` unless `q0` is given) and $I$ initial conditions:
+
+    - `h0s`: PyTree with leaves `[R, I, ...]`, realisation $r$'s initial conditions;
+    - `inputs`: PyTree with leaves `[R, T, ...]`, realisation $r$'s input sequence (repeat one
+      sequence for an autonomous map or a constant drive, and make the realisations differ
+      through `h0s`, e.g. states far apart along one trajectory);
+    - `population`: what the realisations are, in words, for the attrs and labels.
+
+    The other arguments are those of [`lyapunov_spectrum`][], except that `q0` may also be
+    `[R, N, k]`, one initial frame per realisation. With $\lambda_{r,j}$ the spectrum of
+    realisation $r$ from initial condition $j$ and $\bar\lambda_r$ its mean over the initial
+    conditions:
+
+    - `mean`, `ci_low`, `ci_high` (`exponent`): the mean of $\bar\lambda_r$ over realisations and
+      its Student-t interval ([`dynlab.statistics.t_interval`][], $n - 1$ degrees of freedom) —
+      the uncertainty of the exponent of the process; attrs `ci_level`, `ci_population`,
+      `ci_method`, `ci_n` say so. Fewer than 2 realisations is a ConfigError;
+    - `within_run_se` (`realisation`, `ic`, `exponent`): each run's batch-means standard error
+      from its local exponents ([`within_run_errors`][]), and `within_run_se_of_mean`
+      (`exponent`): $\big(\sum_r \overline{\mathrm{se}}_r^2\big)^{1/2} / R$ with
+      $\overline{\mathrm{se}}_r$ the mean over realisation $r$'s initial conditions (the error
+      of $\bar\lambda_r$ if its runs were perfectly correlated, an upper bound otherwise): what
+      the time averaging alone leaves in `mean`. The across-realisation interval contains this
+      error and, for a driven system, the input-to-input variability as well;
+    - `ic_sd` (`realisation`, `exponent`) and `ic_sd_mean`: the sample standard deviation over
+      initial conditions under one realisation's inputs. It measures *multistability* (runs from
+      different states that do not converge to one trajectory), not the error of the exponent:
+      a contracting system forgets its initial state, and then it is ~0 however uncertain the
+      exponent is;
+    - `exponents` (`realisation`, `ic`, `exponent`), `realisation_mean` (`realisation`,
+      `exponent`), `running` (`realisation`, `ic`, `time`, `exponent`), `diverged`;
+    - the summaries of [`lyapunov_ensemble`][] per run and as `<name>_mean` with `<name>_ci_low`,
+      `<name>_ci_high` (same interval over realisations);
+    - attrs of [`lyapunov_spectrum`][] plus `n_realisations`, `n_ic`, `n_diverged`, `tol`,
+      `confidence`, `within_run_batch` (QR blocks per batch), `population`.
+
+    Diverged runs get NaN, are left out of every mean and interval, and are reported by a
+    `RuntimeWarning`.
+    """
+    leaves = jax.tree.leaves(h0s)
+    if not leaves or any(np.ndim(leaf) < 2 for leaf in leaves):
+        raise ConfigError("h0s must be a PyTree of arrays with leading axes [realisation, initial condition].")
+    n_real, n_ic = (int(d) for d in np.shape(leaves[0])[:2])
+    if any(tuple(np.shape(leaf)[:2]) != (n_real, n_ic) for leaf in leaves):
+        raise ConfigError("All leaves of h0s must share the leading axes [realisation, initial condition].")
+    in_leaves = jax.tree.leaves(inputs)
+    if not in_leaves or any(np.ndim(leaf) < 2 or np.shape(leaf)[0] != n_real for leaf in in_leaves):
+        raise ConfigError(f"inputs must be a PyTree of arrays [realisation = {n_real}, T, ...].")
+    if n_real < 2:
+        raise ConfigError(f"an interval over {population} needs at least 2 of them; got {n_real}.")
+    if not 0 < confidence < 1:
+        raise ConfigError(f"confidence must lie in (0, 1); got {confidence!r}.")
+    n = _state_dim(h0s) // (n_real * n_ic)
+    steps = num_steps(jax.tree.map(lambda a: a[0], inputs))
+    if q0 is not None and np.ndim(q0) == 3 and np.shape(q0)[0] != n_real:
+        raise ConfigError(f"q0 must be [N, k] or [realisation = {n_real}, N, k]; got shape {np.shape(q0)}.")
+    requested = reortho_every
+    reortho_every, predicted = _resolve_reortho(
+        step, jax.tree.map(lambda a: a[0, 0], h0s), jax.tree.map(lambda a: a[0], inputs),
+        None if q0 is None else (q0[0] if np.ndim(q0) == 3 else q0), x64,
+        reortho_every=reortho_every, k=k, burn_in=burn_in, method=method, key=key,
+    )  # fmt: skip
+    base = jax.random.key(0) if key is None else key
+    keys = jax.vmap(lambda r: jax.random.fold_in(base, r))(jnp.arange(n_real))
+    result = _run(
+        _replicates_core, step, h0s, inputs, q0, x64,
+        k=k, burn_in=burn_in, reortho_every=reortho_every, method=method, keys=keys,
+    )  # fmt: skip
+    k = result.exponents.shape[-1]
+    diverged = np.asarray(result.diverged, bool)
+    exponents = np.where(diverged[..., None], np.nan, np.asarray(result.exponents, float))
+    if diverged.any():
+        warnings.warn(
+            f"Lyapunov replicates: {diverged.sum()} of {diverged.size} runs diverged; their exponents "
+            "are NaN and they are left out of the means and intervals.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    times = _qr_times(steps - burn_in, reortho_every)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices give NaN by design
+        per_real = np.nanmean(exponents, axis=1)  # [R, k]
+        ic_sd = np.nanstd(exponents, axis=1, ddof=1) if n_ic > 1 else np.full((n_real, k), np.nan)
+        ci = t_interval(per_real, population=population, level=confidence)
+        se, batch = within_run_errors(result.running, times, ~diverged)
+        se_real = np.nanmean(se, axis=1)
+        used = np.isfinite(se_real).all(axis=-1)
+        se_of_mean = np.sqrt(np.sum(se_real[used] ** 2, axis=0)) / max(int(used.sum()), 1)
+        if not used.any():
+            se_of_mean = np.full(k, np.nan)
+        ic_sd_mean = np.nanmean(ic_sd, axis=0)
+    ci_attrs = ci.attrs()
+    interval = f"{ci.label}"
+    data_vars: dict[str, Any] = {
+        "exponents": (("realisation", "ic", "exponent"), exponents, _EXPONENT_ATTRS),
+        "running": (("realisation", "ic", "time", "exponent"), result.running, _RUNNING_ATTRS),
+        "diverged": (("realisation", "ic"), diverged, {"long_name": "trajectory diverged"}),
+        "realisation_mean": (("realisation", "exponent"), per_real,
+                             {**_EXPONENT_ATTRS, "long_name": "mean over initial conditions, per realisation"}),
+        "mean": ("exponent", ci.estimate, {**_EXPONENT_ATTRS, "long_name": f"mean Lyapunov exponent over {population}"}),
+        "ci_low": ("exponent", ci.low, {**_EXPONENT_ATTRS, "long_name": f"lower bound, {interval}", **ci_attrs}),
+        "ci_high": ("exponent", ci.high, {**_EXPONENT_ATTRS, "long_name": f"upper bound, {interval}", **ci_attrs}),
+        "within_run_se": (("realisation", "ic", "exponent"), se, {
+            **_EXPONENT_ATTRS, "long_name": "standard error of one run's time average (batch means of local exponents)"}),
+        "within_run_se_of_mean": ("exponent", se_of_mean, {
+            **_EXPONENT_ATTRS, "long_name": "standard error that time averaging alone leaves in the mean "
+                                            "(batch means, runs under one input taken as perfectly correlated)"}),
+        "ic_sd": (("realisation", "exponent"), ic_sd, {
+            **_EXPONENT_ATTRS, "long_name": "sd over initial conditions under one input realisation "
+                                            "(multistability; not an error bar)"}),
+        "ic_sd_mean": ("exponent", ic_sd_mean, {
+            **_EXPONENT_ATTRS, "long_name": "mean over realisations of the sd over initial conditions (multistability)"}),
+    }
+    for name, (values, long_name, units) in _derived_quantities(exponents, tol).items():
+        attrs = {"long_name": long_name, "units": units}
+        values = np.where(diverged, np.nan, values.astype(float))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            summary = t_interval(np.nanmean(values, axis=1), population=population, level=confidence)
+        data_vars[name] = (("realisation", "ic"), values, attrs)
+        data_vars[f"{name}_mean"] = ((), summary.estimate, {**attrs, "long_name": f"mean {long_name} over {population}"})
+        data_vars[f"{name}_ci_low"] = ((), summary.low, {**attrs, "long_name": f"{long_name}: lower bound, {interval}"})
+        data_vars[f"{name}_ci_high"] = ((), summary.high, {**attrs, "long_name": f"{long_name}: upper bound, {interval}"})
+
+    attrs = _attrs(
+        k=k, n=n, steps=steps, burn_in=burn_in, reortho_every=reortho_every,
+        method=method, x64=x64,
+    )  # fmt: skip
+    coords = _exponent_coords(k, times)
+    coords["ic"] = ("ic", np.arange(n_ic), {"long_name": "initial condition (under one input realisation)"})
+    coords["realisation"] = ("realisation", np.arange(n_real), {"long_name": f"independent realisation ({population})"})
+    bound = blocking_error_bound(block_growth(result.running, times)[~diverged], reortho_every, x64)
+    return xr.Dataset(
+        data_vars,
+        coords=coords,
+        attrs={
+            **attrs,
+            "n_realisations": n_real,
+            "n_ic": n_ic,
+            "n_diverged": int(diverged.sum()),
+            "tol": tol,
+            "confidence": confidence,
+            "population": population,
+            **ci_attrs,
+            "ci_label": interval,
+            "within_run_method": "batch means of per-QR-block local exponents, Student t",
+            "within_run_batch": int(batch),
+            "ic_spread": "ic_sd: sd over initial conditions under one input realisation (multistability)",
+            **_reortho_attrs(requested, reortho_every, bound, predicted, x64),
+        },
+    )
+

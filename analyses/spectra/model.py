@@ -1,0 +1,123 @@
+r"""The registered ``spectra`` analysis: weight, Jacobian and activity-covariance spectra of a dynlab model.
+
+The model's state map (:mod:`dynlab.analyses.state_map`) runs under the protocols of the
+``lyapunov`` analysis; the cores of :mod:`dynlab.analyses.spectra` do the rest, and their
+datasets are merged into one with variables prefixed by what they describe.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Literal
+
+import numpy as np
+
+import jax
+import xarray as xr
+
+from dynlab.analyses.spectra.covariance import covariance_spectrum
+from dynlab.analyses.spectra.eigenvalues import jacobian_spectra, weight_eigenvalues
+from dynlab.analyses.spectra.figure import plot_spectra
+from dynlab.analyses.state_map import protocol_inputs, protocol_name, run_in, state_map
+from dynlab.errors import ConfigError, require_positive
+from dynlab.provenance import stamp
+from dynlab.registry import register
+
+
+def _prefixed(ds: xr.Dataset, prefix: str, dims: dict[str, str]) -> xr.Dataset:
+    ds = ds.rename({**dims, **{v: f"{prefix}_{v}" for v in ds.data_vars}})
+    for name in ds.data_vars:
+        ds[name].attrs.setdefault("source", prefix)
+    return ds
+
+
+@register(
+    "analysis",
+    "spectra",
+    "eigenvalues of recurrent weights and state Jacobians; activity covariance spectrum",
+    figure=plot_spectra,
+)
+def spectra_analysis(
+    model,
+    *,
+    steps: int = 2000,
+    burn_in: int = 200,
+    every: int | None = None,
+    drive: float | None = None,
+    task=None,
+    n_boot: int = 200,
+    block_size: int | Literal["auto"] = "auto",
+    seed: int = 0,
+    x64: bool = False,
+) -> xr.Dataset:
+    r"""Three spectra of a model, in one dataset (variables prefixed by what they describe).
+
+    * ``weight_*``: eigenvalues of every layer's recurrent matrices (``cell.recurrent_matrices()``,
+      e.g. ``layer0.w_hh`` and, for ARUs, the controller's ``layer0.w_gg``), dims
+      (``matrix``, ``weight_eigenvalue``), and each matrix's spectral radius;
+    * ``jacobian_*``: eigenvalues and singular values of the full state Jacobian
+      $J_t = \partial h_{t+1}/\partial h_t$ every ``every`` steps along the trajectory after
+      ``burn_in`` steps (default: 20 samples), dims (``time``, ``jacobian_eigenvalue``) and
+      (``time``, ``jacobian_singular_value``);
+    * ``covariance_*``: the eigenspectrum of the covariance of the layers' activities $h_t$
+      (controller states excluded) over the ``steps`` steps after burn-in, dim ``rank``, with a
+      power-law fit $\lambda_n \propto n^{-\alpha}$ (bootstrap CI over time points) and a
+      truncated power law $n^{-\alpha} e^{-n/n_c}$ (:func:`dynlab.analyses.spectra.covariance_spectrum`).
+      Activity along a trajectory is autocorrelated, so the bootstrap resamples blocks of
+      consecutive steps, not single steps, which would give too narrow an interval:
+      ``block_size="auto"`` (default) takes $\lceil 10\hat\tau\rceil$ steps from the
+      autocorrelation of the leading principal components; the interval is the basic
+      (bias-correcting) bootstrap interval over this one recording, and the fit range is capped
+      where eigenvalue bias would dominate (see ``covariance_spectrum``).
+
+    The trajectory runs under the same protocols as
+    :func:`dynlab.analyses.lyapunov.lyapunov_analysis`. Under autonomous dynamics most units
+    settle to a fixed point, whose activity covariance is zero: use a task or a drive for a
+    meaningful covariance spectrum (a warning says so).
+    """
+    require_positive("steps", steps)
+    if isinstance(burn_in, bool) or not isinstance(burn_in, int) or burn_in < 0:
+        raise ConfigError(f"burn_in must be a non-negative integer, got {burn_in!r}")
+    every = max(1, steps // 20) if every is None else every
+    require_positive("every", every)
+    smap = state_map(model)
+    k_in, _ = jax.random.split(jax.random.key(seed))
+    xs, xi = protocol_inputs(model, burn_in + steps, drive=drive, task=task, key=k_in)
+    states = run_in(smap, (xs, xi))
+    h_start = smap.h0 if burn_in == 0 else states[burn_in - 1]
+    inputs = (xs[burn_in:], xi[burn_in:])
+
+    matrices = {f"layer{i}.{name}": w for i, c in enumerate(model.cells) for name, w in c.recurrent_matrices().items()}
+    parts = []
+    if matrices:
+        parts.append(_prefixed(weight_eigenvalues(matrices), "weight", {"eigenvalue": "weight_eigenvalue"}))
+    jac = jacobian_spectra(smap.step, h_start, inputs, every=every, x64=x64)
+    parts.append(_prefixed(jac, "jacobian", {"eigenvalue": "jacobian_eigenvalue", "singular_value": "jacobian_singular_value"}))
+    activity_idx = [i for i, label in enumerate(smap.labels) if label.endswith(".h")]
+    activity = np.asarray(states[burn_in:][:, activity_idx])
+    try:
+        if activity.std(axis=0).max() <= 1e-6 * max(1.0, np.abs(activity).max()):
+            raise ValueError("the activity is constant")
+        cov = covariance_spectrum(
+            activity, n_boot=n_boot, seed=seed,
+            block_size=block_size if block_size == "auto" else min(block_size, activity.shape[0] // 2)
+        )
+        parts.append(_prefixed(cov, "covariance", {}))
+    except ValueError as e:
+        warnings.warn(
+            f"no activity covariance spectrum: {e} under this protocol (e.g. a fixed point); "
+            "drive the model with a task or a drive",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    ds = xr.merge(parts, combine_attrs="drop")
+    return stamp(ds, analysis="spectra", seed=seed, config={
+        "protocol": protocol_name(drive, task),
+        "drive": float("nan") if drive is None else float(drive),
+        "steps": steps,
+        "burn_in": burn_in,
+        "every": every,
+        "state_dim": smap.dim,
+        **{f"covariance_{k}": v for k, v in (parts[-1].attrs.items() if "covariance_alpha" in parts[-1] else [])
+           if isinstance(v, (int, float, str))},
+    })
