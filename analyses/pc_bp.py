@@ -43,6 +43,7 @@ marginal gain $g = 1$, $\mathbb E[s - 1] \approx (T-1)/(\gamma_0^2 N)$
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from typing import Callable, Literal
@@ -57,6 +58,7 @@ from jaxtyping import Array
 
 from dynlab import ffmodels, registry, train
 from dynlab.rules import pc_closed_form as cf
+from dynlab.config import number_list
 from dynlab.errors import ConfigError, require_positive
 from dynlab.analyses import pc_bp_figures
 from dynlab.provenance import stamp
@@ -505,7 +507,7 @@ def _seed_list(seeds) -> list[int]:
 
 
 def _precision(cfg: CompareConfig):
-    return jax.enable_x64(True) if cfg.x64 else _null()
+    return jax.enable_x64(True) if cfg.x64 else contextlib.nullcontext()
 
 
 def _grid(cell, widths, second, seeds, steps, symbol, progress):
@@ -537,22 +539,8 @@ def _grid(cell, widths, second, seeds, steps, symbol, progress):
     return data, seconds
 
 
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
 def _int_list(name, values, zero=False):
-    values = list(values)
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < (0 if zero else 1):
-            raise ConfigError(f"{name} must be {'non-negative' if zero else 'positive'} integers, got {v!r}")
-    if not values:
-        raise ConfigError(f"{name} must not be empty")
-    return [int(v) for v in values]
+    return number_list(name, values, integer=True, minimum=0 if zero else 1)
 
 
 FEEDFORWARD_TASKS = {"toy": "pc-toy", "mnist": "pc-mnist"}

@@ -131,6 +131,18 @@ def parse_numbers(name: str, text, **bounds) -> list | None:
     return [parse_number(name, p, **bounds) for p in parts]
 
 
+def number_list(name: str, values, **bounds) -> list:
+    """A non-empty list of numbers given as values (from TOML or Python), each checked as
+    :func:`parse_number` checks one (``integer``, ``minimum``, ``maximum``, ``above``): the one
+    validator of numeric lists, beside :func:`parse_numbers` for their command-line spelling."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise ConfigError(f"{name} must be a non-empty list of numbers, got {values!r}")
+    values = list(values)
+    if not values:
+        raise ConfigError(f"{name} must be a non-empty list of numbers, got []")
+    return [parse_number(name, v.item() if hasattr(v, "item") else v, **bounds) for v in values]
+
+
 def parse_set(assignment: str) -> tuple[list[str], Any]:
     """Split ``section.key=value`` into (``["section", "key"]``, parsed value)."""
     if "=" not in assignment:

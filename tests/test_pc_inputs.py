@@ -80,7 +80,7 @@ def test_bad_rule_and_comparison_config():
     with pytest.raises(ConfigError, match="beta must be a positive finite number"):
         dynlab.build("rule", "pc", loss="mse", beta=-1.0)
     toy = dynlab.build("task", "pc-toy")
-    with pytest.raises(ConfigError, match="widths must be positive integers, got 0"):
+    with pytest.raises(ConfigError, match="widths must be an integer >= 1, got 0"):
         compare_pc_bp(toy, [0], [2], 1)
     with pytest.raises(ConfigError, match="depths must be at least 2"):
         compare_pc_bp(toy, [4], [1], 1)

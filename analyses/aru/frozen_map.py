@@ -24,6 +24,7 @@ import numpy as np
 from jaxtyping import Array
 
 from dynlab.analyses.lyapunov.core import lyapunov_core
+from dynlab.config import number_list
 from dynlab.errors import ConfigError, require_positive
 from dynlab.statistics import t_interval
 from dynlab.units.aru import ARUCell, RNNCell, RNNGammaCell
@@ -97,14 +98,8 @@ def cast_floats(tree, dtype):
 
 
 def number_grid(name: str, values: Sequence[float]) -> np.ndarray:
-    """``values`` as a 1-D float array; anything else (empty, nested, non-numeric, non-finite) is a ConfigError."""
-    try:
-        arr = np.asarray(values, float)
-    except (TypeError, ValueError):
-        arr = np.empty(0)
-    if arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr)):
-        raise ConfigError(f"{name} must be a non-empty list of finite numbers, got {values!r}")
-    return arr
+    """``values`` as a 1-D float array (:func:`dynlab.config.number_list`: non-empty, finite numbers)."""
+    return np.asarray(number_list(name, values), float)
 
 
 def check_realisations(realisations: int) -> None:
