@@ -1,7 +1,98 @@
-"""Lyapunov spectrum: dynlab's JAX core against a straightforward NumPy implementation.
+"""Lyapunov spectrum: dynlab's JAX core against lyapax and against a straightforward NumPy loop.
 
-    python benchmarks/lyapunov.py [--quick] [--steps T] [--repeats R]
+    python benchmarks/lyapunov.py [--quick] [--repeats R] [--rnn-n N] [--systems lorenz,henon,rnn]
+                                  [--skip-lyapax | --skip-numpy] [--steps T] [--numpy-repeats R]
 
+`--quick` runs the lyapax comparison only, with 10^4-step maps and a 64-unit RNN: ~30 s of CPU,
+35-60 s of wall time on the shared 2-core machine. The full run (lyapax with N = 256, then NumPy)
+takes several minutes.
+
+Against lyapax
+==============
+lyapax (PyPI `lyapax` 0.3.0; bench-only, in the `bench` extra; the comparison is skipped without it)
+is a JAX Benettin/QR engine for autonomous maps `state -> state`: a vmapped `jax.jvp` per tangent
+column inside `lax.scan`, a QR every `renorm_every` steps (default 1), float64 recommended (it warns on
+float32). Both run in this process, jit-compiled (lyapax wrapped in `jax.jit`), on the same maps, from
+the same initial state and the same initial frame (lyapax's, seed 0, handed to dynlab as `q0`), with
+the same burn-in (lyapax's `t_transient`, QR'd at the same interval) and the same number of steps:
+
+- Lorenz-63, one classical RK4 step of dt = 0.01 per map step (k = N = 3), 10^5 steps;
+- the Henon map, a = 1.4, b = 0.3 (k = N = 2), 10^5 steps;
+- an autonomous random tanh RNN h -> tanh(W h + b), W ~ N(0, g^2/N), g = 1.5 (weakly chaotic:
+  lambda_1 = 0.06, lambda_N = -4.53 per step), full spectrum k = N = 256, 600 steps after 120 of
+  burn-in. lyapax takes no inputs, so the driven RNN of the NumPy comparison below cannot be used.
+
+Rows: each library in float64 and float32 with a QR every step and at the same larger intervals
+("QR every m"), dynlab's `reortho_every="auto"` (the whole labelled `lyapunov_spectrum` call, its
+pilot run over the burn-in included) and, for the RNN, `method="dense"`. Timing: every call of one
+dtype is made once (the "first" column, compilation included), then all are called in turn R times
+(default 3), so that load from other processes falls on all of them alike; medians. Speed-ups are
+lyapax seconds / dynlab seconds: "x default" against lyapax's default (float64, a QR every step),
+"x same" against lyapax at the same dtype and interval, "x m=1" against the same code with a QR every
+step.
+
+Accuracy. In one dtype the state trajectory does not depend on the frame, so the two libraries
+follow the same trajectory: in float64 with a QR every step they agree to 5e-21 (Lorenz), 0 (Henon)
+and 3e-13 (RNN) per step, and a row at a larger interval differs from lyapax's default by its
+blocking error alone. The scale is the statistical error of the run, SE_i (batch means of the local
+exponents of dynlab's float64 run, `within_run_errors`): a row is at *equal accuracy* when
+max_i |lambda_i - lambda_i(lyapax default)| <= 0.1 SE_i (it adds < 0.5% to the error in quadrature).
+The blocking error is fixed while SE falls like 1/sqrt(T): longer runs need shorter intervals for the
+same criterion. The published values are checked as well: Lorenz 0.9056, 0, -14.5723 per unit time
+(Sprott), whose sum is -(sigma + 1 + beta) = -13.6667 exactly (measured: 0.0037 and 1.4e-4 off, the
+statistical error and RK4's), Henon lambda_1 = 0.41922 and sum ln 0.3 exactly (0.0012 and 0 off).
+float32 rows follow another chaotic trajectory, so they differ from the float64 ones by a statistical
+amount (0.3-0.4 SE on the maps, up to 4.7 SE over the RNN's 256 exponents: the largest of 256
+differences of two estimates with that error) and never pass the 0.1 SE test, although they are as
+close to the published values. float32 blocking fails outright on Henon at m = 8 (both libraries
+return lambda_2 = -inf: e^(8 (lambda_1 - lambda_2)) = e^16.3 exceeds 1/eps) and moves lambda_N of the
+RNN by 19-60 SE at m = 4-6.
+
+Measured (2-core CPU shared with other jobs, load average 2-10 during the runs, which moves single
+figures by up to 2x; ranges over three full runs, R = 3, 5, 5, plus one RNN-only run):
+
+- same settings (dtype and interval): dynlab is never faster. A QR every step: 0.93-0.94x lyapax on
+  Lorenz and Henon (float32 0.88-0.92x), 0.80-0.91x on the RNN in float64 (0.84-1.01x in float32);
+  at low load (2.5) the RNN's m = 1 was level (1.49 vs 1.47 s). Larger intervals: Lorenz m = 10
+  0.65-0.77x (float32 0.41-0.54x), Henon m = 8 0.80-0.99x, RNN m = 2..6 0.6-1.05x (median 0.89x);
+- against lyapax's default at equal accuracy: Lorenz 4.8-5.2x (`auto`, which chose m = 50; m = 10:
+  3.8-4.1x), Henon 5.6-6.7x (m = 8; `auto` chose 4: 2.7-2.9x with its pilot); RNN, float64 m = 4:
+  2.2-2.8x (blocking error 1.3e-6 SE), m = 5: 2.4-3.4x (6.4e-5 SE), m = 6: 1.8-3.7x (0.015 SE), and
+  `auto`, which keeps m = 1 there: 0.70-0.89x. So the target of issue 22 (>= 3x) is met on the small
+  maps, and on the 256-unit RNN only at hand-picked intervals of 5-6, not reliably; and every
+  speed-up comes from the interval: lyapax at the same interval is as fast;
+- dynlab's default (float32, a QR every step) against lyapax's default: 0.87-0.96x on Lorenz,
+  0.90-1.17x on Henon, 0.92-1.9x on the RNN (not at equal accuracy: another trajectory);
+- `method="dense"` (jacfwd, then J Q) on the RNN: 0.85-0.95x lyapax's default, level with dynlab's
+  JVPs (1.01-1.08x them): the push is not what costs.
+
+Where the time goes, and what would close the gap (proposals for analyses/lyapunov, not made
+here). Per step, timed alone (RNN, float64, N = 256): the push 0.32 ms, the QR 1.9 ms, so with a QR
+every step both libraries are LAPACK-QR-bound and level; everything comes from the interval. At the
+same interval dynlab adds, measured by patching its core at low load: on the RNN at m = 4 (dynlab
+0.706 ms/step, lyapax 0.641) the column renormalisation after every step of a block (0.044 ms, to
+0.662) and the sign flip that makes R's diagonal positive (0.019 ms, to 0.643: level); on Lorenz at
+m = 10 (0.279 vs 0.218 us/step) the renormalisation alone (to 0.215). Proposals:
+
+1. renormalise the columns inside a block only when m * max_i |lambda_i| approaches the exponent
+   range of the dtype (about 80 in float32, 700 in float64; the pilot of `auto` measures it), and
+   take log|R_ii| without flipping signs (the exponents need no positive diagonal): dynlab then
+   matches lyapax at every interval (+10% on the RNN at m = 4, +30% on Lorenz at m = 10);
+2. let `auto` choose the interval from the statistical error, not from eps^(2/3): its tolerance
+   (1.5e-5 in float32, 2.3e-11 in float64) is far below any run's SE (here 2.7e-4 per step on
+   Lorenz to 4e-3 on the RNN), so on the RNN it keeps m = 1 (and runs the burn-in twice, once as
+   its pilot) where m = 5 costs 6.4e-5 SE and m = 6 0.015 SE. A bound of e.g. 0.01 x the pilot's
+   batch-means SE would pick m = 5 in float64 here (about 3x lyapax's default as the core is,
+   3.2-3.5x with item 1), and carrying the pilot's state and frame into the run instead of
+   repeating the burn-in would remove the pilot's cost (`auto`, at m = 1 with its pilot, was
+   0.79-0.97x dynlab's own m = 1 on the RNN; on Henon it chose m = 4 and gave 2.7-2.9x, against
+   5.6-6.7x at m = 8, whose blocking error is 9e-10 SE);
+3. float32 does not help the full spectrum of this RNN at m > 1 (blocking error 19-60 SE at
+   m = 4-6). Only a QR as fast as the push (a blocked Householder QR in XLA ops at matmul speed)
+   would give a large speed-up with a QR every step; it is not attempted (see the NumPy section).
+
+Against NumPy
+=============
 Both sides run the same QR (Benettin) iteration on the same driven tanh RNN
 
     h_{t+1} = tanh(W h_t + b + x_t),    W ~ N(0, g^2/N), g = 0.9,
@@ -64,7 +155,9 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
+import dataclasses  # noqa: E402
 import time  # noqa: E402
+import warnings  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 
 import jax  # noqa: E402
@@ -72,7 +165,12 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jax.tree_util import Partial  # noqa: E402
 
-from dynlab.analyses.lyapunov import lyapunov_core  # noqa: E402
+from dynlab.analyses.lyapunov import lyapunov_core, lyapunov_spectrum, within_run_errors  # noqa: E402
+
+try:  # bench-only (the `bench` extra), never a dependency of dynlab itself
+    import lyapax  # noqa: E402
+except ImportError:
+    lyapax = None
 
 GAIN = 0.9
 BURN_IN = 100
@@ -254,32 +352,379 @@ def where_the_time_goes(n: int, k: int, numpy_per_step: float) -> None:
           f"-> at most {numpy_per_step / at_push_rate:.1f}x")  # fmt: skip
 
 
+# ---------------------------------------------------------------------------------------------
+# dynlab against lyapax
+# ---------------------------------------------------------------------------------------------
+
+LORENZ_DT = 0.01
+LORENZ_PUBLISHED = np.array([0.9056, 0.0, -14.5723])  # per unit time (Sprott 2003, Chaos and Time-Series Analysis)
+HENON_PUBLISHED = np.array([0.41922, np.log(0.3) - 0.41922])  # lambda_1; lambda_1 + lambda_2 = ln b exactly
+EQUAL_ACCURACY = 0.1  # max_i |lambda_i - lambda_i(lyapax default)| / SE_i at "equal accuracy"
+TARGET = 3.0  # issue 22: dynlab >= 3x lyapax's default at equal accuracy
+
+
+def _lorenz_rk4(params, h):
+    """One classical RK4 step (dt = 0.01) of the Lorenz-63 flow, params = (sigma, rho, beta)."""
+    sigma, rho, beta = params[0], params[1], params[2]
+
+    def f(s):
+        x, y, z = s[0], s[1], s[2]
+        return jnp.stack([sigma * (y - x), x * (rho - z) - y, x * y - beta * z])
+
+    k1 = f(h)
+    k2 = f(h + 0.5 * LORENZ_DT * k1)
+    k3 = f(h + 0.5 * LORENZ_DT * k2)
+    k4 = f(h + LORENZ_DT * k3)
+    return h + (LORENZ_DT / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
+
+
+def _henon(params, h):
+    a, b = params[0], params[1]
+    return jnp.stack([1.0 - a * h[0] ** 2 + h[1], b * h[0]])
+
+
+def _tanh_rnn_autonomous(params, h):
+    w, b = params
+    return jnp.tanh(w @ h + b)
+
+
+def _with_input(fn):
+    """dynlab's step(h, x) for an autonomous lyapax-style fn(params, h): the input (zeros) is ignored."""
+
+    def step(params, h, x):
+        return fn(params, h)
+
+    return step
+
+
+@dataclasses.dataclass
+class MapSystem:
+    """A map both libraries run: `fn(params, h) -> h_next`, autonomous (lyapax takes no inputs)."""
+
+    name: str
+    fn: Callable
+    params: object  # NumPy float64 arrays (a PyTree); cast to the run's dtype
+    h0: np.ndarray
+    burn_in: int
+    steps: int
+    intervals: tuple[int, ...]  # QR intervals m > 1 run by both libraries ("same settings")
+    dt: float = 1.0  # time per step: exponents are printed per unit time
+    published: np.ndarray | None = None
+    reference: str = ""
+
+    @property
+    def n(self) -> int:
+        return int(self.h0.size)
+
+
+def systems(quick: bool, rnn_n: int | None, names: tuple[str, ...] = ("lorenz", "henon", "rnn")) -> list[MapSystem]:
+    steps = 10_000 if quick else 100_000
+    n = rnn_n or (64 if quick else 256)
+    rng = np.random.default_rng(0)
+    gain = 1.5
+    w = rng.normal(size=(n, n)) * gain / np.sqrt(n)
+    b = rng.normal(size=n) * 0.1
+    h0 = rng.normal(size=n) * 0.5
+    every = dict(zip(("lorenz", "henon", "rnn"), [
+        MapSystem("Lorenz-63 (RK4, dt = 0.01)", _lorenz_rk4, np.array([10.0, 28.0, 8.0 / 3.0]),
+                  np.array([1.0, 1.0, 1.0]), 1000, steps, (10,), dt=LORENZ_DT, published=LORENZ_PUBLISHED,
+                  reference="published 0.9056, 0, -14.5723 per unit time (Sprott 2003); "
+                            "exact sum -(sigma + 1 + beta) = -13.6667 (up to RK4's O(dt^4))"),
+        MapSystem("Henon map (a = 1.4, b = 0.3)", _henon, np.array([1.4, 0.3]), np.array([0.1, 0.1]), 1000, steps,
+                  (8,), published=HENON_PUBLISHED,
+                  reference="published lambda_1 = 0.41922; exact sum ln 0.3 = -1.20397 (det J = -b)"),
+        MapSystem(f"random tanh RNN h -> tanh(W h + b), N = {n}, g = {gain}", _tanh_rnn_autonomous, (w, b), h0, 120,
+                  240 if quick else 600, (4,) if quick else (2, 4, 5, 6),
+                  reference="lyapax's default run itself (no published values; dynlab float64 with a QR every step "
+                            "follows the same trajectory and must agree with it to rounding)"),
+    ]))
+    unknown = set(names) - set(every)
+    if unknown:
+        raise SystemExit(f"--systems: unknown {sorted(unknown)}; choose from {', '.join(every)}")
+    return [every[name] for name in names]
+
+
+def _cast(tree, dtype):
+    return jax.tree.map(lambda a: jnp.asarray(np.asarray(a, dtype)), tree)
+
+
+def measure(fns: dict, repeats: int, best: bool = False) -> dict:
+    """Time every callable of `fns` (name -> fn): one warm-up call each (compilation included, reported as
+    `first`), then `repeats` rounds calling each once in turn, so that load from other processes on a shared
+    machine falls on all of them alike. Returns name -> (median seconds, or the least with `best`, first-call
+    seconds, last output)."""
+    first, out, times = {}, {}, {name: [] for name in fns}
+    for name, fn in fns.items():
+        start = time.perf_counter()
+        out[name] = jax.block_until_ready(fn())
+        first[name] = time.perf_counter() - start
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            out[name] = jax.block_until_ready(fn())
+            times[name].append(time.perf_counter() - start)
+    pick = np.min if best else np.median
+    return {name: (float(pick(times[name])), first[name], out[name]) for name in fns}
+
+
+@dataclasses.dataclass
+class Row:
+    code: str
+    dtype: str
+    m: int  # QR interval; negative: reortho_every="auto", which chose -m
+    median: float
+    first: float
+    exponents: np.ndarray  # per step, descending
+    running: np.ndarray | None = None
+    note: str = ""
+
+
+def run_system(system: MapSystem, repeats: int, dtypes: list[str]) -> list[Row]:
+    """Both libraries on `system`: each dtype at a QR every step and at every interval of `system.intervals`,
+    plus dynlab's reortho_every="auto"; one row per run."""
+    n, burn, steps = system.n, system.burn_in, system.steps
+    for m in (1, *system.intervals):
+        if burn % m or steps % m:
+            raise SystemExit(f"{system.name}: burn-in {burn} and steps {steps} must be multiples of {m}")
+    rows = []
+    for dtype in dtypes:
+        x64 = dtype == "float64"
+        with jax.enable_x64(x64), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="lyapax: jax_enable_x64 is not set")  # the float32 rows
+            params = _cast(system.params, dtype)
+            h0 = jnp.asarray(system.h0.astype(dtype))
+            # lyapax's initial frame (seed 0), handed to dynlab too: both start from the same frame.
+            q0 = jnp.linalg.qr(jax.random.normal(jax.random.PRNGKey(0), (n, n), dtype=h0.dtype))[0]
+            inputs = jnp.zeros((burn + steps, 1), dtype)
+            step = Partial(_with_input(system.fn), params)  # one object: dynlab compiles once per interval
+            fns = {}
+            for m in (1, *system.intervals):
+
+                @jax.jit
+                def lyapax_run(params, h0, m=m):
+                    out = lyapax.lyapunov_spectrum(Partial(system.fn, params), h0, system.dt, steps, n,
+                                                   renorm_every=m, t_transient=burn * system.dt, seed=0)
+                    return out.exponents * system.dt, out.history  # per step, like dynlab
+
+                fns["lyapax", m] = lambda run=lyapax_run: run(params, h0)
+                fns["dynlab", m] = lambda m=m: lyapunov_core(step, h0, inputs, n, burn_in=burn, reortho_every=m,
+                                                             q0=q0)
+            if n > 16 and x64:  # the dense Jacobian (jacfwd, then J Q) instead of JVPs, for comparison
+                fns["dynlab dense", 1] = lambda: lyapunov_core(step, h0, inputs, n, burn_in=burn, reortho_every=1,
+                                                               method="dense", q0=q0)
+            # reortho_every="auto": the whole labelled call (its pilot over the burn-in included), with float64
+            # NumPy parameters that lyapunov_spectrum casts itself.
+            step_np = Partial(_with_input(system.fn), system.params)
+            q0_np, inputs_np = np.asarray(q0), np.zeros((burn + steps, 1))
+            fns["dynlab", "auto"] = lambda: lyapunov_spectrum(step_np, system.h0, inputs_np, n, burn_in=burn,
+                                                              reortho_every="auto", x64=x64, q0=q0_np)
+            results = measure(fns, repeats)
+        for (code, m), (median, first, out) in results.items():
+            if m == "auto":
+                note = (f"auto chose {out.attrs['reortho_every']} (predicted error "
+                        f"{out.attrs['reortho_predicted_error']:.1e}, bound {out.attrs['reortho_error_bound']:.1e}; "
+                        "timed: the labelled call with its pilot)")
+                rows.append(Row(code, dtype, -int(out.attrs["reortho_every"]), median, first,
+                                np.asarray(out.exponents.values, np.float64), note=note))
+            elif code == "lyapax":
+                rows.append(Row(code, dtype, m, median, first, np.asarray(out[0], np.float64)))
+            else:
+                rows.append(Row(code, dtype, m, median, first, np.asarray(out.exponents, np.float64),
+                                np.asarray(out.running, np.float64)))
+    return rows
+
+
+def report_system(system: MapSystem, rows: list[Row]) -> dict[str, float]:
+    """Print the table of one system; returns the headline ratios."""
+    n, dt = system.n, system.dt
+    by = {(r.code, r.dtype, r.m): r for r in rows}
+    default = by["lyapax", "float64", 1]  # lyapax's default: a QR every step; float64, which lyapax asks for
+    ref64 = by["dynlab", "float64", 1]
+    se, batch = within_run_errors(ref64.running, np.arange(1, system.steps + 1))
+    se = np.where(se > 0, se, np.nan)
+    per_time = (lambda v: v / dt) if dt != 1 else (lambda v: v)
+    unit = "per unit time" if dt != 1 else "per step"
+    print(f"\n== {system.name}: full spectrum k = N = {n}, {system.burn_in} burn-in + {system.steps} steps ==")
+    print(f"reference: {system.reference}")
+    shown = per_time(se)
+    print(f"statistical error of one run (batch means of the local exponents, batches of {batch} steps, dynlab "
+          f"float64, QR every step), {unit}: SE(lambda_1) = {shown[0]:.2g}, median over i {np.nanmedian(shown):.2g}, "
+          f"smallest {np.nanmin(shown):.2g}")
+    agree = np.max(np.abs(ref64.exponents - default.exponents))
+    print(f"dynlab float64 vs lyapax float64, both a QR every step, same initial frame: max |d lambda| = {agree:.1e} "
+          "per step")
+    print(f"speed-up = lyapax seconds / dynlab seconds (medians; warm-up call excluded); 'same' = lyapax at the same "
+          f"dtype and interval; d/SE = max_i |lambda_i - lambda_i(lyapax default)| / SE_i "
+          f"(equal accuracy: <= {EQUAL_ACCURACY})")
+    has_pub = system.published is not None
+    pub_head = " |d pub| |d sum|" if has_pub else ""
+    print(f"{'code':<12} {'dtype':<7} {'QR every':>8} {'median s':>9} {'us/step':>9} {'first s':>8} "
+          f"{'x default':>9} {'x same':>7} {'x m=1':>6} {'d/SE':>8}  {'lambda_1':>9} {'lambda_N':>9}{pub_head}")
+    best = None
+    for r in rows:
+        same = by.get(("lyapax", r.dtype, abs(r.m)))
+        own1 = by.get(("dynlab" if r.code.startswith("dynlab") else r.code, r.dtype, 1))
+        d_se = float(np.nanmax(np.abs(r.exponents - default.exponents) / se))
+        lam = per_time(r.exponents)
+        m_text = f"auto {-r.m}" if r.m < 0 else str(r.m)
+        x_same = f"{same.median / r.median:7.2f}" if r.code != "lyapax" and same is not None and r.m > 0 else f"{'':>7}"
+        pub = ""
+        if has_pub:
+            pub = f" {np.max(np.abs(lam - system.published)):7.4f} {abs(lam.sum() - system.published.sum()):7.1e}"
+        per_step = r.median / (system.burn_in + system.steps) * 1e6
+        print(f"{r.code:<12} {r.dtype:<7} {m_text:>8} {r.median:9.4f} {per_step:9.2f} "
+              f"{r.first:8.2f} {default.median / r.median:9.2f} {x_same} {own1.median / r.median:6.2f} {d_se:8.2g}  "
+              f"{lam[0]:9.5f} {lam[-1]:9.4f}{pub}")
+        if r.note:
+            print(f"{'':<30}{r.note}")
+        if r.code.startswith("dynlab") and d_se <= EQUAL_ACCURACY and (best is None or r.median < best.median):
+            best = r
+    dyn_default = by["dynlab", "float32", 1] if ("dynlab", "float32", 1) in by else ref64
+    out = {"default": default.median / dyn_default.median}
+    print(f"dynlab's default (float32, QR every step) against lyapax's default: {out['default']:.2f}x, "
+          f"d/SE = {float(np.nanmax(np.abs(dyn_default.exponents - default.exponents) / se)):.2g}")
+    if best is not None:
+        out["best"] = default.median / best.median
+        m_text = f"reortho_every='auto' (chose {-best.m})" if best.m < 0 else f"QR every {best.m}"
+        verdict = "met" if out["best"] >= TARGET else "NOT met"
+        print(f"fastest dynlab run at equal accuracy: {best.code} {best.dtype}, {m_text}: "
+              f"{out['best']:.2f}x lyapax's "
+              f"default (target >= {TARGET:g}x: {verdict})")
+    return out
+
+
+def _kahan_cumsum(x):
+    """Compensated running sum over axis 0, as dynlab's core accumulates the block growths (timed here)."""
+
+    def add(carry, xi):
+        total, comp = carry
+        y = xi - comp
+        new = total + y
+        comp = jnp.where(jnp.isfinite(new), (new - total) - y, 0)
+        return (new, comp), new
+
+    zeros = jnp.zeros(x.shape[1:], x.dtype)
+    return jax.lax.scan(add, (zeros, zeros), x)[1]
+
+
+def where_the_time_goes_per_step(system: MapSystem, dtype: str, repeats: int) -> None:
+    """The parts of one step of `system`, each timed alone inside a jit-compiled scan (medians): the tangent push
+    (both libraries), dynlab's column renormalisation inside a block (m > 1), the QR, dynlab's sign flip to a
+    positive diagonal, and the per-QR running sum (dynlab: compensated, a sequential scan; lyapax: jnp.cumsum).
+    From them, the per-step cost of each library at an interval m, and the interval 3x lyapax's default needs."""
+    n = system.n
+    length = 64 if n > 16 else 2048
+    with jax.enable_x64(dtype == "float64"):
+        params = _cast(system.params, dtype)
+        h0 = jnp.asarray(system.h0.astype(dtype))
+        z0 = jnp.linalg.qr(jax.random.normal(jax.random.PRNGKey(1), (n, n), dtype=h0.dtype))[0]
+        g = jax.random.normal(jax.random.PRNGKey(2), (length, n), dtype=h0.dtype)
+        fn = Partial(system.fn, params)
+
+        def push(c):
+            h, z = c
+            h_next, jvp = jax.linearize(fn, h)
+            return h_next, jax.vmap(jvp, in_axes=1, out_axes=1)(z)
+
+        def renormalised(c):
+            h, z = push(c)
+            norms = jnp.linalg.norm(z, axis=0)
+            return h, z / jnp.where(norms > 0, norms, 1) + 0 * jnp.log(norms)[None]
+
+        def qr_plain(c):
+            h, z = c
+            q, r = jnp.linalg.qr(z)
+            return h, q + 0 * jnp.log(jnp.abs(jnp.diag(r)))[None]
+
+        def qr_flip(c):
+            h, z = c
+            q, r = jnp.linalg.qr(z)
+            d = jnp.diagonal(r)
+            return h, q * jnp.where(d < 0, -1, 1).astype(q.dtype) + 0 * jnp.log(jnp.abs(d))[None]
+
+        def scanned(body):
+            return jax.jit(lambda c: jax.lax.scan(lambda c, _: (body(c), None), c, None, length=length)[0])
+
+        runs = {name: scanned(body) for name, body in
+                (("push", push), ("renorm", renormalised), ("qr", qr_plain), ("flip", qr_flip))}
+        runs["kahan"] = jax.jit(_kahan_cumsum)
+        runs["cumsum"] = jax.jit(lambda x: jnp.cumsum(x, axis=0))
+        fns = {name: (lambda run=run, name=name: run(g if name in ("kahan", "cumsum") else (h0, z0)))
+               for name, run in runs.items()}
+        t = {name: result[0] / length for name, result in measure(fns, repeats, best=True).items()}
+    push_t, renorm_t = t["push"], max(t["renorm"] - t["push"], 0.0)
+    qr_t, flip_t = t["qr"], max(t["flip"] - t["qr"], 0.0)
+    us = lambda sec: f"{sec * 1e6:.2f} us"  # noqa: E731
+    print(f"where a step goes, {system.name}, {dtype} (parts timed alone in scans of {length}, best of {repeats}):")
+    print(f"  tangent push (k = {n} JVPs): {us(push_t)}; dynlab's column renormalisation inside a block: "
+          f"+{us(renorm_t)}; QR: {us(qr_t)}; dynlab's sign flip: +{us(flip_t)}; running sum per QR: "
+          f"dynlab (compensated scan) {us(t['kahan'])}, lyapax (cumsum) {us(t['cumsum'])}")
+    lyapax_step = lambda m: push_t + (qr_t + t["cumsum"]) / m  # noqa: E731
+    dynlab_step = lambda m: push_t + (renorm_t if m > 1 else 0.0) + (qr_t + flip_t + t["kahan"]) / m  # noqa: E731
+    default = lyapax_step(1)
+    for m in (1, *system.intervals):
+        print(f"  QR every {m}: lyapax {us(lyapax_step(m))}/step, dynlab {us(dynlab_step(m))}/step -> dynlab "
+              f"{default / dynlab_step(m):.2f}x lyapax's default ({default / lyapax_step(m):.2f}x without its "
+              "renormalisation, flip and compensated sum)")
+    budget = default / TARGET
+    for label, fixed, per_qr in (("dynlab as it is", push_t + renorm_t, qr_t + flip_t + t["kahan"]),
+                                 ("without those extras", push_t, qr_t + t["cumsum"])):
+        need = per_qr / (budget - fixed) if budget > fixed else np.inf
+        print(f"  {TARGET:g}x lyapax's default ({us(budget)}/step) needs a QR at most every {need:.1f} steps "
+              f"({label})")
+
+
+def lyapax_comparison(quick: bool, repeats: int, rnn_n: int | None, names: tuple[str, ...]) -> None:
+    if lyapax is None:
+        print("\nlyapax is not installed (it is bench-only: pip install -e '.[bench]'); skipping the comparison.")
+        return
+    print(f"\n#### dynlab against lyapax {lyapax.__version__} (same maps, same process, same initial frame) ####")
+    dtypes = ["float64", "float32"]
+    for system in systems(quick, rnn_n, names):
+        rows = run_system(system, repeats, dtypes)
+        report_system(system, rows)
+        where_the_time_goes_per_step(system, "float64", 5 if quick else max(repeats, 10))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="200 steps, float32 only")
-    parser.add_argument("--steps", type=int, default=None, help="steps per run (default 2000)")
-    parser.add_argument("--repeats", type=int, default=1, help="timed runs per figure (best)")
+    parser.add_argument("--quick", action="store_true",
+                        help="lyapax comparison only, shorter runs, a 64-unit RNN (< 1 min)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs per lyapax-comparison figure (median)")
+    parser.add_argument("--rnn-n", type=int, default=None, help="RNN size in the lyapax comparison (256; quick 64)")
+    parser.add_argument("--systems", default="lorenz,henon,rnn", help="lyapax comparison: which maps (comma-separated)")
+    parser.add_argument("--skip-lyapax", action="store_true", help="only the NumPy comparison")
+    parser.add_argument("--skip-numpy", action="store_true", help="only the lyapax comparison")
+    parser.add_argument("--steps", type=int, default=None, help="NumPy comparison: steps per run (default 2000)")
+    parser.add_argument("--numpy-repeats", type=int, default=1, help="NumPy comparison: timed runs per figure (best)")
     args = parser.parse_args()
-    steps = args.steps or (200 if args.quick else 2000)
-    dtypes = ["float32"] if args.quick else ["float32", "float64"]
 
     blas_threads = os.environ["OPENBLAS_NUM_THREADS"]
     print(f"jax {jax.__version__} on {jax.devices()[0].platform} ({os.cpu_count()} cores), "
           f"numpy {np.__version__}, OPENBLAS_NUM_THREADS={blas_threads}")  # fmt: skip
     if hasattr(os, "getloadavg"):
         print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+    if not args.skip_lyapax:
+        lyapax_comparison(args.quick, args.repeats, args.rnn_n, tuple(args.systems.split(",")))
+    if not (args.quick or args.skip_numpy):
+        numpy_comparison(args.steps or 2000, args.numpy_repeats)
+    if hasattr(os, "getloadavg"):
+        print("load average after: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+
+
+def numpy_comparison(steps: int, repeats: int) -> None:
+    print("\n#### dynlab against the NumPy textbook loop (driven RNN) ####")
+    dtypes = ["float32", "float64"]
     peak = {}
     for dtype in dtypes:
         with jax.enable_x64(dtype == "float64"):
             peak[dtype] = matmul_gflops(dtype)
         print(f"jnp matmul 1024^3 {dtype}: {peak[dtype]:.1f} GFLOP/s")
 
-    numpy_per_step = compare(256, 256, steps, dtypes, peak, args.repeats, blocked=(2, 3, 4))
+    numpy_per_step = compare(256, 256, steps, dtypes, peak, repeats, blocked=(2, 3, 4))
     where_the_time_goes(256, 256, numpy_per_step)
-    numpy_per_step = compare(1024, 16, steps, dtypes, peak, args.repeats, blocked=(10,))
+    numpy_per_step = compare(1024, 16, steps, dtypes, peak, repeats, blocked=(10,))
     where_the_time_goes(1024, 16, numpy_per_step)
-    if hasattr(os, "getloadavg"):
-        print("load average after: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 
 
 if __name__ == "__main__":

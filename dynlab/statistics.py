@@ -157,7 +157,7 @@ def mean_sd(values, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 
 def t_interval(values, *, population: str, level: float = 0.95, axis: int = 0,
-               allow_fewer: bool = False) -> Interval:
+               allow_fewer: bool = False, se_floor=None) -> Interval:
     r"""Student-t interval of the mean of independent replicates along ``axis``.
 
     $$\bar x \pm t_{(1+c)/2,\; n-1}\, \frac{s}{\sqrt n}, \qquad
@@ -172,6 +172,13 @@ def t_interval(values, *, population: str, level: float = 0.95, axis: int = 0,
 
     ``population`` names the replicates, e.g. ``"input realisations"``; the interval's
     population reads ``"<n> <population>"``.
+
+    ``se_floor``: a standard error of the mean known from elsewhere that the replicates' spread
+    cannot be smaller than in expectation (e.g. the time-averaging error each replicate carries,
+    estimated within each run); the interval then uses $\max(s/\sqrt n, \text{se\_floor})$
+    with the same $t$ quantile. With few replicates $s$ can fall below it by chance (5
+    realisations: $s/\sigma < 0.6$ one time in ten), and an interval narrower than the error the
+    time averaging alone leaves would overstate the precision. The method then says so.
     """
     level = _check_level(level)
     x = np.asarray(values, float)
@@ -184,8 +191,11 @@ def t_interval(values, *, population: str, level: float = 0.95, axis: int = 0,
     with np.errstate(invalid="ignore", divide="ignore"), _quiet():
         mean = np.nanmean(x, axis=axis)
         sem = np.nanstd(x, axis=axis, ddof=1) / np.sqrt(n)
+        if se_floor is not None:
+            sem = np.fmax(sem, np.asarray(se_floor, float))
         half = np.where(n >= 2, scipy.stats.t.ppf((1 + level) / 2, np.maximum(n - 1, 1)) * sem, np.nan)
-    return Interval(mean, mean - half, mean + half, level, f"{n_asked} {population}", "Student t, ddof=1", n_asked)
+    method = "Student t, ddof=1" + ("" if se_floor is None else ", SE at least the within-run SE")
+    return Interval(mean, mean - half, mean + half, level, f"{n_asked} {population}", method, n_asked)
 
 
 # ---------------------------------------------------------------------------------------------

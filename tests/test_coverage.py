@@ -26,6 +26,7 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.stats
 import pytest
 from jax.tree_util import Partial
 
@@ -108,7 +109,8 @@ def test_replicates_interval_is_the_t_interval_of_realisation_means_and_names_it
     rng = np.random.default_rng(3)
     h0s = 0.05 * rng.standard_normal((4, 3, 2))
     ds = lyapunov_replicates(henon, h0s, np.zeros((4, 400, 1)), 2, burn_in=50, x64=True, population="test stretches")
-    ci = t_interval(np.nanmean(ds.exponents.values, axis=1), population="test stretches")
+    ci = t_interval(np.nanmean(ds.exponents.values, axis=1), population="test stretches",
+                    se_floor=ds.within_run_se_of_mean.values)
     np.testing.assert_allclose(ds.ci_low.values, ci.low, rtol=1e-12)
     np.testing.assert_allclose(ds.ci_high.values, ci.high, rtol=1e-12)
     assert ds.attrs["ci_population"] == "4 test stretches" and ds.attrs["ci_level"] == 0.95
@@ -222,3 +224,17 @@ def test_covariance_alpha_interval_covers_the_true_exponent(m, rho, seed, tmp_pa
     assert out.returncode == 0, out.stderr
     rate = float(out.stdout.strip().splitlines()[-1])
     assert 0.90 <= rate <= 0.99, rate
+
+
+def test_identical_realisations_keep_the_within_run_error():
+    """Five realisations that are one and the same run (same inputs, same start): their spread is 0,
+    yet each is a finite time average of a chaotic map. The interval's standard error is the
+    batch-means error of the run (``se_floor``), not 0: the issue's collapsed intervals."""
+    h0s = np.broadcast_to(np.array([0.1, 0.0]), (5, 1, 2)).copy()
+    ds = lyapunov_replicates(henon, h0s, np.zeros((5, 600, 1)), 2, burn_in=50, x64=True, q0=np.eye(2),
+                             population="copies of one run")
+    assert float(np.ptp(ds.realisation_mean.values[:, 0])) == 0.0
+    half = (ds.ci_high - ds.ci_low).values / 2
+    t = scipy.stats.t.ppf(0.975, 4)
+    np.testing.assert_allclose(half, t * ds.within_run_se_of_mean.values, rtol=1e-12)
+    assert np.all(half > 0) and "within-run SE" in ds.attrs["ci_method"]

@@ -104,5 +104,109 @@ def test_scenario_writes_each_comparison_and_its_verdicts(tmp_path):
     assert f.value.values[3] == float(out["sp-mlp"].mean_cosine.squeeze())
     assert f.value.values[4] == float(out["mf-mlp"].mean_cosine.squeeze())
     assert np.isnan(f.value.values[0]) and not f.holds.values[0]  # no N >= 512 cells in this grid
+    # one seed: no interval; the margin is the value's own distance from the threshold, and the verdict says so
+    assert np.isnan(f.ci_low.values).all() and not f.margin_from_interval.values.any()
+    assert f.margin.values[3] == pytest.approx(0.9 - f.value.values[3])
+    assert "no interval: fewer than 2 seeds" in str(f.verdict.values[3])
     names = {p.name for p in tmp_path.iterdir()}
     assert {"findings.nc", "mf-residual.nc", "sp-mlp.nc", "mf-mlp.nc", "mf-mlp_cosine.png"} <= names
+
+
+def _comparison(cosine, widths, depths):
+    """A compare_pc_bp-like dataset from cosines [width, depth, seed, step] (s - 1 = L/N exactly)."""
+    import xarray as xr
+
+    from dynlab.analyses.pc_bp import rescaling_slope
+
+    n_w, n_d, n_seeds, n_steps = cosine.shape
+    w, d = np.meshgrid(np.asarray(widths, float), np.asarray(depths, float), indexing="ij")
+    dims = ("width", "depth", "seed", "step")
+    s1 = np.broadcast_to((d / w)[..., None, None], cosine.shape)
+    ds = xr.Dataset({"cosine": (dims, cosine), "s_minus_1": (dims, s1)},
+                    coords={"width": np.asarray(widths), "depth": np.asarray(depths), "seed": np.arange(n_seeds),
+                            "step": np.arange(n_steps), "L_over_N": (("width", "depth"), d / w)})
+    ds["mean_cosine"] = ds.cosine.mean(("seed", "step"), skipna=True)
+    ds.attrs["rescaling_slope"] = rescaling_slope(ds)[0]
+    return ds
+
+
+def test_margin_is_the_signed_distance_of_the_interval_from_the_threshold():
+    """Each verdict says how far its interval lies from the threshold: moving a bound moves the margin with it,
+    and an interval that contains the threshold is reported as straddling it (margin 0)."""
+    from dynlab.scenarios.pc_width_depth import claims, margin, verdict
+
+    wide, ranks, slope, sp, _ = claims(8)  # >= 0.99; <= -0.8; in [0.8, 1.2]; < 0.9; < 0.9
+    assert margin(0.91, 0.95, lower=0.85) == pytest.approx(0.06)
+    assert margin(0.88, 0.95, lower=0.85) == pytest.approx(0.03)  # lower bound down 0.03: margin down 0.03
+    assert margin(0.80, 0.95, lower=0.85) == 0.0  # straddles
+    assert margin(0.70, 0.80, lower=0.85) == pytest.approx(-0.05)  # wholly on the failing side
+    assert margin(0.6, 0.7, upper=0.9) == pytest.approx(0.2)
+    assert margin(0.6, 0.8, upper=0.9) == pytest.approx(0.1)  # upper bound up 0.1: margin down 0.1
+    assert margin(0.95, 1.1, lower=0.8, upper=1.2) == pytest.approx(0.1)  # nearest end of the band
+    assert margin(1.25, 1.3, lower=0.8, upper=1.2) == pytest.approx(-0.05)
+    assert np.isnan(margin(np.nan, np.nan, lower=0.8))
+
+    text, m, from_interval = verdict(wide, 0.995, 0.992, 0.998, 3)
+    assert m == pytest.approx(0.002) and from_interval
+    assert text == "holds: 95% CI [0.992, 0.998] lies 0.002 above the threshold 0.99"
+    text, m, _ = verdict(wide, 0.99, 0.985, 0.995, 3)
+    assert m == 0 and text.startswith("holds, but the 95% CI [0.985, 0.995] straddles the threshold 0.99")
+    text, m, _ = verdict(ranks, -0.7, -0.75, -0.65, 3)
+    assert m == pytest.approx(-0.05)
+    assert text == "does not hold: 95% CI [-0.75, -0.65] lies 0.05 above the threshold -0.8"
+    text, m, _ = verdict(slope, 1.0, 0.9, 1.05, 3)
+    assert m == pytest.approx(0.1) and "inside the band [0.8, 1.2], 0.1 from its lower end" in text
+    text, m, _ = verdict(slope, 1.3, 1.25, 1.35, 3)
+    assert m == pytest.approx(-0.05) and text.endswith("lies 0.05 above the upper threshold 1.2")
+    text, m, from_interval = verdict(sp, 0.8, np.nan, np.nan, 1)  # one seed: no interval, margin of the value
+    assert m == pytest.approx(0.1) and not from_interval and "no interval: fewer than 2 seeds" in text
+
+
+def test_findings_store_the_seed_interval_and_its_margin(tmp_path):
+    """findings.nc: the SP claim's value is a mean over seeds, so its interval is the Student-t interval of the
+    per-seed means (the jackknife reduces to it) and its margin is 0.9 minus the upper bound; raising one seed's
+    cosine raises the bound and lowers the margin by as much, until the interval straddles 0.9."""
+    import xarray as xr
+
+    from dynlab.scenarios.pc_width_depth import findings, format_findings, margin
+    from dynlab.statistics import t_interval
+
+    rng = np.random.default_rng(0)
+    widths, depths = [8, 64, 512], [2, 4, 8]
+    w, d = np.meshgrid(widths, depths, indexing="ij")
+    res_cos = (1 - 0.02 * d / w)[..., None, None] + 1e-4 * rng.standard_normal((3, 3, 3, 4))
+    residual = _comparison(res_cos, widths, depths)
+    mlp = _comparison(0.5 + 0.01 * rng.standard_normal((2, 1, 3, 4)), [16, 64], [8])
+    ci_high = []
+    for top in (0.74, 0.80, 0.95):
+        seed_means = np.array([0.70, 0.72, top])
+        offset = np.array([-0.1, 0.0])[:, None, None, None]  # the narrower width lower; the widest is the claim's
+        sp_cos = np.broadcast_to(seed_means[None, None, :, None], (2, 1, 3, 4)) + offset
+        sp = _comparison(np.ascontiguousarray(sp_cos), [8, 512], [5])
+        f = findings(residual, sp, mlp)
+        row = f.isel(claim=3)
+        ci = t_interval(seed_means, population="seeds")
+        assert float(row.value) == float(sp.mean_cosine.isel(depth=0)[-1])
+        assert bool(row.holds) == (seed_means.mean() < 0.9)
+        np.testing.assert_allclose([float(row.ci_low), float(row.ci_high)], [ci.low, ci.high], rtol=1e-12)
+        assert float(row.margin) == pytest.approx(max(0.9 - float(ci.high), 0.0), abs=1e-12)
+        ci_high.append(float(ci.high))
+        for r in f.claim.values:  # every row: the margin of its own interval and thresholds
+            x = f.sel(claim=r)
+            assert float(x.margin) == margin(float(x.ci_low), float(x.ci_high), float(x.threshold_low),
+                                             float(x.threshold_high))
+            assert str(x.verdict.values).startswith("holds" if bool(x.holds) else "does not hold")
+        assert f.margin_from_interval.values.all() and f.attrs["ci_n"] == 3
+    assert ci_high[0] < ci_high[1] < 0.9 < ci_high[2]
+    assert "straddles the threshold 0.9" in str(f.verdict.values[3]) and float(f.margin.values[3]) == 0
+    # claims about the residual grid: wide cells aligned (>= 0.99), a decreasing rank correlation, slope 1
+    assert f.holds.values[:3].all() and (f.margin.values[:2] > 0).all()
+
+    f.to_netcdf(tmp_path / "findings.nc", engine="h5netcdf")
+    with xr.open_dataset(tmp_path / "findings.nc", engine="h5netcdf") as back:
+        np.testing.assert_array_equal(back.margin.values, f.margin.values)
+        assert back.margin.attrs["units"] == "units of value" and "straddles" in back.margin.attrs["description"]
+        assert "leave-one-seed-out jackknife" in back.attrs["ci_method"]
+    table = format_findings(f)
+    assert "claim | measured | interval | margin | verdict" in table and "95% CI over 3 seeds" in table
+    assert f"| {float(f.margin.values[0]):+.4f} |" in table

@@ -242,8 +242,11 @@ def lyapunov_replicates(
 
     - `mean`, `ci_low`, `ci_high` (`exponent`): the mean of $\bar\lambda_r$ over realisations and
       its Student-t interval ([`dynlab.statistics.t_interval`][], $n - 1$ degrees of freedom) —
-      the uncertainty of the exponent of the process; attrs `ci_level`, `ci_population`,
-      `ci_method`, `ci_n` say so. Fewer than 2 realisations is a ConfigError;
+      the uncertainty of the exponent of the process —, its standard error never below
+      `within_run_se_of_mean` (`se_floor`: the realisations' spread contains the time-averaging
+      error, so a smaller sample spread is chance, frequent with 5 realisations); attrs
+      `ci_level`, `ci_population`, `ci_method`, `ci_n` say so. Fewer than 2 realisations is a
+      ConfigError;
     - `within_run_se` (`realisation`, `ic`, `exponent`): each run's batch-means standard error
       from its local exponents ([`within_run_errors`][]), and `within_run_se_of_mean`
       (`exponent`): $\big(\sum_r \overline{\mathrm{se}}_r^2\big)^{1/2} / R$ with
@@ -310,13 +313,13 @@ def lyapunov_replicates(
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices give NaN by design
         per_real = np.nanmean(exponents, axis=1)  # [R, k]
         ic_sd = np.nanstd(exponents, axis=1, ddof=1) if n_ic > 1 else np.full((n_real, k), np.nan)
-        ci = t_interval(per_real, population=population, level=confidence)
         se, batch = within_run_errors(result.running, times, ~diverged)
         se_real = np.nanmean(se, axis=1)
         used = np.isfinite(se_real).all(axis=-1)
         se_of_mean = np.sqrt(np.sum(se_real[used] ** 2, axis=0)) / max(int(used.sum()), 1)
         if not used.any():
             se_of_mean = np.full(k, np.nan)
+        ci = t_interval(per_real, population=population, level=confidence, se_floor=se_of_mean)
         ic_sd_mean = np.nanmean(ic_sd, axis=0)
     ci_attrs = ci.attrs()
     interval = f"{ci.label}"
@@ -348,8 +351,8 @@ def lyapunov_replicates(
             summary = t_interval(np.nanmean(values, axis=1), population=population, level=confidence)
         data_vars[name] = (("realisation", "ic"), values, attrs)
         data_vars[f"{name}_mean"] = ((), summary.estimate, {**attrs, "long_name": f"mean {long_name} over {population}"})
-        data_vars[f"{name}_ci_low"] = ((), summary.low, {**attrs, "long_name": f"{long_name}: lower bound, {interval}"})
-        data_vars[f"{name}_ci_high"] = ((), summary.high, {**attrs, "long_name": f"{long_name}: upper bound, {interval}"})
+        data_vars[f"{name}_ci_low"] = ((), summary.low, {**attrs, "long_name": f"{long_name}: lower bound, {summary.label}"})
+        data_vars[f"{name}_ci_high"] = ((), summary.high, {**attrs, "long_name": f"{long_name}: upper bound, {summary.label}"})
 
     attrs = _attrs(
         k=k, n=n, steps=steps, burn_in=burn_in, reortho_every=reortho_every,
