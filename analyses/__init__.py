@@ -18,3 +18,4 @@ from dynlab.analyses import lyapunov, pc_bp, spectra, trw  # noqa: F401  (regist
 from dynlab.analyses import aru, fractional, gain_scaling  # noqa: F401  (ARU paper analyses)
 from dynlab.analyses import activity  # noqa: F401  (ELM paper: activity statistics)
 from dynlab.analyses import perturb  # noqa: F401  (accuracy under a perturbation)
+from dynlab.analyses import clv, fixed_points  # noqa: F401  (issue 19: covariant Lyapunov vectors; fixed and slow points)

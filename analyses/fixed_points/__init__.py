@@ -1,0 +1,33 @@
+r"""Fixed and slow points (Sussillo & Barak 2013): the numerical core on any map
+(:mod:`~dynlab.analyses.fixed_points.core`), its application to dynlab models, registered as the
+analysis ``fixed-points`` (:mod:`~dynlab.analyses.fixed_points.model`), and its figure and
+summary (:mod:`~dynlab.analyses.fixed_points.figure`)."""
+
+from dynlab.analyses.fixed_points.core import (
+    STABILITY_CLASSES,
+    SpeedMinima,
+    fixed_points,
+    jacobian_eigenvalues,
+    minimise_speed,
+    speed,
+    stability,
+    unique_points,
+)
+from dynlab.analyses.fixed_points.figure import fixed_points_figure, fixed_points_summary
+from dynlab.analyses.fixed_points.model import check_fixed_points, fixed_points_analysis, principal_components
+
+__all__ = [
+    "STABILITY_CLASSES",
+    "SpeedMinima",
+    "check_fixed_points",
+    "fixed_points",
+    "fixed_points_analysis",
+    "fixed_points_figure",
+    "fixed_points_summary",
+    "jacobian_eigenvalues",
+    "minimise_speed",
+    "principal_components",
+    "speed",
+    "stability",
+    "unique_points",
+]

@@ -1,0 +1,137 @@
+"""The figure and the printed summary of a ``fixed-points`` dataset."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
+import numpy as np  # noqa: E402
+import xarray as xr  # noqa: E402
+
+__all__ = ["fixed_points_figure", "fixed_points_summary"]
+
+COLOURS = {"stable": "tab:blue", "marginal": "tab:green", "saddle": "tab:orange", "unstable": "tab:red"}
+
+
+def _classes(ds: xr.Dataset) -> np.ndarray:
+    return np.asarray(ds["stability"].values, dtype=str)
+
+
+def _marker_style(cls: str, fixed: bool) -> dict:
+    colour = COLOURS.get(cls, "black")
+    return {"color": colour, "mfc": colour if fixed else "none", "mec": colour}
+
+
+def fixed_points_figure(ds: xr.Dataset):
+    r"""Three panels: the points in the top principal components of the trajectory; the Jacobian
+    eigenvalues of every point against the unit circle; the speed $q$ of every point against the
+    tolerances. Colour: stability class; filled markers: fixed points, open: slow points."""
+    fig, (ax_p, ax_e, ax_q) = plt.subplots(1, 3, figsize=(15, 5.2))
+    classes = _classes(ds)
+    fixed = ds["is_fixed"].values.astype(bool)
+    n_points = ds.sizes.get("point", 0)
+
+    # 1. state space
+    if "trajectory_pcs" in ds and ds.sizes.get("pc", 0) >= 1:
+        traj = ds["trajectory_pcs"].values
+        pts = ds["point_pcs"].values
+        ratio = ds["pc_variance_ratio"].values
+        two = traj.shape[1] >= 2
+        tx, ty = (traj[:, 0], traj[:, 1]) if two else (np.arange(traj.shape[0]), traj[:, 0])
+        ax_p.plot(tx, ty, ".-", color="0.65", lw=0.25, ms=1.5, alpha=0.6, label="trajectory (visited states)")
+        ax_p.plot(tx[:1], ty[:1], "^", color="0.3", ms=6, label="start")
+        ax_p.plot(tx[-1:], ty[-1:], "x", color="0.3", ms=6, label="end")
+        if two:
+            for i in range(n_points):
+                ax_p.plot(pts[i, 0], pts[i, 1], "o", ms=7, mew=1.5, **_marker_style(classes[i], fixed[i]))
+            ax_p.set(xlabel=f"PC1 ({ratio[0]:.0%} of variance)", ylabel=f"PC2 ({ratio[1]:.0%} of variance)")
+        else:
+            ax_p.set(xlabel="sample", ylabel=f"PC1 ({ratio[0]:.0%} of variance)")
+            for i in range(n_points):
+                ax_p.axhline(pts[i, 0], color=COLOURS.get(classes[i], "k"), ls="-" if fixed[i] else ":")
+        ax_p.set_title("points in the trajectory's principal components", fontsize=10)
+    elif n_points:  # a dataset of the core alone: the points in their own coordinates
+        pts = ds["points"].values
+        if pts.shape[1] > 2:
+            centred = pts - pts.mean(axis=0)
+            pts = centred @ np.linalg.svd(centred, full_matrices=False)[2][:2].T if len(pts) > 1 else pts[:, :2]
+            labels = ("PC1 of the points", "PC2 of the points")
+        else:
+            labels = ("state component 0", "state component 1")
+        pts = pts if pts.shape[1] == 2 else np.column_stack([pts[:, 0], np.zeros(len(pts))])
+        for i in range(n_points):
+            ax_p.plot(pts[i, 0], pts[i, 1], "o", ms=7, mew=1.5, **_marker_style(classes[i], fixed[i]))
+        ax_p.set(xlabel=labels[0], ylabel=labels[1])
+        ax_p.set_title("points in state space (no trajectory in this dataset)", fontsize=10)
+    handles = [plt.Line2D([], [], ls="", marker="o", **_marker_style(c, True), label=c)
+               for c in COLOURS if c in set(classes)]
+    handles += [plt.Line2D([], [], ls="", marker="o", color="k", mfc="k", label="fixed (q ≤ q_tol)"),
+                plt.Line2D([], [], ls="", marker="o", color="k", mfc="none", label="slow (q_tol < q ≤ q_max)")]
+    ax_p.legend(handles=ax_p.get_legend_handles_labels()[0] + handles, fontsize=7, loc="upper center",
+                bbox_to_anchor=(0.5, -0.14), ncol=3, frameon=False)
+
+    # 2. eigenvalues
+    theta = np.linspace(0, 2 * np.pi, 400)
+    ax_e.plot(np.cos(theta), np.sin(theta), color="0.4", lw=1, label="|μ| = 1")
+    re, im = ds["eig_real"].values, ds["eig_imag"].values
+    for i in range(n_points):
+        ax_e.plot(re[i], im[i], "o", ms=3.5, alpha=0.7, **_marker_style(classes[i], fixed[i]))
+    ax_e.axhline(0, color="0.85", lw=0.6, zorder=0)
+    ax_e.axvline(0, color="0.85", lw=0.6, zorder=0)
+    ax_e.set(xlabel="Re μ", ylabel="Im μ", aspect="equal")
+    ax_e.set_title("Jacobian eigenvalues at each point (|μ| > 1: unstable)", fontsize=10)
+    ax_e.legend(fontsize=7, loc="upper left")
+
+    # 3. speed
+    q = ds["q"].values
+    floor = np.finfo(float).tiny
+    for i in range(n_points):
+        ax_q.plot(i, max(q[i], floor), "o", ms=6, mew=1.5, **_marker_style(classes[i], fixed[i]))
+    ax_q.axhline(ds.attrs["q_tol"], color="k", ls="--", lw=0.8, label=f"q_tol = {ds.attrs['q_tol']:.0e} (fixed below)")
+    ax_q.axhline(ds.attrs["q_max"], color="k", ls=":", lw=0.8, label=f"q_max = {ds.attrs['q_max']:.0e} (kept below)")
+    ax_q.set_yscale("log")
+    ax_q.set_xlim(-0.5, max(n_points, 1) - 0.5)
+    ax_q.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True, min_n_ticks=1))
+    ax_q.set(xlabel="point (by increasing q)", ylabel="q = ‖F(h*) − h*‖² / 2")
+    discarded = int(np.sum(ds["ic_point"].values < 0)) if "ic_point" in ds else 0
+    note = f"\n({discarded} of {ds.sizes['ic']} minimisations ended above q_max: discarded)" if discarded else ""
+    ax_q.set_title(f"speed at each point: {int(fixed.sum())} fixed, {int((~fixed).sum())} slow{note}", fontsize=10)
+    ax_q.legend(fontsize=7, loc="lower right")
+    if n_points == 0:
+        for ax in (ax_p, ax_q):
+            ax.text(0.5, 0.5, "no point with q ≤ q_max", ha="center", va="center", transform=ax.transAxes)
+
+    title = "fixed and slow points" + (f" — {ds.attrs['model']}" if ds.attrs.get("model") else "")
+    details = [ds.attrs.get("protocol", ""), f"points at {ds.attrs['input']}" if "input" in ds.attrs else "",
+               f"{ds.attrs.get('n_ics', '?')} initial states"]
+    fig.suptitle(title + "\n" + "; ".join(d for d in details if d), fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def fixed_points_summary(ds: xr.Dataset, max_rows: int = 12) -> str:
+    """A table of the points: q, fixed/slow, class, unstable directions, largest |μ|, basin count."""
+    classes = _classes(ds)
+    n = ds.sizes.get("point", 0)
+    lines = [f"fixed-points: {n} point(s) ({ds.attrs['n_fixed']} fixed, {ds.attrs['n_slow']} slow) "
+             f"from {ds.attrs['n_ics']} initial states; q_tol = {ds.attrs['q_tol']:.1e}, "
+             f"q_max = {ds.attrs['q_max']:.1e}, unique_tol = {ds.attrs['unique_tol']:.1e}, "
+             f"marginal band |μ| = 1 ± {ds.attrs['marginal_tol']:.1e}"]
+    if "input" in ds.attrs:
+        lines.append(f"at {ds.attrs['input']}; {ds.attrs.get('protocol', '')}")
+    discarded = int(np.sum(ds["ic_point"].values < 0))
+    if discarded:
+        lines.append(f"{discarded} minimisation(s) ended with q > q_max and were discarded")
+    lines.append(f"{'point':>5} {'q':>10} {'kind':>5} {'class':>9} {'unstable':>8} {'max|μ|':>8} {'basin':>5}")
+    for i in range(min(n, max_rows)):
+        lines.append(f"{i:>5} {float(ds.q[i]):>10.2e} {'fixed' if bool(ds.is_fixed[i]) else 'slow':>5} "
+                     f"{classes[i]:>9} {int(ds.n_unstable[i]):>8} {float(ds.eig_abs[i, 0]):>8.4f} "
+                     f"{int(ds.basin_count[i]):>5}")
+    if n > max_rows:
+        lines.append(f"... {n - max_rows} more")
+    counts = {c: int(np.sum(classes == c)) for c in COLOURS if np.any(classes == c)}
+    if counts:
+        lines.append("classes: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+    return "\n".join(lines)
