@@ -22,11 +22,17 @@ def clv_figure(ds: xr.Dataset):
     idx = ds["vector"].values
     clv, qr = ds["clv_exponent"].values, ds["qr_exponent"].values
     se = ds["clv_exponent_se"].values if "clv_exponent_se" in ds else None
-    ax_e.errorbar(idx, clv, yerr=se, fmt="o", ms=6, capsize=3, color="tab:blue",
-                  label="CLV: time mean of γ_i(t) ± batch-means SE")
-    ax_e.plot(idx, qr, "x", ms=9, mew=1.8, color="tab:red", zorder=4, label="QR method, same run")
+    # Tiny exponents (a neutral network): scale them and say so in the label, never a hidden offset.
+    top = np.nanmax(np.abs(np.concatenate([clv, qr]))) if np.isfinite(np.concatenate([clv, qr])).any() else 1.0
+    scale = 10.0 ** np.floor(np.log10(top)) if 0 < top < 1e-3 else 1.0
+    unit = "" if scale == 1.0 else f", ×{scale:.0e}"
+    ax_e.errorbar(idx, clv / scale, yerr=None if se is None else se / scale, fmt="o", ms=6, capsize=3,
+                  color="tab:blue", label="CLV: time mean of γ_i(t) ± batch-means SE")
+    ax_e.plot(idx, qr / scale, "x", ms=9, mew=1.8, color="tab:red", zorder=4, label="QR method, same run")
     ax_e.axhline(0, color="0.5", lw=0.8)
-    ax_e.set(xlabel="vector i", ylabel="exponent (per step)", title="Lyapunov exponents, two ways\n(CLV growth rates vs QR)")
+    ax_e.ticklabel_format(axis="y", useOffset=False)
+    ax_e.set(xlabel="vector i", ylabel=f"exponent (per step{unit})",
+             title="Lyapunov exponents, two ways\n(CLV growth rates vs QR)")
     ax_e.set_xticks(idx if idx.size <= 16 else idx[:: max(1, idx.size // 8)])
     ax_e.legend(fontsize=7)
 
@@ -39,11 +45,15 @@ def clv_figure(ds: xr.Dataset):
             ax_h.plot(t, pair_min, lw=0.5, color="tab:gray", alpha=0.7, label="to the nearest single CLV j")
         ax_h.axhline(np.degrees(float(ds["min_angle_rest"])), color="k", ls=":", lw=0.8,
                      label=f"min θ = {np.degrees(float(ds['min_angle_rest'])):.2g}°")
-        ax_h.set_yscale("log")
+        log = np.nanmin(deg) < 10  # near-tangencies: a log axis resolves them; otherwise degrees, 0-90
+        if log:
+            ax_h.set_yscale("log")
+        else:
+            ax_h.set_ylim(0, 91)
         ax_h.legend(fontsize=7, loc="lower right")
     else:
         ax_h.text(0.5, 0.5, "one vector: no angles (k = 1)", ha="center", va="center", transform=ax_h.transAxes)
-    ax_h.set(xlabel="step", ylabel="angle (degrees, log scale)",
+    ax_h.set(xlabel="step", ylabel="angle (degrees" + (", log scale)" if ax_h.get_yscale() == "log" else ")"),
              title="hyperbolicity: angle of CLV 1 to the others\n(near 0: a tangency)")
 
     if "readout_angle" in ds:
