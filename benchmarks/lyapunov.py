@@ -48,7 +48,7 @@ close to the published values. float32 blocking fails outright on Henon at m = 8
 return lambda_2 = -inf: e^(8 (lambda_1 - lambda_2)) = e^16.3 exceeds 1/eps) and moves lambda_N of the
 RNN by 19-60 SE at m = 4-6.
 
-Measured (2-core CPU shared with other jobs, load average 2-10 during the runs, which moves single
+Measured before the changes of items 1-2 below (2-core CPU shared with other jobs, load average 2-10 during the runs, which moves single
 figures by up to 2x; ranges over three full runs, R = 3, 5, 5, plus one RNN-only run):
 
 - same settings (dtype and interval): dynlab is never faster. A QR every step: 0.93-0.94x lyapax on
@@ -66,27 +66,30 @@ figures by up to 2x; ranges over three full runs, R = 3, 5, 5, plus one RNN-only
 - `method="dense"` (jacfwd, then J Q) on the RNN: 0.85-0.95x lyapax's default, level with dynlab's
   JVPs (1.01-1.08x them): the push is not what costs.
 
-Where the time goes, and what would close the gap (proposals for analyses/lyapunov, not made
-here). Per step, timed alone (RNN, float64, N = 256): the push 0.32 ms, the QR 1.9 ms, so with a QR
-every step both libraries are LAPACK-QR-bound and level; everything comes from the interval. At the
-same interval dynlab adds, measured by patching its core at low load: on the RNN at m = 4 (dynlab
-0.706 ms/step, lyapax 0.641) the column renormalisation after every step of a block (0.044 ms, to
-0.662) and the sign flip that makes R's diagonal positive (0.019 ms, to 0.643: level); on Lorenz at
-m = 10 (0.279 vs 0.218 us/step) the renormalisation alone (to 0.215). Proposals:
+Where the time goes, and what closed the same-interval gap. Per step, timed alone (RNN, float64,
+N = 256): the push 0.32 ms, the QR 1.9 ms, so with a QR every step both libraries are LAPACK-QR-bound
+and level; everything comes from the interval. At the same interval dynlab used to add, on the RNN
+at m = 4 (dynlab 0.706 ms/step, lyapax 0.641), the column renormalisation after every step of a
+block (0.044 ms) and the sign flip that made R's diagonal positive (0.019 ms); on Lorenz at m = 10
+(0.279 vs 0.218 us/step) the renormalisation alone. Both are now gone where they are not needed
+(analyses/lyapunov, issue 22):
 
-1. renormalise the columns inside a block only when m * max_i |lambda_i| approaches the exponent
-   range of the dtype (about 80 in float32, 700 in float64; the pilot of `auto` measures it), and
-   take log|R_ii| without flipping signs (the exponents need no positive diagonal): dynlab then
-   matches lyapax at every interval (+10% on the RNN at m = 4, +30% on Lorenz at m = 10);
-2. let `auto` choose the interval from the statistical error, not from eps^(2/3): its tolerance
-   (1.5e-5 in float32, 2.3e-11 in float64) is far below any run's SE (here 2.7e-4 per step on
-   Lorenz to 4e-3 on the RNN), so on the RNN it keeps m = 1 (and runs the burn-in twice, once as
-   its pilot) where m = 5 costs 6.4e-5 SE and m = 6 0.015 SE. A bound of e.g. 0.01 x the pilot's
-   batch-means SE would pick m = 5 in float64 here (about 3x lyapax's default as the core is,
-   3.2-3.5x with item 1), and carrying the pilot's state and frame into the run instead of
-   repeating the burn-in would remove the pilot's cost (`auto`, at m = 1 with its pilot, was
-   0.79-0.97x dynlab's own m = 1 on the RNN; on Henon it chose m = 4 and gave 2.7-2.9x, against
-   5.6-6.7x at m = 8, whose blocking error is 9e-10 SE);
+1. the core takes log|R_ii| without flipping signs (the same exponents to the bit), and
+   renormalises inside a block only if asked (`renormalise`, default True for an integer interval,
+   a guard for unknown growth); `auto` drops it when its pilot shows m * max |per-step log growth|
+   within a quarter of the dtype's exponent range. The integer-interval rows here pass
+   `renormalise=False`, as lyapax has none. Measured after the change (RNN only, load 3.7-4.8):
+   dynlab 0.97-1.01x lyapax at every interval m = 1..6 in float64, 0.96-1.05x in float32;
+2. `auto` chooses the interval from the statistical error: the predicted blocking error at most
+   1% of the pilot's batch-means SE (scaled to the run's length), the frame's mean condition
+   number at most eps^(-2/3). On this RNN it now picks m = 4 in float64 (predicted error 4.5e-7
+   against a tolerance of 1.3e-5; measured 1.1e-6 SE) and keeps m = 1 in float32. Its labelled
+   call is 1.6x lyapax's default, not 3x: its pilot runs the 120-step burn-in with a QR every step
+   (0.28 s of 0.86 s), a fifth of this short run at three times the per-step cost, and the bound
+   it predicts is ~1000x above the measured error here, so m = 5 (3.1x as a bare core) is refused
+   by both the tolerance and the condition cap. The pilot is not reused as the burn-in (it runs
+   on one realisation of the ensemble and replicate functions, whose other runs need their own
+   burn-in).
 3. float32 does not help the full spectrum of this RNN at m > 1 (blocking error 19-60 SE at
    m = 4-6). Only a QR as fast as the push (a blocked Householder QR in XLA ops at matmul speed)
    would give a large speed-up with a QR every step; it is not attempted (see the NumPy section).
@@ -507,8 +510,10 @@ def run_system(system: MapSystem, repeats: int, dtypes: list[str]) -> list[Row]:
                     return out.exponents * system.dt, out.history  # per step, like dynlab
 
                 fns["lyapax", m] = lambda run=lyapax_run: run(params, h0)
+                # renormalise=False: as lyapax, and as `auto` chooses on these maps (its pilot sees the block
+                # growth far inside the dtype's range); the default True is a guard for unknown growth.
                 fns["dynlab", m] = lambda m=m: lyapunov_core(step, h0, inputs, n, burn_in=burn, reortho_every=m,
-                                                             q0=q0)
+                                                             renormalise=False, q0=q0)
             if n > 16 and x64:  # the dense Jacobian (jacfwd, then J Q) instead of JVPs, for comparison
                 fns["dynlab dense", 1] = lambda: lyapunov_core(step, h0, inputs, n, burn_in=burn, reortho_every=1,
                                                                method="dense", q0=q0)
@@ -522,8 +527,9 @@ def run_system(system: MapSystem, repeats: int, dtypes: list[str]) -> list[Row]:
         for (code, m), (median, first, out) in results.items():
             if m == "auto":
                 note = (f"auto chose {out.attrs['reortho_every']} (predicted error "
-                        f"{out.attrs['reortho_predicted_error']:.1e}, bound {out.attrs['reortho_error_bound']:.1e}; "
-                        "timed: the labelled call with its pilot)")
+                        f"{out.attrs['reortho_predicted_error']:.1e} <= tolerance {out.attrs['reortho_tolerance']:.1e} "
+                        f"= 1% of the pilot's SE scaled to the run, bound {out.attrs['reortho_error_bound']:.1e}, "
+                        f"renormalise {out.attrs['reortho_renormalise']}; timed: the labelled call with its pilot)")
                 rows.append(Row(code, dtype, -int(out.attrs["reortho_every"]), median, first,
                                 np.asarray(out.exponents.values, np.float64), note=note))
             elif code == "lyapax":
@@ -656,19 +662,21 @@ def where_the_time_goes_per_step(system: MapSystem, dtype: str, repeats: int) ->
     qr_t, flip_t = t["qr"], max(t["flip"] - t["qr"], 0.0)
     us = lambda sec: f"{sec * 1e6:.2f} us"  # noqa: E731
     print(f"where a step goes, {system.name}, {dtype} (parts timed alone in scans of {length}, best of {repeats}):")
-    print(f"  tangent push (k = {n} JVPs): {us(push_t)}; dynlab's column renormalisation inside a block: "
-          f"+{us(renorm_t)}; QR: {us(qr_t)}; dynlab's sign flip: +{us(flip_t)}; running sum per QR: "
+    print(f"  tangent push (k = {n} JVPs): {us(push_t)}; column renormalisation inside a block (dynlab, only where "
+          f"needed): +{us(renorm_t)}; QR: {us(qr_t)}; sign flip (no longer made): +{us(flip_t)}; running sum per QR: "
           f"dynlab (compensated scan) {us(t['kahan'])}, lyapax (cumsum) {us(t['cumsum'])}")
     lyapax_step = lambda m: push_t + (qr_t + t["cumsum"]) / m  # noqa: E731
-    dynlab_step = lambda m: push_t + (renorm_t if m > 1 else 0.0) + (qr_t + flip_t + t["kahan"]) / m  # noqa: E731
+    # dynlab no longer flips signs, and renormalises inside a block only where the growth nears the range
+    dynlab_step = lambda m: push_t + (qr_t + t["kahan"]) / m  # noqa: E731
     default = lyapax_step(1)
     for m in (1, *system.intervals):
         print(f"  QR every {m}: lyapax {us(lyapax_step(m))}/step, dynlab {us(dynlab_step(m))}/step -> dynlab "
-              f"{default / dynlab_step(m):.2f}x lyapax's default ({default / lyapax_step(m):.2f}x without its "
-              "renormalisation, flip and compensated sum)")
+              f"{default / dynlab_step(m):.2f}x lyapax's default (lyapax {default / lyapax_step(m):.2f}x; dynlab "
+              f"with the renormalisation kept: {default / (dynlab_step(m) + (renorm_t if m > 1 else 0.0)):.2f}x)")
     budget = default / TARGET
-    for label, fixed, per_qr in (("dynlab as it is", push_t + renorm_t, qr_t + flip_t + t["kahan"]),
-                                 ("without those extras", push_t, qr_t + t["cumsum"])):
+    for label, fixed, per_qr in (("dynlab, renormalisation dropped", push_t, qr_t + t["kahan"]),
+                                 ("dynlab, renormalisation kept", push_t + renorm_t, qr_t + t["kahan"]),
+                                 ("lyapax", push_t, qr_t + t["cumsum"])):
         need = per_qr / (budget - fixed) if budget > fixed else np.inf
         print(f"  {TARGET:g}x lyapax's default ({us(budget)}/step) needs a QR at most every {need:.1f} steps "
               f"({label})")

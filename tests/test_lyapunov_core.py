@@ -280,6 +280,102 @@ def test_zero_jacobian_gives_minus_inf_not_divergence():
     np.testing.assert_allclose(ds.exponents.values, [math.log(0.5), -np.inf])
 
 
+# --- the QR block: no sign flip, renormalisation only as a range guard, the 'auto' rule (issue 22) ----
+
+
+def _positive_qr_log_diag(z):
+    """The previous QR of a block: R's diagonal made positive by flipping signs."""
+    q, r = jnp.linalg.qr(z)
+    d = jnp.diagonal(r)
+    return q * jnp.where(d < 0, -1, 1).astype(q.dtype), jnp.log(jnp.abs(d))
+
+
+@pytest.mark.parametrize("m, renormalise", [(1, True), (4, True), (4, False)])
+def test_dropping_the_sign_flip_gives_identical_exponents(monkeypatch, m, renormalise):
+    from dynlab.analyses.lyapunov import core
+
+    step, _, h0, xs = _rnn_problem(n=8, steps=240, gain=1.5)
+    with jax.enable_x64(True):
+        flat_step, v0, _ = flatten_step(step, jnp.asarray(h0))
+        tangent = core._tangent_step(flat_step, "jvp")
+        frame = core._initial_frame(v0.shape[0], 8, v0.dtype, None, None)
+        xs = jnp.asarray(xs)
+
+        def growth():  # a fresh jit each call, so that the patched helper is traced
+            run = jax.jit(lambda v, q, x: core._qr_iterate(tangent, (v, q, jnp.array(True)), x, m, renormalise)[1])
+            return np.asarray(run(v0, frame, xs))
+
+        plain = growth()
+        monkeypatch.setattr(core, "_qr_log_diag", _positive_qr_log_diag)
+        flipped = growth()
+    np.testing.assert_array_equal(plain, flipped)  # to the bit: the frames differ by column signs only
+
+
+@pytest.mark.parametrize("x64", [True, False])
+def test_renormalising_inside_a_block_changes_only_rounding(x64):
+    # Both variants are within the blocking bound B of the same run with a QR every step, so within 2B
+    # of each other (their rounding differs, and blocking amplifies rounding by the frame's condition).
+    step, _, h0, xs = _rnn_problem(n=8, steps=400, gain=1.5)
+    ds = lyapunov_spectrum(step, h0, xs, burn_in=40, reortho_every=5, x64=x64)
+    runs = [ds.exponents.values]
+    with jax.enable_x64(x64):
+        dtype = jnp.float64 if x64 else jnp.float32
+        for renormalise in (True, False):
+            out = lyapunov_core(step, jnp.asarray(h0, dtype), jnp.asarray(xs, dtype), burn_in=40, reortho_every=5,
+                                renormalise=renormalise)
+            runs.append(np.asarray(out.exponents, np.float64))
+    bound = ds.attrs["reortho_error_bound"]
+    assert ds.attrs["reortho_renormalise"] == 1  # an integer interval keeps the guard by default
+    np.testing.assert_array_equal(runs[0], runs[1])
+    assert np.abs(runs[2] - runs[1]).max() <= 2 * bound, (np.abs(runs[2] - runs[1]).max(), bound)
+
+
+def test_renormalisation_is_kept_where_a_block_would_underflow():
+    # h -> 0.01 h in float32: 30 steps shrink a column by e^-138, below the smallest normal float (e^-87).
+    shrink = lambda h, x: 0.01 * h  # noqa: E731
+    xs = jnp.zeros((300, 1))
+    guarded = lyapunov_core(shrink, jnp.ones(2), xs, reortho_every=30)
+    np.testing.assert_allclose(np.asarray(guarded.exponents), math.log(0.01), rtol=1e-6)
+    bare = lyapunov_core(shrink, jnp.ones(2), xs, reortho_every=30, renormalise=False)
+    assert not np.allclose(np.asarray(bare.exponents), math.log(0.01), rtol=1e-3)  # why the guard exists
+    ds = lyapunov_spectrum(shrink, np.ones(2), np.zeros((2000, 1)), burn_in=100, reortho_every="auto")
+    assert ds.attrs["reortho_every"] > 1
+    assert ds.attrs["reortho_renormalise"] == int(ds.attrs["reortho_every"] * 4.61 > 0.25 * 87.3)
+    np.testing.assert_allclose(ds.exponents.values, math.log(0.01), rtol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["henon", "logistic"])
+def test_auto_interval_stays_within_a_fraction_of_the_statistical_error(case):
+    """'auto' picks m from the pilot's standard error; on maps with known exponents its blocking error
+    stays within the reported bound, the bound within the stated tolerance (1% of the run's SE), and the
+    estimates next to the published values; the volume identity holds to the bound."""
+    from dynlab.analyses.lyapunov import within_run_errors
+    from dynlab.analyses.lyapunov.reortho import AUTO_SE_FRACTION
+
+    step, h0, k, truth = {
+        "henon": (_henon, np.array([0.1, 0.1]), 2, HENON_LAMBDA[0]),
+        "logistic": (_logistic, np.array([0.3]), 1, math.log(2.0)),
+    }[case]
+    xs = np.zeros((20_400, 1))
+    auto = lyapunov_spectrum(step, h0, xs, k, burn_in=400, reortho_every="auto", x64=True)
+    every = lyapunov_spectrum(step, h0, xs, k, burn_in=400, reortho_every=1, x64=True)
+    a = auto.attrs
+    m, bound, tol = a["reortho_every"], a["reortho_error_bound"], a["reortho_tolerance"]
+    assert m > 1 and "SE" in a["reortho_rule"]
+    # the logistic map's local exponent ln|4 - 8x| reaches -inf near x = 1/2: the guard stays on there
+    assert a["reortho_renormalise"] == (case == "logistic")
+    assert a["reortho_predicted_error"] <= tol
+    np.testing.assert_allclose(tol, AUTO_SE_FRACTION * a["reortho_pilot_se"], rtol=1e-12)
+    diff = np.abs(auto.exponents.values - every.exponents.values)
+    assert np.all(diff <= bound) and bound <= tol, (m, diff.max(), bound, tol)
+    # the tolerance is a fraction of the statistical error that the run itself measures
+    se, _ = within_run_errors(every.running.values, every.time.values)
+    assert tol <= 0.05 * se.min(), (tol, se)
+    assert abs(auto.exponents.values[0] - truth) < 4 * se[0] + 1e-4
+    if case == "henon":
+        np.testing.assert_allclose(auto.exponents.values.sum(), math.log(0.3), atol=2 * bound + 1e-12)
+
+
 # --- ensemble and derived quantities ------------------------------------------------------------
 
 

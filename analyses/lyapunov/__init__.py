@@ -21,8 +21,10 @@ The package, from low to high level (every public name is importable from here,
   into a map on a flat vector; [`lyapunov_core`][] is the jit-compiled numerical core on any map;
   it returns JAX arrays and can be `jax.vmap`-ed over initial conditions;
 - :mod:`~dynlab.analyses.lyapunov.reortho` — `reortho_every="auto"` chooses the
-  re-orthonormalisation interval from the spread $\lambda_1 - \lambda_k$ measured over the
-  burn-in and reports a bound on the error it adds ([`blocking_error_bound`][]);
+  re-orthonormalisation interval from a pilot over the burn-in: the longest interval whose
+  predicted blocking error ([`blocking_error_bound`][], from the spread $\lambda_1 - \lambda_k$)
+  stays below 1% of the pilot's statistical error of the exponents (and the frame's condition
+  number below $\varepsilon^{-2/3}$); it reports the bound, the tolerance and the rule in attrs;
 - :mod:`~dynlab.analyses.lyapunov.spectrum` — [`lyapunov_spectrum`][] wraps the core into a
   labelled `xr.Dataset`;
 - :mod:`~dynlab.analyses.lyapunov.replicates` — [`lyapunov_ensemble`][] (initial conditions under

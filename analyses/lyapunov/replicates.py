@@ -91,13 +91,13 @@ def lyapunov_ensemble(
     n = _state_dim(h0s) // n_ic
     steps = num_steps(inputs)
     requested = reortho_every
-    reortho_every, predicted = _resolve_reortho(
+    reortho_every, auto_info, renormalise = _resolve_reortho(
         step, jax.tree.map(lambda a: a[0], h0s), inputs, q0, x64,
         reortho_every=reortho_every, k=k, burn_in=burn_in, method=method, key=key,
     )  # fmt: skip
     result = _run(
         _ensemble_core, step, h0s, inputs, q0, x64,
-        k=k, burn_in=burn_in, reortho_every=reortho_every, method=method, key=key,
+        k=k, burn_in=burn_in, reortho_every=reortho_every, renormalise=renormalise, method=method, key=key,
     )  # fmt: skip
     k = result.exponents.shape[1]
     diverged = np.asarray(result.diverged, bool)
@@ -152,7 +152,7 @@ def lyapunov_ensemble(
                        "not the variability of the exponents over input realisations (see lyapunov_replicates)",
             **_reortho_attrs(requested, reortho_every, blocking_error_bound(
                 block_growth(result.running, _qr_times(steps - burn_in, reortho_every))[~diverged],
-                reortho_every, x64), predicted, x64),
+                reortho_every, x64), auto_info, x64, renormalise),
         },
     )
 
@@ -287,7 +287,7 @@ def lyapunov_replicates(
     if q0 is not None and np.ndim(q0) == 3 and np.shape(q0)[0] != n_real:
         raise ConfigError(f"q0 must be [N, k] or [realisation = {n_real}, N, k]; got shape {np.shape(q0)}.")
     requested = reortho_every
-    reortho_every, predicted = _resolve_reortho(
+    reortho_every, auto_info, renormalise = _resolve_reortho(
         step, jax.tree.map(lambda a: a[0, 0], h0s), jax.tree.map(lambda a: a[0], inputs),
         None if q0 is None else (q0[0] if np.ndim(q0) == 3 else q0), x64,
         reortho_every=reortho_every, k=k, burn_in=burn_in, method=method, key=key,
@@ -296,7 +296,7 @@ def lyapunov_replicates(
     keys = jax.vmap(lambda r: jax.random.fold_in(base, r))(jnp.arange(n_real))
     result = _run(
         _replicates_core, step, h0s, inputs, q0, x64,
-        k=k, burn_in=burn_in, reortho_every=reortho_every, method=method, keys=keys,
+        k=k, burn_in=burn_in, reortho_every=reortho_every, renormalise=renormalise, method=method, keys=keys,
     )  # fmt: skip
     k = result.exponents.shape[-1]
     diverged = np.asarray(result.diverged, bool)
@@ -378,7 +378,7 @@ def lyapunov_replicates(
             "within_run_method": "batch means of per-QR-block local exponents, Student t",
             "within_run_batch": int(batch),
             "ic_spread": "ic_sd: sd over initial conditions under one input realisation (multistability)",
-            **_reortho_attrs(requested, reortho_every, bound, predicted, x64),
+            **_reortho_attrs(requested, reortho_every, bound, auto_info, x64, renormalise),
         },
     )
 

@@ -97,12 +97,12 @@ def lyapunov_spectrum(
     n = _state_dim(h0)
     steps = num_steps(inputs)
     requested = reortho_every
-    reortho_every, predicted = _resolve_reortho(
+    reortho_every, auto_info, renormalise = _resolve_reortho(
         step, h0, inputs, q0, x64, reortho_every=reortho_every, k=k, burn_in=burn_in, method=method, key=key
     )
     result = _run(
         lyapunov_core, step, h0, inputs, q0, x64,
-        k=k, burn_in=burn_in, reortho_every=reortho_every, method=method, key=key,
+        k=k, burn_in=burn_in, reortho_every=reortho_every, renormalise=renormalise, method=method, key=key,
     )  # fmt: skip
     k = result.exponents.shape[0]
     diverged = bool(result.diverged)
@@ -129,6 +129,6 @@ def lyapunov_spectrum(
             "diverged": ((), diverged, {"long_name": "trajectory diverged"}),
         },
         coords=_exponent_coords(k, _qr_times(steps - burn_in, reortho_every)),
-        attrs={**attrs, "diverged": int(diverged), **_reortho_attrs(requested, reortho_every, bound, predicted, x64)},
+        attrs={**attrs, "diverged": int(diverged), **_reortho_attrs(requested, reortho_every, bound, auto_info, x64, renormalise)},
     )
 
