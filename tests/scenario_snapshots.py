@@ -24,19 +24,19 @@ import xarray as xr
 
 REFERENCE = Path(__file__).parent / "reference" / "scenarios.json"
 
-# name -> the --set overrides that make it toy-sized (the cross-unit scenarios on 4 of their 8 units,
-# one per family, to keep the suite's time: compilation per unit dominates)
+# name -> the --set overrides that make it toy-sized; the scenarios over many networks on 2-3 of them
+# (compilation per network dominates the time; every code path of the program still runs)
 TOY: dict[str, list[str]] = {
     "aru-seeds": ["model.hidden=8", "train.steps=4", "train.log_every=2", "train.eval_every=2",
                   "train.checkpoint_every=4"],
-    "aru-table1": ["params.steps=3", "params.seeds=[0]", "params.hidden=16", "params.eval_size=32",
+    "aru-table1": ["params.networks=[\"rnn-relu\",\"aru\",\"lstm\"]", "params.steps=3", "params.seeds=[0]", "params.hidden=16", "params.eval_size=32",
                    "params.n_test=64", "params.strengths=[0.0,5.0]", "params.downsample=4"],
-    "cross-adaptation": ["params.steps=3", "params.seeds=[0]", "params.hidden=16", "params.eval_size=32",
+    "cross-adaptation": ["params.networks=[\"rnn-relu\",\"aru\",\"elm-aru\"]", "params.steps=3", "params.seeds=[0]", "params.hidden=16", "params.eval_size=32",
                          "params.n_test=64", "params.strengths=[0.0,5.0]"],
-    "cross-lyapunov": ["params.units=[\"aru\",\"elm\",\"sith-rnn\",\"gru\"]", "params.steps=3", "params.seeds=[0]",
+    "cross-lyapunov": ["params.units=[\"aru\",\"sith-rnn\"]", "params.steps=3", "params.seeds=[0]",
                        "params.width=8", "params.lyapunov_steps=60",
                        "params.burn_in=10", "params.k=3", "params.ics=2"],
-    "cross-pc-alignment": ["params.units=[\"aru\",\"elm-net\",\"blockdiag\",\"lstm\"]", "params.widths=[8]", "params.lengths=[4]", "params.seeds=[0]",
+    "cross-pc-alignment": ["params.units=[\"aru\",\"elm-net\"]", "params.widths=[8]", "params.lengths=[4]", "params.seeds=[0]",
                            "params.reference_widths=[]", "params.steps=2", "params.inference_steps=30"],
     "cross-trw": ["params.steps=3", "params.seeds=[0]", "params.n_shuffle=4"],
     "elm-budget": ["params.budgets=[2000]", "params.d_ms=[2,3,5,10]", "params.seeds=[0]", "params.steps=3"],
@@ -44,7 +44,7 @@ TOY: dict[str, list[str]] = {
     "pc-time-law": ["params.widths=[8]", "params.lengths=[2,4]", "params.seeds=[0]", "params.steps=2"],
     "pc-width-depth": ["params.widths=[4,8]", "params.depths=[2,4]", "params.sp_widths=[8]",
                        "params.mlp_widths=[8]", "params.mlp_depths=[4]", "params.seeds=1", "params.steps=3"],
-    "sith-trw": ["params.seeds=[0]", "params.steps=3", "params.generic_steps=3", "params.sith_rnn_steps=3",
+    "sith-trw": ["params.networks=[\"rnn-generic\",\"sith-rnn\",\"sithcon\"]", "params.seeds=[0]", "params.steps=3", "params.generic_steps=3", "params.sith_rnn_steps=3",
                  "params.quick=true"],
 }
 

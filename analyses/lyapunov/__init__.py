@@ -51,12 +51,12 @@ from dynlab.analyses.lyapunov.reortho import (
     AUTO_MIN_BLOCKS,
     AUTO_MIN_BURN_IN,
     auto_condition_bound,
-    block_growth,
     blocking_error_bound,
     unit_roundoff,
 )
 from dynlab.analyses.lyapunov.spectrum import lyapunov_spectrum
-from dynlab.analyses.lyapunov.replicates import lyapunov_ensemble, lyapunov_replicates, within_run_errors
+from dynlab.analyses.lyapunov.replicates import lyapunov_ensemble, lyapunov_replicates
+from dynlab.analyses.lyapunov.within_run import block_growth, within_run_errors
 from dynlab.analyses.lyapunov.summaries import (
     count_positive_exponents,
     count_zero_exponents,

@@ -15,6 +15,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, PyTree
 
 from dynlab.analyses.lyapunov.core import Method, StepFn, _run, lyapunov_core, num_steps
+from dynlab.analyses.lyapunov.within_run import block_growth, within_run_errors
 from dynlab.errors import ConfigError
 
 
@@ -60,21 +61,6 @@ def auto_condition_bound(x64: bool) -> float:
     calibrated. In practice the statistical rule ([`AUTO_SE_FRACTION`][]) binds first in float32;
     in float64 the cap binds when the run is long and the spread large."""
     return unit_roundoff(x64) ** (-2.0 / 3.0)
-
-
-def block_growth(running: ArrayLike, times: ArrayLike) -> np.ndarray:
-    r"""The log growth of every QR block, $g_{i,b} = \ln R'_{ii}$ of block $b$, from `running`.
-
-    `running[..., b, i]` is $\frac{1}{t_b}\sum_{b' \le b} g_{i,b'}$ with $t_b$ = `times[b]` steps, so
-    $g_{i,b} = t_b\, r_{b,i} - t_{b-1}\, r_{b-1,i}$ (float64; float32 `running` leaves a rounding
-    of about $\epsilon\, |\lambda| t_b$ in each). Divided by the block length this is the *local*
-    exponent of the block, whose time average is the exponent. Returns `[..., n_qr, k]`.
-    """
-    r = np.asarray(running, np.float64)
-    t = np.asarray(times, np.float64)
-    total = r * t[:, None]
-    with np.errstate(invalid="ignore"):  # inf - inf in a diverged run is NaN, as it should be
-        return np.diff(total, axis=-2, prepend=np.zeros_like(total[..., :1, :]))
 
 
 def blocking_error_bound(growth: ArrayLike, reortho_every: int, x64: bool) -> float:
@@ -152,7 +138,6 @@ def _auto_interval(
     Returns `(m, info)`, `info` with `predicted` ($E_m$), `tolerance` ($\tau$), `se` ($\min_i
     \mathrm{SE}_i$ or NaN) and `renormalise`.
     """
-    from dynlab.analyses.lyapunov.replicates import within_run_errors  # replicates imports this module
 
     if isinstance(burn_in, bool) or not isinstance(burn_in, (int, np.integer)) or burn_in < AUTO_MIN_BURN_IN:
         raise ConfigError(

@@ -22,11 +22,13 @@ from jaxtyping import Array, ArrayLike, Float, PyTree
 from dynlab.analyses.lyapunov.core import (
     LyapunovResult, Method, StepFn, _qr_times, _run, _state_dim, lyapunov_core, num_steps,
 )
-from dynlab.analyses.lyapunov.reortho import _reortho_attrs, _resolve_reortho, block_growth, blocking_error_bound
+from dynlab.analyses.lyapunov.reortho import _reortho_attrs, _resolve_reortho, blocking_error_bound
+from dynlab.analyses.lyapunov.within_run import block_growth
 from dynlab.analyses.lyapunov.spectrum import _EXPONENT_ATTRS, _RUNNING_ATTRS, _attrs, _exponent_coords
 from dynlab.analyses.lyapunov.summaries import _derived_quantities
 from dynlab.errors import ConfigError
-from dynlab.statistics import BATCH_FACTOR, batch_means, integrated_autocorrelation_time, t_interval
+from dynlab.analyses.lyapunov.within_run import within_run_errors
+from dynlab.statistics import t_interval
 
 
 @eqx.filter_jit
@@ -166,43 +168,6 @@ def _replicates_core(
 
     per_realisation = q0 is not None and q0.ndim == 3
     return jax.vmap(one_realisation, in_axes=(0, 0, 0, 0 if per_realisation else None))(h0s, inputs, keys, q0)
-
-
-def within_run_errors(running: ArrayLike, times: ArrayLike, valid: ArrayLike | None = None) -> tuple[np.ndarray, int]:
-    r"""Batch-means standard error of each run's exponents, from its local exponents.
-
-    The local exponent of QR block $b$ is $g_{i,b}/m$ ([`block_growth`][]); the exponent is
-    their time average over the equal-length blocks (the shorter last block is left out here).
-    Their standard error is [`dynlab.statistics.batch_means`][] over consecutive blocks, the
-    batch length $\lceil 10\,\hat\tau_{\rm int}\rceil$ blocks from the largest integrated
-    autocorrelation time over the `valid` runs and exponents (at most a tenth of the run).
-    `running` is `[..., n_qr, k]`; returns `(se [..., k], batch length in blocks)`. Runs that are
-    not `valid` (diverged) or whose local exponents are not finite get NaN; fewer than 2 full
-    blocks give NaN everywhere and a batch length of 0.
-
-    The error is conservative (too large) where the local exponents are anti-correlated in time:
-    for a pair of nearly equal exponents whose frame rotates in their plane (a complex pair of a
-    fixed point's Jacobian, or the logistic map's tent-map conjugacy), the time average telescopes
-    and its error falls like $1/T$, not $1/\sqrt T$, which batch means cannot see. Measured on a
-    trained ARU under the adding task: for such pairs the realisations agreed about 5 times better
-    than this error says; the interval over realisations is the one to read.
-    """
-    times = np.asarray(times)
-    m = int(times[0])
-    n_full = int(np.sum(np.diff(np.concatenate([[0], times])) == m))
-    local = block_growth(running, times)[..., :n_full, :] / m  # [..., n_full, k]
-    shape = local.shape[:-2] + local.shape[-1:]
-    valid = np.ones(local.shape[:-2], bool) if valid is None else np.asarray(valid, bool)
-    series_ok = valid[..., None] & np.all(np.isfinite(local), axis=-2)
-    if n_full < 2 or not series_ok.any():
-        return np.full(shape, np.nan), 0
-    series = np.swapaxes(np.where(series_ok[..., None, :], local, 0.0), -1, -2)  # [..., k, n_full]
-    tau = float(np.max(integrated_autocorrelation_time(series[series_ok])))
-    block = int(max(1, min(np.ceil(BATCH_FACTOR * tau), n_full // 10)))
-    if n_full // block < 2:
-        block = max(1, n_full // 2)
-    result = batch_means(series, block=block)
-    return np.where(series_ok, result.se, np.nan), block
 
 
 def lyapunov_replicates(

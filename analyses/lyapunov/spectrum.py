@@ -13,7 +13,8 @@ from jaxtyping import Array, ArrayLike, Float, PyTree
 from dynlab.analyses.lyapunov.core import (
     Method, StepFn, _qr_times, _resolve_method, _run, _state_dim, lyapunov_core, num_steps,
 )
-from dynlab.analyses.lyapunov.reortho import _reortho_attrs, _resolve_reortho, block_growth, blocking_error_bound
+from dynlab.analyses.lyapunov.reortho import _reortho_attrs, _resolve_reortho, blocking_error_bound
+from dynlab.analyses.lyapunov.within_run import block_growth
 from dynlab.provenance import stamp_attrs
 
 
