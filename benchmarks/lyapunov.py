@@ -169,6 +169,7 @@ import numpy as np  # noqa: E402
 from jax.tree_util import Partial  # noqa: E402
 
 from dynlab.analyses.lyapunov import lyapunov_core, lyapunov_spectrum, within_run_errors  # noqa: E402
+from dynlab.analyses.lyapunov.core import _compensated_cumsum  # noqa: E402
 
 try:  # bench-only (the `bench` extra), never a dependency of dynlab itself
     import lyapax  # noqa: E402
@@ -599,24 +600,10 @@ def report_system(system: MapSystem, rows: list[Row]) -> dict[str, float]:
     return out
 
 
-def _kahan_cumsum(x):
-    """Compensated running sum over axis 0, as dynlab's core accumulates the block growths (timed here)."""
-
-    def add(carry, xi):
-        total, comp = carry
-        y = xi - comp
-        new = total + y
-        comp = jnp.where(jnp.isfinite(new), (new - total) - y, 0)
-        return (new, comp), new
-
-    zeros = jnp.zeros(x.shape[1:], x.dtype)
-    return jax.lax.scan(add, (zeros, zeros), x)[1]
-
-
 def where_the_time_goes_per_step(system: MapSystem, dtype: str, repeats: int) -> None:
     """The parts of one step of `system`, each timed alone inside a jit-compiled scan (medians): the tangent push
-    (both libraries), dynlab's column renormalisation inside a block (m > 1), the QR, dynlab's sign flip to a
-    positive diagonal, and the per-QR running sum (dynlab: compensated, a sequential scan; lyapax: jnp.cumsum).
+    (both libraries), dynlab's column renormalisation inside a block (m > 1), the QR, the sign flip to a positive
+    diagonal that dynlab's core used to make (timed for the record), and the per-QR running sum (dynlab: compensated, a sequential scan; lyapax: jnp.cumsum).
     From them, the per-step cost of each library at an interval m, and the interval 3x lyapax's default needs."""
     n = system.n
     length = 64 if n > 16 else 2048
@@ -653,7 +640,7 @@ def where_the_time_goes_per_step(system: MapSystem, dtype: str, repeats: int) ->
 
         runs = {name: scanned(body) for name, body in
                 (("push", push), ("renorm", renormalised), ("qr", qr_plain), ("flip", qr_flip))}
-        runs["kahan"] = jax.jit(_kahan_cumsum)
+        runs["kahan"] = jax.jit(_compensated_cumsum)  # the core's own running sum
         runs["cumsum"] = jax.jit(lambda x: jnp.cumsum(x, axis=0))
         fns = {name: (lambda run=run, name=name: run(g if name in ("kahan", "cumsum") else (h0, z0)))
                for name, run in runs.items()}
