@@ -90,6 +90,15 @@ block (0.044 ms) and the sign flip that made R's diagonal positive (0.019 ms); o
    by both the tolerance and the condition cap. The pilot is not reused as the burn-in (it runs
    on one realisation of the ensemble and replicate functions, whose other runs need their own
    burn-in).
+   Why 3x is out of reach for `auto` on this run (arithmetic from the per-step times below: push
+   0.32 ms, QR 1.9 ms, lyapax's default 2.22 ms/step). Even with no pilot at all, an interval m
+   gives at most 2.22 / (0.32 + 1.9/m): 2.8x at m = 4, 3.2x at m = 5, 3.5x at m = 6; so 3x needs
+   m >= 5 *and* a pilot costing almost nothing. Any pilot that measures the per-step spread with a
+   QR every step over the 120-step burn-in costs 0.27 s of lyapax's 1.6 s, which caps the
+   speed-up at 1.6 / (0.27 + 600 x 0.70 ms) = 2.3x at m = 5 and 2.5x at m = 6, even if the
+   pilot were reused as the burn-in and its bound were exact. Measured blocking errors (m = 5:
+   6.4e-5 SE, m = 6: 0.015 SE) show m = 5 would be safe; only a hand-picked m >= 5 without a pilot
+   reaches 3x here. Not met; see issue 22's note.
 3. float32 does not help the full spectrum of this RNN at m > 1 (blocking error 19-60 SE at
    m = 4-6). Only a QR as fast as the push (a blocked Householder QR in XLA ops at matmul speed)
    would give a large speed-up with a QR every step; it is not attempted (see the NumPy section).

@@ -194,7 +194,7 @@ def t_interval(values, *, population: str, level: float = 0.95, axis: int = 0,
         if se_floor is not None:
             sem = np.fmax(sem, np.asarray(se_floor, float))
         half = np.where(n >= 2, scipy.stats.t.ppf((1 + level) / 2, np.maximum(n - 1, 1)) * sem, np.nan)
-    method = "Student t, ddof=1" + ("" if se_floor is None else ", SE at least the within-run SE")
+    method = "Student t, ddof=1" + ("" if se_floor is None else ", SE at least the within-run and rounding error")
     return Interval(mean, mean - half, mean + half, level, f"{n_asked} {population}", method, n_asked)
 
 

@@ -38,13 +38,14 @@ TOY: dict[str, list[str]] = {
                        "params.burn_in=10", "params.k=3", "params.ics=2"],
     "cross-pc-alignment": ["params.units=[\"aru\",\"elm-net\"]", "params.widths=[8]", "params.lengths=[4]", "params.seeds=[0]",
                            "params.reference_widths=[]", "params.steps=2", "params.inference_steps=30"],
-    "cross-trw": ["params.steps=3", "params.seeds=[0]", "params.n_shuffle=4"],
+    "cross-trw": ["params.steps=3", "params.seeds=[0]", "params.n_shuffle=4",
+                  'params.networks={aru={unit="aru",hidden=8,n_g=2,layers=2,lr=3e-3},sith-rnn={unit="sith-rnn",lr=1e-2}}'],
     "elm-budget": ["params.budgets=[2000]", "params.d_ms=[2,3,5,10]", "params.seeds=[0]", "params.steps=3"],
-    "elm-shd-adding": ["params.seeds=[0]", "params.steps=3"],
+    "elm-shd-adding": ["params.seeds=[0]", "params.steps=3", "params.eval_size=32", "params.batch_size=8"],
     "pc-time-law": ["params.widths=[8]", "params.lengths=[2,4]", "params.seeds=[0]", "params.steps=2"],
     "pc-width-depth": ["params.widths=[4,8]", "params.depths=[2,4]", "params.sp_widths=[8]",
                        "params.mlp_widths=[8]", "params.mlp_depths=[4]", "params.seeds=1", "params.steps=3"],
-    "sith-trw": ["params.networks=[\"rnn-generic\",\"sith-rnn\",\"sithcon\"]", "params.seeds=[0]", "params.steps=3", "params.generic_steps=3", "params.sith_rnn_steps=3",
+    "sith-trw": ["params.networks=[\"sith-rnn\",\"sithcon\"]", "params.seeds=[0]", "params.steps=3", "params.generic_steps=3", "params.sith_rnn_steps=3",
                  "params.quick=true"],
 }
 

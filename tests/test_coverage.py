@@ -237,4 +237,4 @@ def test_identical_realisations_keep_the_within_run_error():
     half = (ds.ci_high - ds.ci_low).values / 2
     t = scipy.stats.t.ppf(0.975, 4)
     np.testing.assert_allclose(half, t * ds.within_run_se_of_mean.values, rtol=1e-12)
-    assert np.all(half > 0) and "within-run SE" in ds.attrs["ci_method"]
+    assert np.all(half > 0) and "within-run and rounding error" in ds.attrs["ci_method"]

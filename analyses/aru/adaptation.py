@@ -156,11 +156,11 @@ def adaptation_analysis(
     result = lambda1_runs(cell, stacked["sets_n"].reshape(R * D * K, H), stacked["sets_s"].reshape(R * D * K, H),
                           xi_map, np.repeat(stacked["h0s"].reshape(R * D, ics, H), K, axis=0), steps=steps,
                           burn_in=burn_in, seed=seed, x64=x64, realisation=np.repeat(np.arange(R), D * K))
-    lam, diverged, escape = (np.moveaxis(a.reshape(R, D, K, ics), 0, 2) for a in result)  # [D, K, R, I]
+    runs = result.reshape(R, D, K, ics).moveaxis(0, 2)  # [D, K, R, I]
     population = "independent input streams" if task is not None else "realisations (zero input: initial states, frames)"
 
     def vars_(name, sel, dims, long_name):
-        return lambda_vars(name, (lam[sel], diverged[sel], escape[sel]), dims, confidence, long_name, population)
+        return lambda_vars(name, runs.take(sel), dims, confidence, long_name, population)
 
     time = np.arange(T) - onset
     trace = {"units": "1"}
@@ -191,4 +191,4 @@ def adaptation_analysis(
     return stamp(ds, analysis="adaptation", seed=seed, config=dict(onset=onset, duration=duration, window=window,
         realisations=R, ics=ics, steps=steps, burn_in=burn_in, drive_in_map=drive_in_map, confidence=confidence,
         x64=x64, inputs="zero input" if task is None else f"task {type(task).__name__}", hidden=H,
-        ci_population=f"{R} {population}", ci_level=confidence, ci_method="Student t, ddof=1"))
+        ci_population=f"{R} {population}", ci_level=confidence, ci_method=ds.lambda1_adapted_ci_low.attrs["ci_method"]))

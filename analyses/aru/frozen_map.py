@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import warnings
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -24,6 +25,7 @@ import numpy as np
 from jaxtyping import Array
 
 from dynlab.analyses.lyapunov.core import lyapunov_core
+from dynlab.analyses.lyapunov.within_run import rounding_se, se_of_realisation_mean, within_run_errors
 from dynlab.config import number_list
 from dynlab.errors import ConfigError, require_positive
 from dynlab.statistics import t_interval
@@ -133,14 +135,15 @@ def frozen_lambda1(
     drive) and ``h0s`` ``[P, I, N]``. One vmap of :func:`dynlab.analyses.lyapunov.lyapunov_core`
     ($k = 1$, ``steps`` steps of which ``burn_in`` are not accumulated, the initial frame drawn from
     ``key``: one key for all rows, or ``[P]`` keys, one per row) over $P \times I$ runs. Returns
-    ``(lambda1 [P, I], diverged [P, I])``.
+    ``(lambda1 [P, I], running [P, I, steps - burn_in], diverged [P, I])``, ``running`` the running
+    estimate after each accumulated step (for :func:`~dynlab.analyses.lyapunov.within_run_errors`).
     """
 
     def one(n_p, s_p, xi_p, h0s_p, key_p):
         step = fmap.with_params(n_p, s_p)
         inputs = jnp.full((steps,), xi_p)
         result = jax.vmap(lambda h0: lyapunov_core(step, h0, inputs, 1, burn_in=burn_in, key=key_p))(h0s_p)
-        return result.exponents[:, 0], result.diverged
+        return result.exponents[:, 0], result.running[..., 0], result.diverged
 
     return jax.vmap(one, in_axes=(0, 0, 0, 0, 0 if key.ndim else None))(n, s, xi, h0s, key)
 
@@ -182,9 +185,33 @@ def escape_rate(log_norms: np.ndarray) -> np.ndarray:
         return np.where(last >= 3, (take(last) - take(mid)) / (last - mid), np.nan)
 
 
-def lambda1_runs(cell, n, s, xi, h0s, *, steps, burn_in, seed, x64, realisation=None):
-    """:func:`frozen_lambda1` in the chosen precision, numpy out: ``(lambda1, diverged, escape)`` with
-    lambda1 NaN for diverged runs and, for those only, their :func:`escape_rate` (float64).
+class Lambda1Runs(NamedTuple):
+    """What :func:`lambda1_runs` returns, every field ``[..., I]`` (rows, initial conditions)."""
+
+    lambda1: np.ndarray
+    """lambda_1 of each run, NaN where it diverged."""
+    diverged: np.ndarray
+    escape: np.ndarray
+    """:func:`escape_rate` of diverged runs, NaN elsewhere."""
+    se: np.ndarray
+    """each run's batch-means standard error (:func:`~dynlab.analyses.lyapunov.within_run_errors`)."""
+    x64: bool
+
+    def take(self, index) -> Lambda1Runs:
+        """The runs at ``index`` of every field."""
+        return Lambda1Runs(*(a[index] for a in self[:4]), self.x64)
+
+    def reshape(self, *shape) -> Lambda1Runs:
+        return Lambda1Runs(*(a.reshape(*shape) for a in self[:4]), self.x64)
+
+    def moveaxis(self, source, destination) -> Lambda1Runs:
+        return Lambda1Runs(*(np.moveaxis(a, source, destination) for a in self[:4]), self.x64)
+
+
+def lambda1_runs(cell, n, s, xi, h0s, *, steps, burn_in, seed, x64, realisation=None) -> Lambda1Runs:
+    """:func:`frozen_lambda1` in the chosen precision, numpy out (a :class:`Lambda1Runs`): lambda1 NaN
+    for diverged runs and, for those only, their :func:`escape_rate` (float64); each run's
+    within-run standard error from its local exponents.
 
     ``realisation`` (``[P]`` ints): row ``p``'s initial frame is drawn from
     ``fold_in(fold_in(key(seed), 1), realisation[p])``, so independent realisations have independent
@@ -194,10 +221,11 @@ def lambda1_runs(cell, n, s, xi, h0s, *, steps, burn_in, seed, x64, realisation=
         frame_key = jax.vmap(lambda r: jax.random.fold_in(frame_key, r))(jnp.asarray(realisation))
     with numerics(x64) as dtype:
         fmap = cast_floats(GammaMap(frozen_gamma_cell(cell)), dtype)
-        lam, diverged = frozen_lambda1(
+        lam, running, diverged = frozen_lambda1(
             fmap, *(jnp.asarray(a, dtype) for a in (n, s, xi, h0s)), steps=steps, burn_in=burn_in, key=frame_key,
         )
         lam, diverged = np.asarray(lam, float), np.asarray(diverged, bool)
+        se, _ = within_run_errors(np.asarray(running)[..., None], np.arange(1, steps - burn_in + 1), ~diverged)
     escape = np.full(lam.shape, np.nan)
     rows = np.flatnonzero(diverged.any(-1))
     if rows.size:
@@ -208,24 +236,31 @@ def lambda1_runs(cell, n, s, xi, h0s, *, steps, burn_in, seed, x64, realisation=
             fmap = cast_floats(GammaMap(frozen_gamma_cell(cell)), dtype)
             logs = _log_norms(fmap, *(jnp.asarray(np.asarray(a)[rows], dtype) for a in (n, s, xi, h0s)), steps=steps)
         escape[rows] = np.where(diverged[rows], escape_rate(np.asarray(logs)), np.nan)
-    return np.where(diverged, np.nan, lam), diverged, escape
+    return Lambda1Runs(np.where(diverged, np.nan, lam), diverged, escape, se[..., 0], x64)
 
 
-def lambda_vars(name: str, result: tuple, dims: tuple[str, ...], confidence: float, long_name: str,
+def lambda_vars(name: str, result: Lambda1Runs, dims: tuple[str, ...], confidence: float, long_name: str,
                  population: str) -> dict:
-    """From ``(lambda1, diverged, escape)`` over ``dims + ("realisation", "ic")``: ``name``, ``<name>_diverged``,
-    ``<name>_escape``; over ``dims`` the ``_mean`` and its Student-t interval ``_ci_low``, ``_ci_high``
-    over the realisations (each realisation's mean over its finite runs; attrs name the population and
-    level), ``<name>_ic_sd`` (the sd over initial conditions within a realisation, averaged over
-    realisations: multistability, not an error bar) and ``<name>_escape_mean``."""
-    lam, diverged, escape = result
+    """From the runs over ``dims + ("realisation", "ic")``: ``name``, ``<name>_diverged``,
+    ``<name>_escape``, ``<name>_within_run_se``; over ``dims`` the ``_mean`` and its Student-t interval
+    ``_ci_low``, ``_ci_high`` over the realisations (each realisation's mean over its finite runs; attrs
+    name the population and level; the standard error never below the time-averaging error of the mean,
+    :func:`~dynlab.analyses.lyapunov.se_of_realisation_mean`, nor the rounding floor
+    :func:`~dynlab.analyses.lyapunov.rounding_se`, as in
+    :func:`~dynlab.analyses.lyapunov.lyapunov_replicates`), ``<name>_ic_sd`` (the sd over initial
+    conditions within a realisation, averaged over realisations: multistability, not an error bar)
+    and ``<name>_escape_mean``."""
+    lam, diverged, escape = result.lambda1, result.diverged, result.escape
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices (every run escaped) give NaN
         per_realisation = np.nanmean(lam, axis=-1)
         ic_sd = np.nanmean(np.nanstd(lam, axis=-1, ddof=1), axis=-1) if lam.shape[-1] > 1 else \
             np.full(lam.shape[:-2], np.nan)
         escape_mean = np.nanmean(escape, axis=(-2, -1))
-    ci = t_interval(per_realisation, population=population, level=confidence, axis=-1)
+        se = np.moveaxis(result.se, (-2, -1), (0, 1))  # [R, I, *dims]
+        se_of_mean = se_of_realisation_mean(se.reshape(*se.shape[:2], -1)).reshape(lam.shape[:-2])
+        floor = np.fmax(se_of_mean, rounding_se(np.nanmean(per_realisation, axis=-1), result.x64))
+    ci = t_interval(per_realisation, population=population, level=confidence, axis=-1, se_floor=floor)
     attrs = {"units": "per step", "long_name": long_name}
     ci_attrs = {**attrs, **ci.attrs()}
     run_dims = (*dims, "realisation", "ic")
@@ -236,6 +271,8 @@ def lambda_vars(name: str, result: tuple, dims: tuple[str, ...], confidence: flo
         f"{name}_ci_high": (dims, ci.high, {**ci_attrs, "long_name": f"{long_name}: upper bound, {ci.label}"}),
         f"{name}_ic_sd": (dims, ic_sd, {**attrs, "long_name": f"{long_name}: sd over initial conditions within a "
                                                               "realisation (multistability, not an error bar)"}),
+        f"{name}_within_run_se": (run_dims, result.se, {**attrs, "long_name": f"{long_name}: batch-means standard "
+                                                                           "error of each run"}),
         f"{name}_diverged": (run_dims, diverged, {"long_name": f"{long_name}: state escaped to infinity"}),
         f"{name}_escape": (run_dims, escape, {**attrs, "long_name": f"{long_name}: escape rate of diverged runs"}),
         f"{name}_escape_mean": (dims, escape_mean, {**attrs, "long_name": f"{long_name}: mean escape rate"}),

@@ -99,7 +99,7 @@ def lyapunov_grid_analysis(
         cell, rows(nn), rows(ss), np.full(R * G, drive), np.repeat(h0, G, axis=0), steps=steps, burn_in=burn_in,
         seed=seed, x64=x64, realisation=np.repeat(np.arange(R), G),
     )
-    shaped = tuple(np.moveaxis(a.reshape(R, n_grid.size, s_grid.size, ics), 0, 2) for a in result)
+    shaped = result.reshape(R, n_grid.size, s_grid.size, ics).moveaxis(0, 2)
     ds = xr.Dataset(
         lambda_vars("lambda1", shaped, ("n", "s"), confidence, "largest Lyapunov exponent",
                      "independent runs (initial states and frames)"),
@@ -110,4 +110,4 @@ def lyapunov_grid_analysis(
     return stamp(ds, analysis="lyapunov-grid", seed=seed, config=dict(realisations=R, ics=ics, steps=steps,
         burn_in=burn_in, h_range=h_range, drive=drive, confidence=confidence, x64=x64, hidden=H,
         ci_population=f"{R} independent runs (initial states and frames)", ci_level=confidence,
-        ci_method="Student t, ddof=1"))
+        ci_method=ds.lambda1_ci_low.attrs["ci_method"]))

@@ -56,7 +56,7 @@ from dynlab.analyses.lyapunov.reortho import (
 )
 from dynlab.analyses.lyapunov.spectrum import lyapunov_spectrum
 from dynlab.analyses.lyapunov.replicates import lyapunov_ensemble, lyapunov_replicates
-from dynlab.analyses.lyapunov.within_run import block_growth, within_run_errors
+from dynlab.analyses.lyapunov.within_run import block_growth, rounding_se, se_of_realisation_mean, within_run_errors
 from dynlab.analyses.lyapunov.summaries import (
     count_positive_exponents,
     count_zero_exponents,
@@ -90,6 +90,8 @@ __all__ = [
     "lyapunov_spectrum",
     "num_steps",
     "plot_lyapunov",
+    "rounding_se",
+    "se_of_realisation_mean",
     "sum_positive_exponents",
     "unit_roundoff",
     "within_run_errors",

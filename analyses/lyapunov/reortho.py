@@ -15,7 +15,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, PyTree
 
 from dynlab.analyses.lyapunov.core import Method, StepFn, _run, lyapunov_core, num_steps
-from dynlab.analyses.lyapunov.within_run import block_growth, within_run_errors
+from dynlab.analyses.lyapunov.within_run import block_growth, unit_roundoff, within_run_errors
 from dynlab.errors import ConfigError
 
 
@@ -44,11 +44,6 @@ r"""`"auto"` drops the per-step column renormalisation inside a block when $m \m
 (the largest per-step log growth of any exponent in the pilot, times the interval) is at most this
 fraction of $|\ln(\text{smallest normal float})|$ (87.3 in float32, 708.4 in float64): a margin of
 4x for growths larger than the pilot saw."""
-
-
-def unit_roundoff(x64: bool) -> float:
-    r"""$\epsilon$: $2^{-53}$ in float64, $2^{-24}$ in float32."""
-    return 2.0**-53 if x64 else 2.0**-24
 
 
 def auto_condition_bound(x64: bool) -> float:

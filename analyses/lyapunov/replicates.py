@@ -23,11 +23,10 @@ from dynlab.analyses.lyapunov.core import (
     LyapunovResult, Method, StepFn, _qr_times, _run, _state_dim, lyapunov_core, num_steps,
 )
 from dynlab.analyses.lyapunov.reortho import _reortho_attrs, _resolve_reortho, blocking_error_bound
-from dynlab.analyses.lyapunov.within_run import block_growth
+from dynlab.analyses.lyapunov.within_run import block_growth, rounding_se, se_of_realisation_mean, within_run_errors
 from dynlab.analyses.lyapunov.spectrum import _EXPONENT_ATTRS, _RUNNING_ATTRS, _attrs, _exponent_coords
 from dynlab.analyses.lyapunov.summaries import _derived_quantities
 from dynlab.errors import ConfigError
-from dynlab.analyses.lyapunov.within_run import within_run_errors
 from dynlab.statistics import t_interval
 
 
@@ -209,7 +208,8 @@ def lyapunov_replicates(
       its Student-t interval ([`dynlab.statistics.t_interval`][], $n - 1$ degrees of freedom) —
       the uncertainty of the exponent of the process —, its standard error never below
       `within_run_se_of_mean` (`se_floor`: the realisations' spread contains the time-averaging
-      error, so a smaller sample spread is chance, frequent with 5 realisations); attrs
+      error, so a smaller sample spread is chance, frequent with 5 realisations) nor below the
+      rounding floor [`rounding_se`][] (runs that settle on one fixed point agree to the bit); attrs
       `ci_level`, `ci_population`, `ci_method`, `ci_n` say so. Fewer than 2 realisations is a
       ConfigError;
     - `within_run_se` (`realisation`, `ic`, `exponent`): each run's batch-means standard error
@@ -279,12 +279,9 @@ def lyapunov_replicates(
         per_real = np.nanmean(exponents, axis=1)  # [R, k]
         ic_sd = np.nanstd(exponents, axis=1, ddof=1) if n_ic > 1 else np.full((n_real, k), np.nan)
         se, batch = within_run_errors(result.running, times, ~diverged)
-        se_real = np.nanmean(se, axis=1)
-        used = np.isfinite(se_real).all(axis=-1)
-        se_of_mean = np.sqrt(np.sum(se_real[used] ** 2, axis=0)) / max(int(used.sum()), 1)
-        if not used.any():
-            se_of_mean = np.full(k, np.nan)
-        ci = t_interval(per_real, population=population, level=confidence, se_floor=se_of_mean)
+        se_of_mean = se_of_realisation_mean(se)
+        floor = np.fmax(se_of_mean, rounding_se(np.nanmean(per_real, axis=0), x64))
+        ci = t_interval(per_real, population=population, level=confidence, se_floor=floor)
         ic_sd_mean = np.nanmean(ic_sd, axis=0)
     ci_attrs = ci.attrs()
     interval = f"{ci.label}"
