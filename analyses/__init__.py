@@ -1,16 +1,16 @@
 """Analyses (installed as ``dynlab.analyses``), each returning a labelled ``xr.Dataset``.
 
 A concept that has a numerical core, model glue and a figure is one package:
-:mod:`~dynlab.analyses.lyapunov` (the QR engine on any map, ensembles and replicates, summaries;
-the registered ``lyapunov`` analysis of a model and its figure) and :mod:`~dynlab.analyses.spectra`
+[`lyapunov`][dynlab.analyses.lyapunov] (the QR engine on any map, ensembles and replicates, summaries;
+the registered ``lyapunov`` analysis of a model and its figure) and [`spectra`][dynlab.analyses.spectra]
 (weight and Jacobian eigenvalues, covariance spectra and their power-law fits; the ``spectra``
-analysis and its figure), both on the state maps of :mod:`~dynlab.analyses.state_map` (and, in
-the rules layer, :mod:`~dynlab.rules.pc_closed_form`). :mod:`~dynlab.analyses.aru` holds the ARU
+analysis and its figure), both on the state maps of [`state_map`][dynlab.analyses.state_map] (and, in
+the rules layer, [`pc_closed_form`][dynlab.rules.pc_closed_form]). [`aru`][dynlab.analyses.aru] holds the ARU
 paper's analyses of frozen gamma networks and controllers, one module per analysis with its
 figure. A single-file analysis keeps its figure in its module (``activity``, ``perturb``,
 ``fractional-order``, ``gain-scaling``) or, for a module whose datasets have several figures, in
-``<module>_figures.py`` beside it (:mod:`~dynlab.analyses.trw` with ``trw_figures``,
-:mod:`~dynlab.analyses.elm_scaling` with ``elm_scaling_figures``, :mod:`~dynlab.analyses.pc_bp`
+``<module>_figures.py`` beside it ([`trw`][dynlab.analyses.trw] with ``trw_figures``,
+[`elm_scaling`][dynlab.analyses.elm_scaling] with ``elm_scaling_figures``, [`pc_bp`][dynlab.analyses.pc_bp]
 with ``pc_bp_figures``).
 """
 

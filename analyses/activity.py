@@ -202,11 +202,11 @@ def activity_statistics(
 
 
 def check_activity(model, *, component: str, steps: int, burn_in: int, **_) -> None:
-    """The options of :func:`activity_analysis` that ``model`` can take (``component`` is one of its states).
+    """The options of [`activity_analysis`][] that ``model`` can take (``component`` is one of its states).
 
     Enforces, in one place: activity's options are valid for the model. Called by the analysis
     itself and, as ``activity_analysis.check``, by scenario validation for every cell's model
-    before any cell runs (:func:`dynlab.scenarios.spec.check_cells`; the model may be abstract).
+    before any cell runs ([`dynlab.scenarios.spec.check_cells`][]; the model may be abstract).
     """
     from dynlab.analyses.state_map import state_map
 
@@ -220,7 +220,7 @@ def check_activity(model, *, component: str, steps: int, burn_in: int, **_) -> N
 
 def plot_activity(ds: xr.Dataset):
     """Fraction active over time, ISI distribution, pairwise correlations
-    (:func:`dynlab.analyses.activity.activity_statistics`)."""
+    ([`dynlab.analyses.activity.activity_statistics`][])."""
     fig, (ax_f, ax_i, ax_c) = plt.subplots(1, 3, figsize=(13, 3.8))
     ax_f.plot(ds.time, ds.fraction_active, lw=0.8)
     ax_f.set(xlabel="step", ylabel="fraction active", ylim=(0, 1),
@@ -267,7 +267,7 @@ def activity_analysis(
     r"""[`activity_statistics`][] of one state component of a model along a trajectory.
 
     The model's full state map runs for `burn_in + steps` steps under the protocol of
-    :func:`dynlab.analyses.lyapunov.lyapunov_analysis` (autonomous, constant `drive`, or
+    [`dynlab.analyses.lyapunov.lyapunov_analysis`][] (autonomous, constant `drive`, or
     `task` inputs, seeded by `seed`); the last `steps` values of the state component labelled
     `component` (e.g. `"layer0.h"`: layer 0's activity, which for the ELM network is its
     neurons' outputs $a_t$) are analysed. The other options are

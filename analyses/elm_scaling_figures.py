@@ -1,4 +1,4 @@
-"""Figures of the ELM scaling-law analyses of :mod:`dynlab.analyses.elm_scaling` (matplotlib, Agg backend):
+"""Figures of the ELM scaling-law analyses of [`dynlab.analyses.elm_scaling`][] (matplotlib, Agg backend):
 the joint $I_{\rm rep}$ fit (``elm-budget`` scenario) and the $I_{\rm rep}$ curves."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import xarray as xr  # noqa: E402
 
 def i_rep_fit(fit: xr.Dataset):
     """Loss vs k_e per group (mean ± sd over repeated points) with the fitted I_rep curves and theory optima
-    (stars); measured vs fitted loss. ``fit`` is :func:`dynlab.analyses.elm_scaling.fit_i_rep`'s dataset."""
+    (stars); measured vs fitted loss. ``fit`` is [`dynlab.analyses.elm_scaling.fit_i_rep`][]'s dataset."""
     fig, (ax, ax_r) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [1.6, 1]})
     for g, name in enumerate(fit.group.values):
         points = fit.where(fit.point_group == name, drop=True)
@@ -42,7 +42,7 @@ def i_rep_fit(fit: xr.Dataset):
 
 def i_rep_curves(ds: xr.Dataset):
     """-I_rep vs k_e for each budget, optima starred, floor crossover and alpha-crossing marked
-    (:func:`dynlab.analyses.elm_scaling.i_rep_curves`)."""
+    ([`dynlab.analyses.elm_scaling.i_rep_curves`][])."""
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     for b, budget in enumerate(ds.budget.values):
         line, = ax.plot(ds.k_e, -ds.i_rep.isel(budget=b), lw=1.2, label=f"P = {budget:.3g}")

@@ -45,7 +45,7 @@ Three choices the paper leaves open (each a parameter, defaults measured on clos
   (tildes: mean removed), i.e. one minus the squared correlation of the two signals. ``gain=False``
   gives the plain $\lVert D^{-\alpha}\tilde r - \tilde s\rVert^2 / \lVert\tilde s\rVert^2$.
 
-The registered analysis ``fractional-order`` (:func:`fractional_order_analysis`) applies the fit to
+The registered analysis ``fractional-order`` ([`fractional_order_analysis`][]) applies the fit to
 every neuron of a model driven by a step (Fig. 4b-d).
 """
 
@@ -260,7 +260,7 @@ def fractional_order_analysis(
     its activity $h_i$ between the two runs (what the drive caused; on zero input this is the
     activity minus its resting value); the mean response is the mean over neurons. Each is
     fitted against the step $s_t = \xi\,[\text{onset} \le t < \text{onset} + \text{duration}]$ by
-    :func:`fit_fractional_order` (``alphas``, ``extension``, ``gain``). ``isolated=True`` keeps only
+    [`fit_fractional_order`][] (``alphas``, ``extension``, ``gain``). ``isolated=True`` keeps only
     the diagonal of every recurrent matrix (the "isolated" ARUs of Fig. 4c).
 
     **Returns** (dims ``drive``, ``neuron``, ``time``, ``alpha``): ``alpha_hat``, ``error_min``

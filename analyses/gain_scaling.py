@@ -178,7 +178,7 @@ def gain_scaling_analysis(
     $n_\infty, s_\infty$ are the means over the last ``window`` high-noise steps, per neuron and noise
     seed; ``n_inf_mean``/``s_inf_mean`` average them over neurons and seeds (the paper averages over
     3 trained networks: sweep ``seed`` of the model for that), and are fitted by
-    :func:`power_law_fit` and :func:`exponential_fit` (``power_*``, ``exp_*`` variables).
+    [`power_law_fit`][] and [`exponential_fit`][] (``power_*``, ``exp_*`` variables).
 
     **Uncertainty.** ``<prefix>_<p>_se`` is curve_fit's asymptotic standard error (1 sd): it comes
     from the misfit of the curve to the ``stds`` points and assumes the model exact, so it is

@@ -12,32 +12,32 @@ $$ \cos_t = \frac{\langle g^{PC}_t, g^{BP}_t \rangle}{\|g^{PC}_t\|\,\|g^{BP}_t\|
 over the flattened vector of all parameters (0 when $\|g^{PC}\|\|g^{BP}\| < 10^{-10}$, as in
 the public code). Also recorded per step: both losses, the PC energy, $s(\theta)-1$ and
 $\mathcal L/\mathcal F^*$ (linear networks; $s$ as the mean eigenvalue of $S$ and as its largest,
-:mod:`dynlab.rules.pc_closed_form`), and for numerical inference whether it converged,
+[`dynlab.rules.pc_closed_form`][]), and for numerical inference whether it converged,
 its step count and — for linear networks — the distance of the inferred activities to the exact
 ones. A step whose inference did not converge keeps its cosine only in ``cosine_unconverged``;
 ``cosine`` is NaN there, so no summary uses it unknowingly.
 
 Where the paper is silent: seeds vary the weight initialisation only (the task's fixed batch, or
 its stream, is the same for every seed and cell); both runs use the same optimiser with the
-parameterisation's per-layer rates (:func:`dynlab.ffmodels.learning_rates`).
+parameterisation's per-layer rates ([`dynlab.ffmodels.learning_rates`][]).
 
 **Batches.** ``batches="fixed"`` (default) trains on the task's one fixed batch, as the paper's
 public code does (jpc ``experiments/limits_paper/train.py`` takes the first batch of 64 of its
 loader and trains on it throughout). ``batches="stream"`` draws batch $t$ at step $t$ from the
-task's training pool (:meth:`~dynlab.tasks.pc_tasks.MNISTBatchTask.stream_pool`: rows
+task's training pool ([`stream_pool`][dynlab.tasks.pc_tasks.MNISTBatchTask.stream_pool]: rows
 $tP, \dots, tP + P - 1$ modulo the pool size, the pool in its seeded order, the same order every
 epoch). Step 0's batch is the fixed batch. With a stream, the recorded losses, energy and $s - 1$ are those of the
 step's batch. Streaming matters for long runs: on one fixed batch the networks eventually
 interpolate it, and both gradients shrink towards zero.
 
-**Recurrent models** (:func:`compare_pc_bptt`, ``model="rnn"``): the same comparison with time
-in the role of depth — a :class:`~dynlab.rnn_param.ParamRNN` of width $N$ on sequences of
-length $T$, PC through time (:mod:`dynlab.rules.pc_time`) against BPTT of the same objective
-(:func:`dynlab.rules.pc_time.loss`), over ``width`` × ``length`` × ``seed`` × ``step``, with the
+**Recurrent models** ([`compare_pc_bptt`][], ``model="rnn"``): the same comparison with time
+in the role of depth — a [`ParamRNN`][dynlab.rnn_param.ParamRNN] of width $N$ on sequences of
+length $T$, PC through time ([`dynlab.rules.pc_time`][]) against BPTT of the same objective
+([`dynlab.rules.pc_time.loss`][]), over ``width`` × ``length`` × ``seed`` × ``step``, with the
 coordinate ``T_over_N`` in place of ``L_over_N``. For the linear RNN the closed form gives $s-1$
-(:func:`dynlab.rules.pc_time.closed_form`); with the read-out at the last step only and the
+([`dynlab.rules.pc_time.closed_form`][]); with the read-out at the last step only and the
 marginal gain $g = 1$, $\mathbb E[s - 1] \approx (T-1)/(\gamma_0^2 N)$
-(:mod:`dynlab.rnn_param`). The fixed batch of each length is the task's first batch
+([`dynlab.rnn_param`][]). The fixed batch of each length is the task's first batch
 (``jax.random.key(0)``), the same for every width and seed.
 """
 
@@ -71,7 +71,7 @@ from dynlab.rules.bp import BP
 
 MODELS = ("mlp", "rnn")
 INFERENCES = ("discrete", "ode", "gauss-newton", "levenberg-marquardt", "lbfgs")
-"""Numerical inference methods of the comparison (spellings of :func:`dynlab.rules.pc_inference.from_config`)."""
+"""Numerical inference methods of the comparison (spellings of [`dynlab.rules.pc_inference.from_config`][])."""
 
 
 COSINE_EPS = 1e-10
@@ -90,24 +90,24 @@ def cosine(g1, g2, eps: float = COSINE_EPS) -> jax.Array:
 
 INFERENCE_KEYS = {"energy": "closed-form", "inference": "discrete", "activity_optimizer": "sgd", "beta": 0.3,
                   "inference_steps": 500, "atol": 0.0, "rtol": 1e-4, "ftol": None, "patience": None}
-"""The spelled keys (CLI, TOML, ``**options``) that :meth:`CompareConfig.from_options` turns into
+"""The spelled keys (CLI, TOML, ``**options``) that [`CompareConfig.from_options`][] turns into
 the one ``inference`` value, with their defaults."""
 
 
 class CompareConfig(eqx.Module):
     r"""Everything except the grid axes (its non-array fields are static in the compiled cell).
 
-    ``model``: ``mlp`` (:class:`~dynlab.ffmodels.FeedForward`; ``alpha``, ``residual``, ``batches``
+    ``model``: ``mlp`` ([`FeedForward`][dynlab.ffmodels.FeedForward]; ``alpha``, ``residual``, ``batches``
     apply, and ``batch_size`` — the size of each streamed batch — with ``batches="stream"``) or
-    ``rnn`` (:class:`~dynlab.rnn_param.ParamRNN`; ``gain`` and ``batch_size``, the size of the
+    ``rnn`` ([`ParamRNN`][dynlab.rnn_param.ParamRNN]; ``gain`` and ``batch_size``, the size of the
     fixed batch drawn from the sequence task, apply).
 
-    ``inference``: how the PC gradient is computed, as a value of :mod:`dynlab.rules.pc_inference`:
+    ``inference``: how the PC gradient is computed, as a value of [`dynlab.rules.pc_inference`][]:
     ``ClosedForm()`` (default; linear networks: $\nabla_\theta\mathcal F^*$ at the exact
     equilibrium) or a numerical method, e.g. ``Descent(optax.sgd(0.3), Criterion(max_steps=500))``
     or ``lbfgs(Criterion(...))``. The command line's and TOML's spellings (``energy``,
     ``inference``, ``activity_optimizer``, ``beta``, ``inference_steps``, ``atol``, ``rtol``,
-    ``ftol``, ``patience``) become this value in one place, :meth:`from_options`.
+    ``ftol``, ``patience``) become this value in one place, [`from_options`][].
     """
 
     model: Literal["mlp", "rnn"] = "mlp"
@@ -128,8 +128,8 @@ class CompareConfig(eqx.Module):
 
     @classmethod
     def from_options(cls, **options) -> "CompareConfig":
-        """The config from spelled options: the keys of :data:`INFERENCE_KEYS` become ``inference``
-        (:func:`dynlab.rules.pc_inference.from_config`; ``energy="closed-form"`` is
+        """The config from spelled options: the keys of [`INFERENCE_KEYS`][] become ``inference``
+        ([`dynlab.rules.pc_inference.from_config`][]; ``energy="closed-form"`` is
         ``ClosedForm()``, and the numerical keys are still checked); the rest are fields."""
         given = options.get("inference")
         if isinstance(given, pc_inference.AbstractInference) and "energy" not in options:  # a value says it all
@@ -185,7 +185,7 @@ class CompareConfig(eqx.Module):
 
     @property
     def energy(self) -> str:
-        """The spelling of :attr:`closed_form`: ``closed-form`` or ``inference``."""
+        """The spelling of [`closed_form`][]: ``closed-form`` or ``inference``."""
         return "closed-form" if self.closed_form else "inference"
 
     @property
@@ -211,8 +211,8 @@ def make_model(cfg: CompareConfig, width: int, depth: int, input_size: int, outp
 
 def make_rnn(cfg: CompareConfig, width: int, input_size: int, output_size: int, seed: int, length: int | None = None):
     """The recurrent cell's initial network (the same for PC through time and BPTT): a
-    :class:`~dynlab.rnn_param.ParamRNN`, or with ``cfg.time_alpha`` the residual recurrence with the depth
-    factor ``length ** -time_alpha`` (:class:`~dynlab.rnn_residual.ResidualParamRNN`)."""
+    [`ParamRNN`][dynlab.rnn_param.ParamRNN], or with ``cfg.time_alpha`` the residual recurrence with the depth
+    factor ``length ** -time_alpha`` ([`ResidualParamRNN`][dynlab.rnn_residual.ResidualParamRNN])."""
     options = dict(width=width, param=cfg.param, gamma0=cfg.gamma0, gain=cfg.gain, activation=cfg.activation,
                    key=jax.random.key(seed))
     if cfg.time_alpha is None:
@@ -264,10 +264,10 @@ def _sequence_closed_form_diagnostics(model, x, y, mask, output, inf):
 def rules(cfg: CompareConfig, output: str = "mse"):
     r"""The two rules the comparison trains: ``(pc_rule, bp_rule)``.
 
-    Feed-forward (``cfg.model == "mlp"``): :class:`~dynlab.rules.pc.PC` (closed-form or numerical
-    inference) and :class:`~dynlab.rules.bp.BP`, both on the energy's scale. Recurrent:
-    :class:`~dynlab.rules.pc_time.PCTime` and :func:`~dynlab.rules.pc_time.matching_bptt`. The PC
-    rule carries the comparison's diagnostics (:data:`VARIABLES`) as a value.
+    Feed-forward (``cfg.model == "mlp"``): [`PC`][dynlab.rules.pc.PC] (closed-form or numerical
+    inference) and [`BP`][dynlab.rules.bp.BP], both on the energy's scale. Recurrent:
+    [`PCTime`][dynlab.rules.pc_time.PCTime] and [`matching_bptt`][dynlab.rules.pc_time.matching_bptt]. The PC
+    rule carries the comparison's diagnostics ([`VARIABLES`][]) as a value.
     """
     closed = cfg.closed_form
     inference = cfg.inference
@@ -279,7 +279,7 @@ def rules(cfg: CompareConfig, output: str = "mse"):
 
 
 def _record(pc_metrics: dict, bp_metrics: dict, g_pc, g_bp, dtype) -> dict:
-    """One step's entry of :data:`VARIABLES` from the two rules' metrics and gradients."""
+    """One step's entry of [`VARIABLES`][] from the two rules' metrics and gradients."""
     nan = jnp.asarray(jnp.nan, dtype)
     return dict(
         energy=pc_metrics["energy"], loss_pc=pc_metrics["loss_pc"], s_minus_1=pc_metrics["s_minus_1"],
@@ -293,8 +293,8 @@ def _record(pc_metrics: dict, bp_metrics: dict, g_pc, g_bp, dtype) -> dict:
 
 def train_both(model, steps: int, pc_rule, bp_rule, batch: Callable[[Array], tuple], optimizer):
     r"""Train ``pc_rule`` and ``bp_rule`` from the same ``model`` for ``steps`` steps in lockstep (one
-    ``lax.scan``), each through the trainer's step (:func:`dynlab.train.update`) with ``optimizer``;
-    ``batch(t)`` is step $t$'s task batch ``(x, y, mask)``. Per-step records (:func:`_record`).
+    ``lax.scan``), each through the trainer's step ([`dynlab.train.update`][]) with ``optimizer``;
+    ``batch(t)`` is step $t$'s task batch ``(x, y, mask)``. Per-step records (`_record`).
 
     The rules are deterministic, so the key they are given does not matter.
     """
@@ -315,11 +315,11 @@ def train_both(model, steps: int, pc_rule, bp_rule, batch: Callable[[Array], tup
 
 @eqx.filter_jit
 def run_cell(model, x, y, cfg: CompareConfig):
-    r"""Train PC and BP from ``model`` for ``cfg.steps`` steps (:func:`train_both`); per-step metrics.
+    r"""Train PC and BP from ``model`` for ``cfg.steps`` steps ([`train_both`][]); per-step metrics.
 
     ``x[P, D]``, ``y[P, d_out]``: the fixed batch; with ``cfg.batches == "stream"``, the pool
     that step $t$ takes rows $tP' \dots tP' + P' - 1$ (modulo its size) from, $P'$ = ``cfg.batch_size``.
-    Both rules use the parameterisation's optimiser (:func:`dynlab.ffmodels.optimizer`).
+    Both rules use the parameterisation's optimiser ([`dynlab.ffmodels.optimizer`][]).
     """
     if cfg.batches == "stream":
         def rows(t):
@@ -339,10 +339,10 @@ def run_cell(model, x, y, cfg: CompareConfig):
 
 @eqx.filter_jit
 def run_sequence_cell(model, x, y, mask, cfg: CompareConfig, output: str, plain: bool = False):
-    """Train PC through time and BPTT (of :func:`dynlab.rules.pc_time.loss`) from ``model`` on the
-    fixed batch ``(x, y, mask)`` (:func:`train_both`); per-step metrics.
+    """Train PC through time and BPTT (of [`dynlab.rules.pc_time.loss`][]) from ``model`` on the
+    fixed batch ``(x, y, mask)`` ([`train_both`][]); per-step metrics.
 
-    ``plain=True``: for any registered unit's :class:`~dynlab.models.SequenceModel` (no width
+    ``plain=True``: for any registered unit's [`SequenceModel`][dynlab.models.SequenceModel] (no width
     parameterisation), both rules train with plain ``optax.adam`` / ``optax.sgd`` at ``cfg.base_lr``.
     """
     if plain:
@@ -395,12 +395,12 @@ def compare_pc_bp(
         widths, depths: the grid (positive integers; depths ≥ 2).
         seeds: a number of seeds (``0..seeds-1``) or a list of seeds.
         progress: called as ``progress(cells_done, cells_total, {"N": .., "L": .., "cos": ..})``.
-        **options: the fields of :class:`CompareConfig` (``param``, ``alpha``, ``gamma0``,
+        **options: the fields of [`CompareConfig`][] (``param``, ``alpha``, ``gamma0``,
             ``residual``, ``activation``, ``steps``, ``energy``, ``optimizer``, ``lr``,
             ``inference``, ``activity_optimizer``, ``beta``, ``inference_steps``, ``atol``, ``rtol``,
             ``x64``, ``batches``, ``batch_size``).
 
-    Returns variables over (``width``, ``depth``, ``seed``, ``step``) — see :data:`VARIABLES` —
+    Returns variables over (``width``, ``depth``, ``seed``, ``step``) — see [`VARIABLES`][] —
     plus ``mean_cosine`` over (``width``, ``depth``) (mean over seeds and steps, converged steps
     only), the coordinate ``L_over_N`` and, when $s-1$ is defined, the log–log slope of the
     per-cell mean $s-1$ against $L/N$ (attr ``rescaling_slope``; the theory says 1).
@@ -451,12 +451,12 @@ def compare_pc_bptt(
         widths, lengths: the grid (positive integers): RNN widths $N$ and sequence lengths $T$.
         seeds: a number of seeds (``0..seeds-1``) or a list of seeds (weight initialisations).
         progress: called as ``progress(cells_done, cells_total, {"N": .., "T": .., "cos": ..})``.
-        **options: the fields of :class:`CompareConfig` (``model`` defaults to ``rnn`` here;
+        **options: the fields of [`CompareConfig`][] (``model`` defaults to ``rnn`` here;
             ``param``, ``gamma0``, ``gain``, ``activation``, ``batch_size``, ``steps``, ``energy``,
             ``optimizer``, ``lr``, ``inference``, ``activity_optimizer``, ``beta``,
             ``inference_steps``, ``atol``, ``rtol``, ``x64``).
 
-    Returns the variables of :func:`compare_pc_bp` over (``width``, ``length``, ``seed``,
+    Returns the variables of [`compare_pc_bp`][] over (``width``, ``length``, ``seed``,
     ``step``), ``mean_cosine`` over (``width``, ``length``), the coordinate ``T_over_N`` and the
     log–log slope of $s-1$ against $T/N$ (attr ``rescaling_slope``; linear RNNs).
     """
@@ -512,7 +512,7 @@ def _precision(cfg: CompareConfig):
 
 
 def _grid(cell, widths, second, seeds, steps, symbol, progress):
-    """Run ``cell(width, second, seed)`` (per-step metrics) over the grid; the arrays of :data:`VARIABLES`."""
+    """Run ``cell(width, second, seed)`` (per-step metrics) over the grid; the arrays of [`VARIABLES`][]."""
     shape = (len(widths), len(second), len(seeds), steps)
     data = {k: np.full(shape, np.nan) for k in VARIABLES}
     seconds = np.zeros(shape[:2])
@@ -544,7 +544,7 @@ def _int_list(name, values, zero=False):
     return number_list(name, values, integer=True, minimum=0 if zero else 1)
 
 
-FEEDFORWARD_TASKS = {"toy": "pc-toy", "mnist": "pc-mnist"}
+FEEDFORWARD_TASKS = {"toy": "pc-toy", "mnist": "pc-mnist", "cifar10": "pc-cifar10"}
 """The tasks of the feed-forward comparison by their short names (recurrent models take any
 registered task that has a ``length``)."""
 

@@ -1,7 +1,7 @@
-"""Figures of the PC–BP comparison (:mod:`dynlab.analyses.pc_bp`), matplotlib with the Agg backend.
+"""Figures of the PC–BP comparison ([`dynlab.analyses.pc_bp`][]), matplotlib with the Agg backend.
 
 The second grid axis is the depth $L$ (feed-forward) or the sequence length $T$ (recurrent,
-PC through time vs BPTT): :func:`dynlab.analyses.pc_grid.grid_axis`.
+PC through time vs BPTT): [`dynlab.analyses.pc_grid.grid_axis`][].
 """
 
 from __future__ import annotations
@@ -94,6 +94,6 @@ def loss_curves(ds: xr.Dataset):
 
 def overview(ds: xr.Dataset):
     """The figure ``dynlab plot`` draws for a ``pc-bp`` / ``pc-bptt`` dataset: the gradient cosine
-    over the grid (``compare pc-bp`` also writes :func:`rescaling_vs_l_over_n` and
-    :func:`loss_curves` beside it)."""
+    over the grid (``compare pc-bp`` also writes [`rescaling_vs_l_over_n`][] and
+    [`loss_curves`][] beside it)."""
     return cosine_heatmap(ds)

@@ -23,5 +23,5 @@ LENGTH = GridAxis("length", "T_over_N", "T", "sequence length T (time plays the 
 
 
 def grid_axis(ds: xr.Dataset) -> GridAxis:
-    """The dataset's second grid axis (:data:`LENGTH` for recurrent comparisons, else :data:`DEPTH`)."""
+    """The dataset's second grid axis ([`LENGTH`][] for recurrent comparisons, else [`DEPTH`][])."""
     return LENGTH if LENGTH.dim in ds.dims else DEPTH

@@ -1,8 +1,8 @@
 """The ``perturb`` analysis: a model's held-out metric under a perturbation of increasing strength.
 
-The perturbations themselves (step drive, noisy drive, contrast, :func:`~dynlab.perturbations.compose`)
-are core transforms in :mod:`dynlab.perturbations`; this module measures a model under them and
-draws the result (:func:`perturbation_curve`).
+The perturbations themselves (step drive, noisy drive, contrast, [`compose`][dynlab.perturbations.compose])
+are core transforms in [`dynlab.perturbations`][]; this module measures a model under them and
+draws the result ([`perturbation_curve`][]).
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def perturb_analysis(
     phase: float = 0.0,
     chunk: int = 250,
 ) -> xr.Dataset:
-    """Held-out loss and metric of ``model`` on ``task`` under :func:`perturbation` ``(kind, s)``
+    """Held-out loss and metric of ``model`` on ``task`` under [`perturbation`][] ``(kind, s)``
     for each strength ``s``; every strength sees the same ``n`` samples and noise draws (``seed``).
 
     Returns a dataset over ``strength`` with the metric (e.g. ``accuracy``) and ``loss``; attrs

@@ -52,7 +52,7 @@ class _FlatStep(eqx.Module):
 
 
 def state_map(model) -> StateMap:
-    """The flat one-step state map of a :class:`dynlab.models.SequenceModel`."""
+    """The flat one-step state map of a [`dynlab.models.SequenceModel`][]."""
     h0, unravel = ravel_pytree(model.init_state())
     step = _FlatStep(model)
 
@@ -89,7 +89,7 @@ def protocol_inputs(
 
 
 def protocol_name(drive: float | None, task) -> str:
-    """The protocol of :func:`protocol_inputs` in words, for a dataset's ``protocol`` attr."""
+    """The protocol of [`protocol_inputs`][] in words, for a dataset's ``protocol`` attr."""
     if task is not None:
         return f"task {type(task).__name__}" + ("" if drive is None else f" + drive {drive:g}")
     return "autonomous (zero input)" if drive is None else f"constant drive xi={drive:g}"

@@ -20,7 +20,7 @@ Sarkar & Howard (Methods; notes §3). For a layer with output $o^l(t) \in \mathb
   and one network: measured over 10 grammar seeds its sd in $\log_3$ steps was 0.07–0.14, larger
   than the spread over shuffles (``correlation_std``), which only describes the permutations of
   this one stream. For an error bar, repeat the analysis over task seeds (and training seeds)
-  and use :func:`dynlab.statistics.t_interval` over them.
+  and use [`dynlab.statistics.t_interval`][] over them.
 
 The correlation of two $T \times T$ recurrence matrices is computed without forming them when
 $N < T$: with $y_i = \hat z_i - \bar z$ and $a_i = y_i\cdot\bar z$,
@@ -39,7 +39,7 @@ layers 2–4 exactly when the permutation leaves the first block first (1/n of t
 with the warm-up 0.69 / 1.97 / 3.20 / 4.09 (40 shuffles).
 
 "Layers" of a model: for a unit whose one Cell holds several internal layers
-(:class:`dynlab.units.stack.LayerStack`: SITHCon, Nets 1–5) its internal layers' outputs;
+([`dynlab.units.stack.LayerStack`][]: SITHCon, Nets 1–5) its internal layers' outputs;
 for any other cell, that cell's output over time. Layers are numbered 1, 2, … through the model.
 """
 
@@ -235,13 +235,13 @@ def model_layers(model, method: str = "sequence"):
 
 
 def final_logits(model, xs, method: str = "sequence"):
-    """Read-out at the last step for one input ``xs[T, D]`` (``method`` as in :func:`model_layers`)."""
+    """Read-out at the last step for one input ``xs[T, D]`` (``method`` as in [`model_layers`][])."""
     return model.readout(model_layers(model, method)(xs)[-1][-1])
 
 
 def extended_model(model, factor: float, how: str = "shift"):
     """``model`` with every τ-extensible cell's τ window scaled by ``factor`` (``how="shift"``,
-    default; :meth:`dynlab.units.sith.SITH.shift`) or its τ range extended at the slow end
+    default; [`dynlab.units.sith.SITH.shift`][]) or its τ range extended at the slow end
     (``how="extend"``); other cells unchanged."""
     cells = tuple(c.extend_taus(factor, how) if isinstance(c, TauExtensible) and c.tau_extensible else c
                   for c in model.cells)
@@ -277,11 +277,11 @@ def trw_analysis(model, *, task=None, n_shuffle: int = 200, scales=None, dilatio
             the stream length.
         dilation: exponent m; the stream is dilated by $3^m$ (τ-extensible units rescaled when
             ``extend``: ``how="shift"`` scales their τ window, ``"extend"`` extends their τ range).
-        entries, warmup, frac, seed, batch_size: see the module docstring / :func:`scramble_correlations`.
+        entries, warmup, frac, seed, batch_size: see the module docstring / [`scramble_correlations`][].
 
     Returns a dataset with ``correlation[layer, scale, shuffle]``, its mean and std over shuffles,
     ``s50[layer]`` (steps), ``log3_s50``, ``s50_censored``; for What × When units (every cell pools
-    over τ) also ``tau_selected_quantile[layer, quantile]`` (:func:`selected_timescales`).
+    over τ) also ``tau_selected_quantile[layer, quantile]`` ([`selected_timescales`][]).
     """
     from dynlab.tasks.hierarchical import check_exponent
 
@@ -339,10 +339,10 @@ def selected_timescales(model, *, task=None, dilation: int = 0, mode: str | None
     For every layer of every τ-pooled layer stack (SITHCon, Nets 2–5) and every time step and
     feature, $\tau$ at $\arg\max_i \sum_b g_{ab} M_{b,i}(t)$: the timescale whose memory the layer
     passes on. A layer's temporal receptive window is at least that of the cells it selects (and,
-    through the layers below, their sum), so this explains the s50 of :func:`trw_analysis`. Units
+    through the layers below, their sum), so this explains the s50 of [`trw_analysis`][]. Units
     without a τ grid (Net 2) report the selected index instead. ``dilation``: the stream dilated
     by $3^m$ (``mode``: the task's by default), τ-extensible units rescaled (``how``) when ``rescale``.
-    ``warmup="stream"``: measured on a second presentation of the stream, as :func:`trw_analysis`.
+    ``warmup="stream"``: measured on a second presentation of the stream, as [`trw_analysis`][].
 
     Returns ``tau_selected[layer, time, feature]`` (NaN while a feature's memory is still empty) and
     its ``tau_selected_quantile[layer, quantile]`` over time and features.
@@ -472,7 +472,7 @@ def accuracy_vs_dilation(model, *, task=None, dilations=range(7), mode: str | No
     """Accuracy on the 9 sequences at each time dilation $3^m$ (zero-shot; no training).
 
     τ-extensible units (SITHCon, SITH-RNN) are rescaled by $3^m$ when ``extend``: ``how="shift"``
-    (default) scales their τ window (:meth:`dynlab.units.sith.SITH.shift`), ``"extend"`` extends
+    (default) scales their τ window ([`dynlab.units.sith.SITH.shift`][]), ``"extend"`` extends
     their τ range at the slow end.
     ``method="scan"`` (default) scans the Cell step with the 9 sequences batched (``vmap``), good for
     every unit (``benchmarks/dilation.py``, 2 cores, 3^6: 3.4–4.4 s per diagonal network);

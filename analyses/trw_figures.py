@@ -1,9 +1,9 @@
-"""Figures of the temporal-receptive-window analyses of :mod:`dynlab.analyses.trw` (matplotlib, Agg backend).
+"""Figures of the temporal-receptive-window analyses of [`dynlab.analyses.trw`][] (matplotlib, Agg backend).
 
-:func:`trw_curves` is the registered figure of the ``trw`` analysis (``dynlab plot``); the others
-draw the datasets of :func:`~dynlab.analyses.trw.accuracy_vs_dilation`,
-:func:`~dynlab.analyses.trw.parameter_counts`, :func:`~dynlab.analyses.trw.impulse_responses` and
-:func:`~dynlab.analyses.trw.recurrence_plots`, as the ``sith-trw`` and ``cross-trw`` scenarios use them.
+[`trw_curves`][] is the registered figure of the ``trw`` analysis (``dynlab plot``); the others
+draw the datasets of [`accuracy_vs_dilation`][dynlab.analyses.trw.accuracy_vs_dilation],
+[`parameter_counts`][dynlab.analyses.trw.parameter_counts], [`impulse_responses`][dynlab.analyses.trw.impulse_responses] and
+[`recurrence_plots`][dynlab.analyses.trw.recurrence_plots], as the ``sith-trw`` and ``cross-trw`` scenarios use them.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ sigmoid) per element in units of the matmul's time per FLOP, and prints the cost
 elementwise costs counted (tanh: $N_h N_g$ per step for the ARUN; $\gamma$: $N_h$ for both). Memory and remat: storing every step's controller intermediates for BPTT takes a few times
 $T B N_h N_g \cdot 4$ bytes (~15 GB at batch 64), and the step is then bound by writing and
 re-reading them. The ARU's BPTT is therefore checkpointed by default (``model.remat``,
-:func:`dynlab.models.checkpointed_scan`: the state every $\sqrt T$ steps, each segment recomputed
+[`dynlab.models.checkpointed_scan`][]: the state every $\sqrt T$ steps, each segment recomputed
 in the backward pass; well under 1 GB); the row "ARUN, no remat" times plain BPTT in the same run.
 
 Measured (2-core CPU, batch 64, paper size): RNN+γ 1.01 s/step, ARUN 12.7 s/step checkpointed

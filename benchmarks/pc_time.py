@@ -6,8 +6,8 @@ For every unit and sequence length T, on the same model and batch (the adding ta
 float32), all jit-compiled and measured in this one process (best of 5 after a warm-up):
 
 * **BPTT**: the loss and its parameter gradient through the model's ``lax.scan`` over time
-  (:func:`dynlab.rules.pc_time.loss` — the objective PC's energy shares);
-* **PC step (parallel)**: one inference step of :mod:`dynlab.rules.pc_time` — the energy and its
+  ([`dynlab.rules.pc_time.loss`][] — the objective PC's energy shares);
+* **PC step (parallel)**: one inference step of [`dynlab.rules.pc_time`][] — the energy and its
   gradient with respect to all activities, one ``vmap`` of ``model.step`` over samples and steps,
   plus the SGD update of the activities;
 * **PC step (scan)**: the same step with the predictions computed by a ``lax.scan`` over time
@@ -17,10 +17,10 @@ Prints the times and the ratios PC/BPTT. A PC training step costs one such infer
 inference iteration plus one weight-gradient evaluation (about one more step), so with K
 iterations it costs about (K + 1) x the printed ratio x BPTT.
 
-**Time to convergence** (the table printed first): whole inferences of :mod:`dynlab.rules.pc_inference` on the
-``cross-pc-alignment`` units (:func:`dynlab.scenarios.every_unit.model_section` at ``--width``), the
+**Time to convergence** (the table printed first): whole inferences of [`dynlab.rules.pc_inference`][] on the
+``cross-pc-alignment`` units ([`dynlab.scenarios.every_unit.model_section`][] at ``--width``), the
 adding task at ``--conv-lengths``, batch ``--batch``, float32, all under the same
-:class:`~dynlab.rules.pc_inference.Criterion` (rtol 1e-4 of the initial gradient norm, relative
+[`Criterion`][dynlab.rules.pc_inference.Criterion] (rtol 1e-4 of the initial gradient norm, relative
 energy change 1e-6): heavy-ball momentum (β = 0.1, at most ``--momentum-steps``) against Gauss–Newton
 and Levenberg–Marquardt (at most 100 steps) and L-BFGS (at most 300) in the error coordinates, each
 the best of 2 compiled runs. Prints the steps, whether each converged, the milliseconds, and
@@ -55,7 +55,7 @@ def best_of(fn, repeats=5):
 
 
 def scanned_predictions(model, z, x):
-    """The predictions of :func:`dynlab.rules.pc_time.predictions`, computed step after step."""
+    """The predictions of [`dynlab.rules.pc_time.predictions`][], computed step after step."""
     prev = jax.tree_util.tree_map(lambda l: jnp.swapaxes(l, 0, 1), pc_time.previous_activities(model, z))  # [T, P, ...]
     step = jax.vmap(lambda s, xt: model.step(s, xt))
     pred, ys = jax.lax.map(lambda inputs: step(*inputs), (prev, jnp.swapaxes(x, 0, 1)))

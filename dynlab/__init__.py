@@ -1,6 +1,6 @@
 """dynlab: recurrent neuron models, learning rules and dynamical analyses, side by side, in JAX.
 
-The stable entry points::
+The stable entry points:
 
     dynlab.names("unit")                                    # registered names of a kind
     unit = dynlab.build("unit", "aru", input_size=1, key=jax.random.key(0), hidden=64)

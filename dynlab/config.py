@@ -1,6 +1,6 @@
 """Run configurations: nested dicts of TOML values, ``--set`` overrides, and validation.
 
-A run config has the sections of a scenario file (DESIGN §3)::
+A run config has the sections of a scenario file (DESIGN §3):
 
     seed = 0
     [model]  unit = "aru", hidden = 64, layers = 1, ...   # model keys + the unit's keys
@@ -45,11 +45,11 @@ def check_numbers(where: str, value: Any, *, allow_inf: bool = False) -> Any:
     """Check every number inside ``value`` (nested tables and arrays); return ``value``.
 
     **Enforces** the guarantee "every number is finite and in range where it is parsed": NaN is
-    never a valid setting; ±inf only where ``allow_inf`` (keys annotated :data:`FloatOrInf`);
+    never a valid setting; ±inf only where ``allow_inf`` (keys annotated [`FloatOrInf`][]);
     integers must fit TOML's 64-bit range. It runs on every TOML document read
-    (:func:`load_toml`), every ``--set`` value (:func:`parse_value`), every numeric command-line
-    option (:func:`parse_number`) and every key checked against a signature
-    (:func:`dynlab.registry.check_config`, which knows which keys may be infinite).
+    ([`load_toml`][]), every ``--set`` value ([`parse_value`][]), every numeric command-line
+    option ([`parse_number`][]) and every key checked against a signature
+    ([`dynlab.registry.check_config`][], which knows which keys may be infinite).
     """
     if isinstance(value, dict):
         for k, v in value.items():
@@ -74,7 +74,7 @@ def check_numbers(where: str, value: Any, *, allow_inf: bool = False) -> Any:
 def parse_value(text: str, where: str = "value") -> Any:
     """Parse one ``--set`` value as a TOML value (``128``, ``1e-3``, ``true``, ``"x"``, ``[1, 2]``).
 
-    NaN and integers beyond 64 bits are refused here (:func:`check_numbers`); ±inf parses, and
+    NaN and integers beyond 64 bits are refused here ([`check_numbers`][]); ±inf parses, and
     the key's signature decides whether it is allowed.
     """
     try:
@@ -93,7 +93,7 @@ def parse_number(name: str, text, *, integer: bool = False, minimum: float | Non
     """One numeric command-line option: ``text`` as a finite int (``integer``) or float in range.
 
     ``minimum``/``maximum`` are inclusive bounds, ``above`` an exclusive lower bound. ``None``
-    stays ``None`` (the option was not given). Anything else is a one-line :class:`ConfigError`
+    stays ``None`` (the option was not given). Anything else is a one-line [`ConfigError`][]
     naming the option and what is valid. The one number parser of the command line.
     """
     if text is None:
@@ -122,7 +122,7 @@ def parse_number(name: str, text, *, integer: bool = False, minimum: float | Non
 
 
 def parse_numbers(name: str, text, **bounds) -> list | None:
-    """A comma-separated list of numbers (``"0,0.5,1"``), each checked by :func:`parse_number`."""
+    """A comma-separated list of numbers (``"0,0.5,1"``), each checked by [`parse_number`][]."""
     if text is None:
         return None
     parts = [p.strip() for p in str(text).split(",")]
@@ -133,8 +133,8 @@ def parse_numbers(name: str, text, **bounds) -> list | None:
 
 def number_list(name: str, values, **bounds) -> list:
     """A non-empty list of numbers given as values (from TOML or Python), each checked as
-    :func:`parse_number` checks one (``integer``, ``minimum``, ``maximum``, ``above``): the one
-    validator of numeric lists, beside :func:`parse_numbers` for their command-line spelling."""
+    [`parse_number`][] checks one (``integer``, ``minimum``, ``maximum``, ``above``): the one
+    validator of numeric lists, beside [`parse_numbers`][] for their command-line spelling."""
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
         raise ConfigError(f"{name} must be a non-empty list of numbers, got {values!r}")
     values = list(values)
@@ -180,7 +180,7 @@ def apply_sets(config: dict, assignments: list[str] | tuple[str, ...]) -> dict:
 
 
 def load_toml(path) -> dict:
-    """Read a TOML file; a missing or malformed file is a :class:`ConfigError`."""
+    """Read a TOML file; a missing or malformed file is a [`ConfigError`][]."""
     try:
         with open(path, "rb") as f:
             doc = tomllib.load(f)

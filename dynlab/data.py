@@ -1,7 +1,7 @@
 """The data directory (DESIGN §5): ``--data-dir`` › ``$DYNLAB_DATA`` › ``~/.cache/dynlab/data``.
 
 Loaders read original formats from there; nothing is ever downloaded. A missing file is a
-:class:`~dynlab.errors.DataError` naming the file, the layout expected and where it looked.
+[`DataError`][dynlab.errors.DataError] naming the file, the layout expected and where it looked.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def command_data_dir(path: str | os.PathLike | None):
 
 def data_dir(explicit: str | os.PathLike | None = None) -> Path:
     """The data directory: ``explicit`` if given, else the command's ``--data-dir``
-    (:func:`command_data_dir`), else ``$DYNLAB_DATA``, else the cache default."""
+    ([`command_data_dir`][]), else ``$DYNLAB_DATA``, else the cache default."""
     if explicit is not None:
         return Path(explicit).expanduser()
     if _command_dir is not None:

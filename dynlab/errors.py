@@ -1,7 +1,7 @@
 """Errors raised for user mistakes.
 
 Every mistake a user can make (an unknown name, a bad value, a missing file, a corrupt or
-mismatched checkpoint) raises a :class:`DynlabError` subclass whose message says what was wrong
+mismatched checkpoint) raises a [`DynlabError`][] subclass whose message says what was wrong
 and what is valid. The CLI prints that message on one line and exits with status 2.
 """
 
@@ -52,7 +52,7 @@ class NonFiniteResult(Exception):
 
 
 def require_positive(name: str, value, *, integer: bool = True, finite: bool = True) -> None:
-    """Raise :class:`ConfigError` unless ``value`` is a positive int (or a positive number, finite
+    """Raise [`ConfigError`][] unless ``value`` is a positive int (or a positive number, finite
     unless ``finite=False``)."""
     import math
 

@@ -75,7 +75,7 @@ def validate(config: dict) -> dict:
 def check(config: dict) -> None:
     """Validate ``config`` completely without computing anything.
 
-    Beyond :func:`validate` (keys and types), this runs every constructor's own checks (sizes,
+    Beyond [`validate`][] (keys and types), this runs every constructor's own checks (sizes,
     ranges) by building the model abstractly with ``equinox.filter_eval_shape``: no arrays are
     allocated, so checking a large sweep before starting it is cheap.
     """
@@ -109,8 +109,8 @@ def load_run(run_dir, *, unit: str | None = None) -> Experiment:
     The stored ``config.toml`` rebuilds a model of the same structure, into which the arrays are
     read; ``unit``, when given, must match the stored unit (a checkpoint of another model is an
     error, not a silent substitution). ``model.eqx`` is checksum-verified
-    (:func:`dynlab.store.verify`), and temporaries that a killed writer left in the directory are
-    removed (:func:`dynlab.store.remove_stale_temporaries`).
+    ([`dynlab.store.verify`][]), and temporaries that a killed writer left in the directory are
+    removed ([`dynlab.store.remove_stale_temporaries`][]).
     """
     from dynlab import store
     from dynlab.errors import CheckpointError

@@ -17,11 +17,11 @@ first and last layers are never residual (Eq. 18). The activation $\phi$ is appl
 *input* of layers $\ell \ge 2$ (jpc's ordering, and the issue's $h + W\phi(h)/(L^\alpha\sqrt N)$);
 for linear networks there is no difference.
 
-Parameterisations are *values* (:class:`Parameterisation`), with the presets of the paper's
+Parameterisations are *values* ([`Parameterisation`][]), with the presets of the paper's
 Table 2 (``sp``, ``ntk``, ``mf``, ``mup``). Every member of the stable feature-learning family
 (Eq. 15) satisfies $2a+b=1$, $2a+c=1$, $2a_1+b_1=0$, $2a_1+c=0$, $d=\tfrac12$.
 
-Learning rates (:func:`learning_rates`):
+Learning rates ([`learning_rates`][]):
 
 * GD (Eq. 14): one global rate $\eta = \eta_0 \gamma^2 N^{-c}$.
 * Adam (§A.6): Adam is scale invariant, so the rates are set per layer so that every feature moves
@@ -144,7 +144,7 @@ class FeedForward(eqx.Module):
         width: $N$, the width of every hidden layer.
         depth: $L \ge 2$, the number of weight matrices ($L-1$ hidden layers, $L-2$ of them
             $N \times N$).
-        param: a preset name (``sp``, ``ntk``, ``mf``, ``mup``) or a :class:`Parameterisation`.
+        param: a preset name (``sp``, ``ntk``, ``mf``, ``mup``) or a [`Parameterisation`][].
         alpha: depth exponent of the residual branches, in $[0, 1]$ (default: the preset's, 1/2).
         gamma0: $\gamma_0$ (default 1).
         residual: skip connections around the hidden→hidden layers.
@@ -153,7 +153,7 @@ class FeedForward(eqx.Module):
         key: PRNG key.
 
     ``model(x)`` maps one sample ``x[D]`` to ``f[d_out]``; ``x[T, D]`` gives ``[T, d_out]`` (so
-    the sequence-task trainer and :class:`~dynlab.rules.base.Rule.evaluate` work with ``T = 1``).
+    the sequence-task trainer and [`evaluate`][dynlab.rules.base.Rule.evaluate] work with ``T = 1``).
     Hidden weights are stored stacked, ``w_hidden[L-2, N, N]``, and the hidden layers run in a
     ``lax.scan``.
     """
@@ -297,7 +297,7 @@ def astype(model: FeedForward, dtype) -> FeedForward:
 
 def _labels(model):
     """Per-leaf layer kind: ``in``, ``hidden``, ``out``, as a PyTree like ``model``'s arrays (by array name;
-    the recurrent matrix ``w_rec`` of :class:`dynlab.rnn_param.ParamRNN` is a hidden layer)."""
+    the recurrent matrix ``w_rec`` of [`dynlab.rnn_param.ParamRNN`][] is a hidden layer)."""
     kinds = {"w_in": "in", "b_in": "in", "w_hidden": "hidden", "b_hidden": "hidden", "w_rec": "hidden",
              "w_out": "out", "b_out": "out"}
     params = eqx.filter(model, eqx.is_inexact_array)
@@ -307,7 +307,7 @@ def _labels(model):
 def learning_rates(model, optimizer: Literal["gd", "adam"], lr: float):
     r"""Per-leaf learning rates (a PyTree like the model's arrays) for ``optimizer`` and base rate $\eta_0$.
 
-    ``model``: a :class:`FeedForward` or a :class:`~dynlab.rnn_param.ParamRNN` (no skips, so no
+    ``model``: a [`FeedForward`][] or a [`ParamRNN`][dynlab.rnn_param.ParamRNN] (no skips, so no
     depth factor). GD: $\eta_0 \gamma^2 N^{-c}$ everywhere (Eq. 14). Adam: see the module docstring.
     """
     require_positive("lr", lr, integer=False)
@@ -338,7 +338,7 @@ def scale_by_tree(rates) -> optax.GradientTransformation:
 
 
 def optimizer(model, name: Literal["gd", "adam"], lr: float) -> optax.GradientTransformation:
-    """The parameterisation's optimiser: GD or Adam with the per-layer rates of :func:`learning_rates`."""
+    """The parameterisation's optimiser: GD or Adam with the per-layer rates of [`learning_rates`][]."""
     rates = learning_rates(model, name, lr)
     base = optax.identity() if name == "gd" else optax.scale_by_adam()
     return optax.chain(base, scale_by_tree(rates))

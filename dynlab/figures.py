@@ -1,8 +1,8 @@
 """Figures drawn from result datasets (matplotlib, Agg backend: no display needed).
 
-Core holds only what is generic: the training curves, a sweep's summary, :func:`generic` for any
+Core holds only what is generic: the training curves, a sweep's summary, [`generic`][] for any
 dataset, the panel helpers that figures of many units side by side share, and
-:func:`plot_dataset`, which finds a dataset's figure through the registry. An analysis's or a
+[`plot_dataset`][], which finds a dataset's figure through the registry. An analysis's or a
 program's own figure lives beside it and is registered with it (``register(..., figure=...)``).
 """
 
@@ -115,7 +115,7 @@ def panel_grid(n: int, size: tuple[float, float] = (3.0, 2.5)):
 
 
 def label_panel(ax, title: str, xlabel: str, ylabel: str) -> None:
-    """Title and axis labels in the small type of a :func:`panel_grid` panel."""
+    """Title and axis labels in the small type of a [`panel_grid`][] panel."""
     ax.set_title(title, fontsize=8)
     ax.set_xlabel(xlabel, fontsize=8)
     ax.set_ylabel(ylabel, fontsize=8)
@@ -134,8 +134,8 @@ def plot_dataset(ds: xr.Dataset):
     """The figure that fits a result dataset, by its ``analysis`` attribute.
 
     Registered analyses and programs bring their own figure (``register(..., figure=...)``,
-    :class:`dynlab.registry.Entry`); training curves and sweeps are drawn here; anything else
-    gets :func:`generic`.
+    [`dynlab.registry.Entry`][]); training curves and sweeps are drawn here; anything else
+    gets [`generic`][].
     """
     from dynlab import registry
 

@@ -4,13 +4,14 @@ An IDX file is a big-endian header — two zero bytes, a type code, the number o
 ``n`` — then ``n`` 32-bit big-endian sizes, then the data in C order. MNIST uses type 0x08
 (unsigned byte): magic 0x00000803 for images ``[count, rows, cols]`` and 0x00000801 for labels
 ``[count]``. Every inconsistency (bad magic, truncated data, trailing bytes, wrong rank) is a
-:class:`~dynlab.errors.DataError` naming the file.
+[`DataError`][dynlab.errors.DataError] naming the file.
 """
 
 from __future__ import annotations
 
 import gzip
 import os
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -43,11 +44,24 @@ def parse_idx(raw: bytes, *, name: str = "<bytes>", ndim: int | None = None) -> 
 
 
 def read_idx(path: str | os.PathLike, *, ndim: int | None = None) -> np.ndarray:
-    """Read an IDX file; names ending in ``.gz`` are decompressed."""
+    """Read an IDX file; names ending in ``.gz`` are decompressed.
+
+    A gzip stream that ends early (a cut-off download) is decompressed as far as it goes, so the
+    error says how many data bytes its IDX header promised and how many arrived.
+    """
     path = Path(path)
     try:
-        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-    except (OSError, EOFError, gzip.BadGzipFile) as e:
+        raw = path.read_bytes()
+        if path.suffix == ".gz":
+            try:
+                raw = gzip.decompress(raw)
+            except EOFError:
+                partial = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS).decompress(raw)
+                parse_idx(partial, name=f"{path} (gzip stream cut off)", ndim=ndim)  # raises when data is missing
+                raise DataError(f"{path}: gzip stream cut off after complete IDX data (no end-of-stream marker)") from None
+    except DataError:
+        raise
+    except (OSError, gzip.BadGzipFile, zlib.error) as e:  # DataError is an OSError too: re-raised above
         raise DataError(f"{path}: cannot read ({e})") from None
     return parse_idx(raw, name=str(path), ndim=ndim)
 

@@ -78,7 +78,7 @@ register("loss", "ce_bits", "cross-entropy at every masked step, metric in bits 
 
 
 def get_loss(name: str | Loss) -> Loss:
-    """The registered loss ``name``; a :class:`Loss` value passes through (a rule may train on a
-    loss of its own, e.g. :data:`dynlab.rules.pc_time.OBJECTIVES`)."""
+    """The registered loss ``name``; a [`Loss`][] value passes through (a rule may train on a
+    loss of its own, e.g. [`dynlab.rules.pc_time.OBJECTIVES`][])."""
     return name if isinstance(name, Loss) else get("loss", name).obj
 

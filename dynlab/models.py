@@ -34,9 +34,9 @@ class SequenceModel(eqx.Module):
         readout_bias: whether the linear read-out has a bias. Networks judged on rescaled
             inputs (e.g. the SITH paper's time dilation of linear networks) need it off: the
             features scale with the input, a fixed bias does not.
-        remat: checkpoint BPTT (:func:`checkpointed_scan`): store the state every
+        remat: checkpoint BPTT ([`checkpointed_scan`][]): store the state every
             ``sqrt(T)`` steps and recompute the rest in the backward pass, instead of storing every
-            step's intermediates. ``None``: the unit's preference (:attr:`Cell.remat_step`; on for
+            step's intermediates. ``None``: the unit's preference ([`Cell.remat_step`][]; on for
             ``aru``). Values and gradients are the same either way; only speed and memory differ.
         key: PRNG key.
         **unit_config: the unit's own config keys (``hidden``, ``n_g``, ...), used for every layer.
@@ -142,18 +142,18 @@ class SequenceModel(eqx.Module):
     @property
     def penalised(self) -> bool:
         """Does any layer add a regulariser to the training loss (a
-        :class:`~dynlab.units.base.Regularised` cell whose ``penalised`` is true)? The interface
+        [`Regularised`][dynlab.units.base.Regularised] cell whose ``penalised`` is true)? The interface
         through which the BPTT rule learns of regularisers."""
         return any(isinstance(c, Regularised) and c.penalised for c in self.cells)
 
     def penalty(self, xs: Array, states: tuple, state: tuple | None = None) -> Array:
         r"""The layers' regularisers on one sample's trajectory, $\sum_l$ ``cells[l].penalty(u^l, states[l], s0^l)``.
 
-        ``states`` is :meth:`trajectory`'s (each layer's states after every step), ``state`` the
-        initial states (default :meth:`init_state`). Layer $l$'s inputs $u^l_t$ are the (encoded)
+        ``states`` is [`trajectory`][]'s (each layer's states after every step), ``state`` the
+        initial states (default [`init_state`][]). Layer $l$'s inputs $u^l_t$ are the (encoded)
         inputs for $l = 0$ and layer $l-1$'s outputs otherwise, recomputed from the stored states
         for all $t$ at once, $u^{l+1}_t = \mathrm{cell}_l(s^l_{t-1}, u^l_t)$ (no scan; no drive, as in
-        training). Only cells whose ``penalised`` is true contribute (:meth:`ElmNet.penalty`).
+        training). Only cells whose ``penalised`` is true contribute ([`ElmNet.penalty`][dynlab.units.elm_net.ElmNet.penalty]).
         """
         us = xs if self.encoder is None else jax.vmap(self.encoder)(xs)
         total = jnp.zeros((), us.dtype)
@@ -181,14 +181,14 @@ def plain_scan(body, model, carry, xs):
 
 
 def checkpointed_scan(body, model, carry, xs):
-    r"""The same as :func:`plain_scan`, with the memory of BPTT cut from $T$ steps' intermediates to
+    r"""The same as [`plain_scan`][], with the memory of BPTT cut from $T$ steps' intermediates to
     $\sqrt T$ states plus one segment's intermediates.
 
     The $T$ steps are split into segments of $k = \lceil\sqrt T\,\rceil$; reverse mode stores the
     carry only at segment boundaries and recomputes each segment's forward pass when its backward
     pass needs it (``equinox.filter_checkpoint`` around the inner scan): one extra forward pass,
     for memory $O(\sqrt T)$ instead of $O(T)$ (Griewank's checkpointing with one level). Steps left
-    over after the last whole segment run plainly. Values and gradients equal :func:`plain_scan`'s.
+    over after the last whole segment run plainly. Values and gradients equal [`plain_scan`][]'s.
     """
     length = jax.tree_util.tree_leaves(xs)[0].shape[0]
     k = max(1, math.ceil(math.sqrt(length)))

@@ -1,24 +1,24 @@
 r"""Perturbations: composable transforms of a sample's input and of the drive its neurons receive.
 
-A :class:`Perturbation` maps one sample to a perturbed sample and a drive,
+A [`Perturbation`][] maps one sample to a perturbed sample and a drive,
 
 $$ (\text{key},\ x_{1:T},\ N) \;\mapsto\; (x'_{1:T},\ \xi_{1:T}) , \qquad \xi_t \in \mathbb R^N , $$
 
 where $\xi_t$ is the current added to the pre-activation of each of the model's $N$ neurons at
 step $t$ (the Cell contract's ``drive``; for the ARU the controller sees it too, the paper's "+ξ in
-Eq. (3)"; for GRU/LSTM it enters the candidate, see :mod:`dynlab.units.gated`). Tasks never know
-about perturbations: :func:`evaluate_under` applies one to held-out batches, and any trained
-model of any unit can be evaluated under any perturbation. :func:`compose` chains them (inputs
+Eq. (3)"; for GRU/LSTM it enters the candidate, see [`dynlab.units.gated`][]). Tasks never know
+about perturbations: [`evaluate_under`][] applies one to held-out batches, and any trained
+model of any unit can be evaluated under any perturbation. [`compose`][] chains them (inputs
 flow through in order, drives add up).
 
 The paper's protocols (Geadah et al., §5.5; notes §2), with $t = 0, \dots, T-1$ and the window
 $W = \{t : t_{\text{on}} \le t < t_{\text{on}} + \tau\}$:
 
-* :class:`StepDrive` — $\xi_t^i = \xi\,[t \in W]$ for every neuron $i$ (Fig. 2b/c);
-* :class:`NoisyDrive` — $\xi_t^i \sim \mathcal N(\mu, \sigma^2)$ i.i.d. over neurons and steps in
+* [`StepDrive`][] — $\xi_t^i = \xi\,[t \in W]$ for every neuron $i$ (Fig. 2b/c);
+* [`NoisyDrive`][] — $\xi_t^i \sim \mathcal N(\mu, \sigma^2)$ i.i.d. over neurons and steps in
   $W$, 0 outside (Table 1: $\mathcal N(5, 2^2)$, window $[200, 400)$ of $T = 784$ — the window is a
   [gap] in the paper, we assume the step drive's);
-* :class:`Contrast` — $x'_t = x_t\,(1 + \alpha \sin(2\pi f t / T + \varphi))$ (the formula is a [gap];
+* [`Contrast`][] — $x'_t = x_t\,(1 + \alpha \sin(2\pi f t / T + \varphi))$ (the formula is a [gap];
   this is the notes' suggestion). It scales the input as the network receives it (after the
   task's standardisation).
 
@@ -142,11 +142,11 @@ def perturbation(kind: str, strength: float, *, length: int, onset: int | None =
                  std_ratio: float = 0.4, freq: float = 1.0, phase: float = 0.0) -> Perturbation:
     r"""The perturbation of ``kind`` at ``strength`` for sequences of ``length`` steps.
 
-    * ``step``: :class:`StepDrive` with $\xi$ = strength;
-    * ``noisy``: :class:`NoisyDrive` with $\mu$ = strength and $\sigma$ = ``std_ratio`` · strength
+    * ``step``: [`StepDrive`][] with $\xi$ = strength;
+    * ``noisy``: [`NoisyDrive`][] with $\mu$ = strength and $\sigma$ = ``std_ratio`` · strength
       (default 0.4: strength 5 is the paper's $\mathcal N(5, 2^2)$, and every strength keeps the
       drive "almost surely positive", the paper's reason for its choice);
-    * ``contrast``: :class:`Contrast` with $\alpha$ = strength, frequency ``freq`` (cycles per
+    * ``contrast``: [`Contrast`][] with $\alpha$ = strength, frequency ``freq`` (cycles per
       sequence; the paper's psMNIST value is 1) and phase ``phase``.
 
     Strength 0 is the unperturbed model for every kind.

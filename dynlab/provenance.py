@@ -1,9 +1,9 @@
 """The one stamp every result dataset carries: what made it.
 
 Datasets written by dynlab say which analysis (or training run, sweep, program) produced them,
-with which version of dynlab, options and seed. :func:`stamp` writes those attrs, the same way
+with which version of dynlab, options and seed. [`stamp`][] writes those attrs, the same way
 for every producer, so that a dataset on disk explains itself and ``dynlab plot`` can find its
-figure through the ``analysis`` attribute::
+figure through the ``analysis`` attribute:
 
     ds = stamp(ds, analysis="jacobian-grid", config={"samples": 100, "norm": "spectral"}, seed=0)
 
@@ -31,7 +31,7 @@ def attr_value(value: Any) -> Any:
     Booleans (Python or NumPy) become 0/1; strings and numbers stay as they are; a list or tuple
     keeps its type with each element converted (a ``None`` element becomes ``"none"``); a NumPy
     array stays an array (booleans as integers); a mapping becomes its JSON text; anything else
-    its ``str``. ``None`` itself has no attribute value: :func:`stamp_attrs` leaves such keys out.
+    its ``str``. ``None`` itself has no attribute value: [`stamp_attrs`][] leaves such keys out.
     """
     if isinstance(value, (bool, np.bool_)):
         return int(value)
@@ -47,7 +47,7 @@ def attr_value(value: Any) -> Any:
 
 
 def stamp_attrs(*, analysis: str, config: Mapping[str, Any] | None = None, seed: int | None = None) -> dict[str, Any]:
-    """The attrs :func:`stamp` writes, as a dict (for producers that hand one attrs dict to
+    """The attrs [`stamp`][] writes, as a dict (for producers that hand one attrs dict to
     several datasets, e.g. the training curves written at every checkpoint)."""
     if not isinstance(analysis, str) or not analysis:
         raise ValueError(f"a dataset's analysis must be a non-empty string, got {analysis!r}")
@@ -70,12 +70,12 @@ def stamp(ds: xr.Dataset, *, analysis: str, config: Mapping[str, Any] | None = N
             ``"cross-trw"``), or ``"training"``, ``"sweep"``, or the name of a numerical core's
             result (``"covariance_spectrum"``). ``dynlab plot`` dispatches on it.
         config: the options that produced it, one attribute per key, values made netCDF-safe by
-            :func:`attr_value` (booleans as 0/1); keys whose value is ``None`` are left out. A
+            [`attr_value`][] (booleans as 0/1); keys whose value is ``None`` are left out. A
             full configuration goes in as TOML text under one key (``{"config": dumps(cfg)}``).
         seed: the seed, written as ``seed`` when given (it wins over a ``seed`` in ``config``).
 
     Returns:
-        A dataset whose attrs are ``analysis``, ``dynlab_version`` (:data:`dynlab.__version__`),
+        A dataset whose attrs are ``analysis``, ``dynlab_version`` ([`dynlab.__version__`][]),
         the options and ``seed``, followed by the attrs ``ds`` already had that these do not
         replace.
     """

@@ -1,18 +1,18 @@
 """The registry of plug-ins: units, models, rules, tasks, analyses, losses and scenarios.
 
 Each kind maps short names (the ones used on the CLI and in scenario files) to a constructor and
-a one-line description. Registering a new plug-in is one decorator line::
+a one-line description. Registering a new plug-in is one decorator line:
 
     @register("unit", "aru", "Adaptive Recurrent Unit: per-neuron controller sets gamma's n, s")
     class ARUCell(Cell): ...
 
-:func:`build` checks every keyword against the constructor's signature before calling it, so an
-unknown config key or a value of the wrong type is a :class:`~dynlab.errors.ConfigError` that
+[`build`][] checks every keyword against the constructor's signature before calling it, so an
+unknown config key or a value of the wrong type is a [`ConfigError`][dynlab.errors.ConfigError] that
 lists what is valid, never a ``TypeError`` from deep inside a constructor. A class whose Python
 API takes values where configs spell strings (``ElmNet(activation=AdaptiveGamma())`` vs
 ``adaptation = "aru"``) defines a ``from_config`` classmethod, the one place where spellings become
 values; the registry builds it through that and takes its config keys from it
-(:func:`constructor`).
+([`constructor`][]).
 """
 
 from __future__ import annotations
@@ -45,6 +45,9 @@ class Entry:
     Analyses and programs may carry ``figure`` (``figure(ds) -> matplotlib Figure``, what
     ``dynlab plot`` draws for a dataset whose ``analysis`` attribute is this name) and
     ``summary`` (``summary(ds) -> str``, what the command line prints after computing it).
+    Programs of paper scenarios carry ``claims`` (``claims(params) -> list[Claim]``, called with the
+    run's resolved parameters): the paper's claims, judged on the datasets the program returns
+    ([`dynlab.claims.judge`][]) whenever the scenario runs.
     """
 
     kind: str
@@ -53,6 +56,7 @@ class Entry:
     description: str
     figure: Callable | None = None
     summary: Callable | None = None
+    claims: Callable | None = None
 
 
 _REGISTRY: dict[str, dict[str, Entry]] = {kind: {} for kind in KINDS}
@@ -62,8 +66,8 @@ _loading = False
 
 
 def load_plugins() -> None:
-    """Import the built-in plug-in packages (:data:`BUILTIN_MODULES`), then every installed
-    package's entry point of group :data:`PLUGIN_GROUP`; once, on the first lookup.
+    """Import the built-in plug-in packages ([`BUILTIN_MODULES`][]), then every installed
+    package's entry point of group [`PLUGIN_GROUP`][]; once, on the first lookup.
 
     Loading on demand keeps ``import dynlab`` and ``dynlab --help`` free of JAX. A plug-in that
     fails to import is a warning naming it, not a failure of dynlab. Entry points are metadata of
@@ -93,12 +97,14 @@ def _check_kind(kind: str) -> None:
 
 
 def register(kind: str, name: str, description: str | None = None, *, figure: Callable | None = None,
-             summary: Callable | None = None) -> Callable:
+             summary: Callable | None = None, claims: Callable | None = None) -> Callable:
     """Decorator registering ``obj`` under ``kind``/``name``.
 
     The description defaults to the first line of the object's docstring. ``figure`` and
-    ``summary`` (analyses and programs) are described on :class:`Entry`.
+    ``summary`` (analyses and programs) and ``claims`` (programs) are described on [`Entry`][].
     """
+    if claims is not None and kind != "program":
+        raise ValueError("only programs declare claims")
     _check_kind(kind)
 
     def decorate(obj):
@@ -106,7 +112,7 @@ def register(kind: str, name: str, description: str | None = None, *, figure: Ca
             raise ValueError(f"{kind} {name!r} is registered twice")
         doc = description or (inspect.getdoc(obj) or "").strip().splitlines()[0:1]
         text = doc if isinstance(doc, str) else (doc[0] if doc else "")
-        _REGISTRY[kind][name] = Entry(kind, name, obj, text, figure, summary)
+        _REGISTRY[kind][name] = Entry(kind, name, obj, text, figure, summary, claims)
         return obj
 
     return decorate
@@ -234,9 +240,9 @@ def check_config(where: str, obj: Any, config: dict[str, Any], *, extra: dict | 
                  exclude: tuple[str, ...] = ("key", "self")) -> None:
     """Validate ``config`` against ``obj``'s keyword parameters (plus ``extra`` parameters).
 
-    Raises :class:`ConfigError` naming the bad key and listing valid keys, or naming the bad value
-    and its expected type. Every number must be finite (:func:`dynlab.config.check_numbers`),
-    except in keys annotated :data:`dynlab.config.FloatOrInf` and in tables passed on to other
+    Raises [`ConfigError`][] naming the bad key and listing valid keys, or naming the bad value
+    and its expected type. Every number must be finite ([`dynlab.config.check_numbers`][]),
+    except in keys annotated [`dynlab.config.FloatOrInf`][] and in tables passed on to other
     constructors, which check their own keys (NaN is refused everywhere).
     """
     params = dict(config_keys(obj, exclude=exclude))

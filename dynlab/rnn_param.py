@@ -1,4 +1,4 @@
-r"""Recurrent networks under width parameterisations: the abcd family of :mod:`dynlab.ffmodels` in time.
+r"""Recurrent networks under width parameterisations: the abcd family of [`dynlab.ffmodels`][] in time.
 
 A one-layer RNN of width $N$ reading $x_t \in \mathbb R^{D}$ and reading out $f_t \in \mathbb R^{d_{out}}$
 at every step, with $h_0 = 0$:
@@ -10,7 +10,7 @@ $$ a_t = \frac{1}{N^{a_1}\sqrt D} W^{in} x_t + \frac{1}{N^{a}} W^{rec} h_{t-1} +
 with $W^{in}_{ij} \sim \mathcal N(0, N^{-b_1})$, $W^{rec}_{ij} \sim \mathcal N(0, g^2 N^{-b})$,
 $W^{out}_{ij} \sim \mathcal N(0, N^{-b})$, $\gamma = \gamma_0 N^{d}$, the optional ``drive``
 $\xi_t$ and the optional bias $b$ (unscaled, zero at initialisation; off by default, as in the
-theory). The exponents are a :class:`~dynlab.ffmodels.Parameterisation` (presets ``sp``, ``ntk``,
+theory). The exponents are a [`Parameterisation`][dynlab.ffmodels.Parameterisation] (presets ``sp``, ``ntk``,
 ``mf``, ``mup`` of the paper's Table 2): the input matrix is the first layer ($a_1, b_1$), the
 recurrent matrix takes the place of the hidden layers ($a, b$; one matrix applied at every step)
 and the read-out is the output layer ($a, b, d$). Unrolled over $T$ steps the network is a
@@ -21,7 +21,7 @@ depends on $T$.
 Under the stable feature-learning family (Eq. 15; ``mf``, ``mup``) the same counting as for the
 MLP gives, at initialisation, pre-activations $a_{t,i} = \Theta_N(1)$ (the input term because
 $2a_1 + b_1 = 0$, the recurrent term because $2a + b = 1$) and read-outs $f_t = \Theta(N^{-1/2})$
-($d = \tfrac12$); the learning rates of :func:`dynlab.ffmodels.learning_rates` (GD $\eta_0\gamma^2N^{-c}$,
+($d = \tfrac12$); the learning rates of [`dynlab.ffmodels.learning_rates`][] (GD $\eta_0\gamma^2N^{-c}$,
 Adam per layer) apply unchanged, the recurrent matrix taking the hidden layers' rate.
 
 The recurrent gain $g$ (the paper is silent; the classical random-network parameter of
@@ -30,7 +30,7 @@ $N^{-a} W^{rec}$ to $g$ as $N \to \infty$ (circular law; at every width its mean
 exactly $g^2$ for the parameterisations with $2a + b = 1$). The default $g = 1$ is the marginal
 case: a linear network then neither forgets nor amplifies on average, and for read-outs at the
 last step the PC rescaling grows as $s - 1 \approx (T-1)/(\gamma_0^2 N)$ — the recurrent analogue
-of $L/N$ (:mod:`dynlab.rules.pc_time`). This is the leading order: at finite width the
+of $L/N$ ([`dynlab.rules.pc_time`][]). This is the leading order: at finite width the
 recurrent matrix's powers grow faster than $g^k$ (measured at initialisation: $s - 1$ is
 1.06–1.15 times $(T-1)/N$ at $N = 256$, $T \le 32$), and a narrow marginal network explodes over
 long sequences (its largest eigenvalue exceeds 1: at $N = 16$, $T = 32$ the adding task's
@@ -122,7 +122,7 @@ class ParamRNN(SequenceModel):
         output_size: $d_{out}$.
         width: $N$.
         param: a preset name (``sp``, ``ntk``, ``mf``, ``mup``) or a
-            :class:`~dynlab.ffmodels.Parameterisation`.
+            [`Parameterisation`][dynlab.ffmodels.Parameterisation].
         gamma0: $\gamma_0$ (default 1).
         gain: recurrent gain $g > 0$ (default 1, the marginal network).
         activation: ``tanh`` (the vanilla ``rnn`` unit's recurrence) or ``relu``, or ``linear``
@@ -130,7 +130,7 @@ class ParamRNN(SequenceModel):
         bias: unscaled, zero-initialised biases on the pre-activation and the read-out.
         key: PRNG key.
 
-    A :class:`~dynlab.models.SequenceModel` (one cell, no encoder), so ``model(xs)``,
+    A [`SequenceModel`][dynlab.models.SequenceModel] (one cell, no encoder), so ``model(xs)``,
     ``model.trajectory(xs)`` and ``model.step(state, x)`` behave as for every unit; its state is
     the 1-tuple ``(h,)``.
     """

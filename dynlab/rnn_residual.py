@@ -1,19 +1,19 @@
 r"""The parameterised RNN with a residual recurrence and a depth factor over time steps.
 
-:class:`~dynlab.rnn_param.ParamRNN` unrolled over $T$ steps is a depth-$T$ network without skips.
+[`ParamRNN`][dynlab.rnn_param.ParamRNN] unrolled over $T$ steps is a depth-$T$ network without skips.
 Its residual counterpart, the recurrent analogue of the paper's residual MLP
-(:class:`~dynlab.ffmodels.FeedForward`, branches scaled by $L^{-\alpha}$), scales the update of
+([`FeedForward`][dynlab.ffmodels.FeedForward], branches scaled by $L^{-\alpha}$), scales the update of
 every step by $T^{-\alpha}$:
 
 $$ h_t = h_{t-1} + T^{-\alpha}\,\phi\big(m_{in} W^{in} x_t + m_{rec} W^{rec} h_{t-1} + b + \xi_t\big),
    \qquad f_t = \frac{1}{\gamma N^{a}} W^{out} h_t , $$
 
-with the multipliers and initialisation of :mod:`dynlab.rnn_param` (``param``, ``gamma0``,
+with the multipliers and initialisation of [`dynlab.rnn_param`][] (``param``, ``gamma0``,
 ``gain``) and $T$ = ``length``, the sequence length the network is built for.
 
 **Why $\alpha = 1$** (derivation; measured in ``dynlab run pc-time-law``). PC through time
 rescales the linear RNN's loss by $s = 1 + \sum_t \|\partial o/\partial e_t\|^2$
-(:func:`dynlab.rules.pc_time.closed_form`). With the read-out at the last step and $R$ the
+([`dynlab.rules.pc_time.closed_form`][]). With the read-out at the last step and $R$ the
 one-step Jacobian, $s - 1 = \sum_{k=1}^{T-1} \|c\,R^k\|^2$, $c$ the read-out row
 ($\|c\|^2 \approx 1/(\gamma_0^2 N)$ under mean-field).
 
@@ -80,10 +80,10 @@ class ResidualParamRNNCell(ParamRNNCell):
 
 @register("model", "rnn-residual", "RNN with a residual recurrence scaled by T^-alpha (a depth factor over time steps)")
 class ResidualParamRNN(ParamRNN):
-    r"""A :class:`~dynlab.rnn_param.ParamRNN` whose recurrence is residual with the depth factor
+    r"""A [`ParamRNN`][dynlab.rnn_param.ParamRNN] whose recurrence is residual with the depth factor
     $T^{-\alpha}$ (module docstring).
 
-    Args: those of :class:`~dynlab.rnn_param.ParamRNN`, and
+    Args: those of [`ParamRNN`][dynlab.rnn_param.ParamRNN], and
         length: $T$, the sequence length the depth factor is computed for.
         alpha: the exponent $\alpha \ge 0$ (default 1, the only one with a finite limit in $T$).
     """

@@ -26,7 +26,7 @@ def hidden_for_budget(
     """The width ``hidden`` whose model has the parameter count closest to ``budget``.
 
     The count grows with ``hidden``, so the two widths around the budget are found by bisection
-    and the closer one is returned. Raises :class:`ConfigError` if even that one is further than
+    and the closer one is returned. Raises [`ConfigError`][] if even that one is further than
     ``tol`` (relative) from the budget — e.g. a budget below what one unit costs.
     """
     require_positive("budget", budget)

@@ -1,6 +1,6 @@
 """Run directories: config, checkpoints, metrics and analyses as netCDF, figures (DESIGN §4).
 
-A run directory holds::
+A run directory holds:
 
     .claimed           the claim: created exclusively when the directory became this run's
     config.toml        the full run config (what built the model, task, rule and trainer)
@@ -12,20 +12,20 @@ A run directory holds::
 
 Guarantees, each enforced by one function here:
 
-- every file is written atomically (:func:`atomic_write`): under a temporary name
+- every file is written atomically ([`atomic_write`][]): under a temporary name
   ``.NAME.<pid>.tmp`` in the same folder, moved into place with ``os.replace``; temporaries of a
-  killed process are removed when its run is resumed or opened (:func:`remove_stale_temporaries`);
-- a checkpoint and its metrics are one consistent unit (:func:`commit`): metrics.nc is never
+  killed process are removed when its run is resumed or opened ([`remove_stale_temporaries`][]);
+- a checkpoint and its metrics are one consistent unit ([`commit`][]): metrics.nc is never
   older than checkpoint.eqx, model.eqx is the checkpoint's model, so a run killed at any moment
-  resumes (:func:`dynlab.train.train`) to files identical to an uninterrupted run's;
-- array files carry a SHA-256 that is verified on load (:func:`verify`); a mismatch is
+  resumes ([`dynlab.train.train`][]) to files identical to an uninterrupted run's;
+- array files carry a SHA-256 that is verified on load ([`verify`][]); a mismatch is
   "corrupt checkpoint: FILE (checksum mismatch)". Run directories written before checksums
   existed (no checksums.toml) still load;
-- a run directory is claimed atomically (:func:`claim_run_dir`): of two processes creating the
+- a run directory is claimed atomically ([`claim_run_dir`][]): of two processes creating the
   same directory, exactly one gets it;
-- a resumed run keeps its model structure (:func:`resume_config`).
+- a resumed run keeps its model structure ([`resume_config`][]).
 
-Test hook: :func:`fault_point` (``$DYNLAB_TEST_KILL_AT``) kills the process at named moments.
+Test hook: [`fault_point`][] (``$DYNLAB_TEST_KILL_AT``) kills the process at named moments.
 It is not flushed to disk (no ``fsync``): the guarantees cover a killed process, not a power cut.
 """
 
@@ -104,7 +104,7 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
 
     **Enforces** "every write is atomic": a killed process leaves the old file or the new one,
     never half of one (plus at most a temporary ``.NAME.<pid>.tmp``, see
-    :func:`remove_stale_temporaries`).
+    [`remove_stale_temporaries`][]).
     """
     path = Path(path)
     tmp = _tmp_name(path)
@@ -164,8 +164,8 @@ def claim_run_dir(path: Path | str) -> Path:
     **Enforces** "a run directory is claimed atomically": the claim is the exclusive creation
     (``O_CREAT | O_EXCL``) of ``path/.claimed``, which exactly one process can win. ``path`` may
     be new or an existing empty directory; one that holds a run, a claim or any other file is a
-    :class:`~dynlab.errors.ConfigError`. Every run directory dynlab creates goes through here
-    (:func:`new_run_dir`, ``dynlab train --out``, ``dynlab transfer ... --out``).
+    [`ConfigError`][dynlab.errors.ConfigError]. Every run directory dynlab creates goes through here
+    ([`new_run_dir`][], ``dynlab train --out``, ``dynlab transfer ... --out``).
     """
     path = Path(path)
     shown = str(path)
@@ -208,7 +208,7 @@ def _claimed_message(path: Path) -> str:
 
 
 def new_run_dir(prefix: str, root: Path | str = "runs") -> Path:
-    """A fresh, claimed directory ``root/prefix-YYYYmmdd-HHMMSS[-n]`` (:func:`claim_run_dir`).
+    """A fresh, claimed directory ``root/prefix-YYYYmmdd-HHMMSS[-n]`` ([`claim_run_dir`][]).
 
     Processes started in the same second get different ``-n`` suffixes: a name another process
     created first is skipped, never shared.
@@ -266,7 +266,7 @@ def resume_config(run_dir: Path | str, overrides: list[str]) -> dict:
 
     **Enforces** "a resumed run keeps its model's structure": an override that changes the stored
     ``[model]`` section (its keys with their defaults filled in) is a
-    :class:`~dynlab.errors.ConfigError` naming the key, before any checkpoint is read; one that
+    [`ConfigError`][dynlab.errors.ConfigError] naming the key, before any checkpoint is read; one that
     leaves it equal (``--set model.hidden=64`` on a run of width 64) is accepted, and the stored
     section is kept as it was written.
     """
@@ -323,7 +323,7 @@ def verify(path: Path | str) -> bytes:
 
     **Enforces** "array files carry a checksum that is verified on load": a file whose digest
     is not among those recorded in its directory's ``checksums.toml`` raises
-    :class:`~dynlab.errors.CheckpointError` "corrupt checkpoint: FILE (checksum mismatch)". A file
+    [`CheckpointError`][dynlab.errors.CheckpointError] "corrupt checkpoint: FILE (checksum mismatch)". A file
     without a recorded digest (a run directory of an older dynlab) is read unchecked. A run that
     is being written meanwhile is handled: the file is read first and the record after it, and
     every commit records a file's new digest before moving the file into place.
@@ -341,9 +341,9 @@ def verify(path: Path | str) -> bytes:
 def recover(run_dir: Path | str) -> None:
     """Make the directory of a run that was killed whole again, before it is resumed.
 
-    Removes the killed writer's temporaries (:func:`remove_stale_temporaries`) and settles
-    ``checksums.toml``: a file that a killed :func:`commit` left with two accepted digests keeps
-    only the one it matches (a file that matches none is left to :func:`verify` to report).
+    Removes the killed writer's temporaries ([`remove_stale_temporaries`][]) and settles
+    ``checksums.toml``: a file that a killed [`commit`][] left with two accepted digests keeps
+    only the one it matches (a file that matches none is left to [`verify`][] to report).
     """
     run_dir = Path(run_dir)
     remove_stale_temporaries(run_dir)
@@ -369,8 +369,8 @@ def commit(run_dir: Path | str, files: dict[str, Callable[[Path], None]]) -> Non
     older than a later one.
 
     **Enforces** "a checkpoint and its metrics are one consistent unit" through the order
-    :func:`save_checkpoint` gives: metrics.nc, then checkpoint.eqx, then model.eqx. Resuming
-    (:func:`dynlab.train.train`) cuts the metrics back to the checkpoint's step and rewrites
+    [`save_checkpoint`][] gives: metrics.nc, then checkpoint.eqx, then model.eqx. Resuming
+    ([`dynlab.train.train`][]) cuts the metrics back to the checkpoint's step and rewrites
     model.eqx from the checkpoint, so a resumed run's files equal an uninterrupted run's.
     """
     run_dir = Path(run_dir)
@@ -417,7 +417,7 @@ def _netcdf(ds: xr.Dataset) -> Callable[[Path], None]:
 
 def save_checkpoint(run_dir: Path, step: int, model, opt_state, metrics: xr.Dataset | None = None) -> None:
     """Write ``metrics`` (if given), ``checkpoint.eqx`` (step, model, optimiser state) and
-    ``model.eqx`` as one unit, in that order (:func:`commit`)."""
+    ``model.eqx`` as one unit, in that order ([`commit`][])."""
     files = {METRICS: _netcdf(metrics)} if metrics is not None else {}
     files[CHECKPOINT] = _serialise((jnp.asarray(step, jnp.int32), model, opt_state))
     files[MODEL] = _serialise(model)

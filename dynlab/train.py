@@ -6,12 +6,12 @@ wakes up to update the progress bar, evaluate, checkpoint and check for divergen
 step's randomness depends only on (seed, step), the loss curve does not depend on the chunking
 and a resumed run continues exactly as an uninterrupted one.
 
-**Stateful tasks** (:class:`~dynlab.tasks.base.StatefulTask`, truncated BPTT over long streams):
+**Stateful tasks** ([`StatefulTask`][dynlab.tasks.base.StatefulTask], truncated BPTT over long streams):
 the scan also carries the model state of every stream from one step's window to the next (the
 rule's ``grads_from``), resetting the streams the task marks; that carried state travels with the
 optimiser state — the trainer's ``opt_state`` is the pair (optax state, carried state), ``None``
 for other tasks — so checkpoints hold it and resumed runs stay bit-identical. Held-out metrics
-of a stateful task cover its whole test split in one unbroken state (:func:`stream_metrics`).
+of a stateful task cover its whole test split in one unbroken state ([`stream_metrics`][]).
 """
 
 from __future__ import annotations
@@ -56,10 +56,10 @@ class TrainConfig:
             tasks evaluate their whole test split instead.
         log_every: steps per compiled chunk (progress-bar refresh).
         checkpoint_every: write ``checkpoint.eqx`` every this many steps (and at the end).
-        trainable: glob patterns of the parameters to train (:func:`parameter_paths` names,
+        trainable: glob patterns of the parameters to train ([`parameter_paths`][] names,
             e.g. ``"cells.*.n"``); default all.
         freeze: glob patterns of parameters kept fixed even if ``trainable`` matches them (e.g.
-            a transplanted controller, :mod:`dynlab.transfer`). Frozen parameters get exactly
+            a transplanted controller, [`dynlab.transfer`][]). Frozen parameters get exactly
             zero updates and no optimiser state, and gradient clipping sees only the trained
             ones; the ``grad_norm`` metric still covers every parameter.
     """
@@ -141,7 +141,7 @@ def trainable_labels(params, *, trainable: tuple[str, ...], freeze: tuple[str, .
 
     A parameter is trained iff its path matches a ``trainable`` glob and no ``freeze`` glob. A
     pattern that matches no parameter, or a selection that leaves nothing to train, is a
-    :class:`~dynlab.errors.ConfigError` (a typo must not silently train everything).
+    [`ConfigError`][dynlab.errors.ConfigError] (a typo must not silently train everything).
     """
     from fnmatch import fnmatchcase
 
@@ -206,11 +206,11 @@ def apply_gradients(optimizer: optax.GradientTransformation, grads, opt_state, p
 
 def update(rule, optimizer: optax.GradientTransformation, params, static, opt_state, batch, key):
     """One training step: ``rule.grads`` at the model ``eqx.combine(params, static)`` on ``batch``,
-    then the optimiser's update (:func:`apply_gradients`).
+    then the optimiser's update ([`apply_gradients`][]).
 
-    The step every training loop of dynlab takes: :func:`train` (inside its ``lax.scan`` over
+    The step every training loop of dynlab takes: [`train`][] (inside its ``lax.scan`` over
     steps) and the comparisons that train two rules from the same weights in lockstep
-    (:mod:`dynlab.analyses.pc_bp`). Returns ``(params, opt_state, grads, metrics)``.
+    ([`dynlab.analyses.pc_bp`][]). Returns ``(params, opt_state, grads, metrics)``.
     """
     grads, metrics = rule.grads(eqx.combine(params, static), batch, key)
     params, opt_state, grads = apply_gradients(optimizer, grads, opt_state, params)
@@ -246,7 +246,7 @@ _run_chunk = eqx.filter_jit(_chunk)
 
 @eqx.filter_jit
 def _run_chunk_many(params, static, opt_state, start, n, rule, task, optimizer, batch_size, data_keys, rule_keys):
-    """:func:`_chunk` for several runs at once, vmapped over their leading axis."""
+    """`_chunk` for several runs at once, vmapped over their leading axis."""
 
     def one(p, o, dk, rk):
         return _chunk(p, static, o, start, n, rule, task, optimizer, batch_size, dk, rk)
@@ -370,7 +370,7 @@ class _Run:
 
     def checkpoint(self, step: int, model, opt_state) -> None:
         """Write the metrics so far, then the checkpoint and model of ``step``, as one unit
-        (:func:`dynlab.store.commit`: metrics.nc is never older than checkpoint.eqx)."""
+        ([`dynlab.store.commit`][]: metrics.nc is never older than checkpoint.eqx)."""
         if self.run_dir is not None:
             store.save_checkpoint(self.run_dir, step, model, opt_state, metrics=self.curves.dataset(self.attrs))
 
@@ -455,7 +455,7 @@ def train(
     """Train ``experiment.model`` with ``experiment.rule`` on ``experiment.task``.
 
     Args:
-        experiment: a :class:`dynlab.experiment.Experiment`.
+        experiment: a [`dynlab.experiment.Experiment`][].
         run_dir: where config, checkpoints, metrics and figures go (``None``: keep in memory).
         resume: continue from ``run_dir/checkpoint.eqx`` (same config) instead of starting anew.
             The checkpoint and metrics are checksum-verified, the metrics cut back to the
@@ -520,15 +520,15 @@ def _train_or_divergence(experiment, run_dir, progress):
 def train_seeds(experiments, run_dirs=None, *, progress: Callable | None = None) -> list:
     """Train runs that differ only in their seed as one ``jax.vmap``-ed computation.
 
-    Each run gets its own run directory, curves and checkpoints exactly as with :func:`train`;
+    Each run gets its own run directory, curves and checkpoints exactly as with [`train`][];
     a run that diverges stops alone (its entry in the returned list is the
-    :class:`~dynlab.errors.DivergenceError`), the others go on. The numbers equal those of
-    separate :func:`train` calls up to float32 rounding (batched and unbatched matrix products
+    [`DivergenceError`][dynlab.errors.DivergenceError]), the others go on. The numbers equal those of
+    separate [`train`][] calls up to float32 rounding (batched and unbatched matrix products
     may sum in different orders), not bit for bit.
 
     Only the float arrays are batched; everything else (integer wiring, routing indices) must be
     the same in every run. Units whose seed also draws those (``elm`` with random routing,
-    ``elm-net``'s gather) are therefore trained one seed after another with :func:`train`.
+    ``elm-net``'s gather) are therefore trained one seed after another with [`train`][].
     """
     from dynlab.config import dumps
     from dynlab.errors import ConfigError

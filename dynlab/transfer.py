@@ -1,17 +1,17 @@
 r"""Variants of trained networks and transfer protocols of the ARU paper (Geadah et al.; notes §1–2).
 
-* :func:`transplant_controller` — App. C.4: a trained ARU controller
+* [`transplant_controller`][] — App. C.4: a trained ARU controller
   $\Theta_A = \{W_{ag}, W_{gg}, b_g, W_{gn}, b_n, W_{gs}, b_s\}$ is frozen and reused with a new
   main network (another seed) that is then trained around it.
-* :func:`retrain_activation` — App. B.3: a trained network is retrained on another task (the
+* [`retrain_activation`][] — App. B.3: a trained network is retrained on another task (the
   45°-rotated digits, ``task.rotate = 45``) with only its per-neuron activation parameters free:
   $(n_i, s_i)$ of ``rnn-gamma``; for ``aru`` the controller read-out offsets $(b_n^i, b_s^i)$,
   which set each neuron's operating point (our analogue; the paper retrains the static net).
-* :func:`isolate` — Fig. 4c: the same trained weights with only the diagonal of $W_{hh}$ kept,
+* [`isolate`][] — Fig. 4c: the same trained weights with only the diagonal of $W_{hh}$ kept,
   so every neuron feeds back only onto itself.
 
-Each returns an :class:`~dynlab.experiment.Experiment` whose config says what is trained
-(``train.trainable`` / ``train.freeze``, see :class:`~dynlab.train.TrainConfig`) or that the units
+Each returns an [`Experiment`][dynlab.experiment.Experiment] whose config says what is trained
+(``train.trainable`` / ``train.freeze``, see [`TrainConfig`][dynlab.train.TrainConfig]) or that the units
 are isolated (``model.isolated = true``), so its run directory resumes and reloads like any
 other; the model it starts from is the step-0 checkpoint the trainer writes.
 """
@@ -46,7 +46,7 @@ def _same_structure(a, b) -> bool:
 def transplant_controller(donor, config: dict) -> experiment.Experiment:
     """The experiment of ``config`` (an ``aru`` model, typically another seed) with ``donor``'s
     controller copied into every layer and frozen (``train.freeze``); everything else is the new
-    seed's initialisation and is trained. ``donor`` is a trained ``aru`` :class:`SequenceModel`
+    seed's initialisation and is trained. ``donor`` is a trained ``aru`` [`SequenceModel`][dynlab.models.SequenceModel]
     with the same number of layers, ``n_g`` and controller prior (and, with the per-neuron prior,
     the same ``hidden``)."""
     if _unit(config) != "aru" or getattr(donor, "unit", None) != "aru":
@@ -64,7 +64,7 @@ def transplant_controller(donor, config: dict) -> experiment.Experiment:
 
 def retrain_activation(trained, config: dict) -> experiment.Experiment:
     """The experiment of ``config`` (e.g. the same task with ``rotate = 45``) starting from
-    ``trained``, with only the per-neuron activation parameters (:data:`ACTIVATION`) trainable.
+    ``trained``, with only the per-neuron activation parameters ([`ACTIVATION`][]) trainable.
 
     ``config``'s model section must build a model of ``trained``'s structure (same unit, sizes)."""
     unit = _unit(config)

@@ -4,9 +4,9 @@ A rule is a value passed to the trainer, like an optax transformation: the train
 optimiser to whatever ``grads`` returns, so rules are interchangeable and two rules can be
 compared on the same model and batch (e.g. the PC–BP gradient cosine).
 
-Stateful tasks (:class:`dynlab.tasks.base.StatefulTask`) train on consecutive windows whose batch
+Stateful tasks ([`dynlab.tasks.base.StatefulTask`][]) train on consecutive windows whose batch
 continues from the model states in which the previous window ended: rules that support that
-implement :meth:`Rule.grads_from`, which also returns the states at the window's end.
+implement [`Rule.grads_from`][], which also returns the states at the window's end.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ def continue_from(model, x: Array, state: PyTree) -> tuple[Array, PyTree]:
 
 
 class Rule(eqx.Module):
-    """Base class of learning rules. ``loss`` names the task's loss (:mod:`dynlab.losses`), or is a
-    :class:`~dynlab.losses.Loss` value."""
+    """Base class of learning rules. ``loss`` names the task's loss ([`dynlab.losses`][]), or is a
+    [`Loss`][dynlab.losses.Loss] value."""
 
     loss: str | Loss = eqx.field(static=True)
 
@@ -58,7 +58,7 @@ class Rule(eqx.Module):
 
     def grads_from(self, model: PyTree, batch: tuple[Array, Array, Array], state: PyTree, key: PRNGKeyArray
                    ) -> tuple[PyTree, dict, PyTree]:
-        """:meth:`grads` for a batch that continues from the per-sample model states ``state``;
+        """[`grads`][] for a batch that continues from the per-sample model states ``state``;
         returns ``(grads, metrics, states at the batch's end)``. Rules without it cannot train
         stateful tasks."""
         raise ConfigError(f"rule {type(self).__name__} cannot carry the model state across batches, "
@@ -66,7 +66,7 @@ class Rule(eqx.Module):
 
     def evaluate_from(self, model: PyTree, batch: tuple[Array, Array, Array], state: PyTree
                       ) -> tuple[dict[str, Array], PyTree]:
-        """:meth:`evaluate` for a batch that continues from ``state``; also returns the end states."""
+        """[`evaluate`][] for a batch that continues from ``state``; also returns the end states."""
         x, y, mask = batch
         spec = get_loss(self.loss)
         ys, final = continue_from(model, x, state)

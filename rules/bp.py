@@ -1,4 +1,4 @@
-r"""Backpropagation on feed-forward models, on the same objective scale as :mod:`dynlab.rules.pc`.
+r"""Backpropagation on feed-forward models, on the same objective scale as [`dynlab.rules.pc`][].
 
 $$ \nabla_\theta \mathcal L, \qquad
    \mathcal L(\theta) = \frac{1}{P}\sum_{\mu=1}^{P} \ell_{out}\big(f(x_\mu;\theta), y_\mu\big), $$

@@ -5,15 +5,15 @@ $$ \nabla_\theta \mathcal{L}, \qquad
 
 computed by reverse-mode autodiff of the model's ``lax.scan`` over time, batched with ``vmap``.
 
-**Truncated BPTT** (:meth:`BPTT.grads_from`, stateful tasks): a window continues from carried
+**Truncated BPTT** ([`BPTT.grads_from`][], stateful tasks): a window continues from carried
 states $h_0$ (where the previous window ended) that are treated as constants,
 $\nabla_\theta \mathcal{L}(\theta; \operatorname{stop\_gradient}(h_0))$, so gradients flow
 through the window's $T$ steps only; the window's final states are returned to be carried on.
 
-**Regularisers**: unless ``penalties=False``, when the model is ``penalised`` (:attr:`~dynlab.models.SequenceModel.penalised`: a
-:class:`~dynlab.units.base.Regularised` layer such as an ELM network with non-zero ``mlp_l2`` or
+**Regularisers**: unless ``penalties=False``, when the model is ``penalised`` ([`penalised`][dynlab.models.SequenceModel.penalised]: a
+[`Regularised`][dynlab.units.base.Regularised] layer such as an ELM network with non-zero ``mlp_l2`` or
 ``activity_l1``), the gradient is that of $\mathcal{L} + \text{mean}_b\,\text{penalty}_b$
-(:meth:`~dynlab.models.SequenceModel.penalty` on each sample's trajectory); the reported ``loss`` is
+([`penalty`][dynlab.models.SequenceModel.penalty] on each sample's trajectory); the reported ``loss`` is
 the task loss alone, comparable with the held-out loss.
 """
 
@@ -33,7 +33,7 @@ from dynlab.rules.base import Rule, continue_from
 class BPTT(Rule):
     """Backpropagation through time.
 
-    Config: ``loss`` is set from the task (a registered name, or a :class:`~dynlab.losses.Loss`
+    Config: ``loss`` is set from the task (a registered name, or a [`Loss`][dynlab.losses.Loss]
     value). ``penalties``: add the model's regularisers to the objective (module docstring);
     ``False`` trains on the loss alone, e.g. to compare with a rule whose objective has no penalty.
     """

@@ -1,7 +1,7 @@
 r"""Predictive coding (PC): energy, inference of the activities, and weight gradients at equilibrium.
 
 The energy of a batch of $P$ samples (Eq. 2), with every prediction carrying the
-parameterisation's multipliers (:mod:`dynlab.ffmodels`), $z_0 = x$ clamped to the input:
+parameterisation's multipliers ([`dynlab.ffmodels`][]), $z_0 = x$ clamped to the input:
 
 $$ \mathcal F(z, \theta) = \frac{1}{P} \sum_{\mu=1}^{P} \Big[ \sum_{\ell=1}^{L-1}
       \tfrac12 \| z_\mu^{(\ell)} - f_\ell(z_\mu^{(\ell-1)}) \|^2
@@ -13,36 +13,36 @@ softmax cross-entropy $-\sum_c y_c \log \mathrm{softmax}(f)_c$ (``ce``).
 **Inference** (Eq. 3) minimises $\mathcal F$ over the free activities $z^{(1)},\dots,z^{(L-1)}$,
 starting from the feed-forward pass $z^{(\ell)} = h^{(\ell)}$ (what jpc does; the paper is silent):
 
-* :func:`infer` — discrete steps of any optax optimiser on the activities (``optax.sgd(β)`` is the
+* [`infer`][] — discrete steps of any optax optimiser on the activities (``optax.sgd(β)`` is the
   paper's $z_{k+1} = z_k - \beta \nabla_z \mathcal F$), inside one ``lax.while_loop``, for at most
   ``max_steps`` steps or until converged;
-* :func:`infer_ode` — the gradient flow $\dot z = -\nabla_z \mathcal F$ solved by diffrax with an
+* [`infer_ode`][] — the gradient flow $\dot z = -\nabla_z \mathcal F$ solved by diffrax with an
   adaptive (PID) step-size controller, stopped by an event at the same convergence criterion.
 
 Samples do not interact during inference, so both act on $\sum_\mu \mathcal F_\mu$ (the energy
 *not* divided by $P$): the step size $\beta$ then means the same thing at every batch size.
 (jpc differentiates the batch mean, so its $\beta$ is effectively $\beta/P$.)
 
-Both are thin wrappers of a model-free core, :func:`~dynlab.rules.pc_inference.minimise` and
-:func:`~dynlab.rules.pc_inference.minimise_ode`, which minimise any per-sample energy
+Both are thin wrappers of a model-free core, [`minimise`][dynlab.rules.pc_inference.minimise] and
+[`minimise_ode`][dynlab.rules.pc_inference.minimise_ode], which minimise any per-sample energy
 $z \mapsto [\mathcal F_\mu(z)]_\mu$ over any PyTree of activities whose leaves share one sample
-axis; predictive coding through time (:mod:`dynlab.rules.pc_time`) uses the same core on a
+axis; predictive coding through time ([`dynlab.rules.pc_time`][]) uses the same core on a
 recurrent model's states. The rule takes its inference as a value
-(:mod:`dynlab.rules.pc_inference`: these two, Gauss–Newton and Levenberg–Marquardt on the energy
+([`dynlab.rules.pc_inference`][]: these two, Gauss–Newton and Levenberg–Marquardt on the energy
 as a sum of squares, the closed form), built from the config's spelling in one place,
-:func:`~dynlab.rules.pc_inference.from_config`; :func:`problem` states the inference problem.
+[`from_config`][dynlab.rules.pc_inference.from_config]; [`problem`][] states the inference problem.
 
 **Convergence** is judged on the worst sample: with
 $g = \max_\mu \|\nabla_{z_\mu} \mathcal F_\mu\|$ (over all hidden layers, i.e. all leaves), inference has converged
 when $g \le \text{atol} + \text{rtol}\, g_0$, $g_0$ being its value at the feed-forward
-initialisation. The rule (its :class:`~dynlab.rules.pc_inference.Criterion`) also asks the
+initialisation. The rule (its [`Criterion`][dynlab.rules.pc_inference.Criterion]) also asks the
 energy to be stationary: a relative change of at most ``ftol`` over the last step. A run that
 stops at ``max_steps`` without meeting it is reported as not converged (``converged = False``);
 nothing downstream uses such gradients silently.
 
 **Learning** (Eq. 4): the weight gradient is $\partial \mathcal F(z^*, \theta)/\partial\theta$ at
 the inferred activities, with $\mathcal F$ the batch mean. For linear networks at exact
-equilibrium this is $\nabla_\theta \mathcal F^*$ (:mod:`dynlab.rules.pc_closed_form`).
+equilibrium this is $\nabla_\theta \mathcal F^*$ ([`dynlab.rules.pc_closed_form`][]).
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def problem(model, x: Array, y: Array, output: str = "mse", z0: Array | None = N
     With the ``mse`` output the energy of one sample is a sum of squares: the hidden errors
     $e_\ell = z_\ell - f_\ell(z_{\ell-1})$ and the output residual $y - f_L(z_{L-1})$; the forward
     pass with the errors added, $z_\ell = f_\ell(z_{\ell-1}) + e_\ell$, inverts $z \mapsto e$
-    (:class:`~dynlab.rules.pc_inference.SumOfSquares`). ``z0``: the start (default: the forward pass).
+    ([`SumOfSquares`][dynlab.rules.pc_inference.SumOfSquares]). ``z0``: the start (default: the forward pass).
     """
     z0 = model.activations(x) if z0 is None else z0
 
@@ -184,7 +184,7 @@ def infer(
     r"""Discrete inference: optax steps on the activities until $g \le \text{atol} + \text{rtol}\,g_0$ or ``max_steps``.
 
     Args:
-        model: a :class:`~dynlab.ffmodels.FeedForward`.
+        model: a [`FeedForward`][dynlab.ffmodels.FeedForward].
         x, y: the batch, ``[P, D]`` and ``[P, d_out]`` (targets one-hot/probabilities for ``ce``).
         z0: initial activities ``[L-1, P, N]`` (default: the feed-forward pass).
         optimizer: any optax transformation (default ``optax.sgd(0.1)``).
@@ -219,7 +219,7 @@ def infer_ode(
     ``solver`` and the step-size ``controller`` are diffrax values (default ``Tsit5()`` and
     ``PIDController(rtol=1e-6, atol=1e-8)``). Adaptive steps from $t=0$ up to
     ``t1``; an event stops the solve as soon as $g \le \text{atol} + \text{rtol}\,g_0$ (the same
-    criterion as :func:`infer`). ``steps`` is the number of accepted solver steps; the result is
+    criterion as [`infer`][]). ``steps`` is the number of accepted solver steps; the result is
     not converged if the event did not fire (``t1`` or ``max_steps`` reached first).
     """
     require_positive("max_steps", max_steps)
@@ -251,27 +251,27 @@ def _flat_batch(model, batch, loss_name):
 
 @register("rule", "pc", "predictive coding: infer activities (optax steps, diffrax ODE, Gauss-Newton), weight grads at equilibrium")
 class PC(Rule):
-    r"""Predictive coding on a :class:`~dynlab.ffmodels.FeedForward` model (module docstring).
+    r"""Predictive coding on a [`FeedForward`][dynlab.ffmodels.FeedForward] model (module docstring).
 
     Config:
-        inference: an inference value (:mod:`dynlab.rules.pc_inference`), or its spelling:
+        inference: an inference value ([`dynlab.rules.pc_inference`][]), or its spelling:
             ``discrete`` (optax steps), ``ode`` (diffrax), ``gauss-newton``, ``levenberg-marquardt``
             or ``lbfgs`` (optimistix, on the energy in the error coordinates: loss ``mse``),
             ``closed-form`` (linear networks with MSE output: the exact equilibrium,
             $\nabla_\theta\mathcal F^*$). The keys below build the spelled value
-            (:func:`~dynlab.rules.pc_inference.from_config`); a value carries its own.
+            ([`from_config`][dynlab.rules.pc_inference.from_config]); a value carries its own.
         optimizer: activity optimiser for ``discrete``: ``sgd``, ``momentum`` or ``adam``.
         beta: its step size.
         max_steps: inference budget (optimiser steps, ODE solver steps, or Gauss-Newton steps).
         atol, rtol, ftol: convergence criterion $g \le \text{atol} + \text{rtol}\,g_0$ and a relative
             energy change of at most ``ftol`` over the last step
-            (:class:`~dynlab.rules.pc_inference.Criterion`).
+            ([`Criterion`][dynlab.rules.pc_inference.Criterion]).
         t1: ODE time horizon.
 
         diagnostics: optional ``diagnostics(model, x, y, output, inference) -> dict`` of extra
             per-step metrics from the batch (flat ``x[P, D]``, ``y[P, d_out]``) and the
-            :class:`~dynlab.rules.pc_inference.Inference` result (e.g. the PC–BP comparison's
-            $s - 1$ and distance to the exact activities, :mod:`dynlab.analyses.pc_bp`). It
+            [`Inference`][dynlab.rules.pc_inference.Inference] result (e.g. the PC–BP comparison's
+            $s - 1$ and distance to the exact activities, [`dynlab.analyses.pc_bp`][]). It
             observes; the gradients do not depend on it.
 
     Metrics: ``loss`` and the task metric (before the update), ``energy``, ``inference_steps``,

@@ -1,7 +1,7 @@
 r"""Closed forms for predictive coding on linear (residual) networks.
 
 For a linear network every layer is affine, $f_\ell(z) = A_\ell z + b_\ell$, with the effective
-matrices (multipliers included, :mod:`dynlab.ffmodels`)
+matrices (multipliers included, [`dynlab.ffmodels`][])
 
 $$ A_1 = \tfrac{1}{N^{a_1}\sqrt D} W^{(1)}, \qquad
    A_\ell = [I +]\, \tfrac{1}{L^{\alpha} N^{a}} W^{(\ell)} \;(2 \le \ell \le L-1), \qquad

@@ -1,25 +1,25 @@
 r"""Inference for predictive coding as values: how the activities reach the energy's minimum.
 
-A PC rule (:mod:`~dynlab.rules.pc`, :mod:`~dynlab.rules.pc_time`) states its inference problem
-as a :class:`Problem` — the per-sample energies $\mathcal F_\mu(z)$ over a PyTree of
+A PC rule ([`pc`][dynlab.rules.pc], [`pc_time`][dynlab.rules.pc_time]) states its inference problem
+as a [`Problem`][] — the per-sample energies $\mathcal F_\mu(z)$ over a PyTree of
 activities, where to start (the forward pass), and, when the energy is a sum of squares, that
-structure (:class:`SumOfSquares`) — and hands it to an inference **value**, the way diffrax takes
+structure ([`SumOfSquares`][]) — and hands it to an inference **value**, the way diffrax takes
 a solver and a step-size controller:
 
-* :class:`Descent` — steps of any optax optimiser on the activities (the paper's gradient
-  descent, heavy-ball momentum, Adam; :func:`minimise`);
-* :class:`GradientFlow` — $\dot z = -\nabla_z \mathcal F$ solved by diffrax
-  (:func:`minimise_ode`);
-* :class:`ErrorCoordinates` — an optimistix solver on the energy in the error coordinates below:
-  :func:`gauss_newton` (:class:`DampedGaussNewton`: Gauss–Newton steps with a line search that
-  tolerates the energy's rounding, :class:`EnergyBacktracking`), :func:`levenberg_marquardt`
-  (:class:`LevenbergMarquardt`), their linear subproblems solved by lineax (matrix free,
-  :func:`lsmr`), or :func:`lbfgs` (quasi-Newton on the same coordinates); or any other
+* [`Descent`][] — steps of any optax optimiser on the activities (the paper's gradient
+  descent, heavy-ball momentum, Adam; [`minimise`][]);
+* [`GradientFlow`][] — $\dot z = -\nabla_z \mathcal F$ solved by diffrax
+  ([`minimise_ode`][]);
+* [`ErrorCoordinates`][] — an optimistix solver on the energy in the error coordinates below:
+  [`gauss_newton`][] ([`DampedGaussNewton`][]: Gauss–Newton steps with a line search that
+  tolerates the energy's rounding, [`EnergyBacktracking`][]), [`levenberg_marquardt`][]
+  ([`LevenbergMarquardt`][]), their linear subproblems solved by lineax (matrix free,
+  [`lsmr`][]), or [`lbfgs`][] (quasi-Newton on the same coordinates); or any other
   ``optimistix.AbstractGaussNewton`` or line-search minimiser;
-* :class:`ClosedForm` — the exact minimiser (linear networks with the mse loss).
+* [`ClosedForm`][] — the exact minimiser (linear networks with the mse loss).
 
-All of them stop on one :class:`Criterion`, and all return an :class:`Inference`.
-Configs spell them as strings (``inference = "gauss-newton"``); :func:`from_config` is the one
+All of them stop on one [`Criterion`][], and all return an [`Inference`][].
+Configs spell them as strings (``inference = "gauss-newton"``); [`from_config`][] is the one
 place where a spelling becomes a value.
 
 **The energy as a sum of squares.** For one sample, with the state errors
@@ -42,18 +42,18 @@ scored read-out entries of the sample), and the Gauss–Newton matrix is
 $$ J_e^\top J_e = I + M^\top M , $$
 
 with eigenvalues 1 and $1 + \sigma_i(M)^2$: its condition number is $1 + \|M\|^2$ whatever
-the time constants, and a Krylov solver on it (:func:`lsmr`, one JVP and one VJP of the forward
+the time constants, and a Krylov solver on it ([`lsmr`][], one JVP and one VJP of the forward
 pass per iteration) ends in at most $K + 1$ iterations. The direction
 is the one Gauss–Newton takes in $z$ ($J_z = J_e L$, so $\delta z = L^{-1}\delta e$ to first
 order); the step is applied through the network's own forward pass. For a network that is
 affine in its activities, $r(e)$ is affine and one step lands on the exact minimiser
 $e^* = M^\top (I + M M^\top)^{-1} \rho_0$ — the closed form of
-:func:`dynlab.rules.pc_time.closed_form` and :func:`dynlab.rules.pc_closed_form.exact_activities`.
+[`dynlab.rules.pc_time.closed_form`][] and [`dynlab.rules.pc_closed_form.exact_activities`][].
 Samples do not interact, so each sample is solved on its own (``vmap``).
 
 Gauss–Newton's model leaves out the residuals times the read-out's second derivatives, which
 matter where the loss is far from fitted: full steps then overshoot (the vanilla tanh RNN
-cycles), hence the line search of :class:`DampedGaussNewton`, and its convergence is only
+cycles), hence the line search of [`DampedGaussNewton`][], and its convergence is only
 linear (on the narrow tanh and block-diagonal RNNs at T = 50 neither it nor
 Levenberg–Marquardt meets the criterion below within 100–300 steps on every cell). L-BFGS in
 the same coordinates learns that curvature and needs 4–40 steps on every cell of the ARU, GRU,
@@ -69,7 +69,7 @@ others at least $1.5\cdot10^{-2}$; there, gradients at points within $10^{-7}$ o
 convex combination of norm $4\cdot10^{-5}\,g_0$ — a kink minimum (Clarke stationary), which the
 gradient test cannot certify. With a squared ReLU (differentiable) the same solve converges.
 
-**The criterion** (:class:`Criterion`). After iteration $k$, with
+**The criterion** ([`Criterion`][]). After iteration $k$, with
 $g = \|\nabla_z \mathcal F\|$ in the activities' own coordinates (for every method), inference
 has converged when
 
@@ -78,11 +78,11 @@ $$ g_k \le \text{atol} + \text{rtol}\, g_0 \quad\text{and}\quad
 
 the relative gradient norm and the relative energy change of the last iteration. $g$ is the
 worst sample's and $g_0$ the worst at the start; the first-order methods move the batch together
-and test the batch energy, :class:`ErrorCoordinates` solves each sample on its own and tests each
+and test the batch energy, [`ErrorCoordinates`][] solves each sample on its own and tests each
 sample's gradient against that threshold and its own energy change (which implies the batch
-test); :class:`GradientFlow` reads the energy change as the flow's rate
+test); [`GradientFlow`][] reads the energy change as the flow's rate
 $\|\nabla_z\mathcal F\|^2 / \mathcal F$. The gradient threshold also includes the rounding floor
-$16\,\epsilon\,\|z\|$ (:func:`rounding_floor`; $10^{-5}$–$10^{-4}$ in float32 at the
+$16\,\epsilon\,\|z\|$ ([`rounding_floor`][]; $10^{-5}$–$10^{-4}$ in float32 at the
 ``cross-pc-alignment`` sizes): a gradient below it is noise. A run that stops at ``max_steps``
 without meeting both tests is *not converged*; the result carries the final $g / g_0$ and energy
 change either way.
@@ -105,7 +105,7 @@ from jaxtyping import Array, PyTree
 from dynlab.errors import ConfigError, require_positive
 
 INFERENCES = ("discrete", "ode", "closed-form", "gauss-newton", "levenberg-marquardt", "lbfgs")
-"""The config spellings of :func:`from_config`."""
+"""The config spellings of [`from_config`][]."""
 
 
 # ------------------------------------------------------------------------------------------------
@@ -158,12 +158,12 @@ def minimise(
 ) -> Inference:
     r"""Optax steps on the activities ``z`` until $g \le \text{atol} + \text{rtol}\,g_0$ or ``max_steps``.
 
-    The model-free core of :func:`dynlab.rules.pc.infer`: ``sample_energies`` maps a PyTree of activities (samples
+    The model-free core of [`dynlab.rules.pc.infer`][]: ``sample_energies`` maps a PyTree of activities (samples
     along ``sample_axis`` of every leaf) to the per-sample energies ``[P]``; the steps descend
-    their sum, inside one ``lax.while_loop``. Arguments as in :func:`dynlab.rules.pc.infer`; with ``ftol`` the
+    their sum, inside one ``lax.while_loop``. Arguments as in [`dynlab.rules.pc.infer`][]; with ``ftol`` the
     criterion also asks the batch energy to be stationary, $|\mathcal F_k - \mathcal F_{k-1}| \le
     \text{ftol}\,\max(|\mathcal F_k|, |\mathcal F_{k-1}|)$ (at $k = 0$, before any step, the
-    change counts as 0), the :class:`~dynlab.rules.pc_inference.Criterion`.
+    change counts as 0), the [`Criterion`][dynlab.rules.pc_inference.Criterion].
     """
     require_positive("max_steps", max_steps)
     p = _samples(z0, sample_axis)
@@ -229,8 +229,8 @@ def minimise_ode(
 ) -> Inference:
     r"""The gradient flow $\dot z = -\nabla_z \sum_\mu \mathcal F_\mu$ of any per-sample energy, solved by diffrax.
 
-    The model-free core of :func:`dynlab.rules.pc.infer_ode` (arguments as there; ``sample_energies`` and
-    ``sample_axis`` as in :func:`minimise`). ``solver``: a diffrax solver (default ``Tsit5()``);
+    The model-free core of [`dynlab.rules.pc.infer_ode`][] (arguments as there; ``sample_energies`` and
+    ``sample_axis`` as in [`minimise`][]). ``solver``: a diffrax solver (default ``Tsit5()``);
     ``controller``: a diffrax step-size controller (default ``PIDController(rtol=1e-6, atol=1e-8)``). With ``ftol`` the event also asks the energy to be
     stationary: along the flow $d\mathcal F/dt = -\|\nabla_z\mathcal F\|^2$, so the relative change
     per unit time $\|\nabla_z \sum_\mu\mathcal F_\mu\|^2 / \sum_\mu\mathcal F_\mu \le \text{ftol}$
@@ -320,13 +320,13 @@ class Criterion(eqx.Module):
         require_positive("max_steps", self.max_steps)
 
     def met(self, g: Array, g0: Array, change: Array, floor: Array | float = 0.0) -> Array:
-        """Both tests, elementwise (``floor``: :func:`rounding_floor`, added to the gradient threshold)."""
+        """Both tests, elementwise (``floor``: [`rounding_floor`][], added to the gradient threshold)."""
         ok = g <= self.atol + self.rtol * g0 + floor
         return ok if self.ftol is None else ok & (change <= self.ftol)
 
 
 ROUNDING = 16.0
-"""The gradient test's floor in units of the dtype's epsilon times the activities' norm (:func:`rounding_floor`)."""
+"""The gradient test's floor in units of the dtype's epsilon times the activities' norm ([`rounding_floor`][])."""
 
 
 def rounding_floor(z: PyTree, sample_axis: int | None = None) -> Array:
@@ -362,8 +362,8 @@ class Problem(NamedTuple):
     """What a rule hands to an inference value.
 
     ``sample_energies(z) -> [P]``; ``z0`` the start (leaves hold the samples along ``sample_axis``);
-    ``least_squares`` the energy as a :class:`SumOfSquares` (``None`` when it is not one, e.g. a
-    cross-entropy output); ``exact()`` the exact minimiser (raises :class:`ConfigError` where there
+    ``least_squares`` the energy as a [`SumOfSquares`][] (``None`` when it is not one, e.g. a
+    cross-entropy output); ``exact()`` the exact minimiser (raises [`ConfigError`][] where there
     is none).
     """
 
@@ -379,14 +379,14 @@ class Problem(NamedTuple):
 
 
 class AbstractInference(eqx.Module):
-    """An inference method: ``method(problem)`` is a :class:`dynlab.rules.Inference`."""
+    """An inference method: ``method(problem)`` is an [`Inference`][dynlab.rules.pc_inference.Inference]."""
 
     @abc.abstractmethod
     def __call__(self, problem: Problem) -> Inference:
         """Minimise ``problem``'s energy over the activities."""
 
     def check_loss(self, output: str) -> None:
-        """Raise :class:`ConfigError` if the method cannot minimise the energy of the ``output`` loss."""
+        """Raise [`ConfigError`][] if the method cannot minimise the energy of the ``output`` loss."""
 
 
 class Descent(AbstractInference):
@@ -455,13 +455,13 @@ class ErrorCoordinates(AbstractInference):
     r"""An optimistix solver on the energy in the error coordinates (module docstring), each sample on its own.
 
     ``solver``: an ``optimistix.AbstractGaussNewton`` (``GaussNewton``, ``LevenbergMarquardt``,
-    ``Dogleg``, :class:`DampedGaussNewton`, :class:`LevenbergMarquardt`, ...) on the residuals
-    $r(e)$, with a lineax linear solver for $\min_\delta\|r + J\delta\|$ (matrix free: :func:`lsmr`),
-    or an ``optimistix.AbstractMinimiser`` (e.g. L-BFGS, :func:`lbfgs`) on
-    $\tfrac12\|r(e)\|^2$. Its own termination tolerances are not used: the :class:`Criterion`
+    ``Dogleg``, [`DampedGaussNewton`][], [`LevenbergMarquardt`][], ...) on the residuals
+    $r(e)$, with a lineax linear solver for $\min_\delta\|r + J\delta\|$ (matrix free: [`lsmr`][]),
+    or an ``optimistix.AbstractMinimiser`` (e.g. L-BFGS, [`lbfgs`][]) on
+    $\tfrac12\|r(e)\|^2$. Its own termination tolerances are not used: the [`Criterion`][]
     decides, on the activities. Each iteration is one solver step (Gauss–Newton: one linearisation
     of the forward pass and one linear solve; L-BFGS: one energy and gradient, i.e. a forward and
-    a backward scan). See :func:`gauss_newton`, :func:`levenberg_marquardt`, :func:`lbfgs`.
+    a backward scan). See [`gauss_newton`][], [`levenberg_marquardt`][], [`lbfgs`][].
 
     ``patience``: give a sample up (not converged) once its gradient norm has not halved in that many
     steps — what happens on the nonsmooth energies, whose gradient cannot vanish (module docstring);
@@ -594,7 +594,7 @@ class EnergyBacktracking(optx.AbstractSearch):
 
 class DampedGaussNewton(optx.AbstractGaussNewton):
     """Gauss–Newton steps (``optimistix.NewtonDescent`` with ``linear_solver``) shortened by a line search
-    (default :class:`EnergyBacktracking`): full steps where they lower the energy, so the fast local
+    (default [`EnergyBacktracking`][]): full steps where they lower the energy, so the fast local
     convergence stays, and shorter ones where a full step would overshoot (the vanilla tanh RNN)."""
 
     rtol: float
@@ -641,7 +641,7 @@ class RoundingTrustRegion(optx.ClassicalTrustRegion):
 class LevenbergMarquardt(optx.AbstractGaussNewton):
     r"""Levenberg–Marquardt: damped Gauss–Newton steps $(J^\top J + \lambda I)\delta = -J^\top r$
     (``optimistix.DampedNewtonDescent``, $\lambda$ = 1 / the trust region's step size) in a
-    :class:`RoundingTrustRegion`; ``optimistix.LevenbergMarquardt`` with a trust region that does not
+    [`RoundingTrustRegion`][]; ``optimistix.LevenbergMarquardt`` with a trust region that does not
     collapse on float32 rounding."""
 
     rtol: float
@@ -660,20 +660,20 @@ class LevenbergMarquardt(optx.AbstractGaussNewton):
 
 def gauss_newton(criterion: Criterion = Criterion(max_steps=50), linear_solver: lx.AbstractLinearSolver | None = None,
                  patience: int | None = None) -> ErrorCoordinates:
-    """Gauss–Newton in the error coordinates with a line search (:class:`DampedGaussNewton`); each step is one
-    linear solve (default :func:`lsmr`). Full steps: ``ErrorCoordinates(optimistix.GaussNewton(...))``."""
+    """Gauss–Newton in the error coordinates with a line search ([`DampedGaussNewton`][]); each step is one
+    linear solve (default [`lsmr`][]). Full steps: ``ErrorCoordinates(optimistix.GaussNewton(...))``."""
     return ErrorCoordinates(DampedGaussNewton(linear_solver), criterion, patience)
 
 
 def levenberg_marquardt(criterion: Criterion = Criterion(max_steps=50),
                         linear_solver: lx.AbstractLinearSolver | None = None, patience: int | None = None) -> ErrorCoordinates:
-    """Levenberg–Marquardt (:class:`LevenbergMarquardt`: damped steps in a trust region) in the error coordinates."""
+    """Levenberg–Marquardt ([`LevenbergMarquardt`][]: damped steps in a trust region) in the error coordinates."""
     return ErrorCoordinates(LevenbergMarquardt(linear_solver), criterion, patience)
 
 
 def lbfgs(criterion: Criterion = Criterion(max_steps=100), history_length: int = 10, patience: int | None = None
           ) -> ErrorCoordinates:
-    """L-BFGS (``optimistix.LBFGS``, its line search replaced by :class:`EnergyBacktracking`) on the energy in
+    """L-BFGS (``optimistix.LBFGS``, its line search replaced by [`EnergyBacktracking`][]) on the energy in
     the error coordinates: a quasi-Newton method preconditioned by the forward pass. It learns the
     curvature Gauss–Newton leaves out (large residuals times the read-out's second derivatives) at
     the cost of one forward and one backward scan per step."""
@@ -701,8 +701,8 @@ def from_config(
 ) -> AbstractInference:
     """The inference value a config spells: ``discrete`` (``optimizer`` at step ``beta``), ``ode`` (up to
     ``t1``), ``closed-form``, ``gauss-newton`` or ``levenberg-marquardt``, each with the
-    :class:`Criterion` (``rtol``, ``atol``, ``ftol``, ``max_steps``); ``patience`` for the last two
-    (:class:`ErrorCoordinates`). A value passes through unchanged."""
+    [`Criterion`][] (``rtol``, ``atol``, ``ftol``, ``max_steps``); ``patience`` for the last two
+    ([`ErrorCoordinates`][]). A value passes through unchanged."""
     if isinstance(inference, AbstractInference):
         return inference
     if inference not in INFERENCES:

@@ -1,6 +1,6 @@
 r"""Predictive coding through time: PC on the unrolled computation graph of a recurrent model.
 
-A :class:`~dynlab.models.SequenceModel` is a one-step map ``model.step``,
+A [`SequenceModel`][dynlab.models.SequenceModel] is a one-step map ``model.step``,
 $(s_t, o_t) = F_\theta(s_{t-1}, x_t)$: the next state of every layer (a PyTree) and the read-out.
 PC through time gives every time step $t = 1..T$ of every sample its own activity $z_t$, a PyTree
 shaped like the state (all layers, and all parts of a PyTree state such as the LSTM's
@@ -15,14 +15,14 @@ with the task's mask $m$ and $\ell = \tfrac12\|y - o\|^2$ (task loss ``mse``) or
 cross-entropy (``ce_last``: the last step only; ``ce_all``: where $m > 0$).
 
 **Inference** minimises $\mathcal F$ over all $z_t$ at once with the feed-forward rule's machinery
-(:func:`dynlab.rules.pc.minimise` — optax steps in a ``lax.while_loop`` — or
-:func:`~dynlab.rules.pc.minimise_ode` — a diffrax gradient flow —, with the same worst-sample
+([`dynlab.rules.pc.minimise`][] — optax steps in a ``lax.while_loop`` — or
+[`minimise_ode`][dynlab.rules.pc.minimise_ode] — a diffrax gradient flow —, with the same worst-sample
 convergence criterion), on activities with leaves ``[P, T, ...]``. Each evaluation of
 $\mathcal F$ is **one** call of ``model.step`` vectorised over samples and time steps (``vmap``
 of ``vmap``; no scan inside an inference step), and its gradient is that call's VJP, so an
 inference step costs about one BPTT forward + backward but runs in parallel over $t$.
 Activities start from the forward pass (``model.trajectory``), where every state error is zero.
-The rule takes any inference value of :mod:`dynlab.rules.pc_inference` (:func:`problem` states
+The rule takes any inference value of [`dynlab.rules.pc_inference`][] ([`problem`][] states
 the problem): with the ``mse`` loss also Gauss–Newton in the error coordinates $e_t$, where the
 forward pass with the errors added (a scan) preconditions the slow memories' ill-conditioning
 away; each of its steps costs a few forward and backward scans, and it needs 3–20 of them where
@@ -31,11 +31,11 @@ momentum needs hundreds (``benchmarks/pc_time.py``).
 **Learning**: the weight gradient is $\partial\mathcal F(z^*, \theta)/\partial\theta$ at the
 inferred activities — a sum of local terms $e_t^\top \partial F_\theta/\partial\theta$ over steps,
 again one vectorised evaluation. As the errors vanish (wide networks, short sequences) it tends to
-the BPTT gradient of :func:`loss`, which is the same objective without the state errors.
+the BPTT gradient of [`loss`][], which is the same objective without the state errors.
 
 **Closed form** (models whose step is affine in the state, ``model.is_linear``, with ``mse``):
 the read-outs are affine in the errors $e_t = z_t - \hat z_t$, $o = o^{ff} + J e$, so the
-minimum is a minimum-norm problem as in :mod:`dynlab.rules.pc_closed_form`. With
+minimum is a minimum-norm problem as in [`dynlab.rules.pc_closed_form`][]. With
 $\tilde r = \sqrt m \odot (y - o^{ff})$, $\tilde J = \operatorname{diag}(\sqrt m)\, J$ (rows: the
 $K = T d_{out}$ read-out entries) and $S = I_K + \tilde J \tilde J^\top$,
 
@@ -53,7 +53,7 @@ Choices where the papers are silent (Salvatori et al. 2021 treat one-layer RNNs)
   not of its new state alone, so this is what works for every unit). For one-layer models it is
   node-per-state PC, except that the read-out at $t$ is predicted from $z_{t-1}$ through the step.
 * Scale: the output term sums $\tfrac12\|y - o\|^2$ (or the cross-entropy) over the scored steps,
-  like the feed-forward energy's output layer; :func:`loss` is the BPTT objective on the same
+  like the feed-forward energy's output layer; [`loss`][] is the BPTT objective on the same
   scale. (The ``bptt`` rule uses the task's loss, a mean; the two differ by a constant factor.)
 """
 
@@ -152,7 +152,7 @@ def infer(
     z_exact: PyTree | None = None,
     record: bool = False,
 ) -> pc.Inference:
-    r"""Discrete inference on all time steps in parallel (optax steps; arguments as :func:`dynlab.rules.pc.infer`).
+    r"""Discrete inference on all time steps in parallel (optax steps; arguments as [`dynlab.rules.pc.infer`][]).
 
     ``x[P, T, D]``, ``y``, ``mask[P, T]``: a task batch. ``z0``: initial activities (default: the
     forward pass), leaves ``[P, T, ...]``.
@@ -168,7 +168,7 @@ def infer_ode(model, x: Array, y: Array, mask: Array, z0: PyTree | None = None, 
               **options) -> pc.Inference:
     r"""Inference as the gradient flow $\dot z = -\nabla_z \sum_\mu \mathcal F_\mu$.
 
-    ``options``: those of :func:`dynlab.rules.pc.infer_ode` (``t1``, ``max_steps``, ``atol``, ``rtol``, ...).
+    ``options``: those of [`dynlab.rules.pc.infer_ode`][] (``t1``, ``max_steps``, ``atol``, ``rtol``, ...).
     """
     _check_output(output)
     z0 = initial_activities(model, x) if z0 is None else z0
@@ -224,12 +224,12 @@ def closed_form(model, x: Array, y: Array, mask: Array) -> ClosedForm:
 
 
 def problem(model, x: Array, y: Array, mask: Array, output: str = "mse", z0: PyTree | None = None) -> pc_inference.Problem:
-    r"""The inference problem of a task batch for an inference value (:mod:`dynlab.rules.pc_inference`).
+    r"""The inference problem of a task batch for an inference value ([`dynlab.rules.pc_inference`][]).
 
     With the ``mse`` loss the energy of one sample is a sum of squares, the state errors
     $e_t = z_t - \hat z_t$ and the scored read-out residuals $\sqrt{m_t}(y_t - \hat o_t)$; the forward
-    pass with the errors added (:func:`_unroll`) inverts $z \mapsto e$. ``exact()`` is
-    :func:`closed_form`'s $z^*$. ``z0``: the start (default: the forward pass).
+    pass with the errors added (`_unroll`) inverts $z \mapsto e$. ``exact()`` is
+    [`closed_form`][]'s $z^*$. ``z0``: the start (default: the forward pass).
     """
     _check_output(output)
     z0 = initial_activities(model, x) if z0 is None else z0
@@ -267,9 +267,9 @@ def weight_grads(model, z: PyTree, x: Array, y: Array, mask: Array, output: str 
 
 @register("rule", "pc-time", "predictive coding through time: an activity per step, inferred in parallel over t")
 class PCTime(pc.PC):
-    r"""Predictive coding through time on any :class:`~dynlab.models.SequenceModel` (module docstring).
+    r"""Predictive coding through time on any [`SequenceModel`][dynlab.models.SequenceModel] (module docstring).
 
-    The config is the ``pc`` rule's (``inference``: a value of :mod:`dynlab.rules.pc_inference` or
+    The config is the ``pc`` rule's (``inference``: a value of [`dynlab.rules.pc_inference`][] or
     ``discrete``, ``ode``, ``gauss-newton``, ``levenberg-marquardt`` — these two with the ``mse``
     loss — or ``closed-form`` — for linear ``rnn-param`` models with the ``mse`` loss —,
     ``optimizer``, ``beta``, ``max_steps``, ``atol``, ``rtol``, ``ftol``, ``t1``; ``diagnostics`` is
@@ -307,12 +307,12 @@ def _objective(output: str):
 
 
 OBJECTIVES = {o: Loss(_objective(o), _objective(o), "objective", False) for o in OUTPUTS}
-r""":func:`loss` (the energy's output term at the forward pass, $\frac1P\sum_\mu\sum_t m_{\mu t}\,\ell$)
+r"""[`loss`][] (the energy's output term at the forward pass, $\frac1P\sum_\mu\sum_t m_{\mu t}\,\ell$)
 as a loss value per output, for a rule to train on."""
 
 
 def matching_bptt(output: str) -> BPTT:
-    """BPTT of the objective PC through time approaches (:func:`loss` on the energy's scale, and no
+    """BPTT of the objective PC through time approaches ([`loss`][] on the energy's scale, and no
     regulariser: the energy has none), the rule the PC-through-time comparisons train against."""
     _check_output(output)
     return BPTT(loss=OBJECTIVES[output], penalties=False)

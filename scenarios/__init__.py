@@ -1,7 +1,7 @@
 """Scenarios (installed as ``dynlab.scenarios``): declarative experiments and sweeps.
 
-:mod:`~dynlab.scenarios.spec` parses and validates scenario TOML files (the built-in ones live
-beside this file); :mod:`~dynlab.scenarios.cell` runs one cell; :mod:`~dynlab.scenarios.sweep`
+[`spec`][dynlab.scenarios.spec] parses and validates scenario TOML files (the built-in ones live
+beside this file); [`cell`][dynlab.scenarios.cell] runs one cell; [`sweep`][dynlab.scenarios.sweep]
 runs all cells on Dask, resumably, and merges them into one dataset.
 
 The program modules are imported here so that their ``@register("program", …)`` runs: a

@@ -8,11 +8,11 @@ perturbed in the paper.
 
 Here, by default: psMNIST down-sampled to 14×14 ($T = 196$), $N_h = 64$, $N_g = 8$ (the paper's
 $N_g/N_h = 1/8$), GRU and LSTM widths matched to the ARUN's parameter count with
-:func:`dynlab.sizing.hidden_for_budget` (within ``match_tol``: the 2% of the paper is not
+[`dynlab.sizing.hidden_for_budget`][] (within ``match_tol``: the 2% of the paper is not
 reachable at this width, one GRU unit is ~3% of the budget), Adam at ``lr`` with gradient
 clipping 1, ``steps`` steps of ``batch_size``; seeds vmapped per network
-(:func:`dynlab.train.train_seeds`). Every trained model is then evaluated with the
-``perturb`` analysis (:mod:`dynlab.perturbations`): the noisy drive at mean
+([`dynlab.train.train_seeds`][]). Every trained model is then evaluated with the
+``perturb`` analysis ([`dynlab.perturbations`][]): the noisy drive at mean
 $\mu \in$ ``strengths`` with $\sigma = 0.4\,\mu$ (so $\mu = 5$ is the paper's
 $\mathcal N(5, 2^2)$), in the window $[200, 400)$ of 784 steps scaled to $T$, on the same
 ``n_test`` held-out digits and noise draws for every network. All five networks get the drive
@@ -32,6 +32,7 @@ import numpy as np
 import xarray as xr
 
 from dynlab.provenance import stamp
+from dynlab.claims import Claim, Estimate, NotTestable, scale_text
 from dynlab.registry import register
 
 NETWORKS = {  # name -> (model section without hidden, label in the table)
@@ -80,7 +81,6 @@ def model_sections(networks, hidden: int, n_g: int, match_tol: float, extra: dic
     return sections
 
 
-@register("program", "aru-table1", "ARU Table 1 protocol: train networks x seeds on psMNIST, accuracy clean and under a noisy drive")
 def run_aru_table1(
     out_dir,
     *,
@@ -221,10 +221,98 @@ def table(ds: xr.Dataset) -> str:
 
 
 def _pm(da: xr.DataArray) -> str:
-    """``mean ± sd`` over seeds, the sample sd (ddof = 1, :func:`dynlab.statistics.mean_sd`)."""
+    """``mean ± sd`` over seeds, the sample sd (ddof = 1, [`dynlab.statistics.mean_sd`][])."""
     from dynlab.statistics import mean_sd
 
     if da.sizes["seed"] < 2:
         return f"{float(da.mean('seed')):.1f} (1 seed)"
     mean, sd = mean_sd(da.transpose("seed", ...).values)
     return f"{float(mean):.1f} ± {float(sd):.1f}"
+
+
+# ---------------------------------------------------------------------------------------------
+# The paper's claims (dynlab.claims), judged on table1.nc
+
+PAPER_TABLE1 = {"aru": (95.4, 94.7), "rnn-gamma": (95.4, 84.0), "rnn-relu": (90.1, 33.0)}
+"""Table 1, psMNIST: accuracy (%) clean and under the noisy drive N(5, 2^2)."""
+
+
+def _per_seed(statistic, needs, what: str):
+    """A claim statistic from per-seed values: ``statistic(acc)`` maps accuracies (%) ``{network:
+    [clean, noisy] per seed}`` to one number per seed; the value is their mean with a Student-t
+    interval over seeds (one seed of every network is one replicate of the whole table)."""
+
+    def measure(datasets) -> Estimate:
+        from dynlab.statistics import t_interval
+
+        ds = datasets["table1"]
+        missing = [n for n in needs if n not in ds.network.values]
+        if missing:
+            raise NotTestable(f"{', '.join(missing)} not among this run's networks")
+        s = ds.attrs["table_strength"]
+        acc = {n: 100 * np.stack([ds.accuracy.sel(network=n, strength=0.0).values,
+                                  ds.accuracy.sel(network=n, strength=s).values]) for n in needs}
+        per_seed = np.asarray(statistic(acc), float)
+        n = int(np.isfinite(per_seed).sum())
+        if n < 2:
+            return Estimate(float(np.nanmean(per_seed)), note=f"{n} seed")
+        ci = t_interval(per_seed, population="seeds (one of every network each)", allow_fewer=True)
+        return Estimate(float(ci.estimate), float(ci.low), float(ci.high), level=ci.level, population=ci.population,
+                        method=f"{ci.method}; {what}")
+
+    return measure
+
+
+def _drop(acc, net):
+    return acc[net][0] - acc[net][1]
+
+
+def claims(params: dict) -> list[Claim]:
+    """Geadah et al.'s Table 1 claims at these parameters (psMNIST columns)."""
+    steps_paper = "100 epochs"
+    t = 784 // params["downsample"] ** 2
+    scale = scale_text({
+        "psMNIST": (f"{28 // params['downsample']}x{28 // params['downsample']} (T = {t})", "28x28 (T = 784)"),
+        "N_h": (params["hidden"], 400), "N_g": (params["n_g"], 50),
+        "training": (f"{params['steps']} steps of {params['batch_size']}, Adam {params['lr']:g}", f"{steps_paper}, Adam 1e-4"),
+        "seeds": (len(params["seeds"]), 3), "test digits": (params["n_test"], 10000),
+    })
+    arun, gamma, relu = (f"{PAPER_TABLE1[n][0]} -> {PAPER_TABLE1[n][1]}" for n in ("aru", "rnn-gamma", "rnn-relu"))
+    noisy = f"noisy drive N({params['table_strength']:g}, ({params['std_ratio'] * params['table_strength']:g})^2)"
+    return [
+        Claim("table1-ordering", f"Under the {noisy}: ARUN > RNN+gamma > RNN+ReLU",
+              f"Table 1: ARUN {arun}, RNN+gamma {gamma}, RNN+ReLU {relu}",
+              "min over the two gaps (ARUN - RNN+gamma, RNN+gamma - RNN+ReLU) of noisy accuracy, % points",
+              _per_seed(lambda a: np.minimum(a["aru"][1] - a["rnn-gamma"][1], a["rnn-gamma"][1] - a["rnn-relu"][1]),
+                        ("aru", "rnn-gamma", "rnn-relu"), "per seed: the smaller gap"),
+              lower=0.0, strict=False, why="an ordering: both gaps positive", scale=scale),
+        Claim("drop-ordering", "The drop under the drive grows from ARUN to RNN+gamma to RNN+ReLU",
+              "Table 1: drops 0.7 < 11.4 < 57.1 points",
+              "min over the two differences of drops (clean - noisy), % points",
+              _per_seed(lambda a: np.minimum(_drop(a, "rnn-gamma") - _drop(a, "aru"),
+                                             _drop(a, "rnn-relu") - _drop(a, "rnn-gamma")),
+                        ("aru", "rnn-gamma", "rnn-relu"), "per seed: the smaller difference"),
+              lower=0.0, why="an ordering: both differences positive", scale=scale),
+        Claim("arun-robust", "ARUN keeps its accuracy under the drive: drop <= 2 points",
+              "Table 1: 95.4 -> 94.7 (drop 0.7)", "clean - noisy accuracy of ARUN, % points",
+              _per_seed(lambda a: _drop(a, "aru"), ("aru",), "per seed: the drop"), upper=2.0,
+              why="the paper's 0.7 points with room for a smaller network's noise; RNN+gamma drops 11.4", scale=scale),
+        Claim("relu-collapses", "RNN+ReLU loses most of its accuracy under the drive: drop >= 30 points",
+              "Table 1: 90.1 -> 33.0 (drop 57.1)", "clean - noisy accuracy of RNN+ReLU, % points",
+              _per_seed(lambda a: _drop(a, "rnn-relu"), ("rnn-relu",), "per seed: the drop"), lower=30.0,
+              why="half the paper's drop: a collapse, not a dent", scale=scale),
+        Claim("adapted-lambda1", "Adapted lambda_1 is closer to 0 than with fixed (n, s)", "Fig. 5c/d",
+              "dynlab analyze adaptation on the trained ARU", None,
+              untestable="aru-table1 does not run it; run 'dynlab analyze adaptation --checkpoint "
+                         "<out>/runs/aru-seed0 --task psmnist' on this run's ARU", scale=scale),
+        Claim("rotation-transfer", "Retraining only (n, s) on 45-degree rotated digits recovers over a quarter of "
+              "the accuracy lost", "App. B.3: 94% -> 42% rotated, 56% after retraining (n, s)",
+              "dynlab transfer activation on the trained RNN+gamma", None,
+              untestable="aru-table1 does not run it; run 'dynlab transfer activation --checkpoint "
+                         "<out>/runs/rnn-gamma-seed0' on this run's RNN+gamma", scale=scale),
+    ]
+
+
+register("program", "aru-table1",
+         "ARU Table 1 protocol: train networks x seeds on psMNIST, accuracy clean and under a noisy drive",
+         claims=claims)(run_aru_table1)

@@ -8,14 +8,14 @@ match their recorded hashes, is partial or corrupt: it is never merged and is re
 
 An interrupted cell is not a failed cell: when the sweep is being interrupted (Ctrl-C, its Dask
 client or worker shutting down), an error that a cell meets is a consequence of the shutdown, so
-no marker is written (:func:`interrupted`) and ``--resume`` recomputes the cell.
+no marker is written ([`interrupted`][]) and ``--resume`` recomputes the cell.
 
 **Test hook** (the sweeps' only one, inert unless the environment sets it; training and storage
-have theirs in :func:`dynlab.store.fault_point`): with
+have theirs in [`dynlab.store.fault_point`][]): with
 ``DYNLAB_TEST_HOOK_DIR=DIR``, each cell, as its directory has just been emptied and before it
 computes anything, writes ``DIR/started-<pid>-<dirname>`` (``<pid>``: the process computing it),
 then waits while ``DIR/hold`` exists (at most 60 s). Fault tests use it to kill or interrupt a
-worker at a known moment (:func:`_test_hook`).
+worker at a known moment (`_test_hook`).
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def interrupted(stop_file: str | Path | None) -> bool:
 
     Enforces: an interrupted cell is not recorded as failed. True when the sweep's runner has
     written its ``stop_file`` (it does so before closing its Dask client, see
-    :func:`dynlab.scenarios.sweep.run_sweep`) or when the Dask worker running this cell is
+    [`dynlab.scenarios.sweep.run_sweep`][]) or when the Dask worker running this cell is
     shutting down. A cell that meets an error while this holds writes no marker.
     """
     if stop_file is not None and Path(stop_file).exists():
@@ -157,7 +157,7 @@ def run_cell(cell_dir: str | Path, config: dict, analyses: tuple[dict, ...], sto
 
     Training divergence and analysis errors do not raise: they are recorded as the cell's
     status so that a sweep carries on. An error met while the sweep is being interrupted
-    (:func:`interrupted`, ``stop_file``) is not: the cell gets no marker and status
+    ([`interrupted`][], ``stop_file``) is not: the cell gets no marker and status
     ``"interrupted"`` is returned.
     """
     from dynlab.train import train
@@ -182,10 +182,10 @@ def run_cell(cell_dir: str | Path, config: dict, analyses: tuple[dict, ...], sto
 
 def run_cells_vmapped(cell_dirs: list, configs: list[dict], analyses: tuple[dict, ...],
                       stop_file: str | None = None) -> list[dict]:
-    """Cells that differ only in seed, trained as one ``jax.vmap``-ed run (:func:`dynlab.train.train_seeds`).
+    """Cells that differ only in seed, trained as one ``jax.vmap``-ed run ([`dynlab.train.train_seeds`][]).
 
     Their numbers agree with one-cell runs up to float32 rounding, not bit for bit. Interruption
-    is handled as in :func:`run_cell`.
+    is handled as in [`run_cell`][].
     """
     from dynlab.train import train_seeds
 

@@ -1,9 +1,9 @@
 r"""Scenario ``cross-lyapunov``: the Lyapunov spectrum of every unit at initialisation and after
 training on the same task.
 
-Each unit of :data:`~dynlab.scenarios.every_unit.UNITS`, at the same ``width``
-(:func:`~dynlab.scenarios.every_unit.model_section`), is built from each seed; the ``k`` largest
-exponents of its full state map (all layers, PyTree states flattened; :mod:`dynlab.analyses.lyapunov`)
+Each unit of [`UNITS`][dynlab.scenarios.every_unit.UNITS], at the same ``width``
+([`model_section`][dynlab.scenarios.every_unit.model_section]), is built from each seed; the ``k`` largest
+exponents of its full state map (all layers, PyTree states flattened; [`dynlab.analyses.lyapunov`][])
 are measured under the task's own inputs (``task = "train"`` protocol: the same input stream before
 and after training), then the model is trained with BPTT on ``task`` and measured again.
 

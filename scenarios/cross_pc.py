@@ -1,13 +1,13 @@
 r"""Scenario ``cross-pc-alignment``: PC through time against BPTT on every unit, across width and
 sequence length.
 
-For each unit of :data:`~dynlab.scenarios.every_unit.UNITS` at each ``width``
-(:func:`~dynlab.scenarios.every_unit.model_section`), each sequence ``length`` $T$ of ``task`` and
+For each unit of [`UNITS`][dynlab.scenarios.every_unit.UNITS] at each ``width``
+([`model_section`][dynlab.scenarios.every_unit.model_section]), each sequence ``length`` $T$ of ``task`` and
 each seed, the same initial model and the same fixed batch are trained for ``steps`` steps twice
-from identical weights: once with the PC-through-time gradient (:mod:`dynlab.rules.pc_time`:
+from identical weights: once with the PC-through-time gradient ([`dynlab.rules.pc_time`][]:
 activities for every step, inferred in parallel over $t$ from the forward pass until the
 worst-sample convergence criterion holds, then the local weight gradient) and once with BPTT of the
-same objective. Inference is the value ``inference`` spells (:func:`dynlab.rules.pc_inference.from_config`;
+same objective. Inference is the value ``inference`` spells ([`dynlab.rules.pc_inference.from_config`][];
 default ``lbfgs``: L-BFGS in the error coordinates, at most ``inference_steps`` = 300 steps, a
 sample given up once its gradient has not halved in ``patience`` = 50; ``gauss-newton`` and
 ``levenberg-marquardt`` the same way; ``discrete`` runs ``activity_optimizer`` at step ``beta``), until
@@ -16,7 +16,7 @@ value at the forward pass and a relative energy change of at most ``ftol`` = 1e-
 step. Every step records the cosine between the PC and the BPTT gradient at the PC network (NaN
 where inference did not converge; ``cosine_unconverged`` keeps them), both losses, the energy,
 the inference steps and what inference left (``grad_ratio`` = $g/g_0$, ``energy_change``)
-(:func:`dynlab.analyses.pc_bp.run_sequence_cell`, ``plain=True``: Adam at ``lr`` for both rules,
+([`dynlab.analyses.pc_bp.run_sequence_cell`][], ``plain=True``: Adam at ``lr`` for both rules,
 no width parameterisation, since the units have none).
 
 Heavy-ball momentum (β = 0.1, 1000 steps) converged on the ARU, GRU, LSTM and block-diagonal RNN,
@@ -25,7 +25,7 @@ L-BFGS in the error coordinates converges on all cells of the first five (Gauss�
 Levenberg–Marquardt on most: each stalls on some of the tanh and block-diagonal RNN's cells). The last three have energies that are
 not differentiable (ReLU kinks in the ELM neuron's MLP and the ELM network's read-out, a max
 over τ in SITH-RNN) and minima on those kinks, where no gradient vanishes
-(:mod:`dynlab.rules.pc_inference`): their cosines stay those of unconverged activities — the
+([`dynlab.rules.pc_inference`][]): their cosines stay those of unconverged activities — the
 dataset keeps them in ``cosine_unconverged`` and the figure marks them hollow.
 
 What to expect: the PC gradient tends to BPTT's as the equilibrium errors vanish; for a linear
@@ -34,7 +34,7 @@ cosine ≥ 0.99 at $N = 256$, $T = 5$). Here every unit is in its own standard p
 the width trend is each unit's own.
 
 **Reference, the theory's case**: the linear RNN under the mean-field parameterisation
-(``rnn-param``, :func:`dynlab.analyses.pc_bp.compare_pc_bptt`, exact equilibrium, Adam with the
+(``rnn-param``, [`dynlab.analyses.pc_bp.compare_pc_bptt`][], exact equilibrium, Adam with the
 parameterisation's rates) over ``reference_widths`` × ``reference_lengths``, ``reference_steps``
 steps — the width × length law (cosine → 1 as $T/N \to 0$, $s - 1 \propto T/N$) at full size.
 
@@ -223,16 +223,16 @@ def run_pc_time_law(
     batch_size: int = 32,
     gamma0: float = 1.0,
 ) -> dict:
-    r"""The linear RNN under mean-field (:mod:`dynlab.rnn_param`), without skips and with the residual
+    r"""The linear RNN under mean-field ([`dynlab.rnn_param`][]), without skips and with the residual
     recurrence $h_t = h_{t-1} + T^{-\alpha}(\dots)$ for each of ``time_alphas``
-    (:mod:`dynlab.rnn_residual`), each trained ``steps`` steps by PC through time (exact equilibrium)
-    and by BPTT from identical weights (:func:`dynlab.analyses.pc_bp.compare_pc_bptt`, Adam at the
+    ([`dynlab.rnn_residual`][]), each trained ``steps`` steps by PC through time (exact equilibrium)
+    and by BPTT from identical weights ([`dynlab.analyses.pc_bp.compare_pc_bptt`][], Adam at the
     parameterisation's rates) over ``widths`` × ``lengths`` × ``seeds`` on ``task``'s fixed batch.
 
-    Writes ``pc_time_law.nc`` (dims ``recurrence``, ``width``, ``length``: :data:`LAW`, plus per
+    Writes ``pc_time_law.nc`` (dims ``recurrence``, ``width``, ``length``: [`LAW`][], plus per
     recurrence the log–log slope and intercept of $s - 1$ against $T/N$ — ``slope``,
     ``intercept``) and ``pc_time_law.png``; returns ``{"law": dataset}``. The derivation and
-    what to expect: :mod:`dynlab.rnn_residual` (slope 1 and $\kappa \approx 1.39$ at $\alpha = 1$).
+    what to expect: [`dynlab.rnn_residual`][] (slope 1 and $\kappa \approx 1.39$ at $\alpha = 1$).
     """
     import xarray as xr
 

@@ -3,9 +3,9 @@ on the hierarchical language, against SITH-RNN (Sarkar & Howard's TRW scrambling
 to units from the other papers).
 
 Every network is a stack of 4 layers (SITH-RNN has 4), trained with the ``sith-trw`` protocol
-(:func:`dynlab.scenarios.sith_trw.build`: AdamW, weight decay 1e-3, full batch of the 9 sequences,
+([`dynlab.scenarios.sith_trw.build`][]: AdamW, weight decay 1e-3, full batch of the 9 sequences,
 bias-free read-out) at dilation $3^0$. Then, per seed, the TRW analysis
-(:func:`dynlab.analyses.trw.trw_analysis`: block-scrambling of the $3^6$-step stream, the
+([`dynlab.analyses.trw.trw_analysis`][]: block-scrambling of the $3^6$-step stream, the
 correlation of the layer's recurrence matrix with the intact one, $s_{50}$ where it falls to half)
 gives $\log_3 s_{50}$ for every layer, and the zero-shot accuracy at dilations $3^0 \dots 3^{m}$
 shows which networks carry their solution to slower inputs.
@@ -74,7 +74,7 @@ def run_cross_trw(
 ) -> dict:
     """Train, scramble, evaluate every network; returns ``{"trw": ds, "accuracy": ds}`` (also written).
 
-    ``networks``: name -> ``[model]`` section plus ``lr`` (default :data:`NETWORKS`).
+    ``networks``: name -> ``[model]`` section plus ``lr`` (default [`NETWORKS`][]).
     """
     from dynlab import experiment, store
     from dynlab.analyses import trw

@@ -1,10 +1,10 @@
 """The units the cross-paper scenarios compare, and each at a given width.
 
 Every scenario that puts units side by side (``cross-lyapunov``, ``cross-pc-alignment``) sizes
-them with :func:`model_section`: ``width`` is the number of neurons that carry the recurrent
+them with [`model_section`][]: ``width`` is the number of neurons that carry the recurrent
 computation, and each unit says what that means for its own config keys
-(:meth:`dynlab.units.base.Cell.sized`; ARU: ``n_g = width / 8``, ELM neuron: ``d_m = width``, …).
-Any registered unit works, a plug-in's included; :data:`UNITS` is only the default list.
+([`dynlab.units.base.Cell.sized`][]; ARU: ``n_g = width / 8``, ELM neuron: ``d_m = width``, …).
+Any registered unit works, a plug-in's included; [`UNITS`][] is only the default list.
 """
 
 from __future__ import annotations

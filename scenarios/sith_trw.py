@@ -4,7 +4,7 @@ Trains SITHCon and Nets 1–5 on the hierarchical language at dilation 3^0 (Adam
 1e-3, full batch of the 9 sequences, ce on the last step) for several seeds; evaluates zero-shot
 accuracy at dilations 3^0…3^6 (τ-extensible units rescaled); runs the TRW analysis per layer for
 SITHCon and SITH-RNN (with the timescales their max over τ selects,
-:func:`dynlab.analyses.trw.selected_timescales`); counts parameters; writes datasets and figures
+[`dynlab.analyses.trw.selected_timescales`][]); counts parameters; writes datasets and figures
 to ``out_dir``.
 
 Deviation needed for the paper's scale invariance: the paper classifies from the last layer's 9
@@ -23,6 +23,7 @@ import numpy as np
 import xarray as xr
 
 from dynlab.provenance import stamp
+from dynlab.claims import Claim, Estimate, NotTestable, scale_text
 from dynlab.registry import register
 
 NETWORKS = ("rnn-generic", "rnn-blockdiag", "rnn-diag-uniform", "rnn-diag-geometric", "sith-rnn", "sithcon")
@@ -32,7 +33,7 @@ LR = {"rnn-generic": 3e-4, "rnn-blockdiag": 3e-3, "rnn-diag-uniform": 3e-3, "rnn
 
 def build(unit: str | dict, seed: int, steps: int, mode: str = "pulse", lr: float | None = None):
     """The experiment of one network on the hierarchical language: ``unit`` is a unit name (its
-    defaults, learning rate from :data:`LR`) or a whole ``[model]`` section (then give ``lr``);
+    defaults, learning rate from [`LR`][]) or a whole ``[model]`` section (then give ``lr``);
     AdamW with weight decay 1e-3 on the full batch of the 9 sequences, bias-free read-out."""
     from dynlab import experiment
 
@@ -45,7 +46,6 @@ def build(unit: str | dict, seed: int, steps: int, mode: str = "pulse", lr: floa
     return experiment.build(cfg)
 
 
-@register("program", "sith-trw", "SITHCon and Nets 1-5 on the hierarchical language: dilation accuracy, TRW, parameters")
 def run_sith_trw(out_dir, *, seeds=(0, 1, 2), steps: int = 200, quick: bool = False, progress=None,
                  networks=NETWORKS, tau_rescale: str = "shift", generic_steps: int = 600,
                  sith_rnn_steps: int = 1000) -> dict:
@@ -53,12 +53,15 @@ def run_sith_trw(out_dir, *, seeds=(0, 1, 2), steps: int = 200, quick: bool = Fa
 
     ``tau_rescale``: how SITHCon / SITH-RNN meet a dilated input (the paper does not say; notes
     [X]). ``"shift"`` (default): the whole τ window scales with the dilation
-    (:meth:`dynlab.units.sith.SITH.shift`), so layer 1 sees the dilated pulses exactly as the
+    ([`dynlab.units.sith.SITH.shift`][]), so layer 1 sees the dilated pulses exactly as the
     original. ``"extend"``: the τ range grows at the slow end; the fast cells stay and see the
     dilated input's fine structure. Measured with the units' default ``hidden_input="hold"``:
     ``"shift"`` gives SITH-RNN and SITHCon 1.00 at every dilation 3^0…3^6 for each of 3 seeds
     (full run); ``"extend"`` gives SITH-RNN 1.00 everywhere (seeds 0 and 1) but SITHCon
     0.33–0.67 at 3^1, falling to 0.11–0.33 at 3^4 (seeds 0 and 1).
+    With SITHCon among the networks, the TRW of an untrained SITHCon (same seed) is computed as a
+    control (``trw-sithcon-untrained.nc``): is the hierarchy of s50 over layers made by training?
+
     ``generic_steps``: training steps of Net 1, the generic
     RNN (210,600 parameters in a deep linear recurrence), which needs smaller and more Adam steps
     than the others: at 3e-4 x 600 it classified all 9 sequences at 3^0 for 3 of 3 seeds; at
@@ -98,6 +101,11 @@ def run_sith_trw(out_dir, *, seeds=(0, 1, 2), steps: int = 200, quick: bool = Fa
             if progress is not None:
                 progress(done, total, {"network": net, "seed": seed, "acc@3^0": float(acc[i, j, 0]),
                                        "mean acc": float(acc[i, j].mean()), "s": time.perf_counter() - t0})
+    if "sithcon" in networks:  # the control: the same architecture untrained (does training make the hierarchy?)
+        untrained = build("sithcon", seeds[0], steps).model
+        trws["sithcon-untrained"] = trw.trw_analysis(untrained, n_shuffle=n_shuffle, seed=seeds[0])
+        store.write_dataset(out / "trw-sithcon-untrained.nc", trws["sithcon-untrained"])
+        store.write_figure(out / "trw-sithcon-untrained.png", trw_figures.trw_curves(trws["sithcon-untrained"]))
     params = trw.parameter_counts(models)
     ds = xr.Dataset(
         {"accuracy": (("network", "seed", "dilation"), acc, {"long_name": "zero-shot accuracy (trained at 3^0)"})},
@@ -109,3 +117,84 @@ def run_sith_trw(out_dir, *, seeds=(0, 1, 2), steps: int = 200, quick: bool = Fa
     store.write_figure(out / "accuracy_vs_dilation.png", trw_figures.accuracy_vs_dilation(ds))
     store.write_figure(out / "params_vs_accuracy.png", trw_figures.params_vs_accuracy(ds))
     return {"accuracy": ds, "trw": trws, "params": params}
+
+
+# ---------------------------------------------------------------------------------------------
+# The paper's claims (dynlab.claims), judged on the datasets above
+
+
+def _accuracy(net: str, dilations=None):
+    """Statistic: the lowest zero-shot accuracy of ``net`` over seeds (and ``dilations``, default all)."""
+
+    def measure(datasets) -> Estimate:
+        acc = datasets["accuracy"].accuracy
+        if net not in acc.network.values:
+            raise NotTestable(f"{net} is not among this run's networks")
+        sel = acc.sel(network=net)
+        if dilations is not None:
+            sel = sel.where(sel.dilation >= dilations, drop=True)
+            if sel.sizes["dilation"] == 0:
+                raise NotTestable(f"no dilation >= 3^{dilations} in this run")
+            return Estimate(float(sel.mean()), note=f"mean over {sel.sizes['seed']} seed(s) x {sel.sizes['dilation']} dilations")
+        return Estimate(float(sel.min()), note=f"minimum over {sel.sizes['seed']} seed(s) x {sel.sizes['dilation']} dilations")
+
+    return measure
+
+
+def _s50_rank(net: str):
+    """Statistic: Spearman correlation of s50 with layer (censored values at the smallest scale, ties averaged)."""
+
+    def measure(datasets) -> Estimate:
+        from dynlab.statistics import spearman
+
+        if net not in datasets["trw"]:
+            raise NotTestable(f"no TRW of {net} in this run")
+        ds = datasets["trw"][net]
+        rho = spearman(ds.layer.values, ds.s50.values)[0]
+        control = datasets["trw"].get(f"{net}-untrained")
+        note = "one grammar seed (s50 is a point estimate)"
+        if control is not None:
+            note += f"; untrained control: {spearman(control.layer.values, control.s50.values)[0]:.2f}"
+        return Estimate(float(rho), note=note)
+
+    return measure
+
+
+def _params_ratio(datasets) -> float:
+    p = datasets["accuracy"].unit_params
+    if not {"sith-rnn", "rnn-generic"} <= set(p.network.values):
+        raise NotTestable("needs both sith-rnn and rnn-generic (Net 1) in the run")
+    return float(p.sel(network="sith-rnn") / p.sel(network="rnn-generic"))
+
+
+def claims(params: dict) -> list[Claim]:
+    """Sarkar & Howard's claims at these parameters."""
+    top = 3 if params["quick"] else 6
+    scale = scale_text({"dilations": (f"3^0..3^{top}", "3^0..3^6"),
+                        "shuffles per TRW": (20 if params["quick"] else 200, 200),
+                        "training": (f"{params['steps']} epochs of the full batch (Net 1 {params['generic_steps']}, "
+                                     f"SITH-RNN {params['sith_rnn_steps']})", "200 epochs for every network"),
+                        "seeds": (len(params["seeds"]), "not stated")})
+    perfect = "9 sequences: accuracy is k/9, so 1.00 means every sequence at every scale"
+    return [
+        Claim("sithcon-zero-shot", "SITHCon: zero-shot accuracy 1.00 at every dilation (trained at 3^0)",
+              "Fig. 3: 1.00 at 3^0..3^6", "lowest accuracy over seeds and dilations", _accuracy("sithcon"),
+              lower=1.0, why=perfect, scale=scale),
+        Claim("sith-rnn-zero-shot", "SITH-RNN (Net 5): zero-shot accuracy 1.00 at every dilation",
+              "Fig. 7: ~100% at all scales", "lowest accuracy over seeds and dilations", _accuracy("sith-rnn"),
+              lower=1.0, why=perfect, scale=scale),
+        Claim("net1-off-scale", "Net 1 (generic RNN): near chance off-scale (mean accuracy at 3^2 and beyond <= 2/9)",
+              "Fig. 7: Net 1 fails off-scale", "mean accuracy over seeds at dilations >= 3^2",
+              _accuracy("rnn-generic", dilations=2), upper=2 / 9,
+              why="chance is 1/9; 'near chance' read as at most twice chance", scale=scale),
+        Claim("sithcon-s50-hierarchy", "SITHCon: s50 increases with layer (Spearman rho(layer, s50) >= 0.8)",
+              "Fig. 4: TRWs grow with depth", "rank correlation of s50 with layer, first seed; untrained control beside it",
+              _s50_rank("sithcon"), lower=0.8, why="monotone up to one swap of neighbouring layers", scale=scale),
+        Claim("sith-rnn-params", "SITH-RNN uses < 0.05% of Net 1's parameters", "Figs. 5b/7: < 0.05% (0.042%)",
+              "unit parameters of SITH-RNN / Net 1 (read-outs excluded)", _params_ratio, upper=5e-4, strict=True,
+              why="the paper's bound", scale="the paper's sizes"),
+    ]
+
+
+register("program", "sith-trw", "SITHCon and Nets 1-5 on the hierarchical language: dilation accuracy, TRW, parameters",
+         claims=claims)(run_sith_trw)

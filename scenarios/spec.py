@@ -1,6 +1,6 @@
 r"""Scenario files: a declarative experiment, validated as a whole before any work starts.
 
-A scenario is a TOML file with the sections of a run config plus analyses and an optional sweep::
+A scenario is a TOML file with the sections of a run config plus analyses and an optional sweep:
 
     name = "aru-lyapunov-seeds"
     description = "one line for `dynlab list scenarios`"
@@ -30,7 +30,7 @@ Every combination of the sweep axes is a *cell*: one run config, one training ru
 **Programmed scenarios.** Experiments whose steps are not "train, then analyse" (train several
 networks, transplant a controller, fit a model across budgets, …) are registered **programs**
 (``@register("program", NAME)`` on a Python function, see ``dynlab list program``) that the file
-chooses by name, with the program's keyword arguments in ``[params]``::
+chooses by name, with the program's keyword arguments in ``[params]``:
 
     name = "sith-trw"
     description = "…"
@@ -42,7 +42,7 @@ chooses by name, with the program's keyword arguments in ``[params]``::
 A scenario file never names Python code: nothing it says is imported. The older spelling
 ``entry = "module:function"`` is accepted only when the string is exactly the ``module:function``
 of an already registered program (a lookup among registered programs, not an import); anything
-else is a :class:`~dynlab.errors.ConfigError` listing the registered programs.
+else is a [`ConfigError`][dynlab.errors.ConfigError] listing the registered programs.
 
 The function is called as ``fn(out_dir, progress=callback, **params)``; it writes its datasets
 and figures under ``out_dir`` and returns a dict of the datasets. ``params`` are checked against
@@ -51,11 +51,11 @@ them. ``progress(done, total, info)`` takes a dict of short fields to show.
 
 **Names.** A scenario's ``name`` becomes part of directory names (``runs/run-<name>-<time>``), so
 it must be a slug: letters, digits, ``.``, ``_`` and ``-``, starting with a letter or digit, no
-``..`` (:func:`scenario_name`).
+``..`` ([`scenario_name`][]).
 
 **Analyses that depend on the model.** Every cell's config is checked before any work, and so
 are the analyses' options against every cell's model: an analysis function may carry a ``check``
-attribute, ``check(model, **options)``, which :func:`check_cells` calls with the analysis's
+attribute, ``check(model, **options)``, which [`check_cells`][] calls with the analysis's
 options (defaults filled in, ``task`` left out) on each distinct cell model, built abstractly
 (``equinox.filter_eval_shape``: shapes, no values); it raises ``ConfigError`` for options the
 model cannot take (e.g. a Lyapunov ``k`` above the model's state dimension).
@@ -76,7 +76,11 @@ from dynlab import experiment, registry
 from dynlab.errors import ConfigError
 
 TOP_KEYS = {"name", "description", "seed", "model", "task", "rule", "train", "analyses", "sweep"}
-PROGRAM_KEYS = {"name", "description", "program", "entry", "params"}
+PROGRAM_KEYS = {"name", "description", "program", "entry", "params", "paper", "presets"}
+DEFAULT_PRESET = "laptop"
+"""The preset a scenario runs at when none is named: its ``[params]`` as written."""
+PRESET_KEYS = {"description", "cost"}
+"""Keys of a ``[presets.NAME]`` table that describe the preset rather than override ``[params]``."""
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
@@ -124,7 +128,7 @@ class Scenario:
 
         The validated scenario (base config, analyses, axes, ``vmap_seeds``), not the file's text:
         comments, layout, the order of keys in a table, ``name`` and ``description`` do not change
-        it, a ``--set`` override does. :func:`dynlab.scenarios.sweep.prepare` stores it with a
+        it, a ``--set`` override does. [`dynlab.scenarios.sweep.prepare`][] stores it with a
         sweep and compares it on resume.
         """
 
@@ -154,22 +158,56 @@ class Scenario:
 
 @dataclasses.dataclass(frozen=True)
 class Program:
-    """A programmed scenario: the registered ``program`` called with ``params``."""
+    """A programmed scenario: the registered ``program`` called with ``params``.
+
+    ``paper``: the id of the paper it reproduces ([`dynlab.scenarios.papers.PAPERS`][]) or "";
+    ``presets``: name -> ``{"description", "cost"}`` of every preset the file offers (``laptop``, the
+    ``[params]`` as written, always); ``preset``: the one these ``params`` are at.
+    """
 
     name: str
     description: str
     program: str
     params: dict
     source: str
+    paper: str = ""
+    presets: dict = dataclasses.field(default_factory=dict)
+    preset: str = DEFAULT_PRESET
 
     @property
     def function(self):
         return registry.get("program", self.program).obj
 
+    def resolved_params(self) -> dict:
+        """``params`` with the program's defaults filled in (what the claims are built from)."""
+        keys = registry.config_keys(self.function, exclude=("out_dir", "progress"))
+        return {**{n: p.default for n, p in keys.items() if p.default is not p.empty}, **self.params}
+
+    def claims(self) -> list:
+        """The program's claims at these parameters ([`dynlab.claims.Claim`][]) when the scenario names
+        the paper they belong to; none otherwise (a cross-paper scenario reusing a paper's program,
+        e.g. ``cross-adaptation`` on ``aru-table1``, is not judged against that paper)."""
+        make = registry.get("program", self.program).claims
+        return [] if make is None or not self.paper else list(make(self.resolved_params()))
+
     def run(self, out_dir: Path, progress=None) -> dict:
+        """Run the program into ``out_dir``; for a paper scenario, also judge its claims on the datasets
+        ([`dynlab.claims.judge`][]), write ``findings.nc`` and return it as ``"findings"``."""
+        from dynlab import store
+        from dynlab.claims import judge
+
         out_dir = Path(out_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
-        return self.function(out_dir, progress=progress, **self.params)
+        datasets = self.function(out_dir, progress=progress, **self.params)
+        claims = self.claims()
+        if claims:
+            preset = self.presets.get(self.preset, {})
+            findings = judge(claims, datasets, paper=self.paper, scenario=self.name, preset=self.preset,
+                             attrs={"preset_description": preset.get("description", ""),
+                                    "params": repr(self.resolved_params())})
+            store.write_dataset(out_dir / "findings.nc", findings)
+            datasets = {**datasets, "findings": findings}
+        return datasets
 
 
 def _registered_programs() -> str:
@@ -225,7 +263,7 @@ def _description(doc: dict, source: str) -> str:
     return description
 
 
-def _parse_program(doc: dict, source: str) -> Program:
+def _parse_program(doc: dict, source: str, preset: str = DEFAULT_PRESET) -> Program:
     unknown = set(doc) - PROGRAM_KEYS
     if unknown:
         raise ConfigError(
@@ -237,6 +275,13 @@ def _parse_program(doc: dict, source: str) -> Program:
     params = doc.get("params", {})
     if not isinstance(params, dict):
         raise ConfigError(f"{source}: [params] must be a table of the program's arguments")
+    paper = doc.get("paper", "")
+    if paper:
+        from dynlab.scenarios.papers import PAPERS
+
+        if paper not in PAPERS:
+            raise ConfigError(f"{source}: unknown paper {paper!r}; papers: {', '.join(PAPERS)}")
+    presets = _presets(doc, source)
     fn = registry.get("program", program).obj
     reserved = ("out_dir", "progress")  # the runner passes them
     registry.check_config(f"{source}: params", fn, params, exclude=reserved)
@@ -244,7 +289,39 @@ def _parse_program(doc: dict, source: str) -> Program:
                if p.default is p.empty and n not in params]
     if missing:
         raise ConfigError(f"{source}: [params] lacks required key(s) {', '.join(missing)}")
-    return Program(name, _description(doc, source), program, dict(params), source)
+    return Program(name, _description(doc, source), program, dict(params), source, paper,
+                   {k: {d: v.get(d, "") for d in PRESET_KEYS} for k, v in presets.items()},
+                   preset)
+
+
+def _presets(doc: dict, source: str) -> dict[str, dict]:
+    """The file's ``[presets.NAME]`` tables, ``laptop`` always among them (the ``[params]`` as written)."""
+    presets = doc.get("presets", {})
+    if not isinstance(presets, dict) or not all(isinstance(v, dict) for v in presets.values()):
+        raise ConfigError(f"{source}: [presets] must hold tables [presets.NAME] of [params] overrides")
+    for name in presets:
+        if not SAFE_NAME.fullmatch(name):
+            raise ConfigError(f"{source}: preset name {name!r} must be letters, digits, '.', '_' or '-'")
+    return {DEFAULT_PRESET: {}, **presets}
+
+
+def apply_preset(doc: dict, preset: str | None, source: str) -> dict:
+    """``doc`` with ``[presets.<preset>]`` merged over ``[params]`` (a copy; ``None``: the default).
+
+    A preset the scenario lacks is a ConfigError naming the ones it has."""
+    name = DEFAULT_PRESET if preset is None else preset
+    if "program" not in doc and "entry" not in doc:
+        if name != DEFAULT_PRESET:
+            raise ConfigError(f"{source}: --preset applies to programmed scenarios; this one has only "
+                              f"the default ({DEFAULT_PRESET})")
+        return doc
+    presets = _presets(doc, source)
+    if name not in presets:
+        raise ConfigError(f"{source}: no preset {name!r}; presets: {', '.join(presets)}")
+    overrides = {k: v for k, v in presets[name].items() if k not in PRESET_KEYS}
+    out = copy.deepcopy(doc)
+    out["params"] = {**out.get("params", {}), **overrides}
+    return out
 
 
 def _axis_values(where: str, key: str, values) -> list:
@@ -293,10 +370,11 @@ def _check_analysis(entry: dict) -> dict:
     return dict(entry)
 
 
-def parse(doc: dict, source: str = "<dict>") -> Scenario | Program:
-    """Validate a scenario document and every cell config it implies (or a programmed scenario)."""
+def parse(doc: dict, source: str = "<dict>", preset: str = DEFAULT_PRESET) -> Scenario | Program:
+    """Validate a scenario document and every cell config it implies (or a programmed scenario);
+    ``preset`` names the preset already applied to ``doc`` ([`apply_preset`][])."""
     if "program" in doc or "entry" in doc:
-        return _parse_program(doc, source)
+        return _parse_program(doc, source, preset)
     unknown = set(doc) - TOP_KEYS
     if unknown:
         raise ConfigError(
@@ -329,7 +407,7 @@ def check_cells(scenario: Scenario) -> None:
     """Validate every cell before any work: its config, and every analysis's options against its model.
 
     Enforces: a sweep whose cells cannot all run their analyses fails before the first cell
-    starts. Each cell's config goes through :func:`dynlab.experiment.check`; then, for the
+    starts. Each cell's config goes through [`dynlab.experiment.check`][]; then, for the
     analyses whose function has a ``check`` attribute, each distinct cell model (distinct
     ``[model]`` and ``[task]``) is built abstractly and ``check(model, **options)`` is called with
     the analysis's options, defaults filled in and ``task`` left out.
@@ -375,8 +453,9 @@ def builtin_names() -> dict[str, Path]:
     return {p.stem: p for p in sorted(builtin_dir().glob("*.toml"))}
 
 
-def load(name_or_file: str) -> Scenario | Program:
-    """A built-in scenario by name, or a scenario file by path."""
+def load(name_or_file: str, *, preset: str | None = None, sets=()) -> Scenario | Program:
+    """A built-in scenario by name, or a scenario file by path; at ``preset`` (programmed scenarios:
+    ``[presets.NAME]`` over ``[params]``), then the ``--set`` overrides ``sets``."""
     path = Path(name_or_file)
     builtin = builtin_names()
     if not path.is_file():
@@ -387,4 +466,7 @@ def load(name_or_file: str) -> Scenario | Program:
                 f"no scenario file {name_or_file!r} and no built-in scenario of that name; "
                 f"built-in: {', '.join(builtin) or '(none)'}"
             )
-    return parse(cfgmod.load_toml(path), str(path))
+    doc = apply_preset(cfgmod.load_toml(path), preset, str(path))
+    if sets:
+        doc = cfgmod.apply_sets(doc, sets)
+    return parse(doc, str(path), DEFAULT_PRESET if preset is None else preset)

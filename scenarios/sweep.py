@@ -11,12 +11,12 @@ touched), partial or corrupt cells are recomputed, and failed cells are retried 
 dataset does not depend on the worker, the order, or on interruptions.
 
 A sweep directory holds ``scenario.toml`` (the file as given) and ``scenario.sha256`` (the digest
-of the validated scenario, :attr:`~dynlab.scenarios.spec.Scenario.digest`); ``resume=True``
-continues only a sweep of the same scenario (:func:`check_out_dir`). An interrupted sweep (Ctrl-C)
+of the validated scenario, [`digest`][dynlab.scenarios.spec.Scenario.digest]); ``resume=True``
+continues only a sweep of the same scenario ([`check_out_dir`][]). An interrupted sweep (Ctrl-C)
 writes ``.interrupted`` before its Dask client closes, so that the cells in flight, which then
-fail because of the shutdown, are not recorded as failed (:func:`dynlab.scenarios.cell.interrupted`);
+fail because of the shutdown, are not recorded as failed ([`dynlab.scenarios.cell.interrupted`][]);
 a resume removes it. With ``scheduler``, the directory is created only once the scheduler has
-answered (:func:`connect`).
+answered ([`connect`][]).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def connect(address: str):
     """A ``dask.distributed.Client`` of the scheduler at ``address``.
 
     Enforces: a scheduler that cannot be reached (wrong host or port, nothing listening, a
-    malformed address) is a one-line :class:`ConfigError` after at most ``CONNECT_TIMEOUT``,
+    malformed address) is a one-line [`ConfigError`][] after at most ``CONNECT_TIMEOUT``,
     never a traceback.
     """
     from dask.distributed import Client
@@ -113,7 +113,7 @@ def check_out_dir(scenario: Scenario, out_dir: Path, *, resume: bool) -> None:
     """Check, without writing anything, that ``out_dir`` may take this sweep.
 
     Enforces: a new sweep never mixes with an existing one, and ``resume`` continues only a sweep
-    of the same validated scenario (same :attr:`Scenario.digest`: base config, analyses, axes,
+    of the same validated scenario (same [`Scenario.digest`][]: base config, analyses, axes,
     ``--set`` overrides included), so another scenario cannot replace its results.
     """
     out_dir = Path(out_dir)

@@ -69,7 +69,7 @@ SAMPLE = 48
 
 
 def reduce(values: np.ndarray) -> dict:
-    """A variable's fingerprint: its shape, up to :data:`SAMPLE` evenly spaced values (NaN as None),
+    """A variable's fingerprint: its shape, up to [`SAMPLE`][] evenly spaced values (NaN as None),
     and over all values the number of non-finite ones, the sum of |v| and the sum of v² — so a
     change anywhere shows, while the reference file stays small."""
     flat = values.astype(float).ravel()

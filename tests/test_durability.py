@@ -6,7 +6,7 @@ one-line "corrupt checkpoint" error; ``--set model.*`` cannot change a resumed m
 takes ``--data-dir``.
 
 The kills are real: a subprocess runs ``dynlab train`` with ``$DYNLAB_TEST_KILL_AT`` (the test
-hook :func:`dynlab.store.fault_point`), which SIGKILLs it at a named moment; the resumes and the
+hook [`dynlab.store.fault_point`][]), which SIGKILLs it at a named moment; the resumes and the
 uninterrupted reference run in-process. Subprocesses share a JAX compilation cache (the same
 compiled programs, faster start) and run two at a time.
 """

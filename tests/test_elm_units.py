@@ -20,7 +20,7 @@ from dynlab import experiment
 from dynlab.errors import ConfigError
 from dynlab.units.activity import AdaptiveGamma, ReluActivity, SpikingActivity, superspike
 from dynlab.units.base import count_params
-from dynlab.units.elm import ELMCell, neuronio_routing
+from dynlab.units.elm import ELMCell, memory_gains, neuronio_routing
 from dynlab.units.elm_net import ElmNet, budget_config, sample_wiring
 from dynlab.units.regularisers import ActivityL1, MlpL2, Regulariser
 
@@ -520,8 +520,8 @@ def test_cli_spellings_of_the_variants(tmp_path):
     [
         (lambda: ELMCell(10, d_tree=3, d_branch=4, d_s=13, key=jax.random.key(0)), "d_s = 13 must equal"),
         (lambda: ElmNet(10, d_tree=3, d_branch=4, d_s=13, key=jax.random.key(0)), "d_s = 13 must equal"),
-        (lambda: ELMCell(10, tau_min=5.0, tau_max=1.0, key=jax.random.key(0)), "tau_min must be < tau_max"),
-        (lambda: ElmNet(10, tau_min=5.0, tau_max=5.0, key=jax.random.key(0)), "tau_min must be < tau_max"),
+        (lambda: ELMCell(10, tau_min=5.0, tau_max=1.0, key=jax.random.key(0)), "tau_min must be <= tau_max"),
+        (lambda: ElmNet(10, tau_min=5.0, tau_max=4.0, key=jax.random.key(0)), "tau_min must be <= tau_max"),
         (lambda: ElmNet.from_budget(100, 10, key=jax.random.key(0)), "too small for one neuron"),
         (lambda: ELMCell(10, d_tree=3, d_branch=3, routing="neuronio", key=jax.random.key(0)), "ceil"),
         (lambda: ELMCell(10, d_tree=3, key=jax.random.key(0)), "both d_tree and d_branch"),
@@ -535,4 +535,23 @@ def test_bad_config_is_one_line_config_error(build, match):
 
 def test_cli_bad_tau_range_exits_2(tmp_path):
     res = invoke(["train", "--model", "elm", "--set", "model.tau_min=5", "--set", "model.tau_max=1"], tmp_path)
-    assert res.exit_code == 2 and "tau_min must be < tau_max" in res.output and "Traceback" not in res.output
+    assert res.exit_code == 2 and "tau_min must be <= tau_max" in res.output and "Traceback" not in res.output
+
+
+def test_constant_tau_ablation_is_expressible():
+    """The ELM paper's Fig. 3e ablation, a single constant tau_m: tau_min == tau_max. Fixed, every memory
+    decays by exactly exp(-dt / tau) (closed form); learnable, it needs sigmoid bounds with room (else one
+    line saying so); the network takes it too."""
+    cell = ELMCell(3, d_m=4, tau_min=25.0, tau_max=25.0, learn_tau=False, dt=1.0, key=jax.random.key(0))
+    np.testing.assert_allclose(cell.tau_m, 25.0, rtol=1e-7)
+    kappa, _ = memory_gains(cell.tau_m, cell.lam, cell.dt, cell.memory_update)
+    np.testing.assert_allclose(kappa, np.exp(-1.0 / 25.0), rtol=1e-6)
+    with pytest.raises(ConfigError, match="learn_tau = false"):
+        ELMCell(3, d_m=4, tau_min=25.0, tau_max=25.0, key=jax.random.key(0))
+    learnable = ELMCell(3, d_m=4, tau_min=25.0, tau_max=25.0, tau_bounds=[0.0, 500.0], key=jax.random.key(0))
+    np.testing.assert_allclose(learnable.tau_m, 25.0, rtol=1e-4)
+    net = ElmNet(3, hidden=5, d_m=3, d_tree=2, d_branch=3, rho_rec=0.5, tau_min=25.0, tau_max=25.0, key=jax.random.key(0))
+    _, y = net(net.init_state(), jnp.ones(3))
+    assert np.isfinite(np.asarray(y)).all()
+    with pytest.raises(ConfigError, match="tau_min must be <= tau_max"):
+        ELMCell(3, tau_min=30.0, tau_max=25.0, key=jax.random.key(0))

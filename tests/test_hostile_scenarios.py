@@ -72,7 +72,7 @@ def test_programs_are_chosen_by_registered_name(tmp_path):
     assert program.program == "sith-trw" and program.params == {"steps": 5}
     legacy = parse({"entry": "dynlab.scenarios.sith_trw:run_sith_trw"}, "b.toml")
     assert legacy.program == "sith-trw" and legacy.function is program.function
-    bad = [({"program": "nope"}, "unknown program 'nope'; registered programs: aru-table1"),
+    bad = [({"program": "nope"}, "unknown program 'nope'; registered programs: "),  # (a plug-in test may add some)
            ({"program": "os:system"}, "unknown program 'os:system'"),
            ({"entry": "dynlab.scenarios.sith_trw:build"}, "is not a registered program"),
            ({"entry": "dynlab.scenarios.sith_trw.run_sith_trw"}, "is not a registered program"),

@@ -246,7 +246,7 @@ def test_bad_recurrent_comparison_is_one_line_and_exit_2(extra, fragment, tmp_pa
 
 
 def test_matching_bptt_is_the_gradient_of_the_pc_objective_without_regularisers():
-    """The comparisons' BPTT rule (:func:`pc_time.matching_bptt`) differentiates :func:`pc_time.loss`
+    """The comparisons' BPTT rule ([`pc_time.matching_bptt`][]) differentiates [`pc_time.loss`][]
     exactly (the PC energy's scale, no penalty), while the default BPTT of a penalised ELM network
     adds its regularisers: the model interface, not a unit attribute, decides."""
     from dynlab.rules.bptt import BPTT

@@ -6,7 +6,7 @@ now comes from the rule, ∂F(z*, θ)/∂θ at the exact activities, where it di
 directly; equal by the envelope theorem, not bit for bit), and a few training steps amplify
 round-off. ``rtol = 1e-4`` is about 800 float32 ulps, far below any change a refactor that alters
 a formula would make; NaNs must stay NaNs. A variable added since the recording is allowed; one
-that disappeared is not. Each variable is compared through :func:`scenario_snapshots.reduce`:
+that disappeared is not. Each variable is compared through [`scenario_snapshots.reduce`][]:
 48 evenly spaced values plus sums of |v| and v² over all of them.
 """
 

@@ -6,7 +6,7 @@
 * A scheduler that cannot be reached is one line, exit 2, and leaves no run directory behind
   (``sweep.connect``, ``cli._run_scenario``).
 
-The kill moment is made deterministic by the one test hook of :mod:`dynlab.scenarios.cell`
+The kill moment is made deterministic by the one test hook of [`dynlab.scenarios.cell`][]
 (``DYNLAB_TEST_HOOK_DIR``: each cell announces itself with ``started-<pid>-<cell>`` and waits while
 ``hold`` exists). Every wait is bounded; only the processes started here are stopped, in ``finally``.
 """

@@ -12,27 +12,27 @@ weights $W_{hh}, b_h$ come from layer 0 of any model of the ARU family (``rnn``,
 
 One module per registered analysis (``dynlab analyze NAME``), each with its figure:
 
-* :mod:`~dynlab.analyses.aru.jacobian_grid` — ``jacobian-grid``: mean Jacobian norm over the
+* [`jacobian_grid`][dynlab.analyses.aru.jacobian_grid] — ``jacobian-grid``: mean Jacobian norm over the
   $(n, s)$ grid, $h \sim U(-5, 5)^N$ (App. Fig. 6A);
-* :mod:`~dynlab.analyses.aru.lyapunov_grid` — ``lyapunov-grid``: $\lambda_1$ over the $(n, s)$
+* [`lyapunov_grid`][dynlab.analyses.aru.lyapunov_grid] — ``lyapunov-grid``: $\lambda_1$ over the $(n, s)$
   grid, one vmapped QR run (App. Fig. 6B);
-* :mod:`~dynlab.analyses.aru.adaptation` — ``adaptation``: the Fig. 5c/d protocol, $\lambda_1$ with
+* [`adaptation`][dynlab.analyses.aru.adaptation] — ``adaptation``: the Fig. 5c/d protocol, $\lambda_1$ with
   $(n, s)$ frozen at the values the ARU sets $\hat t$ steps after the onset of a drive $\xi$, at
   steady state ("adapted") or without drive ("fixed"), from initial conditions on the driven
   stationary distribution;
-* :mod:`~dynlab.analyses.aru.controller` — ``controller``: controller states under constant
+* [`controller`][dynlab.analyses.aru.controller] — ``controller``: controller states under constant
   drives in their first principal components with their limit points, and the $(n_t, s_t)$ paths
   over the $\gamma' = 1 - \epsilon$ level curves (Fig. 5a/b);
-* :mod:`~dynlab.analyses.aru.gradients` — ``gradient-by-position``: gradient norms by input
+* [`gradients`][dynlab.analyses.aru.gradients] — ``gradient-by-position``: gradient norms by input
   position (App. C.5, Fig. 18);
-* :mod:`~dynlab.analyses.aru.weight_eigs` — ``weight-eigs``: eigenvalues of $W_{hh}$ against the
+* [`weight_eigs`][dynlab.analyses.aru.weight_eigs] — ``weight-eigs``: eigenvalues of $W_{hh}$ against the
   unit circle (Fig. 5e).
 
-What they share: :mod:`~dynlab.analyses.aru.frozen_map` (the layer, the frozen map, $\lambda_1$
-of frozen maps), :mod:`~dynlab.analyses.aru.traces` (an ARU run under step drives) and
-:mod:`~dynlab.analyses.aru.plotting` (figure helpers). The ARU's ``gain-scaling`` and
-``fractional-order`` analyses are :mod:`dynlab.analyses.gain_scaling` and
-:mod:`dynlab.analyses.fractional`.
+What they share: [`frozen_map`][dynlab.analyses.aru.frozen_map] (the layer, the frozen map, $\lambda_1$
+of frozen maps), [`traces`][dynlab.analyses.aru.traces] (an ARU run under step drives) and
+[`plotting`][dynlab.analyses.aru.plotting] (figure helpers). The ARU's ``gain-scaling`` and
+``fractional-order`` analyses are [`dynlab.analyses.gain_scaling`][] and
+[`dynlab.analyses.fractional`][].
 
 Confidence intervals are Student-t intervals of the mean over independent realisations,
 $\bar\lambda \pm t_{(1+c)/2,\,m-1}\, s/\sqrt{m}$, with diverged runs left out.

@@ -111,7 +111,7 @@ def adaptation_analysis(
     ``s_inf`` (per realisation); ``lambda1_adapted``, ``lambda1_fixed`` (``drive``, ``realisation``,
     ``ic``) and ``lambda1_t_hat`` (``drive``, ``t_hat``, ``realisation``, ``ic``), each with ``_mean``,
     ``_ci_low``, ``_ci_high``, ``_ic_sd``, and ``_diverged``, ``_escape``, ``_escape_mean`` for runs
-    whose state escaped to infinity (their :func:`escape_rate`, a positive $\lambda_1$); ``n_drift``
+    whose state escaped to infinity (their [`escape_rate`][], a positive $\lambda_1$); ``n_drift``
     (``realisation``, ``drive``): the largest change of $n$ over the last ``window`` steps, a check
     that the steady state was reached. Fewer than 2 realisations is a ConfigError.
     """

@@ -6,7 +6,7 @@ $$ F_{n,s}(h;\, \xi) = \gamma(W_{hh} h + b_h + \xi;\; n, s), \qquad
 
 [`recurrent_layer`][] / [`aru_layer`][] take layer 0 of a model of the ARU family,
 [`frozen_gamma_cell`][] and [`GammaMap`][] freeze its $(n, s)$, [`frozen_lambda1`][] computes
-$\lambda_1$ of many frozen maps in one vmapped QR run (:func:`dynlab.analyses.lyapunov.lyapunov_core`)
+$\lambda_1$ of many frozen maps in one vmapped QR run ([`dynlab.analyses.lyapunov.lyapunov_core`][])
 and [`escape_rate`][] measures the runs that escape to infinity. [`number_grid`][] checks the
 lists of numbers these analyses take.
 """
@@ -95,12 +95,12 @@ def numerics(x64: bool):
 
 
 def cast_floats(tree, dtype):
-    """The inexact arrays of ``tree`` (e.g. a :class:`GammaMap`'s weights) cast to ``dtype``."""
+    """The inexact arrays of ``tree`` (e.g. a [`GammaMap`][]'s weights) cast to ``dtype``."""
     return jax.tree.map(lambda a: jnp.asarray(a, dtype) if eqx.is_inexact_array(a) else a, tree)
 
 
 def number_grid(name: str, values: Sequence[float]) -> np.ndarray:
-    """``values`` as a 1-D float array (:func:`dynlab.config.number_list`: non-empty, finite numbers)."""
+    """``values`` as a 1-D float array ([`dynlab.config.number_list`][]: non-empty, finite numbers)."""
     return np.asarray(number_list(name, values), float)
 
 
@@ -132,11 +132,11 @@ def frozen_lambda1(
     r"""$\lambda_1$ of $F_{n_p, s_p}(\cdot;\, \xi_p)$ from every initial condition, for many parameter sets at once.
 
     ``n, s`` are ``[P, N]`` (one frozen parameter set per row), ``xi`` is ``[P]`` (each map's constant
-    drive) and ``h0s`` ``[P, I, N]``. One vmap of :func:`dynlab.analyses.lyapunov.lyapunov_core`
+    drive) and ``h0s`` ``[P, I, N]``. One vmap of [`dynlab.analyses.lyapunov.lyapunov_core`][]
     ($k = 1$, ``steps`` steps of which ``burn_in`` are not accumulated, the initial frame drawn from
     ``key``: one key for all rows, or ``[P]`` keys, one per row) over $P \times I$ runs. Returns
     ``(lambda1 [P, I], running [P, I, steps - burn_in], diverged [P, I])``, ``running`` the running
-    estimate after each accumulated step (for :func:`~dynlab.analyses.lyapunov.within_run_errors`).
+    estimate after each accumulated step (for [`within_run_errors`][dynlab.analyses.lyapunov.within_run_errors]).
     """
 
     def one(n_p, s_p, xi_p, h0s_p, key_p):
@@ -150,7 +150,7 @@ def frozen_lambda1(
 
 @eqx.filter_jit
 def _log_norms(fmap: GammaMap, n: Array, s: Array, xi: Array, h0s: Array, *, steps: int) -> Array:
-    r"""$\ln\lVert h_t\rVert$, ``[P, I, steps]``, along the runs of :func:`frozen_lambda1` (no tangents)."""
+    r"""$\ln\lVert h_t\rVert$, ``[P, I, steps]``, along the runs of [`frozen_lambda1`][] (no tangents)."""
 
     def one(n_p, s_p, xi_p, h0s_p):
         step = fmap.with_params(n_p, s_p)
@@ -186,15 +186,15 @@ def escape_rate(log_norms: np.ndarray) -> np.ndarray:
 
 
 class Lambda1Runs(NamedTuple):
-    """What :func:`lambda1_runs` returns, every field ``[..., I]`` (rows, initial conditions)."""
+    """What [`lambda1_runs`][] returns, every field ``[..., I]`` (rows, initial conditions)."""
 
     lambda1: np.ndarray
     """lambda_1 of each run, NaN where it diverged."""
     diverged: np.ndarray
     escape: np.ndarray
-    """:func:`escape_rate` of diverged runs, NaN elsewhere."""
+    """[`escape_rate`][] of diverged runs, NaN elsewhere."""
     se: np.ndarray
-    """each run's batch-means standard error (:func:`~dynlab.analyses.lyapunov.within_run_errors`)."""
+    """each run's batch-means standard error ([`within_run_errors`][dynlab.analyses.lyapunov.within_run_errors])."""
     x64: bool
 
     def take(self, index) -> Lambda1Runs:
@@ -209,8 +209,8 @@ class Lambda1Runs(NamedTuple):
 
 
 def lambda1_runs(cell, n, s, xi, h0s, *, steps, burn_in, seed, x64, realisation=None) -> Lambda1Runs:
-    """:func:`frozen_lambda1` in the chosen precision, numpy out (a :class:`Lambda1Runs`): lambda1 NaN
-    for diverged runs and, for those only, their :func:`escape_rate` (float64); each run's
+    """[`frozen_lambda1`][] in the chosen precision, numpy out (a [`Lambda1Runs`][]): lambda1 NaN
+    for diverged runs and, for those only, their [`escape_rate`][] (float64); each run's
     within-run standard error from its local exponents.
 
     ``realisation`` (``[P]`` ints): row ``p``'s initial frame is drawn from
@@ -245,9 +245,9 @@ def lambda_vars(name: str, result: Lambda1Runs, dims: tuple[str, ...], confidenc
     ``<name>_escape``, ``<name>_within_run_se``; over ``dims`` the ``_mean`` and its Student-t interval
     ``_ci_low``, ``_ci_high`` over the realisations (each realisation's mean over its finite runs; attrs
     name the population and level; the standard error never below the time-averaging error of the mean,
-    :func:`~dynlab.analyses.lyapunov.se_of_realisation_mean`, nor the rounding floor
-    :func:`~dynlab.analyses.lyapunov.rounding_se`, as in
-    :func:`~dynlab.analyses.lyapunov.lyapunov_replicates`), ``<name>_ic_sd`` (the sd over initial
+    [`se_of_realisation_mean`][dynlab.analyses.lyapunov.se_of_realisation_mean], nor the rounding floor
+    [`rounding_se`][dynlab.analyses.lyapunov.rounding_se], as in
+    [`lyapunov_replicates`][dynlab.analyses.lyapunov.lyapunov_replicates]), ``<name>_ic_sd`` (the sd over initial
     conditions within a realisation, averaged over realisations: multistability, not an error bar)
     and ``<name>_escape_mean``."""
     lam, diverged, escape = result.lambda1, result.diverged, result.escape

@@ -69,7 +69,7 @@ def lyapunov_grid_analysis(
     tangent frame, both from ``fold_in(key(seed), r)``; all grid points share a realisation's draws
     (common random numbers make neighbouring grid points comparable). Each run has ``steps`` steps,
     the first ``burn_in`` not accumulated; everything is one vmapped QR computation
-    (:func:`frozen_lambda1`). Where every run falls to one fixed point $h^*$, the exponent is
+    ([`frozen_lambda1`][]). Where every run falls to one fixed point $h^*$, the exponent is
     $\ln\rho(J(h^*))$ and the runs differ only by the finite-time error of the frame (largest when the
     leading eigenvalues are a complex pair, whose frame never settles); the interval over
     independent frames is what measures that error.
@@ -79,7 +79,7 @@ def lyapunov_grid_analysis(
     ``ci_population``, ``ci_level``); ``lambda1_ic_sd``, the sd over initial conditions within a
     realisation (multistability: runs from different states that settle differently). Runs whose state
     escapes to infinity (possible for trained weights) are flagged in ``lambda1_diverged``, left out of
-    the means, and measured by their :func:`escape_rate` (``lambda1_escape``, ``lambda1_escape_mean``).
+    the means, and measured by their [`escape_rate`][] (``lambda1_escape``, ``lambda1_escape_mean``).
     Fewer than 2 realisations is a ConfigError.
     """
     check_steps(steps, burn_in)

@@ -42,7 +42,7 @@ def with_zero(drives: Sequence[float]) -> np.ndarray:
 
 def step_drive_traces(model, drives: np.ndarray, onset: int, duration: int, task, seed: int,
                        key: Array | None = None) -> dict[str, np.ndarray]:
-    """:func:`aru_traces` under step drives switched on at ``onset`` for ``duration`` steps, on the
+    """[`aru_traces`][] under step drives switched on at ``onset`` for ``duration`` steps, on the
     protocol's inputs (zero, or ``task``'s stream drawn from ``key``, default ``key(seed)``, the same
     for every drive)."""
     require_positive("duration", duration)

@@ -43,7 +43,7 @@ def plot_weight_eigs(ds: xr.Dataset):
 def weight_eigs_analysis(
     model, *, others: Mapping[str, object] | None = None, label: str = "model", tol: float = 1e-4
 ) -> xr.Dataset:
-    r"""Eigenvalues $\mu_i$ of every layer's $W_{hh}$ (:func:`dynlab.analyses.spectra.weight_eigenvalues`),
+    r"""Eigenvalues $\mu_i$ of every layer's $W_{hh}$ ([`dynlab.analyses.spectra.weight_eigenvalues`][]),
     with ``n_outside`` / ``fraction_outside``: how many lie outside the unit circle, $|\mu_i| > 1 + \text{tol}$
     (the tolerance keeps the float32 rounding of an orthogonal matrix's unit-modulus eigenvalues,
     ~$10^{-6}$, from counting as outside).

@@ -1,7 +1,7 @@
 r"""Covariant Lyapunov vectors (Ginelli et al. 2007): the numerical core on any map
-(:mod:`~dynlab.analyses.clv.core`), its application to dynlab models, registered as the analysis
-``clv`` (:mod:`~dynlab.analyses.clv.model`), and its figure and summary
-(:mod:`~dynlab.analyses.clv.figure`)."""
+([`core`][dynlab.analyses.clv.core]), its application to dynlab models, registered as the analysis
+``clv`` ([`model`][dynlab.analyses.clv.model]), and its figure and summary
+([`figure`][dynlab.analyses.clv.figure])."""
 
 from dynlab.analyses.clv.core import CLVResult, clv_core, ginelli_backward_step, qr_step, readout_basis
 from dynlab.analyses.clv.figure import clv_figure, clv_summary

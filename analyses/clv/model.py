@@ -1,6 +1,6 @@
 r"""Covariant Lyapunov vectors of a dynlab model's full state map, registered as the analysis ``clv``.
 
-The map is the one every dynamical analysis sees (:mod:`dynlab.analyses.state_map`), under the
+The map is the one every dynamical analysis sees ([`dynlab.analyses.state_map`][]), under the
 protocol of the ``lyapunov`` analysis (autonomous, a constant drive $\xi$, or a task's inputs).
 The read-out subspace is the row space of the read-out matrix $W_{\text{out}}$, placed on the
 state components that the read-out reads (the last layer's output, when that output is one of
@@ -61,7 +61,7 @@ def readout_matrix(model, smap) -> tuple[np.ndarray | None, str]:
 
 def check_clv(model, *, k: int, steps: int, window: int, transient_forward: int, transient_backward: int,
               snapshots: int = 20, **_) -> None:
-    """The options of :func:`clv_analysis` that ``model`` can take; one ConfigError line otherwise."""
+    """The options of [`clv_analysis`][] that ``model`` can take; one ConfigError line otherwise."""
     from dynlab.analyses.clv.core import _check
     from dynlab.analyses.state_map import state_map
 

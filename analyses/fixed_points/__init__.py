@@ -1,7 +1,7 @@
 r"""Fixed and slow points (Sussillo & Barak 2013): the numerical core on any map
-(:mod:`~dynlab.analyses.fixed_points.core`), its application to dynlab models, registered as the
-analysis ``fixed-points`` (:mod:`~dynlab.analyses.fixed_points.model`), and its figure and
-summary (:mod:`~dynlab.analyses.fixed_points.figure`)."""
+([`core`][dynlab.analyses.fixed_points.core]), its application to dynlab models, registered as the
+analysis ``fixed-points`` ([`model`][dynlab.analyses.fixed_points.model]), and its figure and
+summary ([`figure`][dynlab.analyses.fixed_points.figure])."""
 
 from dynlab.analyses.fixed_points.core import (
     STABILITY_CLASSES,

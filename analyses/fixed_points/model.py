@@ -1,6 +1,6 @@
 r"""Fixed and slow points of a dynlab model's full state map, registered as the analysis ``fixed-points``.
 
-The map is the one every dynamical analysis sees (:mod:`dynlab.analyses.state_map`): all of
+The map is the one every dynamical analysis sees ([`dynlab.analyses.state_map`][]): all of
 every layer's state as one vector $h$, $h_{t+1} = F(h_t, x_t, \xi_t)$. Initial states for the
 minimisation are states the model visits under the chosen protocol (autonomous, a constant drive
 $\xi$, or a task's inputs), as Sussillo & Barak (2013) prescribe; the points are those of $F$ at
@@ -54,7 +54,7 @@ def principal_components(states: np.ndarray, n: int = 3, rows: int = PCA_ROWS) -
 
 def check_fixed_points(model, *, steps: int, burn_in: int, ics: int, at: str = "protocol",
                        noise: float = 0.0, **_) -> None:
-    """The options of :func:`fixed_points_analysis` that ``model`` can take; one ConfigError line otherwise."""
+    """The options of [`fixed_points_analysis`][] that ``model`` can take; one ConfigError line otherwise."""
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ConfigError(f"steps = {steps!r} leaves no trajectory to draw initial states from; "
                           "steps must be a positive integer")

@@ -17,29 +17,29 @@ which gives the $k$ largest exponents (Benettin et al. 1980; Geadah et al., App.
 The package, from low to high level (every public name is importable from here,
 ``from dynlab.analyses.lyapunov import lyapunov_spectrum``):
 
-- :mod:`~dynlab.analyses.lyapunov.core` — [`flatten_step`][] turns a step map on a PyTree state
+- [`core`][dynlab.analyses.lyapunov.core] — [`flatten_step`][] turns a step map on a PyTree state
   into a map on a flat vector; [`lyapunov_core`][] is the jit-compiled numerical core on any map;
   it returns JAX arrays and can be `jax.vmap`-ed over initial conditions;
-- :mod:`~dynlab.analyses.lyapunov.reortho` — `reortho_every="auto"` chooses the
+- [`reortho`][dynlab.analyses.lyapunov.reortho] — `reortho_every="auto"` chooses the
   re-orthonormalisation interval from a pilot over the burn-in: the longest interval whose
   predicted blocking error ([`blocking_error_bound`][], from the spread $\lambda_1 - \lambda_k$)
   stays below 1% of the pilot's statistical error of the exponents (and the frame's condition
   number below $\varepsilon^{-2/3}$); it reports the bound, the tolerance and the rule in attrs;
-- :mod:`~dynlab.analyses.lyapunov.spectrum` — [`lyapunov_spectrum`][] wraps the core into a
+- [`spectrum`][dynlab.analyses.lyapunov.spectrum] — [`lyapunov_spectrum`][] wraps the core into a
   labelled `xr.Dataset`;
-- :mod:`~dynlab.analyses.lyapunov.replicates` — [`lyapunov_ensemble`][] (initial conditions under
+- [`replicates`][dynlab.analyses.lyapunov.replicates] — [`lyapunov_ensemble`][] (initial conditions under
   one input) and [`lyapunov_replicates`][], which repeats the measurement over independent
   realisations (inputs, noise seeds, stretches of an attractor) and reports the mean with a
   Student-t interval over them, each run's batch-means standard error ([`within_run_errors`][])
   and the spread over initial conditions under one input (multistability), each named as what
   it is;
-- :mod:`~dynlab.analyses.lyapunov.summaries` — [`largest_exponent`][],
+- [`summaries`][dynlab.analyses.lyapunov.summaries] — [`largest_exponent`][],
   [`sum_positive_exponents`][], [`kaplan_yorke_dimension`][], [`count_positive_exponents`][] and
   [`count_zero_exponents`][] summarise a spectrum;
-- :mod:`~dynlab.analyses.lyapunov.model` — the registered analysis ``lyapunov``
+- [`model`][dynlab.analyses.lyapunov.model] — the registered analysis ``lyapunov``
   ([`lyapunov_analysis`][]): a dynlab model's full state map under the autonomous, constant-drive
   or task protocol, replicated over independent realisations;
-- :mod:`~dynlab.analyses.lyapunov.figure` — its figure ([`plot_lyapunov`][]).
+- [`figure`][dynlab.analyses.lyapunov.figure] — its figure ([`plot_lyapunov`][]).
 
 Exponents are per step of the map (natural logarithm), not per unit of time: divide by the
 step size of a discretised flow to get rates per unit of time.

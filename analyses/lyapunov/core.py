@@ -2,7 +2,7 @@ r"""The QR (Benettin) engine: the $k$ largest Lyapunov exponents of any map, as 
 
 [`flatten_step`][] views a step map on a PyTree state as a map on a flat vector;
 [`lyapunov_core`][] is the jit-compiled numerical core (the method is in the docstring of
-:mod:`dynlab.analyses.lyapunov` and of the function). The labelled results
+[`dynlab.analyses.lyapunov`][] and of the function). The labelled results
 ([`lyapunov_spectrum`][], [`lyapunov_ensemble`][], [`lyapunov_replicates`][]) run a core through
 ``_run``: cast to the working dtype, float64 enabled if asked, full-precision matmuls, NumPy out.
 """

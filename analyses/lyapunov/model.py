@@ -1,7 +1,7 @@
 r"""The registered ``lyapunov`` analysis: Lyapunov spectra of a dynlab model under the three input protocols.
 
-This glues a model's state map (:mod:`dynlab.analyses.state_map`) to the replicated QR
-measurement (:func:`dynlab.analyses.lyapunov.lyapunov_replicates`), chooses initial conditions,
+This glues a model's state map ([`dynlab.analyses.state_map`][]) to the replicated QR
+measurement ([`dynlab.analyses.lyapunov.lyapunov_replicates`][]), chooses initial conditions,
 and labels the result with what was analysed (protocol, initial conditions, seed).
 """
 
@@ -55,7 +55,7 @@ def lyapunov_analysis(
     inputs.
 
     **What is replicated.** The whole measurement is repeated ``realisations`` times
-    (:func:`dynlab.analyses.lyapunov.lyapunov_replicates`), each with its own initial frame:
+    ([`dynlab.analyses.lyapunov.lyapunov_replicates`][]), each with its own initial frame:
 
     * under a ``task``, realisation $r$ runs on its own input sequence, consecutive test
       samples of the task drawn from ``fold_in(key, r)`` — *input realisations*;
@@ -128,11 +128,11 @@ def lyapunov_analysis(
 
 def check_lyapunov(model, *, k: int, steps: int, burn_in: int, ics: int, realisations: int = 5,
                    reortho_every: int | str = "auto", confidence: float = 0.95, **_) -> None:
-    """The options of :func:`lyapunov_analysis` that ``model`` can take (``k`` <= its state dimension).
+    """The options of [`lyapunov_analysis`][] that ``model`` can take (``k`` <= its state dimension).
 
     Enforces, in one place: lyapunov's options are valid for the model. Called by the analysis
     itself and, as ``lyapunov_analysis.check``, by scenario validation for every cell's model
-    before any cell runs (:func:`dynlab.scenarios.spec.check_cells`; the model may be abstract).
+    before any cell runs ([`dynlab.scenarios.spec.check_cells`][]; the model may be abstract).
     """
     require_positive("steps", steps)
     require_positive("ics", ics)

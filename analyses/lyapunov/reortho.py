@@ -3,7 +3,7 @@ the exponents over the burn-in, and the bound on the error that blocking adds.
 
 Between QRs the frame drifts towards the leading direction; [`blocking_error_bound`][] bounds
 what that costs against a QR every step (see [`lyapunov_core`][] for the measurements), and
-[`_auto_interval`][] picks the longest interval whose predicted error is at most
+`_auto_interval` picks the longest interval whose predicted error is at most
 [`AUTO_SE_FRACTION`][] of the run's statistical error (estimated from a pilot over the burn-in),
 and whose frame stays well-conditioned ([`auto_condition_bound`][]).
 """

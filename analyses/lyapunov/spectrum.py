@@ -1,5 +1,5 @@
 r"""One Lyapunov spectrum as a labelled dataset: [`lyapunov_spectrum`][], and the coordinates and
-attrs that the ensembles and replicates (:mod:`dynlab.analyses.lyapunov.replicates`) share."""
+attrs that the ensembles and replicates ([`dynlab.analyses.lyapunov.replicates`][]) share."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from dynlab.provenance import stamp_attrs
 def _attrs(
     *, k: int, n: int, steps: int, burn_in: int, reortho_every: int, method: str, x64: bool
 ) -> dict[str, Any]:
-    """The stamp (:func:`dynlab.provenance.stamp_attrs`) and the run's numbers, shared by the
+    """The stamp ([`dynlab.provenance.stamp_attrs`][]) and the run's numbers, shared by the
     datasets of one spectrum, an ensemble and replicates."""
     return stamp_attrs(analysis="lyapunov", config={
         "state_dim": n,

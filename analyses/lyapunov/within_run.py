@@ -1,7 +1,7 @@
 """Within one run: the local exponents of its QR blocks and the standard error of their time average.
 
-Used by the interval over realisations (:mod:`~dynlab.analyses.lyapunov.replicates`) and by the
-choice of the re-orthonormalisation interval (:mod:`~dynlab.analyses.lyapunov.reortho`), which
+Used by the interval over realisations ([`replicates`][dynlab.analyses.lyapunov.replicates]) and by the
+choice of the re-orthonormalisation interval ([`reortho`][dynlab.analyses.lyapunov.reortho]), which
 sizes its tolerance from a pilot run's error.
 """
 

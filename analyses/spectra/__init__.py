@@ -24,11 +24,11 @@ descending (ties, such as a complex-conjugate pair, by imaginary part, then real
 descending, so $r e^{+i\theta}$ comes before $r e^{-i\theta}$).
 
 The package: the numerical cores on any map or array in
-:mod:`~dynlab.analyses.spectra.eigenvalues` (weights, Jacobians),
-:mod:`~dynlab.analyses.spectra.power_law` (the fits) and
-:mod:`~dynlab.analyses.spectra.covariance`; the registered analysis ``spectra`` of a dynlab
-model in :mod:`~dynlab.analyses.spectra.model` ([`spectra_analysis`][]) and its figure in
-:mod:`~dynlab.analyses.spectra.figure` ([`plot_spectra`][]). Every public name is importable
+[`eigenvalues`][dynlab.analyses.spectra.eigenvalues] (weights, Jacobians),
+[`power_law`][dynlab.analyses.spectra.power_law] (the fits) and
+[`covariance`][dynlab.analyses.spectra.covariance]; the registered analysis ``spectra`` of a dynlab
+model in [`model`][dynlab.analyses.spectra.model] ([`spectra_analysis`][]) and its figure in
+[`figure`][dynlab.analyses.spectra.figure] ([`plot_spectra`][]). Every public name is importable
 from here.
 
 Bad arguments raise a ConfigError with a message saying what is valid.

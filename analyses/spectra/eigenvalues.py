@@ -8,7 +8,7 @@ r"""Eigenvalues of recurrent weights and of the state Jacobian along a trajector
   $J_t = \partial F / \partial h\,(h_t, x_t)$ along a trajectory of any map.
 
 Computed on the host in float64 (numpy); lists of eigenvalues are sorted by modulus, descending
-(see :mod:`dynlab.analyses.spectra`).
+(see [`dynlab.analyses.spectra`][]).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 r"""The registered ``spectra`` analysis: weight, Jacobian and activity-covariance spectra of a dynlab model.
 
-The model's state map (:mod:`dynlab.analyses.state_map`) runs under the protocols of the
-``lyapunov`` analysis; the cores of :mod:`dynlab.analyses.spectra` do the rest, and their
+The model's state map ([`dynlab.analyses.state_map`][]) runs under the protocols of the
+``lyapunov`` analysis; the cores of [`dynlab.analyses.spectra`][] do the rest, and their
 datasets are merged into one with variables prefixed by what they describe.
 """
 
@@ -62,7 +62,7 @@ def spectra_analysis(
     * ``covariance_*``: the eigenspectrum of the covariance of the layers' activities $h_t$
       (controller states excluded) over the ``steps`` steps after burn-in, dim ``rank``, with a
       power-law fit $\lambda_n \propto n^{-\alpha}$ (bootstrap CI over time points) and a
-      truncated power law $n^{-\alpha} e^{-n/n_c}$ (:func:`dynlab.analyses.spectra.covariance_spectrum`).
+      truncated power law $n^{-\alpha} e^{-n/n_c}$ ([`dynlab.analyses.spectra.covariance_spectrum`][]).
       Activity along a trajectory is autocorrelated, so the bootstrap resamples blocks of
       consecutive steps, not single steps, which would give too narrow an interval:
       ``block_size="auto"`` (default) takes $\lceil 10\hat\tau\rceil$ steps from the
@@ -71,7 +71,7 @@ def spectra_analysis(
       where eigenvalue bias would dominate (see ``covariance_spectrum``).
 
     The trajectory runs under the same protocols as
-    :func:`dynlab.analyses.lyapunov.lyapunov_analysis`. Under autonomous dynamics most units
+    [`dynlab.analyses.lyapunov.lyapunov_analysis`][]. Under autonomous dynamics most units
     settle to a fixed point, whose activity covariance is zero: use a task or a drive for a
     meaningful covariance spectrum (a warning says so).
     """

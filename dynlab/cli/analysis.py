@@ -39,7 +39,7 @@ def output_paths(out, plot, checkpoint, name, unit, *, create: bool = True):
     """Where the dataset and figure go (never overwriting earlier results).
 
     With ``create=False`` nothing is made: the locations are only checked to be writable (see
-    :func:`check_writable`), so that a result is never computed only to be lost.
+    [`check_writable`][]), so that a result is never computed only to be lost.
     """
     from dynlab import store
 
@@ -66,7 +66,7 @@ def output_paths(out, plot, checkpoint, name, unit, *, create: bool = True):
 
 
 def check_writable(folder: Path, option: str) -> None:
-    """A one-line :class:`ConfigError` unless files can be created in ``folder`` (made if missing).
+    """A one-line [`ConfigError`][] unless files can be created in ``folder`` (made if missing).
 
     Checked by creating (and removing) a temporary file in the nearest existing ancestor, which
     also catches read-only file systems and paths through a regular file.
@@ -102,15 +102,15 @@ def rescue_dataset(ds, name: str, error: OSError) -> None:
 
 def run_analysis(name, exp, source, checkpoint, out, plot, quiet, **options):
     """Run the registered analysis ``name`` on ``exp.model`` with ``options``, stamp the dataset
-    with what was analysed (:func:`dynlab.provenance.stamp`: the model, its config as TOML text,
+    with what was analysed ([`dynlab.provenance.stamp`][]: the model, its config as TOML text,
     the checkpoint), write it and draw its registered figure.
 
     Warnings become one-line messages on stderr. The output locations are checked to be
     writable before any work; files are written only after the analysis succeeded (named
-    ``NAME.nc``/``NAME.png``, see :func:`output_paths`). A dataset that cannot be written where
-    asked is saved in the temporary directory instead (:func:`rescue_dataset`). A figure that
+    ``NAME.nc``/``NAME.png``, see [`output_paths`][]). A dataset that cannot be written where
+    asked is saved in the temporary directory instead ([`rescue_dataset`][]). A figure that
     cannot be drawn because the result holds NaN or inf ends the command with
-    :class:`~dynlab.errors.NonFiniteResult` (exit status 1), the dataset kept.
+    [`NonFiniteResult`][dynlab.errors.NonFiniteResult] (exit status 1), the dataset kept.
     """
     import warnings
 
@@ -150,7 +150,7 @@ def non_finite_variables(ds) -> list[str]:
 
 def draw_figure(png: Path, figure, ds) -> None:
     """Write ``figure(ds)`` to ``png``; if it fails on a result holding NaN or inf, raise
-    :class:`~dynlab.errors.NonFiniteResult` naming those variables (the dataset is already on disk)."""
+    [`NonFiniteResult`][dynlab.errors.NonFiniteResult] naming those variables (the dataset is already on disk)."""
     from dynlab import store
 
     try:

@@ -1,10 +1,10 @@
 r"""``dynlab analyze NAME``: every registered analysis is a command.
 
 Analyses with a hand-written command (their own options, a printed summary) register it on
-:data:`analyze`; every other registered analysis of a model, a plug-in's included, gets a command
-generated from its typed signature (:func:`generated_command`): one option per keyword
+[`analyze`][]; every other registered analysis of a model, a plug-in's included, gets a command
+generated from its typed signature ([`generated_command`][]): one option per keyword
 parameter (``n_values`` -> ``--n-values``), parsed by the one number parser and validated against
-the signature, the common options of :data:`dynlab.cli.options.analysis_options`, its docstring
+the signature, the common options of [`dynlab.cli.options.analysis_options`][], its docstring
 as ``--help``, and its registered figure and summary. Nothing is imported until a command is
 looked up, so ``dynlab --help`` stays fast.
 """
@@ -12,6 +12,7 @@ looked up, so ``dynlab --help`` stays fast.
 from __future__ import annotations
 
 import inspect
+import re
 import typing
 
 import click
@@ -118,5 +119,6 @@ def generated_command(name: str) -> click.Command:
             kind = registry.describe(annotation)
             callback = click.option(flag, key, metavar="VALUE" if " " in kind else kind.upper(), default=None,
                                     help=f"{kind}; default {p.default!r}")(callback)
-    doc = inspect.getdoc(fn) or entry.description
+    # the docstring's cross-references ([`name`][target], for the docs site) read as plain `name` in a terminal
+    doc = re.sub(r"\[(`[^`]+`)\]\[[^\]]*\]", r"\1", inspect.getdoc(fn) or entry.description)
     return click.command(name, help=doc, short_help=entry.description)(analysis_options(callback))

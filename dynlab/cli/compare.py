@@ -17,7 +17,7 @@ from dynlab.cli.options import progress_bar
 
 
 def int_list(name: str, text: str) -> list[int]:
-    """``"2,8,32"`` -> ``[2, 8, 32]``: positive integers (:func:`dynlab.config.parse_numbers`)."""
+    """``"2,8,32"`` -> ``[2, 8, 32]``: positive integers ([`dynlab.config.parse_numbers`][])."""
     from dynlab.config import parse_numbers
 
     return parse_numbers(name, text, integer=True, minimum=1)
@@ -48,11 +48,11 @@ def compare():
 @click.option("--skips/--no-skips", default=True, show_default=True, help="mlp: residual (skip) connections.")
 @click.option("--activation", type=click.Choice(["linear", "tanh", "relu"]), default="linear", show_default=True)
 @click.option("--task", "task_name", default=None,
-              help="mlp: toy (x in R^40, 20 samples, y = +-1) or mnist (one fixed batch of 64 digits, synthetic if "
-                   "absent) [default: mnist]; rnn: a sequence task with a length, e.g. adding [default: adding].")
+              help="mlp: toy (x in R^40, 20 samples, y = +-1), mnist or cifar10 (one fixed batch of 64 images, "
+                   "synthetic if absent) [default: mnist]; rnn: a sequence task with a length, e.g. adding [default: adding].")
 @click.option("--batches", type=click.Choice(["fixed", "stream"]), default="fixed", show_default=True,
               help="mlp: train on the task's one fixed batch (as the paper's code does), or on a stream of fresh "
-                   "batches from the MNIST pool (batch t at step t).")
+                   "batches from the image pool (batch t at step t).")
 @click.option("--batch-size", default=None,
               help="rnn: size of each length's fixed batch (default 32); mlp with --batches stream: size of each "
                    "streamed batch (default: the task's batch, 64).")
@@ -145,7 +145,7 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
     else:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            kwargs = {"data_dir": data_dir} if task_name == "mnist" else {}
+            kwargs = {"data_dir": data_dir} if task_name != "toy" else {}  # the image tasks read files
             task = registry.build("task", FEEDFORWARD_TASKS[task_name], **kwargs)
         for wmsg in caught:
             click.echo(f"warning: {wmsg.message}", err=True)

@@ -3,7 +3,7 @@
 Every user mistake is one line on stderr and exit status 2 (no traceback); a diverged training
 run is one line and exit status 1, with its last good checkpoint and metrics kept on disk. The
 commands live beside this module, one concern per file, and only import downwards (this module,
-:mod:`dynlab.cli.options`, :mod:`dynlab.cli.analysis`); :mod:`dynlab.cli` assembles them."""
+[`dynlab.cli.options`][], [`dynlab.cli.analysis`][]); [`dynlab.cli`][] assembles them."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ class _CommandGroup(click.Group):
 class _Group(_CommandGroup):
     """Turns every error into one line on stderr and a meaningful exit status.
 
-    **Enforces** "no command ends in a traceback": user mistakes (:class:`DynlabError`, click's
+    **Enforces** "no command ends in a traceback": user mistakes ([`DynlabError`][], click's
     usage errors) exit 2, divergence and non-finite results exit 1 with the data kept, Ctrl-C
     exits 130, and anything unexpected is one line with the traceback saved to a file.
     """

@@ -72,8 +72,8 @@ def _use_data_dir(ctx, param, value):
 
 data_dir_option = click.option(
     "--data-dir", type=click.Path(file_okay=False), default=None, expose_value=False, callback=_use_data_dir,
-    help="Data directory of tasks that read files (smnist, psmnist, shd, charlm; default: $DYNLAB_DATA, "
-         "then ~/.cache/dynlab/data).")
+    help="Data directory of tasks that read files (smnist, psmnist, scifar10, pc-mnist, pc-cifar10, shd, charlm; "
+         "default: $DYNLAB_DATA, then ~/.cache/dynlab/data).")
 
 
 _COMMON = [
@@ -108,7 +108,7 @@ analysis_options = _options(_COMMON)
 
 
 def int_option(name, text, **bounds):
-    """An integer option (``--steps``, ``--k``, …): :func:`dynlab.config.parse_number`."""
+    """An integer option (``--steps``, ``--k``, …): [`dynlab.config.parse_number`][]."""
     from dynlab.config import parse_number
 
     return parse_number(name, text, integer=True, **bounds)
@@ -122,7 +122,7 @@ def seed_option(text) -> int:
 
 
 def number_option(name, text, **bounds):
-    """A finite number option (``--drive``, …); ``None`` when not given: :func:`dynlab.config.parse_number`."""
+    """A finite number option (``--drive``, …); ``None`` when not given: [`dynlab.config.parse_number`][]."""
     from dynlab.config import parse_number
 
     return parse_number(name, text, **bounds)

@@ -11,21 +11,18 @@ from dynlab.cli.main import main
 from dynlab.cli.options import _options, data_dir_option, int_option, progress_bar
 
 
-def _run_scenario(target, sets, out, workers, scheduler, resume, retry_failed, quiet) -> int:
+def _run_scenario(target, sets, out, workers, scheduler, resume, retry_failed, quiet, preset=None) -> int:
     """Run a scenario; the exit status: 0 when every cell is ok, 1 when any failed, diverged or is missing.
 
     A run directory created here (no ``--out``) that is still empty (but for its claim) when the
     run stops, say because the scheduler could not be reached, is removed.
     """
-    from dynlab import config as cfgmod
     from dynlab import store
     from dynlab.scenarios import spec
     from dynlab.scenarios.sweep import RESULT, run_sweep
 
-    scenario = spec.load(target)
-    if sets:  # overrides apply to the base config; the sweep axes still vary their keys
-        doc = cfgmod.load_toml(scenario.source)
-        scenario = spec.parse(cfgmod.apply_sets(doc, sets), scenario.source)
+    # the preset, then the overrides, apply to the base config; the sweep axes still vary their keys
+    scenario = spec.load(target, preset=preset, sets=sets)
     workers_v = None if workers is None else int_option("--workers", workers)
     if workers_v is not None:
         from dynlab.errors import require_positive
@@ -45,6 +42,10 @@ def _run_scenario(target, sets, out, workers, scheduler, resume, retry_failed, q
                 click.echo(f"scenario {scenario.name}: program {scenario.program} -> {out_dir}")
             with progress_bar(quiet, scenario.name) as update:
                 datasets = scenario.run(out_dir, progress=update)
+            if "findings" in datasets:
+                from dynlab.claims import format_verdicts
+
+                click.echo(format_verdicts(datasets["findings"]))
             click.echo(f"done: {', '.join(sorted(datasets))}; results and figures in {out_dir}")
             return 0
         n = len(scenario.cells)
@@ -106,6 +107,9 @@ _SWEEP_OPTIONS = [
     click.option("--resume", is_flag=True,
                  help="Continue the sweep in --out (the same scenario only): finished cells are skipped."),
     click.option("--retry-failed", is_flag=True, help="With --resume, also recompute failed cells."),
+    click.option("--preset", metavar="NAME", default=None,
+                 help="A programmed scenario's preset: 'laptop' (default, its [params] as written) or one of its "
+                      "[presets.NAME], e.g. 'paper' (the paper's sizes, for a GPU); see 'dynlab reproduce --list'."),
     click.option("-q", "--quiet", is_flag=True, help="No progress bar."),
     data_dir_option,
 ]
@@ -117,7 +121,7 @@ _sweep_options = _options(_SWEEP_OPTIONS)
 @main.command()
 @click.argument("scenario")
 @_sweep_options
-def run(scenario, sets, out, workers, scheduler, resume, retry_failed, quiet):
+def run(scenario, sets, out, workers, scheduler, resume, retry_failed, preset, quiet):
     """Run a scenario: a built-in name (see 'dynlab list scenarios') or a TOML file.
 
     Every cell (one per combination of the [sweep] axes; one if there is no sweep) trains its
@@ -128,13 +132,13 @@ def run(scenario, sets, out, workers, scheduler, resume, retry_failed, quiet):
     """
     if resume and not out:
         raise ConfigError("--resume needs --out DIR, the directory of the sweep to continue")
-    return _run_scenario(scenario, sets, out, workers, scheduler, resume, retry_failed, quiet)
+    return _run_scenario(scenario, sets, out, workers, scheduler, resume, retry_failed, quiet, preset)
 
 
 @main.command()
 @click.argument("scenario")
 @_sweep_options
-def sweep(scenario, sets, out, workers, scheduler, resume, retry_failed, quiet):
+def sweep(scenario, sets, out, workers, scheduler, resume, retry_failed, preset, quiet):
     """Run a scenario's sweep on Dask; the same as 'dynlab run', named for the sweep use.
 
     \b
@@ -146,4 +150,4 @@ def sweep(scenario, sets, out, workers, scheduler, resume, retry_failed, quiet):
     """
     if resume and not out:
         raise ConfigError("--resume needs --out DIR, the directory of the sweep to continue")
-    return _run_scenario(scenario, sets, out, workers, scheduler, resume, retry_failed, quiet)
+    return _run_scenario(scenario, sets, out, workers, scheduler, resume, retry_failed, quiet, preset)

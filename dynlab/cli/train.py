@@ -65,7 +65,7 @@ def train(unit, task, rule, steps, seed, config_file, sets, out, resume, quiet):
 
 def new_run_dir(out: str | None, prefix: str, *, config: dict | None = None) -> Path:
     """``out``, or a fresh ``runs/<prefix>-<time>``, claimed atomically
-    (:func:`dynlab.store.claim_run_dir`): a directory that holds a run, is claimed by another
+    ([`dynlab.store.claim_run_dir`][]): a directory that holds a run, is claimed by another
     process or holds other files is a one-line error. With ``config``, its config.toml is written
     at once, so that a claimed run directory can be resumed from the start."""
     from dynlab import store

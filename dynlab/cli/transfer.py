@@ -1,5 +1,5 @@
 """``dynlab transfer``: the ARU paper's variants of trained networks from the command line
-(:mod:`dynlab.transfer`; registered on ``dynlab.cli.main``).
+([`dynlab.transfer`][]; registered on ``dynlab.cli.main``).
 
 * ``controller`` — App. C.4: a trained ARU's controller, frozen, inside a new main network
   (another seed) trained around it;

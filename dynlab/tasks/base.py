@@ -1,9 +1,9 @@
 """The Task contract.
 
 A task makes batches ``(x[B, T, D], y, mask[B, T])`` from an explicit PRNG key, names its loss
-(:mod:`dynlab.losses`), and states the metric a model that learned nothing would get (``chance``).
+([`dynlab.losses`][]), and states the metric a model that learned nothing would get (``chance``).
 It never reads the network. ``batch`` is pure and jit-able, so the trainer generates data inside
-its compiled step, with no host round-trip. A :class:`StatefulTask` (e.g. character-level language
+its compiled step, with no host round-trip. A [`StatefulTask`][] (e.g. character-level language
 modelling) also serves consecutive windows of long streams, across which the trainer carries the
 model state.
 """
@@ -17,7 +17,7 @@ from jaxtyping import Array, PRNGKeyArray
 
 
 class Task(eqx.Module):
-    """Base class of tasks. Subclasses set the static fields and implement :meth:`batch`."""
+    """Base class of tasks. Subclasses set the static fields and implement [`batch`][]."""
 
     input_size: int = eqx.field(static=True)
     output_size: int = eqx.field(static=True)
@@ -38,8 +38,8 @@ class StatefulTask(Task):
     r"""A task whose samples are consecutive windows of long streams: stateful truncated BPTT.
 
     A split is cut into ``batch_size`` streams; training step $s$ shows window
-    $s \bmod W$ of every stream (:meth:`window`), and the trainer starts each stream's window from
-    the model state in which the previous window ended, except for streams that :meth:`resets`
+    $s \bmod W$ of every stream ([`window`][]), and the trainer starts each stream's window from
+    the model state in which the previous window ended, except for streams that [`resets`][]
     marks, which start from the model's initial state. Gradients stay inside a window (the state
     carried in is a constant). Held-out evaluation runs the whole ``"test"`` split as one stream
     (``batch_size`` 1) with one unbroken state. ``batch`` still returns independent windows that

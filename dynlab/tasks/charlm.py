@@ -13,7 +13,7 @@ enwik8's $10^8$ bytes split into exactly the standard 90M / 5M / 5M.
 **Inputs**: one-hot × ``input_scale`` (3, the scaling paper's enwik8 encoding); targets are the
 next byte at every step; loss ``ce_bits`` (cross-entropy, reported as bits per character).
 
-**Stateful truncated BPTT** (:class:`~dynlab.tasks.base.StatefulTask`). A split of $n$ bytes is
+**Stateful truncated BPTT** ([`StatefulTask`][dynlab.tasks.base.StatefulTask]). A split of $n$ bytes is
 cut into $B$ streams of $L = \lfloor n/B \rfloor$ bytes; window $k$ of stream $b$ holds bytes
 $bL + kT + j$, $j = 0..T$ ($T$ = ``window`` inputs and their $T$ next-byte targets, the last
 window masked where the stream ends), $W = \lceil (L-1)/T \rceil$ windows per stream. Training

@@ -21,7 +21,7 @@ $a = 3^m$ (``dilation`` = m ≥ 0, the paper tests m = 0…6):
 
 The label is scored at the last step (loss ``ce_last``; chance 1/9). The test stream for TRW
 analyses is the 9 sequences concatenated in class order: $9 \times 81 = 729 = 3^6$ symbols
-(:meth:`HierarchicalLanguageTask.stream`).
+([`HierarchicalLanguageTask.stream`][]).
 """
 
 from __future__ import annotations

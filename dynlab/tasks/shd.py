@@ -13,7 +13,7 @@ data directory itself (decompressed; the download is ``*.h5.gz``). Schema, one e
 ==================  ===================================================================
 
 When the files are absent, ``source = "auto"`` (the default) says so once (a ``RuntimeWarning``)
-and uses a synthetic SHD-like set with the same interface (:func:`synthetic_shd`);
+and uses a synthetic SHD-like set with the same interface ([`synthetic_shd`][]);
 ``source = "file"`` makes the absence an error, ``source = "synthetic"`` never looks.
 
 **Binning.** Spikes at $t \ge$ ``duration_ms`` are dropped (the papers trim every digit to 1 s);
@@ -21,9 +21,9 @@ spike $(t, u)$ falls in bin $\lfloor t / \Delta \rfloor$ of channel $\lfloor u /
 $\Delta$ = ``bin_ms`` and $p$ = ``channel_pool`` (adjacent channels summed, $\lceil 700/p \rceil$
 inputs). An input is the spike *count* of each (bin, channel) cell, or whether it is non-zero
 (``binary = True``, the papers' "binary spatio-temporal pattern"; at 2 ms bins the two rarely
-differ). Binning is vectorised NumPy (:func:`bin_spikes`) and yields one flat cell index
+differ). Binning is vectorised NumPy ([`bin_spikes`][]) and yields one flat cell index
 $b \cdot C + c$ per kept spike; the task holds these as device arrays and scatter-adds the ones
-of the drawn samples into dense ``[T, C]`` counts inside :meth:`~SpikingDigits.batch`, which is
+of the drawn samples into dense ``[T, C]`` counts inside [`batch`][dynlab.tasks.base.Task.batch], which is
 pure and jit-able — the dense set would not fit in memory at 2 ms bins (8156 × 500 × 700 cells).
 
 **SHD-Adding** (Spieler et al. 2024; scaling paper App. A.2): two samples drawn uniformly and
@@ -109,7 +109,7 @@ class Spikes:
 def find_shd_files(data_dir: str | os.PathLike | None = None) -> tuple[Path, Path]:
     """``(train, test)`` paths of the SHD files: ``<data dir>/shd/`` first, then ``<data dir>/``.
 
-    Missing files are a :class:`DataError` naming every place searched (and ``.gz`` files found
+    Missing files are a [`DataError`][] naming every place searched (and ``.gz`` files found
     there, which must be decompressed first).
     """
     root = resolve_data_dir(data_dir)
@@ -126,7 +126,7 @@ def find_shd_files(data_dir: str | os.PathLike | None = None) -> tuple[Path, Pat
 
 
 def read_shd(path: str | os.PathLike) -> Spikes:
-    """Read one SHD HDF5 file. A truncated, foreign or inconsistent file is a :class:`DataError`."""
+    """Read one SHD HDF5 file. A truncated, foreign or inconsistent file is a [`DataError`][]."""
     import h5py
 
     path = Path(path)

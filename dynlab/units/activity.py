@@ -1,20 +1,20 @@
 r"""How an ELM network neuron turns its pre-activation into its activity: values passed to
-:class:`~dynlab.units.elm_net.ElmNet` (``activation=``).
+[`ElmNet`][dynlab.units.elm_net.ElmNet] (``activation=``).
 
 The hidden neurons of the ELM network compute a pre-activation $p_t = b + w_r^\top m_t - r_t + \xi_t$
 (``[N]``) and then their activity $a_t$, the quantity the layer feeds back and passes on. Which
-function does it is a value, as a step-size controller is in diffrax: :class:`Activity` declares
+function does it is a value, as a step-size controller is in diffrax: [`Activity`][] declares
 the contract, and the concrete ones beside it are
 
-* :class:`ReluActivity` — the scaling paper's $a_t = \operatorname{ReLU}(p_t)$ (the default);
-* :class:`SpikingActivity` — a Heaviside step with the SuperSpike surrogate gradient;
-* :class:`AdaptiveGamma` — the ARU's adaptive activation (Geadah et al. Eqs. 3–5): a private
+* [`ReluActivity`][] — the scaling paper's $a_t = \operatorname{ReLU}(p_t)$ (the default);
+* [`SpikingActivity`][] — a Heaviside step with the SuperSpike surrogate gradient;
+* [`AdaptiveGamma`][] — the ARU's adaptive activation (Geadah et al. Eqs. 3–5): a private
   controller RNN per neuron sets the gain and saturation of $\gamma$ at every step.
 
 The cell never compares strings: it calls the value. A new activity is one subclass. In TOML and
 on the command line the same choices are spelled ``adaptation = "none" | "aru"``, ``n_g``,
 ``n_mean``, ``n_std``, ``n_min``, ``spiking`` and ``surrogate_scale``;
-:meth:`ElmNet.from_config <dynlab.units.elm_net.ElmNet.from_config>` turns them into these values.
+[`ElmNet.from_config`][dynlab.units.elm_net.ElmNet.from_config] turns them into these values.
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ class Activity(eqx.Module):
     r"""The activity function of a layer of $N$ neurons, $(p_t, g_{t-1}) \mapsto (a_t, g_t)$.
 
     $g$ is the function's own state (``None`` for a memoryless one). A value may carry trainable
-    arrays (:class:`AdaptiveGamma`'s controllers); those that need the layer's size to draw them
-    are given it by :meth:`init`, which the cell calls once while it is built.
+    arrays ([`AdaptiveGamma`][]'s controllers); those that need the layer's size to draw them
+    are given it by [`init`][], which the cell calls once while it is built.
     """
 
     def init(self, hidden: int, *, key: PRNGKeyArray) -> "Activity":
@@ -91,7 +91,7 @@ class ReluActivity(Activity):
 
 class SpikingActivity(Activity):
     r"""$a_t = \Theta(p_t)$, a spike when the pre-activation crosses 0, trained through the SuperSpike
-    surrogate gradient $\partial a_t / \partial p_t := 1/(1 + \beta |p_t|)^2$ (:func:`superspike`).
+    surrogate gradient $\partial a_t / \partial p_t := 1/(1 + \beta |p_t|)^2$ ([`superspike`][]).
 
     Args:
         surrogate_scale: $\beta > 0$, the surrogate's sharpness (100, SuperSpike's value).
@@ -115,7 +115,7 @@ class AdaptiveGamma(Activity):
     ablation, not in the ELM scaling paper).
 
     Every neuron $i$ has a private controller RNN (weights shared across neurons,
-    :class:`~dynlab.units.aru.GainController`) that reads its pre-activation and sets its gain
+    [`GainController`][dynlab.units.aru.GainController]) that reads its pre-activation and sets its gain
     $n$ and saturation $s$ at every step:
 
     $$ g_t = \tanh(W_{ag}\, p_t + W_{gg}\, g_{t-1} + b_g), \qquad
@@ -129,8 +129,8 @@ class AdaptiveGamma(Activity):
     Args:
         n_g: controller units per neuron.
         n_mean, n_std: the prior of the gain's bias $b_n$ (5, 2: the ARU paper's).
-        n_min: the gain's floor (:func:`~dynlab.units.aru.gamma`).
-        controller: the drawn controllers; ``None`` (the default) until :meth:`init` draws them
+        n_min: the gain's floor ([`gamma`][dynlab.units.aru.gamma]).
+        controller: the drawn controllers; ``None`` (the default) until [`init`][] draws them
             for a layer. A value that already holds them is used as it is.
     """
 

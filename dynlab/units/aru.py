@@ -33,7 +33,7 @@ from dynlab.units.base import Cell, add_drive, count_params
 
 
 N_MIN = 0.5
-"""Default floor of the gain $n$ (see :func:`gamma`)."""
+"""Default floor of the gain $n$ (see [`gamma`][])."""
 
 
 def gamma(x: Array, n: Array, s: Array, *, n_min: float = N_MIN) -> Array:
@@ -68,7 +68,7 @@ def _uniform(key, shape, bound):
 
 def controller_params(hidden: int, n_g: int, prior: str, n_mean: float, n_std: float, s_init: float,
                       readout_scale: float, keys) -> dict[str, Array]:
-    r"""Initial weights of ``hidden`` per-neuron controller RNNs (Eqs. 3–5; see :class:`ARUCell`).
+    r"""Initial weights of ``hidden`` per-neuron controller RNNs (Eqs. 3–5; see [`ARUCell`][]).
 
     ``keys``: five PRNG keys (for $W_{ag}$, $W_{gg}$, $W_{gn}$, $W_{gs}$, $b_n$). Returns the arrays
     ``w_ag[n_g]``, ``w_gg[n_g, n_g]``, ``b_g[n_g]``, ``w_gn[n_g]``, ``w_gs[n_g]`` and ``b_n``, ``b_s``
@@ -93,8 +93,8 @@ def controller_params(hidden: int, n_g: int, prior: str, n_mean: float, n_std: f
 
 def controller_step(c, a: Array, g: Array) -> tuple[Array, Array, Array]:
     r"""One step of every neuron's controller, $(a[H], g[H, n_g]) \mapsto (g', n[H], s[H])$ (Eqs. 3–5):
-    $g' = \tanh(W_{ag} a + W_{gg} g + b_g)$, then the read-outs of :func:`activation_params`.
-    ``c`` holds the weights of :func:`controller_params` as attributes (an ARU cell, a :class:`GainController`)."""
+    $g' = \tanh(W_{ag} a + W_{gg} g + b_g)$, then the read-outs of [`activation_params`][].
+    ``c`` holds the weights of [`controller_params`][] as attributes (an ARU cell, a [`GainController`][])."""
     g = jnp.tanh(a[:, None] * c.w_ag + g @ c.w_gg.T + c.b_g)
     return g, *activation_params(c, g)
 
@@ -107,7 +107,7 @@ def activation_params(c, g: Array) -> tuple[Array, Array]:
 class GainController(eqx.Module):
     r"""The ARU's adaptive activation as a part that other units can carry: ``hidden`` private
     controller RNNs (shared weights) that set $\gamma(a; n_t, s_t)$ of each neuron from its
-    pre-activation (Eqs. 3–5, initialisation as :class:`ARUCell`, ``prior="per-neuron"``).
+    pre-activation (Eqs. 3–5, initialisation as [`ARUCell`][], ``prior="per-neuron"``).
 
     ``gain(a, g) -> (h, g')`` (``gain`` an instance): the adapted activity $h = \gamma(a; n_t, s_t)$ and the new
     controller state ``g[hidden, n_g]`` (initially zeros).

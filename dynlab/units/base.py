@@ -1,6 +1,6 @@
 """The Cell contract: one recurrent layer, one sample, one time step.
 
-A unit is an :class:`equinox.Module` like :class:`equinox.nn.GRUCell`: batch via ``jax.vmap``,
+A unit is an `equinox.Module` like `equinox.nn.GRUCell`: batch via ``jax.vmap``,
 time via ``jax.lax.scan``. Every unit supports an additive ``drive`` (a current added to each
 neuron's pre-activation, used by perturbation protocols and driven Lyapunov exponents). The map
 ``state -> next state`` at fixed input is pure and jit-able, so analyses can ``jax.linearize`` it.
@@ -26,7 +26,7 @@ class Cell(eqx.Module):
 
     remat_step: ClassVar[bool] = False
     """Whether BPTT through this unit should be checkpointed (``SequenceModel``'s ``remat``
-    default; :func:`dynlab.models.checkpointed_scan`). Worth it when a step's intermediates are
+    default; [`dynlab.models.checkpointed_scan`][]). Worth it when a step's intermediates are
     much larger than its state, as the ARU's ``[hidden, n_g]`` controller arrays: storing all of
     them costs more time in memory traffic than recomputing them."""
 
@@ -53,10 +53,10 @@ class Cell(eqx.Module):
     def project_input(self, x: Array) -> Array:
         """The part of a step that depends on the input ``x_t`` alone (default: ``x`` itself).
 
-        :class:`~dynlab.models.SequenceModel` evaluates it for all time steps of a layer at
+        [`SequenceModel`][dynlab.models.SequenceModel] evaluates it for all time steps of a layer at
         once, before the layer's time loop (one large matrix product instead of one small one per step,
         for units that project their input, e.g. the ELM neuron's synaptic routing), and then
-        calls :meth:`step_projected`. ``cell(state, x)`` must equal
+        calls [`step_projected`][]. ``cell(state, x)`` must equal
         ``cell.step_projected(state, cell.project_input(x))``.
         """
         return x
@@ -66,13 +66,13 @@ class Cell(eqx.Module):
         return self(state, u, drive=drive)
 
     def run_sequence(self, state: PyTree, us: Array, drives: Array, scan, keep_states: bool):
-        """The layer over a whole sequence: from the projected inputs ``us`` (:meth:`project_input` of
+        """The layer over a whole sequence: from the projected inputs ``us`` ([`project_input`][] of
         every step, leading axis ``T``) and the per-step ``drives``, the outputs ``[T, output_size]``
         and, with ``keep_states``, ``(outputs, states after every step)``.
 
-        ``scan(body, cell, carry, xs)`` is the time loop to use (:func:`dynlab.models.plain_scan` or
-        the checkpointed one). Default: :meth:`step_projected` in that loop. A unit may override it
-        to take work that does not feed back out of the loop (:meth:`dynlab.units.elm_net.ElmNet.run_sequence`);
+        ``scan(body, cell, carry, xs)`` is the time loop to use ([`dynlab.models.plain_scan`][] or
+        the checkpointed one). Default: [`step_projected`][] in that loop. A unit may override it
+        to take work that does not feed back out of the loop ([`dynlab.units.elm_net.ElmNet.run_sequence`][]);
         the result must equal stepping.
         """
         def body(cell, s, inp):
@@ -110,15 +110,15 @@ def add_drive(a: Array, drive: Array | None) -> Array:
 class Regularised(Cell):
     """Optional capability: a unit that adds a regulariser to its training loss.
 
-    A model built of such cells reports :attr:`dynlab.models.SequenceModel.penalised` and
-    :meth:`~dynlab.models.SequenceModel.penalty`; the BPTT rule adds the penalty to its objective
+    A model built of such cells reports [`dynlab.models.SequenceModel.penalised`][] and
+    [`penalty`][dynlab.models.SequenceModel.penalty]; the BPTT rule adds the penalty to its objective
     (checked with ``isinstance``, never by probing attributes).
     """
 
     @property
     @abc.abstractmethod
     def penalised(self) -> bool:
-        """Whether training adds :meth:`penalty` to the loss (e.g. a non-zero strength)."""
+        """Whether training adds [`penalty`][] to the loss (e.g. a non-zero strength)."""
 
     @abc.abstractmethod
     def penalty(self, us: Array, states: PyTree, state0: PyTree | None = None) -> Array:
@@ -129,7 +129,7 @@ class Regularised(Cell):
 class TauExtensible(Cell):
     """Optional capability: a memory over a grid of time constants that can be rescaled after
     training (SITH-RNN's frozen geometric decays, SITHCon's SITH memory), so that a network
-    trained at one time scale is evaluated zero-shot at another (:mod:`dynlab.analyses.trw`)."""
+    trained at one time scale is evaluated zero-shot at another ([`dynlab.analyses.trw`][])."""
 
     @property
     @abc.abstractmethod

@@ -52,11 +52,11 @@ Choices where the paper is silent or garbled (exposed as parameters):
   of about $1/(2\tau)$, large for the fast cells ($\tau \sim 1$); ``"hold"`` gives exactly $\tau$ and
   $3\tau$. Measured (``dynlab run sith-trw``, sith-rnn, 1000 steps, lr 1e-2, 3 seeds): with
   ``"pulse"`` (and extended τ windows) seed 0 classifies 8 of 9 sequences at $3^1 \dots 3^6$;
-  with ``"hold"`` and shifted windows (:meth:`dynlab.units.sith.SITH.shift`) every seed
+  with ``"hold"`` and shifted windows ([`dynlab.units.sith.SITH.shift`][]) every seed
   classifies all 9 at every dilation, and so does SITHCon. Nets 1–2 learn their input
   weights, so their input discretisation is learned too; they keep ``"pulse"``.
 
-Sequence fast path (:meth:`LayerStack.sequence`): diagonal recurrences (Nets 3–5) run with
+Sequence fast path ([`LayerStack.sequence`][]): diagonal recurrences (Nets 3–5) run with
 ``lax.associative_scan``; dense ones (Nets 1–2) with ``lax.scan`` (an associative scan over dense
 matrices costs $O(N^3)$ per combine, far more than the scan).
 """
@@ -310,7 +310,7 @@ class DiagonalRNN(LayerStack, TauExtensible):
 
     def extend_taus(self, factor: float, how: str = "extend"):
         """The same network with the geometric τ grid extended (or, ``how="shift"``, scaled; see
-        :meth:`dynlab.units.sith.SITH.shift`) by ``factor`` (Toeplitz read-out only)."""
+        [`dynlab.units.sith.SITH.shift`][]) by ``factor`` (Toeplitz read-out only)."""
         if not self.tau_extensible:
             raise ConfigError("only a Toeplitz read-out over a fixed geometric tau grid (sith-rnn) can be extended")
 
@@ -367,7 +367,7 @@ class DiagonalGeometricRNN(DiagonalRNN):
 class SITHRNN(DiagonalRNN):
     __doc__ = ("Net 5, SITH-RNN: frozen geometric decays; $L_\\text{when}$ banded Toeplitz from one zero-sum "
                "motif of width ``motif_width`` (7), shared by all layers. Trainable: motif + $g$ (7 + 81). "
-               "The τ grid can be extended at evaluation time (:meth:`extend_taus`)." + _DIAG_DOC)
+               "The τ grid can be extended at evaluation time ([`extend_taus`][])." + _DIAG_DOC)
 
     def __init__(self, input_size: int, *, n_features: int = 9, n_layers: int = 4, n_taus: int = 50,
                  tau_min: float = 1.0, tau_max: float = 81.0, motif_width: int = 7,

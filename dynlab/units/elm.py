@@ -8,7 +8,7 @@ $$ \Delta m_t = \tanh\!\big(\mathrm{MLP}_{w_p}([s_t;\ \kappa_m \odot m_{t-1}]) +
    m_t = \kappa_m \odot m_{t-1} + \lambda (1-\kappa_m) \odot \Delta m_t, \qquad y_t = w_y m_t + b_y . $$
 
 * **Read-out.** The Cell's output is $m_t$ (``hidden = d_m``); the read-out $w_y$ is the
-  :class:`~dynlab.models.SequenceModel`'s linear read-out, so ``dynlab.build("model", unit="elm",
+  [`SequenceModel`][dynlab.models.SequenceModel]'s linear read-out, so ``dynlab.build("model", unit="elm",
   input_size=1278, output_size=2, d_m=20)`` is the paper's NeuronIO ELM (52,842 parameters with
   $\tau_m$ learnable and $w_s$ fixed, 54,120 with $w_s$ learnable).
 * **Drive.** $\xi$ (``drive``, scalar or ``[d_m]``) is added to the pre-activation of the memory
@@ -47,7 +47,7 @@ traces is the trace of the branch sums (tested against the per-synapse form). Ro
   initialisation (the SHD Branch-ELM).
 
 The routing is an integer index array, not a trainable parameter; with the synapse weights it
-is applied as one matrix product (:meth:`ELMCell.branch_matrix`).
+is applied as one matrix product ([`ELMCell.branch_matrix`][]).
 """
 
 from __future__ import annotations
@@ -76,10 +76,12 @@ def scaled_tanh(x: Array) -> Array:
 
 
 def check_tau_range(tau_min, tau_max) -> None:
+    """``0 < tau_min <= tau_max``; ``tau_min == tau_max`` gives every memory one constant timescale
+    (the ELM paper's constant-τ ablation, Fig. 3e)."""
     require_positive("tau_min", tau_min, integer=False)
     require_positive("tau_max", tau_max, integer=False)
-    if tau_min >= tau_max:
-        raise ConfigError(f"tau_min must be < tau_max, got tau_min = {tau_min}, tau_max = {tau_max}")
+    if tau_min > tau_max:
+        raise ConfigError(f"tau_min must be <= tau_max, got tau_min = {tau_min}, tau_max = {tau_max}")
 
 
 def check_branches(d_tree, d_branch, d_s) -> None:
@@ -236,6 +238,10 @@ class ELMCell(Cell):
         if tau_bounds is not None and (len(tau_bounds) != 2 or not 0 <= lo <= tau_min or hi < tau_max):
             raise ConfigError(f"tau_bounds must be [lo, hi] with 0 <= lo <= tau_min = {tau_min} and "
                               f"hi >= tau_max = {tau_max}, got {tau_bounds!r}")
+        if learn_tau and lo >= hi:
+            raise ConfigError(f"a learnable tau_m needs sigmoid bounds lo < hi; tau_min = tau_max = {tau_min} (a constant "
+                              "tau_m) leaves none: give learn_tau = false to keep it constant, or tau_bounds [lo, hi] "
+                              "with lo < hi to learn it from a constant start")
         if isinstance(tau_s, bool) or not isinstance(tau_s, (int, float)) or tau_s < 0:
             raise ConfigError(f"tau_s must be a number >= 0 (0: no synaptic trace), got {tau_s!r}")
         for name, value, valid in (("memory_update", memory_update, ("lambda", "kappa_lambda")),
@@ -330,7 +336,7 @@ class ELMCell(Cell):
     def synaptic_input(self, x: Array) -> Array:
         r"""$w_s \odot x_t$, routed and summed into branches for Branch-ELM.
 
-        The Branch-ELM form is one matrix product with :meth:`branch_matrix`, which does not depend
+        The Branch-ELM form is one matrix product with [`branch_matrix`][], which does not depend
         on the time step (XLA builds it once per sequence, outside the time loop): on CPU the
         NeuronIO Branch-ELM trains about 4x faster this way than by gathering the routed inputs at
         every step (``benchmarks/elm.py`` configuration, measured).
@@ -343,11 +349,11 @@ class ELMCell(Cell):
         return self.step_projected(state, self.synaptic_input(x), drive=drive)
 
     def project_input(self, x: Array) -> Array:
-        """:meth:`synaptic_input`: linear in $x_t$, so a sequence model computes it for all $t$ at once."""
+        """[`synaptic_input`][]: linear in $x_t$, so a sequence model computes it for all $t$ at once."""
         return self.synaptic_input(x)
 
     def step_projected(self, state: ELMState, u: Array, *, drive: Array | None = None) -> tuple[ELMState, Array]:
-        """Eq. 1 from the routed synaptic input ``u`` = :meth:`synaptic_input` of $x_t$."""
+        """Eq. 1 from the routed synaptic input ``u`` = [`synaptic_input`][] of $x_t$."""
         kappa_m, gain = memory_gains(self.tau_m, self.lam, self.dt, self.memory_update)
         s = self.kappa_s * state.s + u
         pre = add_drive(self.mlp(jnp.concatenate([s, kappa_m * state.h])), drive)

@@ -16,8 +16,8 @@ of width ``d_mlp`` with squared-ReLU, biases, and default ``Linear`` initialisat
 default initialisation "per branch", $U(\pm 1/\sqrt{d_{branch}})$ (unconstrained sign), $w_r$
 $U(\pm 1/\sqrt{d_m})$, $b = 0$ (the paper's 0 activity threshold). $m_0 = r_0 = a_0 = 0$.
 The drive $\xi$ (scalar or ``[N]``) enters the activity's pre-activation, as written.
-The ReLU is the default of a value, ``activation`` (:mod:`dynlab.units.activity`):
-:class:`~dynlab.units.activity.ReluActivity`; :class:`~dynlab.units.activity.SpikingActivity`
+The ReLU is the default of a value, ``activation`` ([`dynlab.units.activity`][]):
+[`ReluActivity`][dynlab.units.activity.ReluActivity]; [`SpikingActivity`][dynlab.units.activity.SpikingActivity]
 replaces it by a Heaviside step with the SuperSpike surrogate gradient $1/(1 + \beta|x|)^2$,
 $\beta$ = 100 (a ``jax.custom_vjp``: reverse mode only, so the forward-mode analyses — Lyapunov,
 Jacobian spectra — need a non-spiking activity).
@@ -43,26 +43,26 @@ ReLU: output $y_t = b + w_r^\top m_t$), each gathering ``readout_d_tree * readou
 channels of the current activity $a_t$ (default: the hidden layer's ``d_tree``, ``d_branch``),
 then the paper's final linear layer. In dynlab the Cell is the two ELM layers: its output
 (``output_size = readout_neurons``) is the read-out layer's $y_t$, and the
-:class:`~dynlab.models.SequenceModel`'s linear read-out *is* the paper's final linear layer.
-The state is :class:`ElmNetState`.
+[`SequenceModel`][dynlab.models.SequenceModel]'s linear read-out *is* the paper's final linear layer.
+The state is [`ElmNetState`][].
 
-**Parameter accounting** (:meth:`ElmNet.param_count`): $k_e = \#w_p + \#w_r$ and $k_c = \#w_s = d_s$
+**Parameter accounting** ([`ElmNet.param_count`][]): $k_e = \#w_p + \#w_r$ and $k_c = \#w_s = d_s$
 per hidden neuron, $P = N(k_e + k_c)$ the layer budget (Table 1: SHD 69,120, Enwik8 3,287,040);
-``total`` adds the $N$ biases $b$ and the read-out layer. :meth:`ElmNet.from_budget` /
-:func:`budget_config` size a network from $P$ with the paper's rounding (App. A.2): $N$ rounded
+``total`` adds the $N$ biases $b$ and the read-out layer. [`ElmNet.from_budget`][] /
+[`budget_config`][] size a network from $P$ with the paper's rounding (App. A.2): $N$ rounded
 down (N–$k_e$ sweeps) or $d_{branch}$ rounded down ($k_e$–$k_c$ sweeps).
 
-**Regularisers** (App. A.2) are values too, ``regularisers`` (:mod:`dynlab.units.regularisers`);
-:meth:`ElmNet.penalty` sums them over a trajectory. The default is the paper's pair — a per-neuron
+**Regularisers** (App. A.2) are values too, ``regularisers`` ([`dynlab.units.regularisers`][]);
+[`ElmNet.penalty`][] sums them over a trajectory. The default is the paper's pair — a per-neuron
 L2 penalty on the time-averaged $|o_t|$ and a population L1 penalty on the mean activity, both with
 "per-neuron scaling" (summed over neurons), ``(MlpL2(1e-5), ActivityL1(1e-3))`` (the paper's
 Pareto-search values; Table 2's reference strengths are missing from the text). BPTT adds the
 penalty to the training loss whenever a strength is non-zero (``penalised``; see
-:mod:`dynlab.rules.bptt`); strengths 0 (or ``regularisers=()``) train without them.
+[`dynlab.rules.bptt`][]); strengths 0 (or ``regularisers=()``) train without them.
 
 **Cross-paper ablation** (``activation=AdaptiveGamma()``; not in the scaling paper): the activity's
 ReLU is replaced by the ARU's adaptive activation (Geadah et al. Eqs. 3–5,
-:class:`~dynlab.units.activity.AdaptiveGamma`): every neuron gets a private controller RNN that reads
+[`AdaptiveGamma`][dynlab.units.activity.AdaptiveGamma]): every neuron gets a private controller RNN that reads
 its pre-activation $p_t = b + w_r^\top m_t - r_t + \xi_t$ and sets $a_t = \gamma(p_t; n_t, s_t)$. At
 initialisation $n \sim N(5, 2^2)$, $s = 0$: a softplus close to the ReLU it replaces. ``tau_r = inf``
 switches the high-pass reference off ($\kappa_r = 1$, $r_t = r_0 = 0$), so the two adaptation
@@ -72,8 +72,8 @@ combined one by one (scenario ``cross-adaptation``).
 **Config spellings.** TOML files and ``--set`` give these values as keys of ``[model]``:
 ``adaptation = "none" | "aru"`` with ``n_g``, ``n_mean``, ``n_std``, ``n_min`` (the controller),
 ``spiking = true`` with ``surrogate_scale``, and the strengths ``mlp_l2``, ``activity_l1``.
-:meth:`ElmNet.from_config` is the one place where they become values; the registry builds the
-unit through it (:func:`dynlab.registry.constructor`).
+[`ElmNet.from_config`][] is the one place where they become values; the registry builds the
+unit through it ([`dynlab.registry.constructor`][]).
 
 Defaults are the SHD-Adding reference (Table 1): $N = 96$, $d_m = 5$, $d_{tree} = 30$, $d_{branch} = 10$,
 $c = 10$, $\lambda = 5$, $\tau_m \in [1, 500]$, $\tau_r = 5$, $\rho_{rec} = 0.25$, 19 read-out neurons with $d_m = 3$.
@@ -120,7 +120,7 @@ class ElmLayer(eqx.Module):
     r"""$N$ independent ELM neurons reading a fixed gather of a source vector (``index[N, d_s]``).
 
     Computes branches, MLP output and memory update; the high-pass filter and the output
-    nonlinearity belong to :class:`ElmNet` (the read-out layer has neither).
+    nonlinearity belong to [`ElmNet`][] (the read-out layer has neither).
     """
 
     w_s: Array
@@ -173,7 +173,7 @@ class ElmLayer(eqx.Module):
     def branches(self, source: Array) -> Array:
         r"""$b_t = c \cdot \operatorname{branch\_sum}(z_t \odot w_s)$ for every neuron: ``[N, d_tree]``.
 
-        ``wiring="dense"``: one matrix product with :meth:`effective_weights` (built once per
+        ``wiring="dense"``: one matrix product with [`effective_weights`][] (built once per
         sequence: XLA hoists it out of the time loop); ``"gather"``: the index gather itself. Same
         numbers; on CPU the dense form trained 5x faster in ``benchmarks/elm.py`` (N = 256,
         d_s = 1600; the gather's transpose is a slow scatter-add), the gather form needs no
@@ -208,8 +208,8 @@ class ElmNetState(eqx.Module):
     """State of an ELM network: hidden memory ``m[N, d_m]``, high-pass reference ``r[N]``, activity
     ``h[N]`` (the paper's $a_t$, named ``h`` like every unit's activity) and the read-out layer's
     memory ``m_out[readout_neurons, readout_d_m]``; and the activation's own state ``g``
-    (:meth:`~dynlab.units.activity.Activity.init_state`: ``None``, or the gain controllers'
-    ``[N, n_g]`` with :class:`~dynlab.units.activity.AdaptiveGamma`)."""
+    ([`init_state`][dynlab.units.activity.Activity.init_state]: ``None``, or the gain controllers'
+    ``[N, n_g]`` with [`AdaptiveGamma`][dynlab.units.activity.AdaptiveGamma])."""
 
     m: Array
     r: Array
@@ -235,19 +235,19 @@ class ElmNet(Regularised):
         rho_rec: probability that a synapse is recurrent.
         readout_neurons, readout_d_m, readout_d_tree, readout_d_branch: the read-out ELM layer.
         mlp_activation: ``"relu2"`` (paper) or ``"relu"``: the neurons' MLP hidden layers.
-        wiring: how the gather is computed (:meth:`ElmLayer.branches`): ``"dense"``, ``"gather"``, or
+        wiring: how the gather is computed ([`ElmLayer.branches`][]): ``"dense"``, ``"gather"``, or
             ``"auto"`` (dense while the layer's matrix has at most 2**26 entries). Same numbers.
-        activation: the hidden neurons' activity function, a value (:mod:`dynlab.units.activity`):
-            :class:`~dynlab.units.activity.ReluActivity` (the paper's, default),
-            :class:`~dynlab.units.activity.SpikingActivity` or
-            :class:`~dynlab.units.activity.AdaptiveGamma` (the ARU's adaptive activation, a
+        activation: the hidden neurons' activity function, a value ([`dynlab.units.activity`][]):
+            [`ReluActivity`][dynlab.units.activity.ReluActivity] (the paper's, default),
+            [`SpikingActivity`][dynlab.units.activity.SpikingActivity] or
+            [`AdaptiveGamma`][dynlab.units.activity.AdaptiveGamma] (the ARU's adaptive activation, a
             cross-paper ablation: module doc). Its parameters, if any, are drawn here.
-        regularisers: the penalties of :meth:`penalty`, values (:mod:`dynlab.units.regularisers`);
+        regularisers: the penalties of [`penalty`][], values ([`dynlab.units.regularisers`][]);
             default the paper's ``(MlpL2(1e-5), ActivityL1(1e-3))``.
         key: PRNG key.
 
     Configs spell ``activation`` and ``regularisers`` as keys (``adaptation``, ``spiking``,
-    ``mlp_l2``, ...): :meth:`from_config`.
+    ``mlp_l2``, ...): [`from_config`][].
     """
 
     @classmethod
@@ -352,14 +352,14 @@ class ElmNet(Regularised):
 
         Args:
             adaptation, n_g, n_mean, n_std, n_min, spiking, surrogate_scale: the ``activation``
-                (:func:`activation_from_config`).
+                ([`activation_from_config`][]).
             mlp_l2, activity_l1: ``regularisers=(MlpL2(mlp_l2), ActivityL1(activity_l1))``.
-            **config: :class:`ElmNet`'s own keywords, passed on (``activation`` and
+            **config: [`ElmNet`][]'s own keywords, passed on (``activation`` and
                 ``regularisers`` too: a value given there replaces its spelling, and a spelling
-                that differs from its default next to it is a :class:`~dynlab.errors.ConfigError`).
+                that differs from its default next to it is a [`ConfigError`][dynlab.errors.ConfigError]).
 
-        The registry builds ``elm-net`` through this (:func:`dynlab.registry.constructor`), and
-        its config keys are these plus :class:`ElmNet`'s.
+        The registry builds ``elm-net`` through this ([`dynlab.registry.constructor`][]), and
+        its config keys are these plus [`ElmNet`][]'s.
         """
         spelled = dict(adaptation=adaptation, n_g=n_g, n_mean=n_mean, n_std=n_std, n_min=n_min, spiking=spiking,
                        surrogate_scale=surrogate_scale, mlp_l2=mlp_l2, activity_l1=activity_l1)
@@ -378,8 +378,8 @@ class ElmNet(Regularised):
     @classmethod
     def from_budget(cls, budget: int, input_size: int, *, solve_for: Literal["hidden", "d_branch"] = "hidden",
                     key: PRNGKeyArray, **config) -> "ElmNet":
-        """The network whose layer budget $P = N(k_e + k_c)$ fits ``budget`` (see :func:`budget_config`);
-        ``config`` as :meth:`from_config` takes it (values or their spellings)."""
+        """The network whose layer budget $P = N(k_e + k_c)$ fits ``budget`` (see [`budget_config`][]);
+        ``config`` as [`from_config`][] takes it (values or their spellings)."""
         return cls.from_config(input_size, key=key, **budget_config(budget, solve_for=solve_for, **config))
 
     @property
@@ -388,7 +388,7 @@ class ElmNet(Regularised):
 
     @property
     def gain(self) -> GainController | None:
-        """The ARU gain controllers when ``activation`` is :class:`~dynlab.units.activity.AdaptiveGamma`, else ``None``."""
+        """The ARU gain controllers when ``activation`` is [`AdaptiveGamma`][dynlab.units.activity.AdaptiveGamma], else ``None``."""
         return self.activation.controller if isinstance(self.activation, AdaptiveGamma) else None
 
     def init_state(self) -> ElmNetState:
@@ -409,14 +409,14 @@ class ElmNet(Regularised):
         return x @ self.layer.effective_weights()[: self.input_size] if self.layer.wiring == "dense" else x
 
     def step_projected(self, state: ElmNetState, u: Array, *, drive: Array | None = None) -> tuple[ElmNetState, Array]:
-        """One step from :meth:`project_input`'s ``u``."""
+        """One step from [`project_input`][]'s ``u``."""
         return self._readout_step(self._hidden_projected(state, u, drive))
 
     def __call__(self, state: ElmNetState, x: Array, *, drive: Array | None = None) -> tuple[ElmNetState, Array]:
         return self._readout_step(self._hidden_step(state, x, None, drive))
 
     def run_sequence(self, state: ElmNetState, us: Array, drives: Array, scan, keep_states: bool):
-        r"""The whole sequence (:meth:`~dynlab.units.base.Cell.run_sequence`), in two loops: the recurrent
+        r"""The whole sequence ([`run_sequence`][dynlab.units.base.Cell.run_sequence]), in two loops: the recurrent
         hidden layer first; then the read-out layer, which reads only the current activity $a_t$, so
         its branch sums for all steps are one product ($[T, N] \times [N, n_{ro} d_{tree}]$ with dense
         wiring) outside any loop, and only its small memory update is stepped. Same numbers as
@@ -442,7 +442,7 @@ class ElmNet(Regularised):
         return ro.b + y_out, ElmNetState(m=states.m, r=states.r, h=states.h, m_out=m_out, g=states.g)
 
     def _hidden_projected(self, state: ElmNetState, u: Array, drive) -> ElmNetState:
-        """:meth:`_hidden_step` from :meth:`project_input`'s ``u``."""
+        """`_hidden_step` from [`project_input`][]'s ``u``."""
         if self.layer.wiring != "dense":
             return self._hidden_step(state, u, None, drive)
         return self._hidden_step(state, None, self.layer.split_branches(u, state.h), drive)
@@ -467,9 +467,9 @@ class ElmNet(Regularised):
         r"""The hidden neurons' MLP outputs $o_t$ (the tanh's argument) of a trajectory, ``[T, N, d_m]``.
 
         ``us[T, input_size]`` are the layer's inputs, ``states`` its states after each step (a
-        :meth:`~dynlab.models.SequenceModel.trajectory` entry) and ``state0`` the state before the
-        first (default: :meth:`init_state`). Recomputed from $(u_t, a_{t-1}, m_{t-1})$ for all $t$
-        at once (no scan); :class:`~dynlab.units.regularisers.MlpL2` reads them.
+        [`trajectory`][dynlab.models.SequenceModel.trajectory] entry) and ``state0`` the state before the
+        first (default: [`init_state`][]). Recomputed from $(u_t, a_{t-1}, m_{t-1})$ for all $t$
+        at once (no scan); [`MlpL2`][dynlab.units.regularisers.MlpL2] reads them.
         """
         state0 = self.init_state() if state0 is None else state0
         prev_m = jnp.concatenate([state0.m[None], states.m[:-1]])
@@ -477,26 +477,26 @@ class ElmNet(Regularised):
         return jax.vmap(lambda u, h, m: self.layer.mlp_output(jnp.concatenate([u, h]), m))(us, prev_h, prev_m)
 
     def regulariser_terms(self, us: Array, states: ElmNetState, state0: ElmNetState | None = None) -> tuple[Array, ...]:
-        """The unweighted term of each of :attr:`regularisers` on a trajectory (arguments as
-        :meth:`mlp_outputs`), in their order."""
+        """The unweighted term of each of [`regularisers`][] on a trajectory (arguments as
+        [`mlp_outputs`][]), in their order."""
         state0 = self.init_state() if state0 is None else state0
         return tuple(r.term(self, us, states, state0) for r in self.regularisers)
 
     @property
     def penalised(self) -> bool:
-        """Whether training adds :meth:`penalty` to the loss (some regulariser's strength is positive)."""
+        """Whether training adds [`penalty`][] to the loss (some regulariser's strength is positive)."""
         return any(r.strength > 0 for r in self.regularisers)
 
     def penalty(self, us: Array, states: ElmNetState, state0: ElmNetState | None = None) -> Array:
-        r"""$\sum_j \lambda_j R_j$ over :attr:`regularisers` (a scalar; 0 without any), arguments as
-        :meth:`mlp_outputs`. With the default pair: ``1e-5 * R_mlp_l2 + 1e-3 * R_activity_l1``."""
+        r"""$\sum_j \lambda_j R_j$ over [`regularisers`][] (a scalar; 0 without any), arguments as
+        [`mlp_outputs`][]. With the default pair: ``1e-5 * R_mlp_l2 + 1e-3 * R_activity_l1``."""
         state0 = self.init_state() if state0 is None else state0
         terms = [r(self, us, states, state0) for r in self.regularisers]
         return functools.reduce(operator.add, terms) if terms else jnp.zeros((), us.dtype)
 
     def param_count(self) -> dict[str, int]:
         """``N``, ``k_e``, ``k_c``, ``P = N (k_e + k_c)``, ``bias`` (N), ``readout``, ``adaptation`` (the
-        activation's parameters: :class:`~dynlab.units.activity.AdaptiveGamma`'s controllers, else 0)
+        activation's parameters: [`AdaptiveGamma`][dynlab.units.activity.AdaptiveGamma]'s controllers, else 0)
         and ``total``."""
         n, ro = self.layer, self.readout_layer
         k_e, k_c = _layer_sizes(n.d_m, self.d_mlp, self.l_mlp, n.d_tree, n.d_branch)
@@ -511,7 +511,7 @@ _ACTIVATION_KEYS = ("adaptation", "n_g", "n_mean", "n_std", "n_min", "spiking", 
 _REGULARISER_KEYS = ("mlp_l2", "activity_l1")
 _SPELLED_DEFAULTS = {k: p.default for k, p in inspect.signature(ElmNet.from_config).parameters.items()
                      if k in _ACTIVATION_KEYS + _REGULARISER_KEYS}
-"""The defaults of the keys that spell :class:`ElmNet`'s values (:meth:`ElmNet.from_config`)."""
+"""The defaults of the keys that spell [`ElmNet`][]'s values ([`ElmNet.from_config`][])."""
 
 
 def activation_from_config(adaptation: str = "none", spiking: bool = False, surrogate_scale: float = 100.0,
@@ -523,7 +523,7 @@ def activation_from_config(adaptation: str = "none", spiking: bool = False, surr
       ``ReluActivity()``; the controller keys are unused.
 
     ``surrogate_scale`` is checked whichever is chosen (as it always was); a bad spelling is a
-    one-line :class:`~dynlab.errors.ConfigError` naming what is valid.
+    one-line [`ConfigError`][dynlab.errors.ConfigError] naming what is valid.
     """
     if adaptation not in ("none", "aru"):
         raise ConfigError(f"adaptation must be 'none' or 'aru', got {adaptation!r}")
@@ -542,8 +542,8 @@ def budget_config(budget: int, *, solve_for: Literal["hidden", "d_branch"] = "hi
     * ``solve_for="hidden"`` (N vs $k_e$ sweeps): $N = \lfloor P / (k_e + k_c) \rfloor$;
     * ``solve_for="d_branch"`` ($k_e$ vs $k_c$ sweeps): $d_{branch} = \lfloor (P/N - k_e) / d_{tree} \rfloor$.
 
-    Keys not given take :class:`ElmNet`'s defaults. A budget that cannot hold one neuron (or one
-    synapse per branch) is a :class:`~dynlab.errors.ConfigError`.
+    Keys not given take [`ElmNet`][]'s defaults. A budget that cannot hold one neuron (or one
+    synapse per branch) is a [`ConfigError`][dynlab.errors.ConfigError].
     """
     require_positive("budget", budget)
     if solve_for not in ("hidden", "d_branch"):

@@ -1,4 +1,4 @@
-r"""Gated baselines: GRU and LSTM, as :class:`equinox.nn.GRUCell` / :class:`equinox.nn.LSTMCell`.
+r"""Gated baselines: GRU and LSTM, as `equinox.nn.GRUCell` / `equinox.nn.LSTMCell`.
 
 The gate equations are Equinox's own (PyTorch's convention, except that Equinox's GRU has one
 bias vector for the three input gates plus ``bias_n`` inside the reset product, so it has $H$

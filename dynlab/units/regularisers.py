@@ -1,11 +1,11 @@
-r"""Regularisers of a layer's trajectory: values passed to a :class:`~dynlab.units.base.Regularised`
+r"""Regularisers of a layer's trajectory: values passed to a [`Regularised`][dynlab.units.base.Regularised]
 cell (``ElmNet(regularisers=(MlpL2(1e-5), ActivityL1(1e-3)))``).
 
 A regulariser is a small value, as an optax transformation is: a strength $\lambda \ge 0$ and an
 unweighted term $R$ of one sample's trajectory; it contributes $\lambda R$ to the layer's
-:meth:`~dynlab.units.base.Regularised.penalty`, which the BPTT rule adds to the training loss
-through :meth:`~dynlab.models.SequenceModel.penalty`. A new regulariser is one subclass with one
-method, :meth:`Regulariser.term`.
+[`penalty`][dynlab.units.base.Regularised.penalty], which the BPTT rule adds to the training loss
+through [`penalty`][dynlab.models.SequenceModel.penalty]. A new regulariser is one subclass with one
+method, [`Regulariser.term`][].
 
 The two of the ELM scaling paper (App. A.2), both with "per-neuron scaling" (summed over neurons):
 
@@ -15,7 +15,7 @@ $$ R_{\text{mlp\_l2}} = \sum_{i=1}^{N} \sum_{k=1}^{d_m} \Big(\frac1T \sum_t |o_{
 $o_t$ the neurons' MLP outputs (the tanh's argument), $a_t$ their activity; strengths 1e-5 and 1e-3,
 the paper's Pareto-search values. In TOML and on the command line they are spelled
 ``mlp_l2 = ...`` and ``activity_l1 = ...``
-(:meth:`ElmNet.from_config <dynlab.units.elm_net.ElmNet.from_config>`).
+([`ElmNet.from_config`][dynlab.units.elm_net.ElmNet.from_config]).
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from jaxtyping import Array, PyTree
 from dynlab.errors import ConfigError
 
 MLP_L2 = 1e-5
-"""The paper's strength of :class:`MlpL2`."""
+"""The paper's strength of [`MlpL2`][]."""
 ACTIVITY_L1 = 1e-3
-"""The paper's strength of :class:`ActivityL1`."""
+"""The paper's strength of [`ActivityL1`][]."""
 
 
 class Regulariser(eqx.Module):
@@ -43,7 +43,7 @@ class Regulariser(eqx.Module):
         strength: $\lambda$, a finite number $\ge 0$; 0 keeps the term but weighs it by nothing
             (a cell is ``penalised`` only when some strength is positive).
 
-    Subclasses implement :meth:`term`; ``name`` (a class attribute) names the strength in error
+    Subclasses implement [`term`][]; ``name`` (a class attribute) names the strength in error
     messages (the config key it is spelled as, where there is one).
     """
 
@@ -71,7 +71,7 @@ class MlpL2(Regulariser):
     $R = \sum_{i,k} \big(\frac1T \sum_t |o_{t,ik}|\big)^2$ (App. A.2; default strength 1e-5).
 
     The cell provides $o_t$ for all $t$ (``cell.mlp_outputs(us, states, state0)``, ``[T, N, d_m]``:
-    :meth:`~dynlab.units.elm_net.ElmNet.mlp_outputs`).
+    [`mlp_outputs`][dynlab.units.elm_net.ElmNet.mlp_outputs]).
     """
 
     name: ClassVar[str] = "mlp_l2"

@@ -18,7 +18,7 @@ in time, $f(t) \to f(t/a)$ with $a = (1+c)^m$, translates the memory by $m$ alon
 $\tilde f_{i+m}(a t) = \tilde f_i(t)$ (for pulse trains, $\tilde f_{i+m}(at) = \tilde f_i(t)/a$).
 
 Time is discrete (dt = 1 step, inputs are values at step onsets, lag $u = 0, 1, \dots$). Three
-evaluations of the same memory are provided (:class:`SITH`, parameter ``method``):
+evaluations of the same memory are provided ([`SITH`][], parameter ``method``):
 
 * ``"cascade"`` (default): the *exact* recurrence. Differentiating the Laplace recurrence
   $F_t = e^{-s}F_{t-1} + f_t$ with respect to $s$ gives a closed upper-triangular recurrence for
@@ -37,12 +37,12 @@ evaluations of the same memory are provided (:class:`SITH`, parameter ``method``
   40–191% of the peak (median 89%; lags 0–399, measured against ``"cascade"``): high-order
   differences of nearly equal exponentials, which a denser grid makes worse through float64
   cancellation. At $k = 15$ the ``"fd"`` filters are not Post filters. Use it for small $k$.
-* the causal filter bank (:meth:`SITH.sequence` with ``method="cascade"``): FFT convolution with
+* the causal filter bank ([`SITH.sequence`][] with ``method="cascade"``): FFT convolution with
   the closed-form $\Phi_{\tau^*}(u)$ over the whole sequence, the fast path for long (dilated)
   inputs. It equals the cascade to float rounding (tested), with no truncation of the filters
   (the reference code truncates at 3 τ_max).
 
-**Held inputs** (``hold=True`` in :meth:`SITH.step`, :meth:`SITH.sequence`, :meth:`SITH.kernels`):
+**Held inputs** (``hold=True`` in [`SITH.step`][], [`SITH.sequence`][], [`SITH.kernels`][]):
 the above is exact for pulses at the step onsets (layer 1's one-hot symbols). A signal of
 continuous time known only at the steps (a deeper layer's input) is better taken as constant
 over each step $(t-1, t]$; the exact memory of such an input has the Post filter integrated over
@@ -54,7 +54,7 @@ $P_j = \frac{s^{j+1}}{j!}\int_0^1 u^j e^{-su} du = P(j+1, s)$ instead of $s\,\de
 transition matrix is the exact one-step propagation either way. For ``"fd"`` the Laplace
 integrators' input gain becomes $(1 - e^{-s})/s$.
 
-The $\tau^*$ range can be extended at evaluation time (:meth:`SITH.extend`): same ratio, more
+The $\tau^*$ range can be extended at evaluation time ([`SITH.extend`][]): same ratio, more
 cells at the slow end, the first ``n_taus`` unchanged. SITHCon's weights are shared over τ
 (width-1 convolution, max over τ), so an extended SITHCon is the same trained network.
 """
@@ -261,7 +261,7 @@ class SITH(eqx.Module):
         """The same memory with every τ* multiplied by ``factor`` (> 0): same count, same spacing.
 
         For an input dilated by ``factor`` this is the window that sees what the original saw; an
-        extended window (:meth:`extend`) keeps the fast τ* too, which then see the dilated input's
+        extended window ([`extend`][]) keeps the fast τ* too, which then see the dilated input's
         fine structure. Measured (sith-trw protocol: SITHCon, 200 steps at 3^0, task mode "pulse"):
         with ``hidden_input="hold"`` (default), 1.00 at every dilation 3^1..3^6 for 3 of 3 seeds
         with shifted windows, 0.11–0.67 with extended ones (seeds 0, 1); with ``"pulse"``,
@@ -273,7 +273,7 @@ class SITH(eqx.Module):
                                              self.method, self.fd_pad)
 
     def rescaled(self, factor: float, how: str = "extend") -> "SITH":
-        """:meth:`extend` or :meth:`shift` by ``factor``."""
+        """[`extend`][] or [`shift`][] by ``factor``."""
         if how not in ("extend", "shift"):
             raise ConfigError(f"how must be 'extend' or 'shift', got {how!r}")
         return self.extend(factor) if how == "extend" else self.shift(factor)
@@ -321,7 +321,7 @@ class SITH(eqx.Module):
     def sequence(self, f: Array, hold: bool = False) -> Array:
         """Time cells for a whole input ``f[T, n_features]`` -> ``[T, n_features, n_taus]``.
 
-        ``"cascade"``: FFT convolution with the closed-form kernels (:meth:`kernels`); ``"fd"``:
+        ``"cascade"``: FFT convolution with the closed-form kernels ([`kernels`][]); ``"fd"``:
         Laplace by ``associative_scan`` then the finite-difference weights.
         """
         T = f.shape[0]
@@ -350,12 +350,13 @@ class SITHConCell(LayerStack, TauExtensible):
     touch them — stronger than ``lax.stop_gradient`` on a stored array, which AdamW's decoupled
     weight decay would still shrink). Layers 2… take their input as held over each step
     (``hidden_input="hold"``, default; ``"pulse"`` treats it like layer 1's pulses; see the module
-    doc and :mod:`dynlab.units.continuum`). If ``input_size != n_features`` a trainable linear map
+    doc and [`dynlab.units.continuum`][]). If ``input_size != n_features`` a trainable linear map
     ``w_in`` takes the input to the first layer's features (not in the paper, where both are 9).
 
     State: every layer's memory state, one array ``[layers, n_f, n_taus, k+1]`` (cascade) or
     ``[layers, n_f, n_taus + 2 fd_pad]`` (fd). ``drive`` is added to each layer's memory input.
-    Per-layer outputs: :meth:`layer_outputs` (from a state) and :meth:`sequence` (fast path).
+    Per-layer outputs: [`layer_outputs`][dynlab.units.stack.LayerStack.layer_outputs] (from a state) and
+    [`sequence`][dynlab.units.stack.LayerStack.sequence] (fast path).
     """
 
     sith: SITH
@@ -400,7 +401,7 @@ class SITHConCell(LayerStack, TauExtensible):
         return h  # SITHCon's time cells are read directly (no L)
 
     def extend_taus(self, factor: float, how: str = "extend") -> "SITHConCell":
-        """The same network with its τ* range extended (or, ``how="shift"``, scaled; :meth:`SITH.shift`)
+        """The same network with its τ* range extended (or, ``how="shift"``, scaled; [`SITH.shift`][])
         by ``factor`` (for dilated inputs)."""
         new = self.sith.rescaled(factor, how)
         out = self.with_hidden(self.n_features * new.n_taus)

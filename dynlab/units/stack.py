@@ -1,9 +1,9 @@
 r"""A stack of layers with shared structure inside one Cell: the optional capability
 "a forward pass that exposes per-layer states" (SITHCon and the SITH continuum's Nets 1–5).
 
-Analyses that need each layer's output (temporal receptive windows, :mod:`dynlab.analyses.trw`)
+Analyses that need each layer's output (temporal receptive windows, [`dynlab.analyses.trw`][])
 check ``isinstance(cell, LayerStack)``; the concrete stacks live beside their families
-(:mod:`dynlab.units.continuum`, :mod:`dynlab.units.sith`).
+([`dynlab.units.continuum`][], [`dynlab.units.sith`][]).
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ class LayerStack(Cell):
     in the module doc; layers with trained input weights ignore it).
 
     ``hidden`` is the number of neurons per layer; the Cell's output (what a read-out sees) is
-    the last layer's $o \\in \\mathbb{R}^{n_f}$. :meth:`layer_outputs` gives every layer's output
-    from a state; :meth:`sequence` every layer's outputs over a whole input.
+    the last layer's $o \\in \\mathbb{R}^{n_f}$. [`layer_outputs`][] gives every layer's output
+    from a state; [`sequence`][] every layer's outputs over a whole input.
     """
 
     @classmethod
@@ -118,9 +118,9 @@ class LayerStack(Cell):
         return jnp.stack(new), jnp.stack(outs)
 
     def scan_layers(self, xs: Array, drive: Array | None = None) -> Array:
-        """Every layer's outputs ``[layers, T, n_f]`` by scanning :meth:`step_all` over time.
+        """Every layer's outputs ``[layers, T, n_f]`` by scanning [`step_all`][] over time.
 
-        The efficient form for many short sequences (``vmap`` over the batch); :meth:`sequence`
+        The efficient form for many short sequences (``vmap`` over the batch); [`sequence`][]
         is the one for long single sequences.
         """
         d = jnp.zeros(xs.shape[:1], xs.dtype) if drive is None else jnp.broadcast_to(jnp.asarray(drive, xs.dtype), xs.shape[:1])
@@ -138,7 +138,7 @@ class LayerStack(Cell):
     def sequence(self, xs: Array, drive: Array | None = None) -> Array:
         """Every layer's outputs over a whole input ``xs[T, input_size]`` -> ``[layers, T, n_f]``.
 
-        Same numbers as scanning :meth:`__call__` (tested), computed layer by layer with the
+        Same numbers as scanning [`__call__`][] (tested), computed layer by layer with the
         long-sequence fast path (chunked diagonal scans / FFT convolution). ``drive``: ``None``
         or ``[T]``. Because every feature's temporal subspace has the same linear dynamics, the
         feature mixing $g$ commutes with them and is applied to the layer's *input* (a
@@ -150,14 +150,14 @@ class LayerStack(Cell):
     def pooled_sequence(self, xs: Array, drive: Array | None = None) -> tuple[Array, Array]:
         """What each layer's max over τ sees, $\\sum_b g_{ab} (h L^\\top)_{b,i}$, over a whole input
         (``[layers, T, n_f, n_tau]``), and every layer's output (``[layers, T, n_f]``, as
-        :meth:`sequence`); units with a convolution and max over τ only."""
+        [`sequence`][]); units with a convolution and max over τ only."""
         if self.g is None:
             raise ConfigError(f"{type(self).__name__} has no convolution and max over tau")
         feats, outs = zip(*self._layer_sequences(xs, drive))
         return jnp.stack(feats), jnp.stack(outs)
 
     def _layer_sequences(self, xs, drive):
-        """Per layer ``(features before pooling, output)`` over a whole input (see :meth:`sequence`)."""
+        """Per layer ``(features before pooling, output)`` over a whole input (see [`sequence`][])."""
         u = self._input(xs)
         d = None if drive is None else jnp.broadcast_to(jnp.asarray(drive, xs.dtype), xs.shape[:1])
         for l in range(self.layers):

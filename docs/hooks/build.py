@@ -1,0 +1,83 @@
+"""MkDocs hooks of the documentation build (mkdocs.yml `hooks:`); nothing here touches the network.
+
+- The API reference is built from the sources of this checkout by griffe (static analysis, no
+  import). The repository keeps `rules/`, `analyses/` and `scenarios/` at the top level while the
+  installed package has them inside `dynlab/` (pyproject's `package-dir`), so the build lays out a
+  staging tree of symbolic links in the installed shape and points mkdocstrings at it. The docs
+  therefore describe the checkout, whether dynlab is installed editable, normally or not at all.
+- MathJax (for the `$...$` / `$$...$$` math of the docstrings and pages) is served from the
+  `django-static-mathjax` pip package (a copy of MathJax 3, no Python dependencies), added to the
+  site as `javascripts/mathjax/tex-svg-full.js`: the self-contained SVG build, so no fonts or
+  extensions are fetched at page load either.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import tempfile
+from pathlib import Path
+
+from mkdocs.exceptions import PluginError
+from mkdocs.plugins import event_priority
+from mkdocs.structure.files import File
+
+# Top-level folders installed inside the dynlab package (pyproject.toml [tool.setuptools] package-dir).
+MAPPED = {"rules": "rules", "analyses": "analyses", "scenarios": "scenarios"}
+MATHJAX_BUILD = "tex-svg-full.js"
+MATHJAX_DEST = "javascripts/mathjax/" + MATHJAX_BUILD
+
+_stage: Path | None = None
+
+
+def stage_package(repo: Path, dest: Path) -> Path:
+    """Lay out `dest/dynlab` as the installed package: links to every entry of `repo/dynlab`, plus
+    `rules`, `analyses` and `scenarios` from the repository's top level. Returns `dest`."""
+    pkg = dest / "dynlab"
+    pkg.mkdir(parents=True)
+    for entry in sorted((repo / "dynlab").iterdir()):
+        if entry.name == "__pycache__" or entry.name in MAPPED:
+            continue
+        (pkg / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
+    for name, folder in MAPPED.items():
+        (pkg / name).symlink_to(repo / folder, target_is_directory=True)
+    return dest
+
+
+def mathjax_file() -> Path:
+    """The MathJax build shipped by the `django-static-mathjax` package (the `docs` extra)."""
+    spec = importlib.util.find_spec("mathjax")
+    if spec is None or not spec.submodule_search_locations:
+        raise PluginError("MathJax is missing: install the docs extra, pip install '.[docs]' "
+                          "(it ships MathJax in the django-static-mathjax package)")
+    path = Path(list(spec.submodule_search_locations)[0]) / "static" / "mathjax" / "es5" / MATHJAX_BUILD
+    if not path.is_file():
+        raise PluginError(f"MathJax build not found at {path}: reinstall django-static-mathjax")
+    return path
+
+
+@event_priority(100)
+def on_config(config):
+    global _stage
+    repo = Path(config.config_file_path).resolve().parent
+    if _stage is None:
+        _stage = Path(tempfile.mkdtemp(prefix="dynlab-docs-"))
+    # Laid out anew for every build, so that `mkdocs serve` sees modules added since it started.
+    # (rmtree removes the links, never what they point to.)
+    shutil.rmtree(_stage / "dynlab", ignore_errors=True)
+    stage_package(repo, _stage)
+    handlers = config.plugins["mkdocstrings"].config.handlers
+    handlers.setdefault("python", {})["paths"] = [str(_stage)]
+    return config
+
+
+def on_files(files, config):
+    files.append(File.generated(config, MATHJAX_DEST, abs_src_path=str(mathjax_file())))
+    return files
+
+
+def on_shutdown():
+    global _stage
+    if _stage is not None:
+        shutil.rmtree(_stage, ignore_errors=True)
+        _stage = None

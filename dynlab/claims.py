@@ -1,0 +1,278 @@
+r"""A paper's claims, judged on the datasets a scenario writes: one verdict per claim.
+
+A paper scenario declares its claims with its program (`@register("program", NAME, claims=fn)`,
+`fn(params) -> list[Claim]`, called with the run's resolved parameters). After the program has
+run, [`judge`][] computes each claim's statistic from the datasets it returned, compares it with
+the claim's threshold and writes one row per claim:
+
+- **holds** — the measured value lies where the claim holds;
+- **does not hold** — it lies on the other side (reported, never tuned away);
+- **not testable here** — the run cannot measure it (e.g. a network left out of the run, a grid
+  without the cells the claim is about), with the reason.
+
+Each row also carries the paper's number (with its figure or table), how dynlab measures the claim,
+why the threshold is where it is, the scale of the run against the paper's (every substitution:
+data set, sizes, steps) and, where the statistic has one, an interval and its **margin**: the
+signed distance of the interval from the threshold ([`margin`][]: > 0 wholly on the side where
+the claim holds, < 0 wholly on the other, 0 straddling). Whether a claim holds is decided by the
+value; the margin says how firmly.
+
+[`format_verdicts`][] prints the table claim | paper | dynlab | scale | verdict.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+__all__ = ["Claim", "Estimate", "NotTestable", "format_verdicts", "judge", "margin", "scale_text", "verdict"]
+
+HOLDS, FAILS, UNTESTABLE = "holds", "does not hold", "not testable here"
+"""The three verdict classes (``findings.nc`` variable ``outcome``)."""
+
+
+class NotTestable(Exception):
+    """Raised by a claim's statistic when the run cannot measure it; the message says why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimate:
+    """A claim's measured value, with an interval where the statistic has one.
+
+    ``low``/``high`` NaN: a point estimate; ``note`` says why there is no interval (e.g. "fewer than 2
+    seeds"). ``level``, ``population`` and ``method`` name the interval.
+    """
+
+    value: float
+    low: float = math.nan
+    high: float = math.nan
+    note: str = ""
+    level: float = 0.95
+    population: str = ""
+    method: str = ""
+
+    @property
+    def has_interval(self) -> bool:
+        return math.isfinite(self.low) and math.isfinite(self.high)
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """One claim of a paper and how dynlab judges it.
+
+    - ``id``: a short slug (the ``claim`` coordinate of ``findings.nc``);
+    - ``statement``: the claim in words, with its threshold;
+    - ``paper``: the paper's number, with its figure or table;
+    - ``measure``: how dynlab measures it;
+    - ``statistic``: ``datasets -> Estimate | float`` (the program's returned datasets); it raises
+      [`NotTestable`][] when the run cannot measure the claim. ``None``: never testable by this
+      scenario, ``untestable`` says why;
+    - ``lower``, ``upper``, ``strict``: the claim holds for values in ``[lower, upper]`` (open at
+      ``upper`` with ``strict``); one-sided claims leave the other end infinite;
+    - ``why``: why the threshold is where it is;
+    - ``scale``: this run's scale against the paper's (substitutions of data, sizes, steps).
+    """
+
+    id: str
+    statement: str
+    paper: str
+    measure: str
+    statistic: Callable[[Mapping[str, Any]], Estimate | float] | None
+    lower: float = -math.inf
+    upper: float = math.inf
+    strict: bool = False
+    why: str = ""
+    scale: str = ""
+    untestable: str = ""
+
+    def holds(self, value: float) -> bool:
+        if self.strict:
+            return bool(self.lower < value < self.upper)
+        return bool(self.lower <= value <= self.upper)
+
+    def threshold(self, side: str) -> str:
+        """The threshold on ``side`` (``"lower"``, ``"upper"``) or ``"band"``, in words."""
+        two_sided = math.isfinite(self.lower) and math.isfinite(self.upper)
+        if side == "band":
+            return f"the band [{self.lower:.4g}, {self.upper:.4g}]"
+        bound = self.lower if side == "lower" else self.upper
+        return f"the {side} threshold {bound:.4g}" if two_sided else f"the threshold {bound:.4g}"
+
+    def measure_on(self, datasets: Mapping[str, Any]) -> Estimate | str:
+        """The claim's [`Estimate`][] on ``datasets``, or the reason it cannot be measured."""
+        if self.statistic is None:
+            return self.untestable or "this scenario does not measure it"
+        try:
+            got = self.statistic(datasets)
+        except NotTestable as e:
+            return str(e)
+        estimate = got if isinstance(got, Estimate) else Estimate(float(got))
+        if not math.isfinite(estimate.value):
+            return "the statistic is undefined on this run" + (f" ({estimate.note})" if estimate.note else "")
+        return estimate
+
+
+def scale_text(items: Mapping[str, tuple[Any, Any]]) -> str:
+    """A run's scale against the paper's, as the substitutions only: ``{what: (ours, paper's)}`` ->
+    ``"N <= 16 (paper 2048); 2 seeds (paper 3)"``; ``"the paper's scale"`` when nothing differs."""
+    diffs = [f"{what} {ours} (paper {theirs})" for what, (ours, theirs) in items.items() if ours != theirs]
+    return "; ".join(diffs) if diffs else "the paper's scale"
+
+
+def margin(low: float, high: float, lower: float = -math.inf, upper: float = math.inf) -> float:
+    """Signed distance of the interval ``[low, high]`` from the thresholds of a claim that holds on ``[lower, upper]``.
+
+    - ``> 0``: the whole interval lies where the claim holds, this far from the nearest threshold;
+    - ``< 0``: the whole interval lies where it does not hold, this far from the nearest threshold;
+    - ``0``: the interval straddles (or touches) a threshold;
+    - NaN: no interval (NaN bounds).
+    """
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return math.nan
+    if lower <= low and high <= upper:
+        return min(low - lower, upper - high)
+    if high < lower:
+        return high - lower
+    if low > upper:
+        return upper - low
+    return 0.0
+
+
+def verdict(claim: Claim, estimate: Estimate) -> tuple[str, float, bool]:
+    """``(text, margin, from_interval)``: the verdict on ``claim`` and how far its interval lies from the threshold.
+
+    Whether the claim holds is decided by the value; the margin is [`margin`][] of the interval, or
+    of the value itself where there is no interval (the text then says why, from ``estimate.note``).
+    """
+    value, low, high = estimate.value, estimate.low, estimate.high
+    holds = claim.holds(value)
+    word = HOLDS if holds else FAILS
+    from_interval = estimate.has_interval
+    lo, hi = (low, high) if from_interval else (value, value)
+    m = margin(lo, hi, claim.lower, claim.upper)
+    level = f"{100 * estimate.level:g}% CI"
+    what = f"{level} [{low:.4g}, {high:.4g}]" if from_interval else \
+        f"point estimate {value:.4g} (no interval{': ' + estimate.note if estimate.note else ''})"
+    if from_interval and high == low:
+        what += " (zero width)"
+    if m == 0:
+        edge = "lower" if lo <= claim.lower <= hi else "upper"
+        if not from_interval:
+            return f"{word}: {what} lies on {claim.threshold(edge)}", m, from_interval
+        if lo <= claim.lower and claim.upper <= hi:
+            return f"{word}, but the {what} covers {claim.threshold('band')}: not resolved", m, True
+        return f"{word}, but the {what} straddles {claim.threshold(edge)}: not resolved", m, True
+    if m > 0:
+        if math.isfinite(claim.lower) and math.isfinite(claim.upper):
+            edge = "lower" if lo - claim.lower <= claim.upper - hi else "upper"
+            where = f"inside {claim.threshold('band')}, {m:.4g} from its {edge} end"
+        elif math.isfinite(claim.lower):
+            where = f"{m:.4g} above {claim.threshold('lower')}"
+        else:
+            where = f"{m:.4g} below {claim.threshold('upper')}"
+    else:
+        below = hi < claim.lower
+        where = f"{-m:.4g} {'below' if below else 'above'} {claim.threshold('lower' if below else 'upper')}"
+    return f"{word}: {what} lies {where}", m, from_interval
+
+
+def judge(claims: list[Claim], datasets: Mapping[str, Any], *, paper: str = "", scenario: str = "",
+          preset: str = "", attrs: Mapping[str, Any] | None = None) -> xr.Dataset:
+    """One row per claim (dim ``claim``, the claims' ids), computed from ``datasets``:
+
+    - ``outcome``: "holds", "does not hold" or "not testable here"; ``holds`` (bool, false unless it holds);
+    - ``value`` (NaN where not testable), ``ci_low``, ``ci_high`` (NaN for point estimates; the
+      interval's level, population and method in ``interval``);
+    - ``threshold_low``, ``threshold_high``: where the claim holds (infinite for one-sided claims);
+    - ``margin``: [`margin`][] of the interval from the threshold, of the value where there is no interval
+      (``margin_from_interval`` false);
+    - ``verdict``: the outcome in words with the interval and margin, or why it is not testable;
+    - ``statement``, ``paper``, ``measure``, ``why``, ``scale``: the claim's texts.
+
+    ``attrs``: the run's substitutions etc., stored with ``paper``, ``scenario`` and ``preset``.
+    """
+    ids = [c.id for c in claims]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"claim ids must be unique, got {ids}")
+    rows = []
+    for claim in claims:
+        got = claim.measure_on(datasets)
+        if isinstance(got, str):
+            rows.append((UNTESTABLE, math.nan, math.nan, math.nan, math.nan, False, f"{UNTESTABLE}: {got}", ""))
+            continue
+        text, m, from_interval = verdict(claim, got)
+        interval = f"{100 * got.level:g}% CI over {got.population} ({got.method})" if got.has_interval else ""
+        rows.append((HOLDS if claim.holds(got.value) else FAILS, got.value, got.low, got.high, m, from_interval,
+                     text, interval))
+    outcome, value, low, high, margins, from_interval, texts, intervals = (list(col) for col in zip(*rows))
+    text_vars = {name: ("claim", np.asarray([getattr(c, name) for c in claims], dtype=object))
+                 for name in ("statement", "paper", "measure", "why", "scale")}
+    return xr.Dataset(
+        {
+            "outcome": ("claim", np.asarray(outcome, dtype=object), {"long_name": "holds / does not hold / not testable here"}),
+            "holds": ("claim", np.asarray([o == HOLDS for o in outcome]), {"long_name": "the claim holds"}),
+            "value": ("claim", np.asarray(value, float), {"long_name": "measured value (NaN: not testable)"}),
+            "ci_low": ("claim", np.asarray(low, float), {"long_name": "lower bound of the value's interval"}),
+            "ci_high": ("claim", np.asarray(high, float), {"long_name": "upper bound of the value's interval"}),
+            "interval": ("claim", np.asarray(intervals, dtype=object), {"long_name": "the interval's level, population and method"}),
+            "threshold_low": ("claim", np.asarray([c.lower for c in claims], float),
+                              {"long_name": "the claim holds for values >= this (-inf: no lower threshold)"}),
+            "threshold_high": ("claim", np.asarray([c.upper for c in claims], float),
+                               {"long_name": "the claim holds for values <= this (< for strict claims; inf: none)"}),
+            "margin": ("claim", np.asarray(margins, float), {
+                "units": "units of value",
+                "long_name": "signed distance of the confidence interval from the nearest threshold",
+                "description": "> 0: the whole interval lies where the claim holds, this far from the threshold; "
+                               "< 0: the whole interval lies where it does not hold; 0: the interval straddles the "
+                               "threshold; from the value itself where margin_from_interval is false"}),
+            "margin_from_interval": ("claim", np.asarray(from_interval, bool),
+                                     {"long_name": "margin measured from the interval (false: from the point value)"}),
+            "verdict": ("claim", np.asarray(texts, dtype=object)),
+            **text_vars,
+        },
+        coords={"claim": ids},
+        attrs={"analysis": "findings", "paper": paper, "scenario": scenario, "preset": preset, **(attrs or {})},
+    )
+
+
+def format_verdicts(ds: xr.Dataset, width: int | None = None) -> str:
+    """The findings as a table claim | paper | dynlab | scale | verdict, wrapped to ``width`` columns
+    (default: the terminal's, at least 80), with a count of each outcome. A scale shared by several
+    claims is written once, under the table ("as below" in their rows)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    import collections
+
+    title = ", ".join(f"{k} {ds.attrs[k]}" for k in ("paper", "scenario", "preset") if ds.attrs.get(k))
+    scales = [str(x) for x in ds.scale.values]
+    common, n_common = collections.Counter(scales).most_common(1)[0] if scales else ("", 0)
+    shared = n_common > 1  # a scale most claims share is printed once, above the table
+    table = Table(title=f"claims ({title})" if title else "claims", show_lines=True, expand=True,
+                  caption=f"scale: {common}" if shared else None, caption_justify="left")
+    for name, ratio in (("claim", 3), ("paper", 2), ("dynlab", 2), ("scale", 2), ("verdict", 3)):
+        table.add_column(name, ratio=ratio, overflow="fold")
+    for i in range(ds.sizes["claim"]):
+        row = ds.isel(claim=i)
+        value = float(row.value)
+        if not math.isfinite(value):
+            measured = "-"
+        elif row.margin_from_interval:
+            measured = f"{value:.4g} [{float(row.ci_low):.4g}, {float(row.ci_high):.4g}]"
+        else:
+            measured = f"{value:.4g}"
+        scale = scales[i]
+        table.add_row(str(row.statement.values), str(row.paper.values), measured,
+                      "as below" if shared and scale == common else scale, str(row.verdict.values))
+    console = Console(width=max(80, width or Console().width), record=True, force_terminal=False,
+                      color_system=None)
+    with console.capture() as capture:
+        console.print(table)
+    counts = {o: int((ds.outcome == o).sum()) for o in (HOLDS, FAILS, UNTESTABLE)}
+    summary = ", ".join(f"{n} {o}" for o, n in counts.items() if n)
+    return capture.get().rstrip() + f"\n{ds.sizes['claim']} claims: {summary}"

@@ -1,0 +1,108 @@
+"""``dynlab reproduce PAPER``: run a paper's scenarios and print every verdict; ``--list`` shows what there is."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from dynlab.cli.main import main
+from dynlab.cli.options import data_dir_option, progress_bar
+from dynlab.errors import ConfigError
+
+
+def paper_scenarios(paper: str | None = None, *, preset: str | None = None, sets=()) -> dict:
+    """The built-in programmed scenarios that name a paper, ``{paper: [Program, ...]}`` (or those of
+    ``paper`` only), loaded at ``preset`` with the overrides ``sets``: every one validated before
+    anything runs. An unknown paper is a ConfigError listing the papers."""
+    from dynlab.scenarios import spec
+    from dynlab.scenarios.papers import PAPERS
+
+    if paper is not None and paper not in PAPERS:
+        raise ConfigError(f"unknown paper {paper!r}; papers: {', '.join(PAPERS)} (see 'dynlab reproduce --list')")
+    found: dict[str, list] = {p: [] for p in PAPERS if paper in (None, p)}
+    for name in spec.builtin_names():
+        scenario = spec.load(name)
+        if isinstance(scenario, spec.Program) and scenario.paper in found:
+            if preset is not None and preset not in scenario.presets:
+                raise ConfigError(f"scenario {name} (paper {scenario.paper}) has no preset {preset!r}; "
+                                  f"presets: {', '.join(scenario.presets)}")
+            found[scenario.paper].append(spec.load(name, preset=preset, sets=sets) if (preset or sets) else scenario)
+    return found
+
+
+def _list() -> None:
+    from dynlab.scenarios.papers import PAPERS
+
+    for paper, scenarios in paper_scenarios().items():
+        click.echo(f"{paper}: {PAPERS[paper].citation}")
+        for scenario in scenarios:
+            click.echo(f"  scenario {scenario.name}: {scenario.description}")
+            for name, preset in scenario.presets.items():
+                text = "; ".join(x for x in (preset.get("description"), preset.get("cost")) if x)
+                click.echo(f"    --preset {name}{': ' + text if text else ''}")
+            for claim in scenario.claims():
+                click.echo(f"    claim {claim.id}: {claim.statement}")
+        if not scenarios:
+            click.echo("  (no scenario yet)")
+
+
+@main.command()
+@click.argument("paper", required=False)
+@click.option("--list", "list_", is_flag=True, help="Show the papers, their scenarios, presets (with cost) and claims.")
+@click.option("--preset", metavar="NAME", default=None,
+              help="Preset of every scenario: 'laptop' (default; CPU sizes) or 'paper' (the paper's sizes, for a GPU).")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="Override a key of every scenario of the paper, e.g. params.steps=20 (repeatable).")
+@click.option("--out", type=click.Path(file_okay=False), default=None,
+              help="Output directory (one folder per scenario). Default: runs/reproduce-<paper>-<time>.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
+@data_dir_option
+def reproduce(paper, list_, preset, sets, out, quiet):
+    """Run every scenario of PAPER and print each claim's verdict: holds / does not hold / not testable here.
+
+    Each scenario writes its datasets, figures and findings.nc into its own folder; the verdicts of
+    all of them are also written to findings.nc at the top. The table's scale column says what the
+    run substitutes for the paper (data, sizes, steps): the laptop preset runs CPU sizes, so a claim
+    that holds at the paper's scale may not hold here, and the verdict says so rather than hiding it.
+    'dynlab reproduce --list' shows the papers, their claims and each preset's cost.
+    """
+    if list_:
+        if paper is not None or sets or preset:
+            raise ConfigError("--list takes no paper, --preset or --set")
+        _list()
+        return 0
+    if paper is None:
+        from dynlab.scenarios.papers import PAPERS
+
+        raise ConfigError(f"name a paper ({', '.join(PAPERS)}) or give --list")
+    import xarray as xr
+
+    from dynlab import store
+    from dynlab.claims import format_verdicts
+
+    scenarios = paper_scenarios(paper, preset=preset, sets=sets)[paper]
+    if not scenarios:
+        raise ConfigError(f"paper {paper} has no scenario yet")
+    out_dir = Path(out) if out else store.new_run_dir(f"reproduce-{paper}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tables = []
+    for scenario in scenarios:
+        where = out_dir / scenario.name
+        if not quiet:
+            click.echo(f"scenario {scenario.name} (preset {scenario.preset}) -> {where}")
+        with progress_bar(quiet, scenario.name) as update:
+            datasets = scenario.run(where, progress=update)
+        if "findings" in datasets:
+            findings = datasets["findings"]
+            click.echo(format_verdicts(findings))
+            tables.append(findings.assign(scenario=("claim", [scenario.name] * findings.sizes["claim"])))
+    if tables:
+        combined = xr.concat(tables, dim="claim", combine_attrs="drop")
+        combined.attrs = {"analysis": "findings", "paper": paper, "preset": scenarios[0].preset,
+                          "scenarios": ", ".join(s.name for s in scenarios)}
+        store.write_dataset(out_dir / "findings.nc", combined)
+        counts = {o: int((combined.outcome == o).sum()) for o in ("holds", "does not hold", "not testable here")}
+        click.echo(f"{paper}: {combined.sizes['claim']} claims over {len(tables)} scenario(s): "
+                   + ", ".join(f"{n} {o}" for o, n in counts.items() if n) + f"; findings in {out_dir / 'findings.nc'}")
+    return 0
