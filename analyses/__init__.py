@@ -19,3 +19,4 @@ from dynlab.analyses import aru, fractional, gain_scaling  # noqa: F401  (ARU pa
 from dynlab.analyses import activity  # noqa: F401  (ELM paper: activity statistics)
 from dynlab.analyses import perturb  # noqa: F401  (accuracy under a perturbation)
 from dynlab.analyses import clv, fixed_points  # noqa: F401  (issue 19: covariant Lyapunov vectors; fixed and slow points)
+from dynlab.analyses import dsa, sta  # noqa: F401  (issue 19: dynamical similarity; receptive fields by spike-triggered averaging)
