@@ -28,7 +28,9 @@ def perturbation_curve(ds: xr.Dataset):
     """Metric against perturbation strength (``perturb`` analysis): one line per ``network`` if
     that dim exists, mean ± std over ``seed`` if that one does; chance as a dashed line."""
     metric = ds.attrs.get("metric", "accuracy")
-    fig, ax = plt.subplots(figsize=(5.6, 3.8))
+    from dynlab.figures import legend_beside, without_paths
+
+    fig, ax = plt.subplots(figsize=(7.2, 3.8))
     networks = ds["network"].values if "network" in ds.dims else [None]
     for net in networks:
         da = ds[metric] if net is None else ds[metric].sel(network=net)
@@ -42,8 +44,8 @@ def perturbation_curve(ds: xr.Dataset):
         ax.axhline(ds.attrs["chance"], color="grey", ls="--", lw=0.8, label="chance")
     xlabel = ds.strength.attrs.get("long_name", "strength")
     ax.set(xlabel=xlabel, ylabel=f"held-out {metric}", title=f"{ds.attrs.get('kind', '')} perturbation")
-    ax.legend(fontsize=7)
-    fig.suptitle(ds.attrs.get("task", ""), fontsize=7)
+    legend_beside(ax, fontsize=7)
+    fig.suptitle(without_paths(ds.attrs.get("task", "")), fontsize=7)
     fig.tight_layout()
     return fig
 

@@ -92,7 +92,9 @@ def protocol_name(drive: float | None, task) -> str:
     """The protocol of [`protocol_inputs`][] in words, for a dataset's ``protocol`` attr."""
     if task is not None:
         return f"task {type(task).__name__}" + ("" if drive is None else f" + drive {drive:g}")
-    return "autonomous (zero input)" if drive is None else f"constant drive xi={drive:g}"
+    if drive is None or float(drive) == 0.0:  # a drive of 0 is the autonomous map (``--drive 0``)
+        return "autonomous (zero input)"
+    return f"constant drive xi={drive:g}"
 
 
 def run_in(smap: StateMap, inputs: tuple[Array, Array], h0: Array | None = None) -> Array:

@@ -17,37 +17,51 @@ import xarray as xr  # noqa: E402
 
 
 def trw_curves(ds: xr.Dataset):
-    """Correlation vs scrambling scale per layer (mean ± std over shuffles), s50 marked; s50 vs layer."""
-    fig, (ax, ax_s) = plt.subplots(1, 2, figsize=(11, 4))
+    """Correlation vs scrambling scale per layer (mean ± std over shuffles), s50 marked; s50 vs layer.
+
+    A left-censored $s_{50}$ (``s50_censored``: the correlation is below half its maximum already at
+    the smallest scale, so $s_{50}$ is only known to be at or below it) is drawn as a bound, never
+    as a measurement: a hollow downward triangle at the smallest scale, "s50 ≤ 3^0" in the legend.
+    Legends sit below the panels, off the data."""
+    fig, (ax, ax_s) = plt.subplots(1, 2, figsize=(11, 4.6), layout="constrained")
     scales = ds.scale.values
+    censored = ds.s50_censored.values.astype(bool) if "s50_censored" in ds else np.zeros(ds.sizes["layer"], bool)
+    smallest = f"3^{int(round(np.log(scales.min()) / np.log(3)))}"
     for i, layer in enumerate(ds.layer.values):
         m, sd = ds.correlation_mean.values[i], ds.correlation_std.values[i]
-        line, = ax.plot(scales, m, "o-", ms=3, label=f"{ds.layer_name.values[i]} (s50 = 3^{float(ds.log3_s50[i]):.2f})")
+        s50 = f"s50 ≤ {smallest}, censored" if censored[i] else f"s50 = 3^{float(ds.log3_s50[i]):.2f}"
+        line, = ax.plot(scales, m, "o-", ms=3, label=f"{ds.layer_name.values[i]} ({s50})")
         ax.fill_between(scales, m - sd, m + sd, color=line.get_color(), alpha=0.15)
-        ax.axvline(float(ds.s50[i]), color=line.get_color(), ls=":", lw=1)
+        if not censored[i]:
+            ax.axvline(float(ds.s50[i]), color=line.get_color(), ls=":", lw=1)
     ax.axhline(ds.attrs.get("frac", 0.5) * float(ds.correlation_mean.max()), color="grey", ls="--", lw=0.8,
                label="half maximum")
     ax.set(xscale="log", xlabel="scrambling scale s (steps)", ylabel="C(ρ, ρ_shuff(s))", title="TRW scrambling")
     ax.set_xticks(scales, [f"3^{int(round(np.log(s) / np.log(3)))}" for s in scales])
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
     log3 = lambda v: np.log(np.asarray(v, np.float64)) / np.log(3)  # noqa: E731
-    ax_s.plot(ds.layer.values, ds.log3_s50.values, "o-", label="s50 (scrambling)")
+    layers, values = ds.layer.values, ds.log3_s50.values
+    line, = ax_s.plot(layers, np.where(censored, np.nan, values), "o-", label="s50 (scrambling)")
+    if censored.any():
+        ax_s.plot(layers[censored], values[censored], "v", ms=9, mfc="none", color=line.get_color(),
+                  label=f"s50 ≤ {smallest}: censored at the smallest scale (a bound)")
     if "tau_selected_quantile" in ds:  # What x When units: the time cells their max over tau picks
         q = log3(ds.tau_selected_quantile.values)
-        ax_s.plot(ds.layer.values, q[:, 1], "s--", label="τ at the max over τ: median, 10–90%")
-        ax_s.fill_between(ds.layer.values, q[:, 0], q[:, -1], alpha=0.15, color=ax_s.lines[-1].get_color())
+        ax_s.plot(layers, q[:, 1], "s--", label="τ at the max over τ: median, 10–90%")
+        ax_s.fill_between(layers, q[:, 0], q[:, -1], alpha=0.15, color=ax_s.lines[-1].get_color())
     ax_s.set(xlabel="layer", ylabel="log3 steps", title="temporal receptive window per layer",
-             ylim=(-0.2, log3(scales.max()) + 0.2), xticks=ds.layer.values)
-    ax_s.legend(fontsize=7)
+             ylim=(-0.4, log3(scales.max()) + 0.2), xticks=layers)
+    ax_s.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
     parts = [ds.attrs.get("model", ""), f"{ds.attrs['n_shuffle']} shuffles per scale" if "n_shuffle" in ds.attrs else ""]
     fig.suptitle(" — ".join(p for p in parts if p), fontsize=9)
-    fig.tight_layout()
     return fig
 
 
 def accuracy_vs_dilation(ds: xr.Dataset):
     """Accuracy vs dilation exponent, one line per network (``ds.accuracy[network, dilation]``, optional ``seed``)."""
-    fig, ax = plt.subplots(figsize=(6, 4))
+    from dynlab.figures import legend_beside
+
+    fig, ax = plt.subplots(figsize=(7.5, 4))
     acc = ds.accuracy
     for net in acc.network.values:
         a = acc.sel(network=net)
@@ -58,21 +72,23 @@ def accuracy_vs_dilation(ds: xr.Dataset):
     ax.axhline(1 / 9, color="grey", ls="--", lw=0.8, label="chance")
     ax.set(xlabel="dilation exponent m (factor 3^m)", ylabel="accuracy", ylim=(-0.02, 1.05),
            title="zero-shot accuracy vs time dilation (trained at 3^0)")
-    ax.legend(fontsize=7)
+    legend_beside(ax, fontsize=7)
     fig.tight_layout()
     return fig
 
 
 def params_vs_accuracy(ds: xr.Dataset):
     """Trainable parameters (log) vs accuracy averaged over dilations, per network."""
-    fig, ax = plt.subplots(figsize=(6, 4))
+    from dynlab.figures import legend_beside
+
+    fig, ax = plt.subplots(figsize=(7.5, 4))
     acc = ds.accuracy.mean("dilation")
     if "seed" in acc.dims:
         acc = acc.mean("seed")
     for net in ds.network.values:
         ax.scatter(float(ds.unit_params.sel(network=net)), float(acc.sel(network=net)), label=str(net))
     ax.set(xscale="log", xlabel="trainable parameters of the unit", ylabel="mean accuracy over dilations 3^0..3^6")
-    ax.legend(fontsize=7)
+    legend_beside(ax, fontsize=7)
     fig.tight_layout()
     return fig
 

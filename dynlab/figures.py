@@ -17,6 +17,23 @@ import matplotlib.pyplot as plt  # noqa: E402
 import xarray as xr  # noqa: E402
 
 
+def without_paths(text: str) -> str:
+    """``text`` for a figure title: every absolute file-system path replaced by its last folder or
+    file name (``"split_seed 0, /data/shared/mnist"`` -> ``"split_seed 0, mnist/"``), which still
+    says that real files were read, without a machine's directory layout across the figure."""
+    import re
+
+    return re.sub(r"(?<![\w.~])/(?:[^\s,;:()'\"/]+/)*([^\s,;:()'\"/]+)/?", r"\1/", text)
+
+
+def legend_beside(ax, *, below: bool = False, **kw):
+    """The legend of ``ax`` outside the axes (to the right, or ``below``), never on the data.
+    The figure keeps room for it under ``layout="constrained"`` or ``tight_layout``."""
+    if below:
+        return ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=kw.pop("ncol", 2), frameon=False, **kw)
+    return ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, **kw)
+
+
 def learning_curve(metrics: xr.Dataset):
     """Training loss per step and held-out metric per evaluation, with the chance level."""
     metric = metrics.attrs.get("metric", "loss")
@@ -32,7 +49,7 @@ def learning_curve(metrics: xr.Dataset):
     if metric == "mse":
         ax_metric.set_yscale("log")
     ax_metric.legend()
-    fig.suptitle(metrics.attrs.get("task", ""), fontsize=9)
+    fig.suptitle(without_paths(metrics.attrs.get("task", "")), fontsize=9)
     fig.tight_layout()
     return fig
 

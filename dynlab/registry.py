@@ -44,7 +44,8 @@ class Entry:
 
     Analyses and programs may carry ``figure`` (``figure(ds) -> matplotlib Figure``, what
     ``dynlab plot`` draws for a dataset whose ``analysis`` attribute is this name) and
-    ``summary`` (``summary(ds) -> str``, what the command line prints after computing it).
+    ``summary`` (``summary(ds) -> str``, what the command line prints after computing it; a
+    program's gets the dict of datasets the program returns, see [`dynlab.scenarios.summary`][]).
     Programs of paper scenarios carry ``claims`` (``claims(params) -> list[Claim]``, called with the
     run's resolved parameters): the paper's claims, judged on the datasets the program returns
     ([`dynlab.claims.judge`][]) whenever the scenario runs.

@@ -137,6 +137,8 @@ def run_aru_table1(
     status = np.full(shape[:2], "ok", dtype=object)
     params, widths, seconds = [], [], []
     total = len(networks) * (steps + 1)
+    if progress is not None:
+        progress(0, total, {})  # the total from the start, not after the first step
     t_start = time.perf_counter()
     for i, net in enumerate(networks):
         configs = [{"seed": s, "model": sections[net], "task": task, "rule": {"name": "bptt"}, "train": train_cfg}
@@ -278,7 +280,7 @@ def claims(params: dict) -> list[Claim]:
         "seeds": (len(params["seeds"]), 3), "test digits": (params["n_test"], 10000),
     })
     arun, gamma, relu = (f"{PAPER_TABLE1[n][0]} -> {PAPER_TABLE1[n][1]}" for n in ("aru", "rnn-gamma", "rnn-relu"))
-    noisy = f"noisy drive N({params['table_strength']:g}, ({params['std_ratio'] * params['table_strength']:g})^2)"
+    noisy = f"noisy drive N({params['table_strength']:g}, {params['std_ratio'] * params['table_strength']:g}^2)"
     return [
         Claim("table1-ordering", f"Under the {noisy}: ARUN > RNN+gamma > RNN+ReLU",
               f"Table 1: ARUN {arun}, RNN+gamma {gamma}, RNN+ReLU {relu}",

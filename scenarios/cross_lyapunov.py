@@ -81,8 +81,23 @@ def lyapunov_largest(ds: xr.Dataset):
     return fig
 
 
+def summary(datasets: dict) -> str:
+    r"""Per unit: $\lambda_1$ and the held-out loss at initialisation and after training (mean and
+    95% interval over seeds, [`dynlab.scenarios.summary.over_seeds`][])."""
+    from dynlab.scenarios.summary import over_seeds, text_table
+
+    ds = datasets["lyapunov"]
+    ok = ds.status == "ok"
+    rows = [[str(u), *(over_seeds(ds[v].sel(unit=u, stage=st).where(ok.sel(unit=u)).values, ".4f" if v == "largest" else ".4g")
+                       for v in ("largest", "eval_loss") for st in STAGES)] for u in ds.unit.values]
+    n = ds.sizes["seed"]
+    return (f"λ1 per step (task inputs) and held-out loss (chance {ds.attrs.get('chance', float('nan')):.4g}); "
+            f"{'mean ± 95% CI over ' + str(n) + ' seeds' if n > 1 else 'one seed'}:\n"
+            + text_table(["unit", "λ1 init", "λ1 trained", "loss init", "loss trained"], rows))
+
+
 @register("program", "cross-lyapunov", "Lyapunov spectra of every unit at initialisation and after training",
-          figure=lyapunov_spectra)
+          figure=lyapunov_spectra, summary=summary)
 def run_cross_lyapunov(
     out_dir,
     *,
@@ -125,6 +140,8 @@ def run_cross_lyapunov(
     status = np.full(shape[:2], "ok", dtype=object)
     lyap = dict(k=k, steps=lyapunov_steps, burn_in=burn_in, ics=ics)
     done, total = 0, len(configs)
+    if progress is not None:
+        progress(0, total, {})  # the total from the start, not after the first cell
     for i, unit in enumerate(units):
         for j, seed in enumerate(seeds):
             t0 = time.perf_counter()

@@ -93,8 +93,26 @@ def pc_alignment(ds: xr.Dataset):
                                     "hollow: inference not converged")
 
 
+def alignment_summary(datasets: dict) -> str:
+    """Per unit and width: cos(PC, BPTT) at each sequence length (mean over seeds and training
+    steps, converged inference only) and the fraction of steps whose inference converged."""
+    from dynlab.scenarios.summary import text_table
+
+    ds = datasets["pc_alignment"]
+    lengths = ds.length.values
+    def cos(u, w, t):
+        value = float(ds.mean_cosine.sel(unit=u, width=w, length=t))
+        return f"{value:.3f}" if np.isfinite(value) else "—"  # no converged step
+
+    rows = [[f"{u} N={int(w)}", *(cos(u, w, t) for t in lengths),
+             f"{float(ds.fraction_converged.sel(unit=u, width=w).mean()):.0%}"]
+            for u in ds.unit.values for w in ds.width.values]
+    return ("cross-pc-alignment: cos(PC, BPTT), mean over seeds and steps (converged inference only; —: none):\n"
+            + text_table(["unit, width", *(f"T={int(t)}" for t in lengths), "converged"], rows))
+
+
 @register("program", "cross-pc-alignment", "PC through time vs BPTT on every unit: gradient cosine over width x sequence length",
-          figure=pc_alignment)
+          figure=pc_alignment, summary=alignment_summary)
 def run_cross_pc(
     out_dir,
     *,
@@ -147,6 +165,8 @@ def run_cross_pc(
                  optimizer="adam (plain, both rules)", activity_optimizer=activity_optimizer)
     out = Path(out_dir)
     done, total = 0, len(units) * len(widths) * len(lengths)
+    if progress is not None:
+        progress(0, total, {})  # the total from the start, not after the first cell
     for i, unit in enumerate(units):
         for a, width in enumerate(widths):
             for b, length in enumerate(lengths):
@@ -208,8 +228,20 @@ def recurrence_name(alpha: float | None) -> str:
     return "plain" if alpha is None else f"T^-{alpha:g}"
 
 
+def law_summary(datasets: dict) -> str:
+    """Per recurrence: the fitted log–log slope of $s - 1$ against $T/N$ and the range of cos(PC, BPTT)."""
+    from dynlab.scenarios.summary import text_table
+
+    law = datasets["law"]
+    rows = [[str(r), f"{float(law.slope.sel(recurrence=r)):.3f}",
+             f"{float(law.mean_cosine.sel(recurrence=r).min()):.3f} … {float(law.mean_cosine.sel(recurrence=r).max()):.3f}"]
+            for r in law.recurrence.values]
+    return "pc-time-law (linear RNN, mean-field):\n" + text_table(["recurrence", "slope of s-1 vs T/N", "cos(PC, BPTT)"], rows)
+
+
 @register("program", "pc-time-law", "the width/length law of PC through time: s - 1 and cos(PC, BPTT) over width x "
-                                    "length for the linear RNN without skips and with a residual recurrence T^-alpha")
+                                    "length for the linear RNN without skips and with a residual recurrence T^-alpha",
+          summary=law_summary)
 def run_pc_time_law(
     out_dir,
     *,
@@ -247,6 +279,8 @@ def run_pc_time_law(
     widths, lengths, seeds = [int(w) for w in widths], [int(t) for t in lengths], [int(s) for s in seeds]
     parts, slopes, intercepts = [], [], []
     done, total = 0, len(alphas)
+    if progress is not None:
+        progress(0, total, {})  # the total from the start, not after the first cell
     for alpha in alphas:
         t0 = time.perf_counter()
         ds = compare_pc_bptt(task, widths, lengths, seeds, steps=steps, param="mf", gamma0=gamma0,

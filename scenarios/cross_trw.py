@@ -40,28 +40,56 @@ NETWORKS = {
 
 def trw_by_layer(ds: xr.Dataset):
     r"""$\log_3 s_{50}$ of the temporal receptive window against layer, one line per network
-    (mean ± sd over seeds; hollow markers: s50 left-censored, at or below the smallest scale tested)."""
+    (mean ± sd over seeds; hollow downward triangles: s50 left-censored in some seed, at or below the
+    smallest scale tested, drawn as the bound it is and not joined to the measured values)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4))
+    from dynlab.figures import legend_beside
+
+    fig, ax = plt.subplots(figsize=(7.5, 4))
+    any_censored = False
     for net in ds.network.values:
         sel = ds.sel(network=net)
         mean, std = sel.log3_s50.mean("seed"), sel.log3_s50.std("seed", ddof=1)
-        line = ax.errorbar(ds.layer, mean, yerr=std, fmt="o-", ms=4, capsize=2, label=str(net))
-        censored = sel.s50_censored.any("seed").values
-        ax.plot(ds.layer.values[censored], mean.values[censored], "o", ms=9, mfc="none", color=line[0].get_color())
+        censored = sel.s50_censored.any("seed").values  # a mean over a bound is a bound
+        measured = np.where(censored, np.nan, mean.values)
+        line = ax.errorbar(ds.layer, measured, yerr=np.where(censored, np.nan, std.values), fmt="o-", ms=4, capsize=2,
+                           label=str(net))
+        ax.plot(ds.layer.values[censored], mean.values[censored], "v", ms=9, mfc="none", color=line[0].get_color())
+        any_censored |= bool(censored.any())
+    if any_censored:
+        ax.plot([], [], "v", ms=9, mfc="none", color="grey", label="censored: s50 at or below this (a bound)")
     ax.set(xlabel="layer", ylabel="log3 s50 (steps)", title="temporal receptive window by layer (hierarchical language)")
     ax.set_xticks(ds.layer.values)
-    ax.legend(fontsize=7)
+    legend_beside(ax, fontsize=7)
     fig.tight_layout()
     return fig
 
 
+def summary(datasets: dict) -> str:
+    r"""Per network: the zero-shot accuracy at the training dilation $3^0$ and at the largest, and
+    $\log_3 s_{50}$ per layer (mean and 95% interval over seeds; ``≤`` where a seed's $s_{50}$ is
+    left-censored, at or below the smallest scale tested, so the value is a bound)."""
+    from dynlab.scenarios.summary import over_seeds, text_table
+
+    trw, acc = datasets["trw"], datasets["accuracy"]
+    first, last = acc.dilation.values[0], acc.dilation.values[-1]
+    rows = [[str(net), over_seeds(acc.accuracy.sel(network=net, dilation=first).values, ".3f"),
+             over_seeds(acc.accuracy.sel(network=net, dilation=last).values, ".3f"),
+             *(over_seeds(trw.log3_s50.sel(network=net, layer=layer).values, ".2f",
+                          censored=trw.s50_censored.sel(network=net, layer=layer).values) for layer in trw.layer.values)]
+            for net in trw.network.values]
+    n = trw.sizes["seed"]
+    header = ["network", f"acc 3^{first:g}", f"acc 3^{last:g}", *(f"log3 s50 L{int(l)}" for l in trw.layer.values)]
+    return (f"cross-trw ({'mean ± 95% CI over ' + str(n) + ' seeds' if n > 1 else 'one seed'}; "
+            "≤: s50 censored at the smallest scale):\n" + text_table(header, rows))
+
+
 @register("program", "cross-trw", "temporal receptive windows per layer of 4-layer ARU / ELM / GRU stacks vs SITH-RNN",
-          figure=trw_by_layer)
+          figure=trw_by_layer, summary=summary)
 def run_cross_trw(
     out_dir,
     *,
@@ -95,6 +123,8 @@ def run_cross_trw(
     names = list(networks)
     results, acc = {}, np.full((len(names), len(seeds), len(dilations)), np.nan)
     done, total = 0, len(names) * len(seeds)
+    if progress is not None:
+        progress(0, total, {})  # the total from the start, not after the first cell
     for i, name in enumerate(names):
         for j, seed in enumerate(seeds):
             t0 = time.perf_counter()

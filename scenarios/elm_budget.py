@@ -77,6 +77,8 @@ def run_elm_budget(
     counts = {k: np.zeros(shape[:2], np.int64) for k in ("N", "k_e", "k_c", "P")}
     metric = None
     t0 = time.perf_counter()
+    if progress is not None:
+        progress(0, len(budgets) * len(d_ms), {})  # the total from the start, not after the first cell
     for i, b in enumerate(budgets):
         for j, d in enumerate(d_ms):
             exps = [experiment.build(c) for c in configs[b, d]]

@@ -109,7 +109,9 @@ def run_elm_vs_lstm(
         ax.set(xlabel="training step", title=f"{b:g} ms bins (T = {int(round(2000 / b))})")
     axes[0, 0].set_ylabel(f"held-out {metric} (mean ± sd over seeds)")
     axes[0, -1].legend(fontsize=7, loc="best")
-    fig.suptitle(f"SHD-Adding: ELM network vs a parameter-matched LSTM ({ds.attrs['data']})", fontsize=9)
+    from dynlab.figures import without_paths
+
+    fig.suptitle(f"SHD-Adding: ELM network vs a parameter-matched LSTM ({without_paths(ds.attrs['data'])})", fontsize=9)
     fig.tight_layout()
     store.write_figure(out / "accuracy.png", fig)
     return {"accuracy": ds}

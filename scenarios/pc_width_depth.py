@@ -66,6 +66,8 @@ def run_pc_width_depth(
     out.mkdir(parents=True, exist_ok=True)
     grids = {"mf-residual": (widths, depths), "sp-mlp": (sp_widths, [sp_depth]), "mf-mlp": (mlp_widths, mlp_depths)}
     total = sum(len(w) * len(d) for w, d in grids.values())
+    if progress is not None:
+        progress(0, total, {})  # the total from the start, not after the first cell
     done, results = 0, {}
     for name, options in COMPARISONS.items():
         w, d = grids[name]

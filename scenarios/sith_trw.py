@@ -84,6 +84,8 @@ def run_sith_trw(out_dir, *, seeds=(0, 1, 2), steps: int = 200, quick: bool = Fa
     acc = np.zeros((len(networks), len(seeds), len(dilations)))
     trws, models = {}, {}
     total = len(networks) * len(seeds)
+    if progress is not None:
+        progress(0, total, {})  # the total from the start, not after the first cell
     done = 0
     for i, net in enumerate(networks):
         for j, seed in enumerate(seeds):

@@ -10,7 +10,9 @@ from click.testing import CliRunner
 import dynlab
 from dynlab.analyses.lyapunov import lyapunov_analysis
 from dynlab.analyses.state_map import protocol_inputs, run_in, state_map
+from dynlab.analyses.lyapunov import interpret_spectrum
 from dynlab.cli import main
+from dynlab.cli.dynamics import FRESH_DRIVE
 from dynlab.errors import ConfigError
 
 
@@ -94,6 +96,9 @@ def test_cli_lyapunov_fresh_and_checkpoint(tmp_path, monkeypatch):
     assert "freshly initialised" in ds.attrs["source"] and ds.attrs["reortho_requested"] == "auto"
     assert ds.attrs["ci_population"] == "5 trajectory stretches" and ds.attrs["ci_level"] == 0.95
     assert "95% CI half-width (5 realisations)" in r.output and "multistab" in r.output
+    # issue 23: a fresh model without --drive/--task is driven by FRESH_DRIVE; one line reads the numbers
+    assert ds.attrs["drive"] == FRESH_DRIVE and ds.attrs["protocol"].startswith("constant drive")
+    check_reading(r.output, ds)
 
     r = CliRunner().invoke(main, ["train", "--model", "aru", "--steps", "10", "--out", "run", "-q", *tiny,
                                   "--set", "train.batch_size=4", "--set", "task.length=6"])
@@ -118,3 +123,39 @@ def test_cli_lyapunov_fresh_and_checkpoint(tmp_path, monkeypatch):
         r = CliRunner().invoke(main, ["analyze", "lyapunov", "-q", *args])
         assert r.exit_code == 2, (args, r.output, r.stderr)
         assert r.stderr.startswith("error: ") and fragment in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+def check_reading(output: str, ds) -> None:
+    """The printed reading is the line of [`interpret_spectrum`][] and agrees with the dataset's λ1 and interval."""
+    line = next(x for x in output.splitlines() if x.startswith("λ1 = "))
+    assert line == interpret_spectrum(ds)
+    value, half = (float(t) for t in line.split(" (")[0][len("λ1 = "):].split(" ± "))
+    low, high = float(ds.ci_low[0]), float(ds.ci_high[0])  # exponent 1: the table's first row
+    assert value == pytest.approx(float(ds["mean"][0]), abs=1e-5)
+    assert half == pytest.approx((high - low) / 2, rel=0.06)
+    assert half > 0 and ds.largest_ci_high > ds.largest_ci_low  # issue 22/23: never an interval of width 0
+    verdict = "< 0: stable" if high < 0 else "> 0: chaotic" if low > 0 else "contains 0: marginal"
+    assert verdict in line
+
+
+def test_reading_follows_the_numbers():
+    """interpret_spectrum: the sign of λ1's interval against 0 decides the reading; e^λ1 and 1/|λ1| come from λ1."""
+    k = 3
+
+    def spectrum(mean, half, ky=0.0):
+        mean = np.asarray(mean, float)
+        return xr.Dataset({"mean": ("exponent", mean), "ci_low": ("exponent", mean - half),
+                           "ci_high": ("exponent", mean + half), "ky_dimension_mean": ky},
+                          coords={"exponent": np.arange(1, k + 1)},
+                          attrs={"ci_level": 0.95, "state_dim": 10})
+
+    stable = interpret_spectrum(spectrum([-0.2, -0.3, -0.5], 0.01))
+    assert stable.startswith("λ1 = -0.20000 ± 1.0e-02 (95% CI) < 0: stable") and f"{np.exp(-0.2):.3f} per step" in stable
+    assert "(1/e in 5 steps)" in stable
+    chaotic = interpret_spectrum(spectrum([0.2, 0.05, -0.5], 0.01, ky=2.5))  # the sign flipped
+    assert chaotic.startswith("λ1 = +0.20000 ± 1.0e-02 (95% CI) > 0: chaotic") and f"{np.exp(0.2):.3f} per step" in chaotic
+    assert "2 of 3 exponents > 0" in chaotic and "Kaplan–Yorke dim 2.50" in chaotic
+    assert "Kaplan–Yorke dim >= 3.00" in interpret_spectrum(spectrum([0.3, 0.2, 0.1], 0.01, ky=3.0))  # k < N: a bound
+    marginal = interpret_spectrum(spectrum([-0.004, -0.3, -0.5], 0.01))  # the interval straddles 0
+    assert marginal.startswith("λ1 = -0.00400 ± 1.0e-02 (95% CI) contains 0: marginal") and "chaos neither" in marginal
+    assert "no reading" in interpret_spectrum(spectrum([np.nan, -0.3, -0.5], 0.01))

@@ -35,7 +35,8 @@ The package, from low to high level (every public name is importable from here,
   it is;
 - [`summaries`][dynlab.analyses.lyapunov.summaries] — [`largest_exponent`][],
   [`sum_positive_exponents`][], [`kaplan_yorke_dimension`][], [`count_positive_exponents`][] and
-  [`count_zero_exponents`][] summarise a spectrum;
+  [`count_zero_exponents`][] summarise a spectrum, and [`interpret_spectrum`][] says in one line
+  what a measured spectrum means (stable, chaotic or marginal, from $\lambda_1$'s interval);
 - [`model`][dynlab.analyses.lyapunov.model] — the registered analysis ``lyapunov``
   ([`lyapunov_analysis`][]): a dynlab model's full state map under the autonomous, constant-drive
   or task protocol, replicated over independent realisations;
@@ -60,6 +61,7 @@ from dynlab.analyses.lyapunov.within_run import block_growth, rounding_se, se_of
 from dynlab.analyses.lyapunov.summaries import (
     count_positive_exponents,
     count_zero_exponents,
+    interpret_spectrum,
     kaplan_yorke_dimension,
     largest_exponent,
     sum_positive_exponents,
@@ -81,6 +83,7 @@ __all__ = [
     "count_positive_exponents",
     "count_zero_exponents",
     "flatten_step",
+    "interpret_spectrum",
     "kaplan_yorke_dimension",
     "largest_exponent",
     "lyapunov_analysis",

@@ -227,7 +227,8 @@ def lyapunov_replicates(
     - `exponents` (`realisation`, `ic`, `exponent`), `realisation_mean` (`realisation`,
       `exponent`), `running` (`realisation`, `ic`, `time`, `exponent`), `diverged`;
     - the summaries of [`lyapunov_ensemble`][] per run and as `<name>_mean` with `<name>_ci_low`,
-      `<name>_ci_high` (same interval over realisations);
+      `<name>_ci_high` (same interval over realisations; the largest exponent's with the rounding
+      floor, so that a fixed point's $\lambda_1$ does not get an interval of width 0);
     - attrs of [`lyapunov_spectrum`][] plus `n_realisations`, `n_ic`, `n_diverged`, `tol`,
       `confidence`, `within_run_batch` (QR blocks per batch), `population`.
 
@@ -310,7 +311,10 @@ def lyapunov_replicates(
         values = np.where(diverged, np.nan, values.astype(float))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            summary = t_interval(np.nanmean(values, axis=1), population=population, level=confidence)
+            per_run = np.nanmean(values, axis=1)
+            # a fixed point's lambda_1 agrees to the bit over runs: its interval gets the rounding floor, as exponent 1's
+            summary = t_interval(per_run, population=population, level=confidence,
+                                 se_floor=rounding_se(np.nanmean(per_run), x64) if name == "largest" else None)
         data_vars[name] = (("realisation", "ic"), values, attrs)
         data_vars[f"{name}_mean"] = ((), summary.estimate, {**attrs, "long_name": f"mean {long_name} over {population}"})
         data_vars[f"{name}_ci_low"] = ((), summary.low, {**attrs, "long_name": f"{long_name}: lower bound, {summary.label}"})

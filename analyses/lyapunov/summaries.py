@@ -103,3 +103,48 @@ def _derived_quantities(exponents: np.ndarray, tol: float) -> dict[str, tuple[np
         "n_zero": (count_zero_exponents(exponents, tol), "number of exponents with |l| < tol", "1"),
     }
 
+
+
+def interpret_spectrum(ds) -> str:
+    r"""One line saying what a Lyapunov dataset's numbers mean, computed from them.
+
+    ``ds`` is a dataset of [`lyapunov_replicates`][dynlab.analyses.lyapunov.lyapunov_replicates]
+    (or of the ``lyapunov`` analysis): the reading rests on the leading exponent $\lambda_1$ and
+    its interval (``mean``, ``ci_low``, ``ci_high`` of exponent 1, level ``ci_level``: the first
+    row of the printed table, whose standard error is at least the within-run and the rounding
+    error) and on the other exponents' intervals:
+
+    - interval entirely below 0: *stable, not chaotic* — every small perturbation shrinks, the
+      slowest by the factor $e^{\lambda_1} < 1$ per step, to $1/e$ of its size in
+      $1/|\lambda_1|$ steps;
+    - entirely above 0: *chaotic* — nearby trajectories separate by $e^{\lambda_1} > 1$ per step;
+      the line adds how many exponents have an interval above 0 and the Kaplan–Yorke dimension
+      (a lower bound when not all of the state's exponents were computed, see
+      [`kaplan_yorke_dimension`][]);
+    - containing 0: *marginal* — neither growth nor decay of the leading perturbation is
+      resolved at this precision (a neutral direction, or the "edge of chaos"); chaos is neither
+      shown nor excluded.
+
+    A non-finite $\lambda_1$ (a diverged trajectory) gets a line that says so.
+    """
+    import numpy as np
+
+    lam, low, high = (float(ds[v][0]) for v in ("mean", "ci_low", "ci_high"))
+    if not np.isfinite([lam, low, high]).all():
+        return "λ1 or its interval is not finite (a run diverged): no reading of stability or chaos"
+    level = f"{100 * float(ds.attrs.get('ci_level', ds.attrs.get('confidence', 0.95))):g}%"
+    k = int(ds.sizes["exponent"])
+    value = f"{lam:+.5f}" if abs(lam) >= 1e-3 else f"{lam:+.2e}"
+    head = f"λ1 = {value} ± {(high - low) / 2:.1e} ({level} CI)"
+    growth = float(np.exp(lam))
+    if high < 0:
+        return (f"{head} < 0: stable, not chaotic; every small perturbation shrinks, by e^λ1 = {growth:.3f} per step "
+                f"or faster (1/e in {1 / abs(lam):.3g} steps)")
+    if low > 0:
+        n_up = int((np.asarray(ds["ci_low"]) > 0).sum())
+        ky = float(ds["ky_dimension_mean"])
+        bound = ky >= k and k < int(ds.attrs.get("state_dim", k))  # no negative partial sum among the k computed
+        return (f"{head} > 0: chaotic; nearby trajectories separate by e^λ1 = {growth:.3f} per step (e-fold in "
+                f"{1 / lam:.3g} steps), {n_up} of {k} exponents > 0, Kaplan–Yorke dim {'>= ' if bound else ''}{ky:.2f}")
+    return (f"{head} contains 0: marginal, the leading perturbation neither grows nor shrinks measurably "
+            f"(e^λ1 = {growth:.4f} per step; a neutral direction or the edge of chaos); chaos neither shown nor excluded")

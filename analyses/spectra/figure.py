@@ -12,7 +12,9 @@ import xarray as xr  # noqa: E402
 
 def plot_spectra(ds: xr.Dataset):
     """Weight eigenvalues vs the unit circle, Jacobian spectra over time, covariance spectrum."""
-    fig, (ax_w, ax_j, ax_c) = plt.subplots(1, 3, figsize=(14, 4))
+    from dynlab.figures import legend_beside
+
+    fig, (ax_w, ax_j, ax_c) = plt.subplots(1, 3, figsize=(14, 4.8), layout="constrained")
     theta = np.linspace(0, 2 * np.pi, 200)
     ax_w.plot(np.cos(theta), np.sin(theta), color="grey", lw=0.8, label="unit circle")
     if "weight_eig_real" in ds:
@@ -20,14 +22,14 @@ def plot_spectra(ds: xr.Dataset):
             sel = ds.sel(matrix=name)
             ax_w.plot(sel.weight_eig_real, sel.weight_eig_imag, ".", ms=4, label=str(name))
     ax_w.set(xlabel="Re λ", ylabel="Im λ", title="recurrent weight eigenvalues", aspect="equal")
-    ax_w.legend(fontsize=7)
+    legend_beside(ax_w, below=True, fontsize=7)
     t = ds.time.values
     sv = ds.jacobian_singular_values
     ax_j.plot(t, ds.jacobian_spectral_radius, "o-", ms=3, label="spectral radius ρ(J_t)")
     ax_j.plot(t, sv.isel(jacobian_singular_value=0), "s-", ms=3, label="largest singular value")
     ax_j.axhline(1, color="grey", ls="--", lw=0.8)
     ax_j.set(xlabel="step", ylabel="magnitude", title="state Jacobian along the trajectory", yscale="log")
-    ax_j.legend(fontsize=7)
+    legend_beside(ax_j, below=True, fontsize=7)
     if "covariance_eigenvalue" in ds:
         rank, ev = ds["rank"].values, ds.covariance_eigenvalue.values
         ax_c.loglog(rank, ev, ".", label="eigenvalues")
@@ -35,11 +37,10 @@ def plot_spectra(ds: xr.Dataset):
         amp, alpha = float(ds.covariance_power_law_amplitude), float(ds.covariance_alpha)
         ax_c.loglog(rank[fit], amp * rank[fit] ** -alpha, "-",
                     label=f"α = {alpha:.2f} [{float(ds.covariance_alpha_ci_low):.2f}, {float(ds.covariance_alpha_ci_high):.2f}]")
-        ax_c.legend(fontsize=7)
+        legend_beside(ax_c, below=True, fontsize=7)
     else:
         ax_c.text(0.5, 0.5, "activity constant\n(no covariance spectrum)", ha="center", va="center",
                   transform=ax_c.transAxes)
     ax_c.set(xlabel="rank n", ylabel="variance λ_n", title="activity covariance spectrum")
     fig.suptitle(f"{ds.attrs.get('model', '')} — {ds.attrs.get('protocol', '')}", fontsize=9)
-    fig.tight_layout()
     return fig

@@ -12,11 +12,35 @@ from dynlab.cli.analyze import analyze
 from dynlab.cli.options import analysis_options, int_option, number_option, seed_option
 
 
+FRESH_DRIVE = 1.0
+r"""The constant drive $\xi$ that ``analyze lyapunov`` puts on every neuron of a *freshly
+initialised* model when neither ``--drive`` nor ``--task`` is given (``--drive 0`` gives the
+autonomous dynamics; a ``--checkpoint`` stays autonomous by default, the ARU paper's App. D.4
+setting, and ``--drive``/``--task`` mean what they say in every case).
+
+Why: without input a fresh network rests at the fixed point of its initialisation, and its
+spectrum describes the initialisation, not the network. Measured on the default model
+(`--model aru`: 64 neurons, $n_g$ = 16, seed 0; 16 exponents, 2 CPU cores): autonomous, all 16
+are $-0.4098 \dots -0.4105$, copies of one mode of the controller RNN that every neuron runs
+with the same weights (the recurrent network's own modes lie lower, near $-0.57$); task inputs
+(adding, recall, hierarchical-language) leave the same degenerate block. At $\xi = 1$ the
+neurons sit in the nonlinear range of $\gamma$ and the recurrent network's modes lead: an
+isolated $\lambda_1 = -0.148$, then complex pairs down to $-0.255$ (the controllers' block
+follows at $-0.41$), in about 25 s. $\xi = 0.5$ gives $-0.225 \dots -0.329$; $\xi \ge 2$
+saturates ($\lambda_1 = -0.118$) at twice the time. A vanilla tanh RNN (`--model rnn`) rests
+at $h = 0$, where its orthogonal $W_{hh}$ gives 16 exponents of $\approx 0$; at $\xi = 1$ it
+contracts with a spread spectrum ($-0.54 \dots -0.76$). $\xi = 1$ is also the smallest drive of
+the ARU paper's Fig. 5 sweep (and of ``analyze adaptation``).
+"""
+
+
 @analyze.command("lyapunov")
 @analysis_options
 @click.option("--k", "k", metavar="INT", default="16", show_default=True, help="Number of exponents (1..state dim).")
 @click.option("--burn-in", metavar="INT", default="500", show_default=True, help="Steps not accumulated.")
-@click.option("--drive", metavar="XI", default=None, help="Constant drive xi added to every neuron (zero input).")
+@click.option("--drive", metavar="XI", default=None,
+              help="Constant drive xi added to every neuron (zero input). Default: none (autonomous) for a "
+                   f"--checkpoint or with --task; {FRESH_DRIVE:g} for a fresh model (--drive 0: autonomous).")
 @click.option("--realisations", metavar="INT", default="5", show_default=True,
               help="Independent realisations the CI is over (task input sequences; autonomous: trajectory stretches).")
 @click.option("--ics", metavar="INT", default="2", show_default=True,
@@ -27,8 +51,10 @@ def lyapunov_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x64,
                  ics, reortho_every):
     """Lyapunov spectrum of a model's full state map (QR method), with CIs over independent realisations.
 
-    Protocols: autonomous (zero input, the default), --drive XI (constant drive on every
-    neuron), or --task NAME (the task's input sequence; non-autonomous exponents). The interval
+    Protocols: autonomous (zero input; the default for a --checkpoint), --drive XI (constant
+    drive on every neuron; XI = 1 is the default for a fresh model, whose autonomous dynamics rest at
+    the fixed point of its initialisation), or --task NAME (the task's input sequence;
+    non-autonomous exponents). The interval
     is a Student-t interval over --realisations independent input sequences (autonomous and
     constant drive: stretches of one trajectory, --steps apart); the table also shows each
     run's within-run standard error and the spread over initial conditions under one input.
@@ -43,8 +69,14 @@ def lyapunov_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x64,
                    else int_option("--reortho-every", reortho_every, minimum=1))
     exp, task, source = analysis_model(unit, checkpoint, task_name, list(sets) + ([] if checkpoint else [f"seed={seed_v}"]))
 
+    drive_v = number_option("--drive", drive)
+    if drive_v is None and task is None and not checkpoint:
+        drive_v = FRESH_DRIVE
+        if not quiet:
+            click.echo(f"a fresh model without --drive or --task: constant drive ξ = {FRESH_DRIVE:g} on every neuron "
+                       "(--drive 0 for the autonomous dynamics)")
     ds = run_analysis("lyapunov", exp, source, checkpoint, out, plot, quiet,
-                       drive=number_option("--drive", drive), task=task, seed=seed_v, x64=x64, **options)
+                       drive=drive_v, task=task, seed=seed_v, x64=x64, **options)
     _lyapunov_table(ds)
     click.echo(f"dataset: {ds.attrs['path']}\nfigure:  {ds.attrs['figure']}")
     if "mean" in non_finite_variables(ds):
@@ -90,6 +122,8 @@ def spectra_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x64, 
 
 def _lyapunov_table(ds, show: int = 12):
     from rich.console import Console
+
+    from dynlab.analyses.lyapunov import interpret_spectrum
     from rich.table import Table
 
     level = f"{100 * ds.attrs['ci_level']:g}%"
@@ -115,7 +149,7 @@ def _lyapunov_table(ds, show: int = 12):
     console = Console(width=120)
     console.print(table)
     console.print(
-        f"largest {float(ds.largest_mean):+.5f} [{number(float(ds.largest_ci_low))}, {number(float(ds.largest_ci_high))}]   "
+        f"largest {float(ds.largest_mean):+.5f} ± {number((float(ds.largest_ci_high) - float(ds.largest_ci_low)) / 2, '.1e')}   "
         f"sum of positive {float(ds.positive_sum_mean):.5f}   "
         f"Kaplan–Yorke dim {float(ds.ky_dimension_mean):.3f}   positive {float(ds.n_positive_mean):.1f}   "
         f"near-zero {float(ds.n_zero_mean):.1f}   (sum over the k={k} computed: {float(ds['mean'].sum()):+.5f})"
@@ -127,3 +161,4 @@ def _lyapunov_table(ds, show: int = 12):
         f"QR every {ds.attrs['reortho_every']} steps ({ds.attrs['reortho_requested']}), "
         f"blocking error <= {ds.attrs['reortho_error_bound']:.1e}"
     )
+    click.echo(interpret_spectrum(ds))

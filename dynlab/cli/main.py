@@ -39,6 +39,10 @@ class _Group(_CommandGroup):
     """
 
     def main(self, args=None, prog_name=None, **extra):
+        import warnings
+
+        shown = warnings.showwarning
+        warnings.showwarning = _one_line_warning
         try:
             result = super().main(args=args, prog_name=prog_name or "dynlab", standalone_mode=False, **extra)
         except click.exceptions.Exit as e:
@@ -68,7 +72,15 @@ class _Group(_CommandGroup):
             click.echo(f"internal error: {type(e).__name__}: {_first_line(e)} "
                        f"(traceback in {_save_traceback()}; DYNLAB_DEBUG=1 shows it here)", err=True)
             sys.exit(1)
+        finally:
+            warnings.showwarning = shown
         sys.exit(result if isinstance(result, int) else 0)
+
+
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """How a warning reaches the terminal during a command: ``warning: MESSAGE`` on one line of
+    stderr (the message's whitespace collapsed), not Python's two lines of file, line and source."""
+    click.echo(f"warning: {' '.join(str(message).split())}", err=True)
 
 
 def _first_line(e: BaseException) -> str:

@@ -42,6 +42,9 @@ def _run_scenario(target, sets, out, workers, scheduler, resume, retry_failed, q
                 click.echo(f"scenario {scenario.name}: program {scenario.program} -> {out_dir}")
             with progress_bar(quiet, scenario.name) as update:
                 datasets = scenario.run(out_dir, progress=update)
+            summary = program_summary(scenario.program, datasets)
+            if summary:
+                click.echo(summary)
             if "findings" in datasets:
                 from dynlab.claims import format_verdicts
 
@@ -66,6 +69,11 @@ def _run_scenario(target, sets, out, workers, scheduler, resume, retry_failed, q
         raise
     statuses = merged["status"].values.ravel().tolist()
     counts = {k: statuses.count(k) for k in ("ok", "diverged", "failed", "missing") if statuses.count(k)}
+    from dynlab.scenarios.summary import sweep_summary
+
+    summary = sweep_summary(merged)
+    if summary:
+        click.echo(summary)
     click.echo(f"done: {', '.join(f'{v} {k}' for k, v in counts.items())}; merged dataset: {out_dir / RESULT}")
     from dynlab import figures
 
@@ -78,6 +86,14 @@ def _run_scenario(target, sets, out, workers, scheduler, resume, retry_failed, q
                    "--resume --retry-failed also failed ones)", err=True)
         return 1
     return 0
+
+
+def program_summary(program: str, datasets: dict) -> str:
+    """What a programmed scenario's registered ``summary`` says about its datasets ("" if it has none)."""
+    from dynlab import registry
+
+    summary = registry.get("program", program).summary
+    return summary(datasets) if summary is not None else ""
 
 
 def _cells_bar(quiet: bool, total: int):

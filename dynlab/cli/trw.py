@@ -46,10 +46,12 @@ def trw_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x64, quie
                       task=task, n_shuffle=int_option("--n-shuffle", n_shuffle), dilation=int_option("--dilation", dilation),
                       mode=mode, entries=entries, warmup=warmup, frac=frac_v, seed=seed_v)
     for i in range(ds.sizes["layer"]):
-        cens = " (at or below the smallest scale)" if bool(ds.s50_censored[i]) else ""
+        censored = bool(ds.s50_censored[i])
+        cens = " (censored: at or below the smallest scale, a bound)" if censored else ""
         sel = ""
         if "tau_selected_quantile" in ds:
             q = ds.tau_selected_quantile[i].values
             sel = f"; tau at the max over tau: median {q[1]:.1f} (10-90%: {q[0]:.1f}-{q[2]:.1f})"
-        click.echo(f"{ds.layer_name.values[i]:<16} s50 = {float(ds.s50[i]):8.2f} steps = 3^{float(ds.log3_s50[i]):.2f}{cens}{sel}")
+        click.echo(f"{ds.layer_name.values[i]:<16} s50 {'≤' if censored else '='} {float(ds.s50[i]):8.2f} steps "
+                   f"= 3^{float(ds.log3_s50[i]):.2f}{cens}{sel}")
     click.echo(f"dataset: {ds.attrs['path']}\nfigure:  {ds.attrs['figure']}")

@@ -295,8 +295,13 @@ def _load(source: str, seed: int, synthetic_samples: int, data_dir) -> tuple[Spi
         except DataError as e:
             if source == "file":
                 raise
-            warnings.warn(f"SHD files not found, using the synthetic SHD-like set instead ({e})",
-                          RuntimeWarning)
+            if "compressed" in str(e):  # files that are there but need gunzip: the whole message helps
+                warnings.warn(f"SHD files not found, using the synthetic SHD-like set instead ({e})", RuntimeWarning)
+            else:
+                root = resolve_data_dir(data_dir)
+                warnings.warn(f"SHD files not found, using the synthetic SHD-like set instead (neither {root / 'shd'}/ "
+                              f"nor {root}/ holds {FILES[0]} and {FILES[1]}; set --data-dir or $DYNLAB_DATA)",
+                              RuntimeWarning)
         else:
             train, test = _read_pair(train_path, test_path, (_stamp(train_path), _stamp(test_path)))
             return train, test, f"SHD files in {train_path.parent}"

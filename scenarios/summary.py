@@ -1,0 +1,97 @@
+"""Short result summaries that ``dynlab run`` prints when a scenario has finished.
+
+Every long command ends with its results in the terminal, not only with the names of the files
+that hold them: a sweep gets [`sweep_summary`][] (its headline numbers per cell, over seeds as
+mean and 95% interval), a programmed scenario the ``summary`` registered with its program
+(``@register("program", NAME, summary=fn)``, ``fn(datasets) -> str`` on the datasets the
+program returns), built from [`over_seeds`][] and [`text_table`][]. Intervals come from
+[`dynlab.statistics.t_interval`][] (Student t, ddof = 1); one seed gives the value alone.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+MAX_ROWS = 12
+"""Rows of a summary table beyond which the table says how many more the dataset holds."""
+
+
+def over_seeds(values, fmt: str = ".4g", censored=None) -> str:
+    """``"m ± h"``: the mean over the last axis (seeds) and the half-width of its 95% Student-t
+    interval, or the value alone for one finite seed, ``"—"`` for none. ``censored`` (booleans like
+    ``values``): values that are bounds, not measurements; if any is, the text starts with ``≤``."""
+    from dynlab.statistics import t_interval
+
+    x = np.asarray(values, float).ravel()
+    mark = "≤" if censored is not None and np.asarray(censored, bool).any() else ""
+    finite = x[np.isfinite(x)]
+    if finite.size == 0:
+        return "—"
+    if finite.size == 1:
+        return f"{mark}{finite[0]:{fmt}}"
+    ci = t_interval(finite, population="seeds")
+    return f"{mark}{float(ci.estimate):{fmt}} ± {(float(ci.high) - float(ci.low)) / 2:.2g}"
+
+
+def text_table(header: list[str], rows: list[list[str]]) -> str:
+    """A plain fixed-width table (first column left-aligned, the others right-aligned)."""
+    shown = rows[:MAX_ROWS]
+    widths = [max(len(str(r[c])) for r in [header, *shown]) for c in range(len(header))]
+
+    def line(cells):
+        return "  ".join(str(v).ljust(w) if c == 0 else str(v).rjust(w) for c, (v, w) in enumerate(zip(cells, widths)))
+
+    out = [line(header), *(line(r) for r in shown)]
+    if len(rows) > MAX_ROWS:
+        out.append(f"… {len(rows) - MAX_ROWS} more rows in the dataset")
+    return "\n".join(out)
+
+
+def _headline_variables(merged: xr.Dataset, cell_dims: tuple[str, ...]) -> dict[str, xr.DataArray]:
+    """label -> DataArray over the cell dims: each training curve's last value (``train_eval_*``)
+    and every analysis's per-cell scalar means (``<analysis>_<name>_mean``)."""
+    out = {}
+    for name, var in merged.data_vars.items():
+        name = str(name)
+        if var.dtype.kind not in "fiub":
+            continue
+        extra = [d for d in var.dims if d not in cell_dims]
+        if name.startswith("train_eval_") and len(extra) == 1:
+            out[f"final {name[len('train_'):].replace('_', ' ')}"] = _last_finite(var, extra[0])
+        elif not extra and name.endswith("_mean"):
+            out[name[: -len("_mean")].replace("_", " ", 1)] = var
+    return out
+
+
+def _last_finite(var: xr.DataArray, dim: str) -> xr.DataArray:
+    """The last finite value along ``dim`` (the last evaluation each cell reached), NaN if none."""
+    x = np.moveaxis(np.asarray(var.values, float), var.get_axis_num(dim), -1)
+    finite = np.isfinite(x)
+    idx = np.where(finite.any(-1), x.shape[-1] - 1 - np.argmax(finite[..., ::-1], axis=-1), 0)
+    last = np.where(finite.any(-1), np.take_along_axis(x, idx[..., None], -1)[..., 0], np.nan)
+    return xr.DataArray(last, dims=[d for d in var.dims if d != dim], coords={d: var[d] for d in var.dims if d != dim})
+
+
+def sweep_summary(merged: xr.Dataset) -> str:
+    """The headline numbers of a merged sweep: one row per headline variable (each training
+    curve's last held-out value, every analysis's per-cell means), one column per combination of
+    the sweep axes other than ``seed``; over ``seed``, when it is an axis, the mean and its 95%
+    interval ([`over_seeds`][]). Cells that are not ``ok`` are left out."""
+    cell_dims = tuple(d for d in merged["status"].dims)
+    ok = merged["status"] == "ok"
+    variables = {label: da.where(ok) for label, da in _headline_variables(merged, cell_dims).items()}
+    if not variables:
+        return ""
+    group_dims = [d for d in cell_dims if d != "seed"]
+    combos = [{}]
+    for d in group_dims:
+        combos = [{**c, d: v} for c in combos for v in merged[d].values]
+    shown = combos[:4]
+    header = ["", *(", ".join(f"{d}={v}" for d, v in c.items()) or "all cells" for c in shown)]
+    rows = [[label, *(over_seeds(da.sel(c).values) for c in shown)] for label, da in variables.items()]
+    n_seeds = merged.sizes.get("seed", 1) if "seed" in cell_dims else 1
+    title = (f"results ({'mean ± 95% CI over ' + str(n_seeds) + ' seeds' if n_seeds > 1 else 'one seed per cell'}; "
+             f"cells not ok left out):")
+    more = f"\n… {len(combos) - len(shown)} more combinations in sweep.nc" if len(combos) > len(shown) else ""
+    return f"{title}\n{text_table(header, rows)}{more}"
