@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import re
 import time
 from typing import Callable, Literal
 
@@ -488,7 +489,9 @@ def compare_pc_bptt(
             return run_sequence_cell(model, x, y, mask, cfg, first.loss)
 
         data, seconds = _grid(cell, widths, lengths, seeds, cfg.steps, "T", progress)
-    return _dataset(data, seconds, widths, lengths, seeds, cfg, first.describe(), LENGTH)
+    # the task at every length of the grid, not at the first only ("T=2" for T = 2, 8, 32)
+    described = re.sub(r"\bT=\d+", "T=" + ", ".join(str(int(t)) for t in lengths), first.describe(), count=1)
+    return _dataset(data, seconds, widths, lengths, seeds, cfg, described, LENGTH)
 
 
 def length_task(name: str):

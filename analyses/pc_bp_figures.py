@@ -14,6 +14,7 @@ import numpy as np  # noqa: E402
 import xarray as xr  # noqa: E402
 
 from dynlab.analyses.pc_grid import grid_axis  # noqa: E402
+from dynlab.figures import without_paths  # noqa: E402
 
 
 def _title(ds: xr.Dataset) -> str:
@@ -22,8 +23,13 @@ def _title(ds: xr.Dataset) -> str:
     else:
         kind = (f"alpha={ds.attrs.get('alpha', '')}, {'residual' if ds.attrs.get('residual', 1) else 'MLP'} "
                 f"{ds.attrs.get('activation', '')}")
+    task = str(ds.attrs.get("task", ""))
+    if grid_axis(ds).dim == "length":  # the grid's lengths, never one of them (datasets before the fix said "T=2")
+        import re
+
+        task = re.sub(r"\bT=\d+", "T=" + ", ".join(str(int(t)) for t in ds["length"].values), task, count=1)
     return (f"{ds.attrs.get('param', '')}, {kind}, {ds.attrs.get('energy', '')}, {ds.attrs.get('optimizer', '')} "
-            f"— {ds.attrs.get('task', '')}")
+            f"— {without_paths(task)}")
 
 
 def cosine_heatmap(ds: xr.Dataset):

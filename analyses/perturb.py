@@ -32,18 +32,23 @@ def perturbation_curve(ds: xr.Dataset):
 
     fig, ax = plt.subplots(figsize=(7.2, 3.8))
     networks = ds["network"].values if "network" in ds.dims else [None]
-    for net in networks:
+    strengths = ds.strength.values.astype(float)
+    span = np.ptp(strengths) if strengths.size > 1 else 1.0
+    for k, net in enumerate(networks):
         da = ds[metric] if net is None else ds[metric].sel(network=net)
         label = None if net is None else str(ds["label"].sel(network=net).values if "label" in ds.coords else net)
         if "seed" in da.dims:
             mean, std = da.mean("seed").values, da.std("seed", ddof=1).values
-            ax.errorbar(ds.strength.values, mean, yerr=std, fmt="o-", ms=3, capsize=2, label=label)
+            shift = 0.012 * span * (k - (len(networks) - 1) / 2)  # error bars of different networks side by side
+            ax.errorbar(strengths + shift, mean, yerr=std, fmt="o-", ms=3, capsize=2, label=label)
         else:
             ax.plot(ds.strength.values, np.asarray(da.values), "o-", ms=3, label=label)
     if "chance" in ds.attrs:
         ax.axhline(ds.attrs["chance"], color="grey", ls="--", lw=0.8, label="chance")
     xlabel = ds.strength.attrs.get("long_name", "strength")
-    ax.set(xlabel=xlabel, ylabel=f"held-out {metric}", title=f"{ds.attrs.get('kind', '')} perturbation")
+    spread = (f" (mean ± sd over {ds.sizes['seed']} seeds)" if "seed" in ds[metric].dims and ds.sizes["seed"] > 1
+              else "")
+    ax.set(xlabel=xlabel, ylabel=f"held-out {metric}", title=f"{ds.attrs.get('kind', '')} perturbation{spread}")
     legend_beside(ax, fontsize=7)
     fig.suptitle(without_paths(ds.attrs.get("task", "")), fontsize=7)
     fig.tight_layout()

@@ -58,20 +58,35 @@ def trw_curves(ds: xr.Dataset):
 
 
 def accuracy_vs_dilation(ds: xr.Dataset):
-    """Accuracy vs dilation exponent, one line per network (``ds.accuracy[network, dilation]``, optional ``seed``)."""
+    """Accuracy vs dilation exponent, one line per network (``ds.accuracy[network, dilation]``,
+    optional ``seed``). Seeds are replicates, never an axis: the line is their mean, the dots each
+    seed; networks are nudged apart along x so that equal accuracies (e.g. several at 1.00) stay visible."""
     from dynlab.figures import legend_beside
 
-    fig, ax = plt.subplots(figsize=(7.5, 4))
+    fig, ax = plt.subplots(figsize=(8, 4))
     acc = ds.accuracy
-    for net in acc.network.values:
+    nets = list(acc.network.values)
+    markers = "osD^vP*Xh<>"
+    width = 0.3  # total spread of the networks around each dilation
+    for k, net in enumerate(nets):
         a = acc.sel(network=net)
+        shift = (k - (len(nets) - 1) / 2) * width / max(1, len(nets) - 1)
+        x = a.dilation.values + shift
+        colour, marker = f"C{k % 10}", markers[k % len(markers)]
         if "seed" in a.dims:
-            ax.errorbar(a.dilation, a.mean("seed"), yerr=a.std("seed", ddof=1), fmt="o-", ms=3, capsize=2, label=str(net))
+            ax.plot(x, a.mean("seed"), marker=marker, ls="-", ms=5, color=colour, label=str(net))
+            per_seed = a.transpose("dilation", "seed").values
+            ax.plot(np.repeat(x, per_seed.shape[1]), per_seed.ravel(), ".", ms=4, alpha=0.4, color=colour)
         else:
-            ax.plot(a.dilation, a, "o-", ms=3, label=str(net))
-    ax.axhline(1 / 9, color="grey", ls="--", lw=0.8, label="chance")
-    ax.set(xlabel="dilation exponent m (factor 3^m)", ylabel="accuracy", ylim=(-0.02, 1.05),
-           title="zero-shot accuracy vs time dilation (trained at 3^0)")
+            ax.plot(x, a, marker=marker, ls="-", ms=5, color=colour, label=str(net))
+    ax.axhline(1 / 9, color="grey", ls="--", lw=0.8, label="chance (1/9)")
+    dil = acc.dilation.values
+    ax.set_xticks(dil, [f"3^{int(m)}" for m in dil])
+    n_seeds = acc.sizes.get("seed", 1)
+    seeds = f"lines: mean over {n_seeds} seeds, dots: each seed" if n_seeds > 1 else "one seed"
+    ax.set(xlabel="time dilation (factor 3^m)", ylabel="accuracy", ylim=(-0.02, 1.05),
+           title=f"zero-shot accuracy vs time dilation (trained at 3^0)\n{seeds}")
+    ax.title.set_fontsize(10)
     legend_beside(ax, fontsize=7)
     fig.tight_layout()
     return fig
@@ -85,9 +100,13 @@ def params_vs_accuracy(ds: xr.Dataset):
     acc = ds.accuracy.mean("dilation")
     if "seed" in acc.dims:
         acc = acc.mean("seed")
-    for net in ds.network.values:
-        ax.scatter(float(ds.unit_params.sel(network=net)), float(acc.sel(network=net)), label=str(net))
-    ax.set(xscale="log", xlabel="trainable parameters of the unit", ylabel="mean accuracy over dilations 3^0..3^6")
+    markers = "osD^vP*Xh<>"  # distinct markers: networks of equal size and accuracy stay visible
+    for k, net in enumerate(ds.network.values):
+        ax.scatter(float(ds.unit_params.sel(network=net)), float(acc.sel(network=net)), label=str(net),
+                   marker=markers[k % len(markers)], s=60 - 4 * k, alpha=0.85)
+    dil = ds.dilation.values
+    ax.set(xscale="log", xlabel="trainable parameters of the unit",
+           ylabel=f"mean accuracy over dilations 3^{int(dil.min())}..3^{int(dil.max())}")
     legend_beside(ax, fontsize=7)
     fig.tight_layout()
     return fig

@@ -9,6 +9,7 @@ program's own figure lives beside it and is registered with it (``register(..., 
 from __future__ import annotations
 
 import math
+import warnings
 
 import matplotlib
 
@@ -34,28 +35,71 @@ def legend_beside(ax, *, below: bool = False, **kw):
     return ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, **kw)
 
 
+def with_note(fig, note: str | None):
+    """``fig`` with ``note`` (what was frozen, rotated or isolated: [`dynlab.variants.describe`][])
+    as a last line of its title; unchanged for an empty note."""
+    if not note:
+        return fig
+    title = fig._suptitle
+    if title is not None and title.get_text():
+        title.set_text(f"{title.get_text()}\n{without_paths(note)}")
+    else:
+        fig.suptitle(without_paths(note), fontsize=8)
+    if fig.get_layout_engine() is None:  # laid out once by tight_layout: again, with the longer title
+        fig.tight_layout()
+    return fig
+
+
+def run_note(metrics: xr.Dataset) -> str:
+    """What a training run's config froze, retrained, rotated or isolated ([`dynlab.variants.describe`][]),
+    from the config stored with its metrics; ``""`` for an ordinary run."""
+    import tomllib
+
+    from dynlab.variants import describe
+
+    try:
+        return describe(tomllib.loads(str(metrics.attrs.get("config", ""))))
+    except tomllib.TOMLDecodeError:
+        return ""
+
+
+def _spans_decades(*arrays) -> bool:
+    """Are the values positive and spread over more than a factor 10 (a log axis then reads best;
+    over a narrow range it shows only ``2.3125 x 10^0``-style tick labels)?"""
+    import numpy as np
+
+    x = np.concatenate([np.ravel(np.asarray(a, float)) for a in arrays])
+    x = x[np.isfinite(x)]
+    return x.size > 0 and x.min() > 0 and x.max() > 10 * x.min()
+
+
 def learning_curve(metrics: xr.Dataset):
-    """Training loss per step and held-out metric per evaluation, with the chance level."""
+    """Training loss per step and held-out metric per evaluation, with the chance level; the title
+    says what the run froze or retrained when it is a transfer variant ([`run_note`][])."""
     metric = metrics.attrs.get("metric", "loss")
     fig, (ax_loss, ax_metric) = plt.subplots(1, 2, figsize=(10, 3.6))
     ax_loss.plot(metrics.step, metrics.loss, lw=0.8, label="train (batch)")
     ax_loss.plot(metrics.eval_step, metrics.eval_loss, "o-", ms=3, label="held-out")
-    ax_loss.set(xlabel="optimiser step", ylabel="loss", yscale="log", title="loss")
+    ax_loss.set(xlabel="optimiser step", ylabel="loss", title="loss")
+    if _spans_decades(metrics.loss.values, metrics.eval_loss.values):
+        ax_loss.set_yscale("log")
     ax_loss.legend()
     ax_metric.plot(metrics.eval_step, metrics[f"eval_{metric}"], "o-", ms=3, label="held-out")
     if "chance" in metrics.attrs:
         ax_metric.axhline(metrics.attrs["chance"], color="grey", ls="--", label="chance")
     ax_metric.set(xlabel="optimiser step", ylabel=metric, title=metric)
-    if metric == "mse":
+    if metric == "mse" and _spans_decades(metrics[f"eval_{metric}"].values):
         ax_metric.set_yscale("log")
     ax_metric.legend()
     fig.suptitle(without_paths(metrics.attrs.get("task", "")), fontsize=9)
     fig.tight_layout()
-    return fig
+    return with_note(fig, run_note(metrics))
 
 
 def generic(ds: xr.Dataset, *, max_panels: int = 6):
-    """Each numeric variable in a panel: a line over its one dim, an image over two, else a value."""
+    """Each numeric variable in a panel: a line over its one dim, an image over two, else a value.
+    A ``seed`` dim holds replicates, never an axis: a line is the mean over seeds with a dot per
+    seed, an image or a value the mean (the title says over how many seeds)."""
     import numpy as np
 
     names = [v for v in ds.data_vars if ds[v].dtype.kind in "fiu"][:max_panels]
@@ -70,12 +114,32 @@ def generic(ds: xr.Dataset, *, max_panels: int = 6):
     for ax, name in zip(axes.ravel(), names):
         da = ds[name].squeeze(drop=True)
         label = f"{name} ({da.attrs['units']})" if da.attrs.get("units") else name
+        seeds = da.sizes.get("seed", 1) if "seed" in da.dims else 0
+        replicates = da
+        if seeds:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                da = da.mean("seed", keep_attrs=True)
+            label += f", mean over {seeds} seed{'s' if seeds != 1 else ''}"
         if da.ndim == 1:
-            da.plot.line(ax=ax, marker="o", ms=3)
+            dim = da.dims[0]
+            coord = da[dim].values
+            categorical = coord.dtype.kind not in "iuf"
+            x = np.arange(coord.size) if categorical else coord
+            ax.plot(x, da.values, "o" if categorical else "o-", ms=4 if categorical else 3)  # no line joins categories
+            if seeds > 1:
+                per_seed = replicates.transpose(dim, "seed").values
+                ax.plot(np.repeat(x, seeds), per_seed.ravel(), ".", ms=4, alpha=0.4, color="C0")
+            if categorical:
+                ax.set_xticks(x, [str(c) for c in coord], rotation=30, ha="right", fontsize=8)
+            ax.set(xlabel=dim, ylabel=name)
             if np.nanmin(da.values) > 0 and np.nanmax(da.values) / max(np.nanmin(da.values), 1e-300) > 100:
                 ax.set_yscale("log")
         elif da.ndim == 2:
-            da.plot(ax=ax, cbar_kwargs={"label": label})
+            da.plot(ax=ax, cbar_kwargs={"label": name})
+            for dim, setter in zip(da.dims, (ax.set_yticks, ax.set_xticks)):
+                if da[dim].dtype.kind not in "iuf":
+                    setter(np.arange(da.sizes[dim]), [str(c) for c in da[dim].values], fontsize=8)
         elif da.ndim == 0:
             ax.text(0.5, 0.5, f"{float(da):.5g}", ha="center", va="center", fontsize=14)
             ax.axis("off")
@@ -88,36 +152,223 @@ def generic(ds: xr.Dataset, *, max_panels: int = 6):
     return fig
 
 
-def sweep(ds: xr.Dataset):
-    """The headline numbers of each cell against the sweep's first axis (others as lines)."""
-    sweep_dims = [d for d in ds["status"].dims]
-    wanted = [v for v in ds.data_vars if v.startswith("train_eval_") or v.endswith("_largest_mean") or v == "lyapunov_largest_mean"]
-    panels = []
-    for v in wanted:
-        da = ds[v]
-        extra = [d for d in da.dims if d not in sweep_dims]
-        if extra:  # a curve: keep its last point (final value)
-            da = da.isel({d: -1 for d in extra})
-        panels.append((v, da))
-    if not panels or not sweep_dims:
-        return generic(ds)
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.6), squeeze=False)
-    x = sweep_dims[0]
-    for ax, (name, da) in zip(axes.ravel(), panels):
-        others = [d for d in da.dims if d != x]
-        if others:
-            stacked = da.stack(line=others)
-            for i in range(stacked.sizes["line"]):
-                line = stacked.isel(line=i)
-                lbl = ", ".join(f"{d}={line[d].item()}" for d in others)
-                ax.plot(da[x].values, line.values, "o-", ms=3, label=lbl)
-            if stacked.sizes["line"] <= 8:
-                ax.legend(fontsize=7)
+KEY_LABELS = {
+    "model.hidden": "hidden units", "model.layers": "layers", "model.depth": "depth", "model.width": "width",
+    "train.lr": "lr", "train.warmup": "warmup", "train.steps": "training steps", "train.batch_size": "batch size",
+    "task.length": "sequence length T", "seed": "seed",
+}
+"""Readable names of common config keys on a sweep figure's axes and legends; any other key is
+shown by its last part (``"model.n_g"`` -> ``"n g"``)."""
+
+
+def key_label(key: str) -> str:
+    """A config key as a reader's label: ``"model.hidden"`` -> ``"hidden units"``."""
+    return KEY_LABELS.get(key, key.rsplit(".", 1)[-1].replace("_", " "))
+
+
+def format_value(value) -> str:
+    """A swept value, short: ``8``, ``0.5``, ``3e-3`` (small and large floats in powers of ten)."""
+    import numpy as np
+
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return str(value)
+    if isinstance(value, (int, np.integer)) or float(value).is_integer() and abs(value) < 1e5:
+        return str(int(value))
+    v = float(value)
+    if v != 0 and (abs(v) < 1e-2 or abs(v) >= 1e5):
+        mantissa, exponent = f"{v:.2e}".split("e")
+        return f"{float(mantissa):g}e{int(exponent)}"
+    return f"{v:.4g}"
+
+
+def axis_label(ds: xr.Dataset, dim: str) -> str:
+    """The label of sweep axis ``dim``: ``"hidden units"``; a zipped axis by its keys, ``"lr, warmup"``."""
+    zipped = [str(c) for c in ds.coords if c != dim and ds[c].dims == (dim,)]
+    return ", ".join(key_label(c) for c in zipped) if zipped else key_label(dim)
+
+
+def axis_value_label(ds: xr.Dataset, dim: str, index: int, *, name: bool = True) -> str:
+    """The label of position ``index`` along the sweep axis ``dim``: ``"hidden units=8"``, or for a
+    zipped axis (``[sweep.zip.opt]``, its keys coordinates along it) the values it stands for,
+    ``"lr=3e-3, warmup=0"``, never the bare position ``"opt=0"``."""
+    zipped = [str(c) for c in ds.coords if c != dim and ds[c].dims == (dim,)]
+    if zipped:
+        return ", ".join(f"{key_label(c)}={format_value(ds[c].values[index].item())}" for c in zipped)
+    value = format_value(ds[dim].values[index].item())
+    return f"{key_label(dim)}={value}" if name else value
+
+
+def _last_finite(var: xr.DataArray, dim: str) -> xr.DataArray:
+    """The last finite value along ``dim`` (the last evaluation a cell reached), NaN if none."""
+    import numpy as np
+
+    x = np.moveaxis(np.asarray(var.values, float), var.get_axis_num(dim), -1)
+    finite = np.isfinite(x)
+    idx = np.where(finite.any(-1), x.shape[-1] - 1 - np.argmax(finite[..., ::-1], axis=-1), 0)
+    last = np.where(finite.any(-1), np.take_along_axis(x, idx[..., None], -1)[..., 0], np.nan)
+    return xr.DataArray(last, dims=[d for d in var.dims if d != dim], coords={d: var[d] for d in var.dims if d != dim})
+
+
+def _sweep_panels(ds: xr.Dataset, cell_dims: list[str]) -> list[tuple[str, xr.DataArray]]:
+    """(label, values over the cell dims) of each headline number: every held-out training curve's
+    last finite value, every analysis's largest-value mean; a variable equal to one already shown
+    (``eval_loss`` and ``eval_mse`` under an MSE loss) is named beside it, not drawn twice."""
+    import numpy as np
+
+    ok = ds["status"] == "ok" if "status" in ds else True
+    panels: list[tuple[str, xr.DataArray]] = []
+    for v in ds.data_vars:
+        name, da = str(v), ds[v]
+        extra = [d for d in da.dims if d not in cell_dims]
+        if name.startswith("train_eval_") and len(extra) == 1:
+            label = f"held-out {name[len('train_eval_'):].replace('_', ' ')} after training"
+            da = _last_finite(da, extra[0])
+        elif name.endswith("_largest_mean") and not extra:
+            analysis = name[: -len("_largest_mean")]
+            label = "largest Lyapunov exponent λ₁" if analysis == "lyapunov" else f"largest {analysis.replace('_', ' ')}"
         else:
-            ax.plot(da[x].values, da.values, "o-", ms=3)
-        ax.set(xlabel=x, ylabel=name, title=f"final {name}" if name.startswith("train_") else name)
-    fig.suptitle(f"sweep {ds.attrs.get('scenario', '')}: {ds.attrs.get('n_ok', '?')}/{ds.attrs.get('n_cells', '?')} cells ok", fontsize=9)
-    fig.tight_layout()
+            continue
+        da = da.where(ok)
+        for i, (other, shown) in enumerate(panels):
+            if shown.shape == da.shape and np.allclose(shown.values, da.values, equal_nan=True):
+                what = label.split(" ")[1] if label.startswith("held-out") else label
+                panels[i] = (f"{other} (= {what})" if "(=" not in other else other[:-1] + f", {what})", shown)
+                break
+        else:
+            panels.append((label, da))
+    return panels
+
+
+def sweep(ds: xr.Dataset):
+    """The headline numbers of a sweep's cells: one panel per number (no duplicates), the first
+    numeric sweep axis along x, the other axes as lines labelled by what they stand for (a zipped
+    axis by its values), seeds as replicates (one dot per seed, the line through their mean)."""
+    import itertools
+
+    import numpy as np
+
+    cell_dims = [str(d) for d in ds["status"].dims] if "status" in ds else []
+    panels = _sweep_panels(ds, cell_dims)
+    if not panels or not cell_dims:
+        return generic(ds)
+    axes_dims = [d for d in cell_dims if d != "seed"]
+
+    def plain_numeric(d):
+        return ds[d].dtype.kind in "iuf" and not any(ds[c].dims == (d,) for c in ds.coords if c != d)
+
+    x = next((d for d in axes_dims if plain_numeric(d)), axes_dims[0] if axes_dims else None)
+    line_dims = [d for d in axes_dims if d != x]
+    combos = list(itertools.product(*(range(ds.sizes[d]) for d in line_dims)))
+    n_seeds = ds.sizes["seed"] if "seed" in cell_dims else 1
+    fig, axs = plt.subplots(1, len(panels), figsize=(4.2 * len(panels) + 2.2, 3.6), squeeze=False, layout="constrained")
+    for ax, (label, da) in zip(axs.ravel(), panels):
+        if x is None:
+            xpos, xticks = np.zeros(1), ["all cells"]
+        elif plain_numeric(x):
+            xpos, xticks = ds[x].values.astype(float), None
+        else:
+            xpos = np.arange(ds.sizes[x], dtype=float)
+            xticks = [axis_value_label(ds, x, i, name=False) for i in range(ds.sizes[x])]
+        for k, combo in enumerate(combos):
+            sel = da.isel(dict(zip(line_dims, combo)))
+            values = np.asarray(sel.transpose(*([x] if x else []), *(["seed"] if "seed" in sel.dims else [])).values,
+                                float).reshape(xpos.size, -1)
+            colour = f"C{k % 10}"
+            name = ", ".join(axis_value_label(ds, d, i) for d, i in zip(line_dims, combo)) or None
+            with warnings.catch_warnings():  # a column of cells that are all not ok: NaN, silently
+                warnings.simplefilter("ignore", RuntimeWarning)
+                mean = np.nanmean(values, axis=1)
+            ax.plot(xpos, mean, "o" if xticks is not None else "o-", ms=4 if xticks is None else 6, color=colour,
+                    label=name)  # no line joins categories (a zipped axis, "all cells")
+            if values.shape[1] > 1:
+                ax.plot(np.repeat(xpos, values.shape[1]), values.ravel(), ".", ms=5, alpha=0.35, color=colour)
+        if xticks is not None:
+            ax.set_xticks(xpos, xticks, fontsize=8, rotation=20 if max(len(t) for t in xticks) > 12 else 0)
+        else:
+            ax.set_xticks(xpos)
+        ax.set_xlabel(axis_label(ds, x) if x else "")
+        ax.set_ylabel(label.replace(" after training", ""), fontsize=9)
+        ax.set_title(label, fontsize=9)
+    if line_dims and len(combos) <= 12:
+        legend_beside(axs.ravel()[-1], fontsize=7)
+    seeds = (f"lines: mean over {n_seeds} seeds, dots: each seed" if n_seeds > 1 else "one seed per cell")
+    title = f"sweep {ds.attrs.get('scenario', '')}: {ds.attrs.get('n_ok', '?')}/{ds.attrs.get('n_cells', '?')} cells ok; {seeds}"
+    if ds.attrs.get("description"):
+        title = f"{without_paths(str(ds.attrs['description']))}\n{title}"
+    fig.suptitle(title, fontsize=9)
+    return fig
+
+
+VERDICT_COLOURS = {"holds": "tab:green", "does not hold": "tab:red", "not testable here": "0.55"}
+"""The colour of each verdict class on a findings figure."""
+
+
+def findings(ds: xr.Dataset):
+    """A paper's claims ([`dynlab.claims.judge`][]), one row per claim: the claim in words on the
+    left, dynlab's estimate (dot; bar: its interval) on the claim's own axis, the threshold (dashed)
+    and the side where the claim holds (shaded), coloured by verdict; a claim the run cannot test
+    says why in its row. Rows do not share an axis: each claim has its own statistic and units."""
+    import math
+    import textwrap
+
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    n = ds.sizes.get("claim", 0)
+    if n == 0:
+        return generic(ds)
+    several_scenarios = "scenario" in ds and len({str(v) for v in ds.scenario.values}) > 1
+    fig, axs = plt.subplots(n, 1, figsize=(10, 0.95 * n + 1.3), squeeze=False, layout="constrained")
+    for i, ax in enumerate(axs[:, 0]):
+        row = ds.isel(claim=i)
+        outcome = str(row.outcome.values)
+        colour = VERDICT_COLOURS.get(outcome, "0.3")
+        statement = str(row.statement.values) if "statement" in row else str(row.claim.values)
+        where = f" [{row.scenario.values}]" if several_scenarios else ""
+        ax.set_ylabel(textwrap.fill(statement + where, 46), rotation=0, ha="right", va="center", fontsize=8,
+                      labelpad=8)
+        ax.set_yticks([])
+        ax.set_ylim(-1, 1)
+        ax.tick_params(axis="x", labelsize=7)
+        for side in ("top", "right", "left"):
+            ax.spines[side].set_visible(False)
+        value = float(row.value)
+        low, high = float(row.ci_low), float(row.ci_high)
+        lower, upper = float(row.threshold_low), float(row.threshold_high)
+        if not math.isfinite(value):
+            reason = str(row.verdict.values).split(": ", 1)[-1]
+            ax.text(0.0, 0.5, textwrap.fill(f"{outcome}: {reason}", 95), transform=ax.transAxes, ha="left",
+                    va="center", fontsize=7, color=colour)
+            ax.set_xticks([])
+            ax.spines["bottom"].set_visible(False)
+            continue
+        points = [v for v in (value, low, high, lower, upper) if math.isfinite(v)]
+        lo, hi = min(points), max(points)
+        pad = 0.15 * (hi - lo) if hi > lo else 0.5 * max(abs(hi), 1.0)
+        x0, x1 = lo - pad, hi + pad
+        ax.axvspan(max(lower, x0) if math.isfinite(lower) else x0, min(upper, x1) if math.isfinite(upper) else x1,
+                   color="tab:green", alpha=0.08, lw=0)
+        for t in (lower, upper):
+            if math.isfinite(t):
+                ax.axvline(t, color="0.3", ls="--", lw=1)
+        if math.isfinite(low) and math.isfinite(high):
+            ax.errorbar([value], [0], xerr=[[value - low], [high - value]], fmt="o", color=colour, ms=7, capsize=4,
+                        lw=1.6)
+        else:
+            ax.plot([value], [0], "o", color=colour, ms=7)
+        ax.set_xlim(x0, x1)
+        ax.text(1.01, 0.0, outcome, transform=ax.get_yaxis_transform(), ha="left", va="center", fontsize=8,
+                color=colour, fontweight="bold")
+    counts = {o: int((ds.outcome == o).sum()) for o in VERDICT_COLOURS}
+    what = ", ".join(f"{ds.attrs[k]}" for k in ("paper", "scenario", "scenarios") if ds.attrs.get(k))
+    preset = f", preset {ds.attrs['preset']}" if ds.attrs.get("preset") else ""
+    fig.suptitle(f"claims of {what or 'the run'}{preset}: " + ", ".join(f"{c} {o}" for o, c in counts.items() if c),
+                 fontsize=9)
+    handles = [Line2D([], [], marker="o", ls="", color="0.3", label="dynlab's estimate (bar: its interval)"),
+               Line2D([], [], ls="--", color="0.3", label="threshold"),
+               Patch(color="tab:green", alpha=0.15, label="where the claim holds"),
+               *(Patch(color=c, label=o) for o, c in VERDICT_COLOURS.items())]
+    fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=7, frameon=False)
     return fig
 
 
@@ -166,4 +417,6 @@ def plot_dataset(ds: xr.Dataset):
         return learning_curve(ds)
     if kind == "sweep":
         return sweep(ds)
+    if kind == "findings":
+        return findings(ds)
     return generic(ds)

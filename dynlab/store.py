@@ -479,9 +479,16 @@ def write_dataset(path: Path, ds: xr.Dataset) -> Path:
 
 
 def write_figure(path: Path, fig) -> Path:
-    """Save a matplotlib figure as PNG, atomically, and close it."""
+    """Save a matplotlib figure as PNG, atomically, and close it. No title keeps an absolute
+    file-system path: each is cut to its last name ([`dynlab.figures.without_paths`][])."""
     import matplotlib.pyplot as plt
 
+    from dynlab.figures import without_paths
+
+    titles = [fig._suptitle] + [t for ax in fig.axes for t in (ax.title, ax._left_title, ax._right_title)]
+    for title in titles:
+        if title is not None and "/" in title.get_text():
+            title.set_text(without_paths(title.get_text()))
     try:
         return atomic_write(Path(path), lambda p: fig.savefig(p, format="png", dpi=120, bbox_inches="tight"))
     finally:

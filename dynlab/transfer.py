@@ -26,9 +26,7 @@ import jax
 from dynlab import experiment
 from dynlab.config import apply_values
 from dynlab.errors import ConfigError
-
-CONTROLLER = ("w_ag", "w_gg", "b_g", "w_gn", "b_n", "w_gs", "b_s")  # the ARU controller's parameters
-ACTIVATION = {"rnn-gamma": ("n", "s"), "aru": ("b_n", "b_s")}  # per-neuron activation parameters
+from dynlab.variants import ACTIVATION, CONTROLLER
 
 
 def _unit(config: dict) -> str:
@@ -64,7 +62,7 @@ def transplant_controller(donor, config: dict) -> experiment.Experiment:
 
 def retrain_activation(trained, config: dict) -> experiment.Experiment:
     """The experiment of ``config`` (e.g. the same task with ``rotate = 45``) starting from
-    ``trained``, with only the per-neuron activation parameters ([`ACTIVATION`][]) trainable.
+    ``trained``, with only the per-neuron activation parameters ([`ACTIVATION`][dynlab.variants.ACTIVATION]) trainable.
 
     ``config``'s model section must build a model of ``trained``'s structure (same unit, sizes)."""
     unit = _unit(config)
@@ -87,3 +85,4 @@ def isolate(exp: experiment.Experiment) -> experiment.Experiment:
         raise ConfigError(f"unit {_unit(exp.config)!r} has no isolated-neuron variant (rnn, rnn-gamma and aru do)")
     model = eqx.tree_at(lambda m: m.cells, exp.model, tuple(c.isolate() for c in cells))
     return dataclasses.replace(exp, config=apply_values(exp.config, {"model.isolated": True}), model=model)
+

@@ -81,6 +81,31 @@ def model_sections(networks, hidden: int, n_g: int, match_tol: float, extra: dic
     return sections
 
 
+def run_configs(
+    networks: list[str],
+    seeds: list[int],
+    *,
+    hidden: int,
+    n_g: int,
+    downsample: int,
+    perm_seed: int,
+    steps: int,
+    batch_size: int,
+    lr: float,
+    eval_size: int,
+    match_tol: float = 0.05,
+    extra_networks: dict | None = None,
+) -> dict[str, list[dict]]:
+    """The runs [`run_aru_table1`][] trains: network -> one run config per seed (what
+    [`dynlab.experiment.build`][] takes), the ``[model]`` sections from [`model_sections`][]."""
+    sections = model_sections(list(networks), hidden, n_g, match_tol, extra_networks)
+    task = {"name": "psmnist", "downsample": downsample, "perm_seed": perm_seed}
+    train_cfg = {"steps": steps, "batch_size": batch_size, "lr": lr, "clip": 1.0, "eval_every": max(steps // 4, 1),
+                 "eval_size": eval_size, "log_every": min(50, steps), "checkpoint_every": steps}
+    return {net: [{"seed": s, "model": sections[net], "task": task, "rule": {"name": "bptt"}, "train": train_cfg}
+                  for s in seeds] for net in networks}
+
+
 def run_aru_table1(
     out_dir,
     *,
@@ -127,11 +152,10 @@ def run_aru_table1(
     networks, seeds = list(networks), list(seeds)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    sections = model_sections(networks, hidden, n_g, match_tol, extra_networks)
+    configs = run_configs(networks, seeds, hidden=hidden, n_g=n_g, downsample=downsample, perm_seed=perm_seed,
+                          steps=steps, batch_size=batch_size, lr=lr, eval_size=eval_size, match_tol=match_tol,
+                          extra_networks=extra_networks)
     labels = [extra_networks[n].get("label", n) if n in (extra_networks or {}) else NETWORKS[n][1] for n in networks]
-    task = {"name": "psmnist", "downsample": downsample, "perm_seed": perm_seed}
-    train_cfg = {"steps": steps, "batch_size": batch_size, "lr": lr, "clip": 1.0, "eval_every": max(steps // 4, 1),
-                 "eval_size": eval_size, "log_every": min(50, steps), "checkpoint_every": steps}
     shape = (len(networks), len(seeds), len(strengths))
     acc, loss = np.full(shape, np.nan), np.full(shape, np.nan)
     status = np.full(shape[:2], "ok", dtype=object)
@@ -141,11 +165,9 @@ def run_aru_table1(
         progress(0, total, {})  # the total from the start, not after the first step
     t_start = time.perf_counter()
     for i, net in enumerate(networks):
-        configs = [{"seed": s, "model": sections[net], "task": task, "rule": {"name": "bptt"}, "train": train_cfg}
-                   for s in seeds]
-        exps = [experiment.build(c) for c in configs]
+        exps = [experiment.build(c) for c in configs[net]]
         params.append(exps[0].model.param_count()["total"])
-        widths.append(sections[net].get("hidden", 0))
+        widths.append(configs[net][0]["model"].get("hidden", 0))
         dirs = [out / "runs" / f"{net}-seed{s}" for s in seeds]
         for d in dirs:
             d.mkdir(parents=True, exist_ok=True)
@@ -278,7 +300,8 @@ def claims(params: dict) -> list[Claim]:
         "N_h": (params["hidden"], 400), "N_g": (params["n_g"], 50),
         "training": (f"{params['steps']} steps of {params['batch_size']}, Adam {params['lr']:g}", f"{steps_paper}, Adam 1e-4"),
         "seeds": (len(params["seeds"]), 3), "test digits": (params["n_test"], 10000),
-    })
+    }) + ("; data: MNIST's 60k training and 10k test files if present, else the 10k test file split into 8000 "
+          "training and 2000 test digits (test digits repeat beyond 2000; the dataset's attr 'task' says which)")
     arun, gamma, relu = (f"{PAPER_TABLE1[n][0]} -> {PAPER_TABLE1[n][1]}" for n in ("aru", "rnn-gamma", "rnn-relu"))
     noisy = f"noisy drive N({params['table_strength']:g}, {params['std_ratio'] * params['table_strength']:g}^2)"
     return [

@@ -36,6 +36,51 @@ TASKS = {  # defaults that make each task CPU-sized; [params] task_options overr
 }
 
 
+def run_configs(
+    *,
+    budgets: list[int] = (8_000, 16_000, 32_000),
+    d_ms: list[int] = (2, 5, 10, 20),
+    seeds: list[int] = (0, 1),
+    task: str = "shd-adding",
+    task_options: dict | None = None,
+    model: dict | None = None,
+    steps: int = 600,
+    batch_size: int = 32,
+    lr: float = 5e-3,
+    eval_size: int = 512,
+) -> dict[tuple[int, int], list[dict]]:
+    """The runs [`run_elm_budget`][] trains: ``(budget, d_m)`` -> one run config per seed (what
+    [`dynlab.experiment.build`][] takes), $N$ from [`dynlab.units.elm_net.budget_config`][]; every
+    combination is checked (built abstractly) before it returns."""
+    from dynlab import experiment
+    from dynlab.units.elm_net import budget_config
+
+    task_section = {"name": task, **TASKS.get(task, {}), **(task_options or {})}
+    train_cfg = {"steps": steps, "batch_size": batch_size, "lr": lr, "clip": 1.0, "eval_every": steps,
+                 "eval_size": eval_size, "log_every": min(50, steps), "checkpoint_every": steps}
+    configs = {}
+    for b in budgets:  # every combination is built (checked) before any training
+        for d in d_ms:
+            section = {"unit": "elm-net", **budget_config(int(b), d_m=int(d), **(model or {}))}
+            configs[int(b), int(d)] = [{"seed": int(s), "model": section, "task": task_section,
+                                        "rule": {"name": "bptt"}, "train": train_cfg} for s in seeds]
+            experiment.check(configs[int(b), int(d)][0])
+    return configs
+
+
+def check_params(*, budgets=(8_000, 16_000, 32_000), d_ms=(2, 5, 10, 20), seeds=(0, 1), fit: bool = True,
+                 **_) -> None:
+    """What [`run_elm_budget`][] checks before any training (the scenario runner calls it when it
+    reads the file): the I_rep fit's at least 4 trained networks (budgets x d_ms x seeds)."""
+    from dynlab.errors import ConfigError
+
+    n_nets = len(budgets) * len(d_ms) * len(seeds)
+    if fit and n_nets < 4:  # what _fit needs
+        raise ConfigError(f"elm-budget: the I_rep fit needs at least 4 trained networks (budgets x d_ms x seeds), "
+                          f"got {len(budgets)} x {len(d_ms)} x {len(seeds)} = {n_nets}; add d_ms, budgets or seeds, "
+                          "or set params.fit=false")
+
+
 def run_elm_budget(
     out_dir,
     *,
@@ -57,31 +102,24 @@ def run_elm_budget(
     from dynlab import experiment, store
     from dynlab.errors import DivergenceError
     from dynlab.train import train_seeds
-    from dynlab.units.elm_net import budget_config
 
+    check_params(budgets=budgets, d_ms=d_ms, seeds=seeds, fit=fit)
     budgets, d_ms, seeds = [int(b) for b in budgets], [int(d) for d in d_ms], [int(s) for s in seeds]
     out = Path(out_dir)
-    task_section = {"name": task, **TASKS.get(task, {}), **(task_options or {})}
-    train_cfg = {"steps": steps, "batch_size": batch_size, "lr": lr, "clip": 1.0, "eval_every": steps,
-                 "eval_size": eval_size, "log_every": min(50, steps), "checkpoint_every": steps}
-    configs = {}
-    for b in budgets:  # every combination is built (checked) before any training
-        for d in d_ms:
-            section = {"unit": "elm-net", **budget_config(b, d_m=d, **(model or {}))}
-            configs[b, d] = [{"seed": s, "model": section, "task": task_section, "rule": {"name": "bptt"},
-                              "train": train_cfg} for s in seeds]
-            experiment.check(configs[b, d][0])
+    configs = run_configs(budgets=budgets, d_ms=d_ms, seeds=seeds, task=task, task_options=task_options, model=model,
+                          steps=steps, batch_size=batch_size, lr=lr, eval_size=eval_size)
     shape = (len(budgets), len(d_ms), len(seeds))
     loss = np.full(shape, np.nan)
     metric_values = np.full(shape, np.nan)
     counts = {k: np.zeros(shape[:2], np.int64) for k in ("N", "k_e", "k_c", "P")}
-    metric = None
+    metric, source = None, ""
     t0 = time.perf_counter()
     if progress is not None:
         progress(0, len(budgets) * len(d_ms), {})  # the total from the start, not after the first cell
     for i, b in enumerate(budgets):
         for j, d in enumerate(d_ms):
             exps = [experiment.build(c) for c in configs[b, d]]
+            source = source or exps[0].task.describe()
             pc = exps[0].model.cells[0].param_count()
             for k in counts:
                 counts[k][i, j] = pc[k]
@@ -108,7 +146,7 @@ def run_elm_budget(
          "P": (dims2, counts["P"], {"long_name": "layer parameters N (k_e + k_c)"})},
         coords={"budget": budgets, "d_m": d_ms, "seed": seeds},
     )
-    ds = stamp(ds, analysis="elm-budget", config={"task": task, "steps": steps, "metric": metric or ""})
+    ds = stamp(ds, analysis="elm-budget", config={"task": task, "steps": steps, "metric": metric or "", "data": source})
     store.write_dataset(out / "budget.nc", ds)
     results = {"budget": ds}
     if fit:
@@ -176,12 +214,17 @@ def _pearson(datasets) -> Estimate:
 
 def claims(params: dict) -> list[Claim]:
     """The scaling paper's fixed-budget claims at these parameters."""
+    task = params["task"]
+    if task == "charlm":
+        corpus = (params["task_options"] or {}).get("corpus", "text/tinyshakespeare.txt")
+        task = f"charlm on {corpus}"
     scale = scale_text({
-        "task": (params["task"], "Enwik8 (and SHD-Adding)"),
+        "task": (task, "Enwik8 (and SHD-Adding)"),
         "budgets P": (", ".join(f"{b:,}" for b in params["budgets"]), "1.6M-6.0M (Enwik8)"),
         "d_m": (list(params["d_ms"]), "5-50"), "seeds": (len(params["seeds"]), 1),
         "training": (f"{params['steps']} steps", "full runs"),
-    })
+    }) + ("; data: the SHD files if present, else a synthetic SHD-like set "
+          "(the dataset's attr 'data' says which)" if params["task"] == "shd-adding" else "")
     return [
         Claim("interior-optimum", "At a fixed budget the loss has an interior optimum in k_e (every budget)",
               "Fig. 3c: a fixed budget gives an interior optimum in N vs k_e",
@@ -204,5 +247,6 @@ def claims(params: dict) -> list[Claim]:
     ]
 
 
+run_elm_budget.check = check_params
 register("program", "elm-budget", "ELM network at a fixed budget P = N(k_e + k_c): loss vs k_e per budget, I_rep fit",
          claims=claims)(run_elm_budget)

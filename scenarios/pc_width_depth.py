@@ -36,6 +36,24 @@ COMPARISONS = {
 }
 
 
+def grids(*, widths, depths, sp_widths, sp_depth: int, mlp_widths, mlp_depths) -> dict[str, tuple[list, list]]:
+    """Each comparison's grid, ``{name: (widths, depths)}``, in the order of [`COMPARISONS`][]."""
+    return {"mf-residual": (list(widths), list(depths)), "sp-mlp": (list(sp_widths), [sp_depth]),
+            "mf-mlp": (list(mlp_widths), list(mlp_depths))}
+
+
+def task_data(task: str):
+    """The fixed-batch task of ``params.task`` (``toy``, ``mnist``, ``cifar10``:
+    [`dynlab.analyses.pc_bp.FEEDFORWARD_TASKS`][])."""
+    from dynlab import registry
+    from dynlab.analyses.pc_bp import FEEDFORWARD_TASKS as TASKS
+    from dynlab.errors import ConfigError
+
+    if task not in TASKS:
+        raise ConfigError(f"params.task must be one of {', '.join(sorted(TASKS))}, got {task!r}")
+    return registry.build("task", TASKS[task])
+
+
 def run_pc_width_depth(
     out_dir,
     *,
@@ -53,24 +71,21 @@ def run_pc_width_depth(
 ) -> dict:
     """Run the three comparisons; returns ``{name: dataset}`` (all also written). The claims
     ([`claims`][]) are judged on them by the scenario runner, which writes ``findings.nc``."""
-    from dynlab import registry, store
+    from dynlab import store
     from dynlab.analyses import pc_bp_figures as figures_pc
     from dynlab.analyses.pc_bp import compare_pc_bp
-    from dynlab.analyses.pc_bp import FEEDFORWARD_TASKS as TASKS
-    from dynlab.errors import ConfigError
 
-    if task not in TASKS:
-        raise ConfigError(f"params.task must be one of {', '.join(sorted(TASKS))}, got {task!r}")
-    data = registry.build("task", TASKS[task])
+    data = task_data(task)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    grids = {"mf-residual": (widths, depths), "sp-mlp": (sp_widths, [sp_depth]), "mf-mlp": (mlp_widths, mlp_depths)}
-    total = sum(len(w) * len(d) for w, d in grids.values())
+    cells = grids(widths=widths, depths=depths, sp_widths=sp_widths, sp_depth=sp_depth, mlp_widths=mlp_widths,
+                  mlp_depths=mlp_depths)
+    total = sum(len(w) * len(d) for w, d in cells.values())
     if progress is not None:
         progress(0, total, {})  # the total from the start, not after the first cell
     done, results = 0, {}
     for name, options in COMPARISONS.items():
-        w, d = grids[name]
+        w, d = cells[name]
 
         def cell_done(_, __, info, name=name):
             nonlocal done
@@ -198,13 +213,15 @@ def _claims(params: dict) -> list[Claim]:
 
 def scale(params: dict) -> str:
     """This run's substitutions against the paper's Fig. 1/3 protocol ([`dynlab.claims.scale_text`][])."""
-    data = {"mnist": "MNIST", "toy": "the PC toy task"}.get(params["task"], params["task"])
+    data = {"mnist": "MNIST", "cifar10": "CIFAR-10", "toy": "the PC toy task"}.get(params["task"], params["task"])
+    files = ("" if params["task"] == "toy" else
+             "; data: the files if present, else synthetic images (the datasets' attr 'task' says which)")
     return scale_text({
-        "data": (data, "MNIST"),
+        "data": (data, "CIFAR-10"),
         "N <=": (max(params["widths"]), 2048), "L <=": (max(params["depths"]), 32),
         "seeds": (params["seeds"] if isinstance(params["seeds"], int) else len(params["seeds"]), 3),
         "steps": (params["steps"], 100), "precision": ("float64" if params["x64"] else "float32", "float64"),
-    })
+    }) + files
 
 
 register("program", "pc-width-depth", "PC vs BP width/depth findings (Innocenti et al.), one verdict per claim",

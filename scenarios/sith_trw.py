@@ -46,6 +46,12 @@ def build(unit: str | dict, seed: int, steps: int, mode: str = "pulse", lr: floa
     return experiment.build(cfg)
 
 
+def training_steps(net: str, *, steps: int, generic_steps: int, sith_rnn_steps: int) -> int:
+    """The training steps of network ``net`` in [`run_sith_trw`][]: ``generic_steps`` for Net 1
+    (``rnn-generic``), ``sith_rnn_steps`` for SITH-RNN, ``steps`` for the others."""
+    return {"rnn-generic": generic_steps, "sith-rnn": sith_rnn_steps}.get(net, steps)
+
+
 def run_sith_trw(out_dir, *, seeds=(0, 1, 2), steps: int = 200, quick: bool = False, progress=None,
                  networks=NETWORKS, tau_rescale: str = "shift", generic_steps: int = 600,
                  sith_rnn_steps: int = 1000) -> dict:
@@ -90,7 +96,7 @@ def run_sith_trw(out_dir, *, seeds=(0, 1, 2), steps: int = 200, quick: bool = Fa
     for i, net in enumerate(networks):
         for j, seed in enumerate(seeds):
             t0 = time.perf_counter()
-            budget = {"rnn-generic": generic_steps, "sith-rnn": sith_rnn_steps}.get(net, steps)
+            budget = training_steps(net, steps=steps, generic_steps=generic_steps, sith_rnn_steps=sith_rnn_steps)
             res = train(build(net, seed, budget))
             a = trw.accuracy_vs_dilation(res.model, dilations=dilations, how=tau_rescale)
             acc[i, j] = a.accuracy.values
@@ -176,7 +182,8 @@ def claims(params: dict) -> list[Claim]:
                         "shuffles per TRW": (20 if params["quick"] else 200, 200),
                         "training": (f"{params['steps']} epochs of the full batch (Net 1 {params['generic_steps']}, "
                                      f"SITH-RNN {params['sith_rnn_steps']})", "200 epochs for every network"),
-                        "seeds": (len(params["seeds"]), "not stated")})
+                        "seeds": (len(params["seeds"]), "not stated"),
+                        "read-out": ("a bias-free 9 x 9 linear map", "none: the last layer's 9 features")})
     perfect = "9 sequences: accuracy is k/9, so 1.00 means every sequence at every scale"
     return [
         Claim("sithcon-zero-shot", "SITHCon: zero-shot accuracy 1.00 at every dilation (trained at 3^0)",
@@ -198,5 +205,12 @@ def claims(params: dict) -> list[Claim]:
     ]
 
 
+def _figure(ds):
+    """``dynlab plot accuracy.nc``: accuracy vs dilation (seeds as replicates, never an axis)."""
+    from dynlab.analyses import trw_figures
+
+    return trw_figures.accuracy_vs_dilation(ds)
+
+
 register("program", "sith-trw", "SITHCon and Nets 1-5 on the hierarchical language: dilation accuracy, TRW, parameters",
-         claims=claims)(run_sith_trw)
+         claims=claims, figure=_figure)(run_sith_trw)

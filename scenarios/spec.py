@@ -47,7 +47,9 @@ else is a [`ConfigError`][dynlab.errors.ConfigError] listing the registered prog
 The function is called as ``fn(out_dir, progress=callback, **params)``; it writes its datasets
 and figures under ``out_dir`` and returns a dict of the datasets. ``params`` are checked against
 its signature (names and types) before anything runs, and ``--set params.steps=50`` overrides
-them. ``progress(done, total, info)`` takes a dict of short fields to show.
+them. ``progress(done, total, info)`` takes a dict of short fields to show. A program may carry
+a ``check`` attribute, ``check(**params)`` (defaults filled in), called then too: it raises
+``ConfigError`` for combinations the signature cannot express (e.g. too few points for a fit).
 
 **Names.** A scenario's ``name`` becomes part of directory names (``runs/run-<name>-<time>``), so
 it must be a slug: letters, digits, ``.``, ``_`` and ``-``, starting with a letter or digit, no
@@ -289,6 +291,9 @@ def _parse_program(doc: dict, source: str, preset: str = DEFAULT_PRESET) -> Prog
                if p.default is p.empty and n not in params]
     if missing:
         raise ConfigError(f"{source}: [params] lacks required key(s) {', '.join(missing)}")
+    hook = getattr(fn, "check", None)  # checks across params (e.g. enough points for a fit), before any work
+    if hook is not None:
+        hook(**{**registry.defaults(fn, exclude=reserved), **params})
     return Program(name, _description(doc, source), program, dict(params), source, paper,
                    {k: {d: v.get(d, "") for d in PRESET_KEYS} for k, v in presets.items()},
                    preset)

@@ -89,9 +89,15 @@ def sweep_summary(merged: xr.Dataset) -> str:
         combos = [{**c, d: v} for c in combos for v in merged[d].values]
     shown = combos[:4]
     header = ["", *(", ".join(f"{d}={v}" for d, v in c.items()) or "all cells" for c in shown)]
+    keys = []  # what each position of a zipped axis ([sweep.zip.NAME]) stands for
+    for d in group_dims:
+        for c in (str(c) for c in merged.coords if c != d and merged[c].dims == (d,)):
+            keys.append(f"{c} = " + ", ".join(f"{v:g}" if isinstance(v, (int, float)) else str(v)
+                                               for v in merged[c].values.tolist()) + f" along {d}")
     rows = [[label, *(over_seeds(da.sel(c).values) for c in shown)] for label, da in variables.items()]
     n_seeds = merged.sizes.get("seed", 1) if "seed" in cell_dims else 1
     title = (f"results ({'mean ± 95% CI over ' + str(n_seeds) + ' seeds' if n_seeds > 1 else 'one seed per cell'}; "
              f"cells not ok left out):")
     more = f"\n… {len(combos) - len(shown)} more combinations in sweep.nc" if len(combos) > len(shown) else ""
-    return f"{title}\n{text_table(header, rows)}{more}"
+    zipped = "".join(f"\n{k}" for k in keys)
+    return f"{title}\n{text_table(header, rows)}{more}{zipped}"

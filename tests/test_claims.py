@@ -223,6 +223,6 @@ def test_reproduce_runs_the_papers_scenarios_and_writes_their_verdicts(tmp_path)
     assert "5 claims over 1 scenario(s)" in res.stdout and "claims (paper pc-width-depth" in res.stdout
     with xr.open_dataset(tmp_path / "out" / "findings.nc") as f:
         assert f.sizes["claim"] == 5 and set(f.scenario.values) == {"pc-width-depth"}
-        assert "data the PC toy task (paper MNIST)" in str(f.scale.values[1])
+        assert "data the PC toy task (paper CIFAR-10)" in str(f.scale.values[1])
         assert math.isnan(float(f.value.sel(claim="mf-wide-aligned")))  # no N >= 512 in this grid
     assert (tmp_path / "out" / "pc-width-depth" / "findings.nc").is_file()

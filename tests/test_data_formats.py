@@ -287,3 +287,15 @@ def test_a_training_step_on_sequential_cifar(cifar_dir, tmp_path):
     assert result.exit_code == 0, result.output
     text = (tmp_path / "run" / "config.toml").read_text()
     assert 'name = "scifar10"' in text and "train_batches = 5" in text and "grayscale = false" in text
+
+
+def test_config_check_of_psmnist_with_only_the_t10k_file(fashion_dir):
+    """With only the t10k file (as in CI's data directory) the train/test split and the pixel
+    permutation are drawn with concrete keys even while `experiment.check` traces the task: a sweep
+    over psmnist was refused with an internal TracerArrayConversionError before any cell ran."""
+    from dynlab import experiment
+
+    cfg = experiment.default_config("rnn", "psmnist")
+    cfg["model"]["hidden"] = 4
+    cfg["task"].update(dataset="fashion-mnist", data_dir=str(fashion_dir[0]), downsample=7, test_size=8)
+    experiment.check(cfg)

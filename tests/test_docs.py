@@ -1,6 +1,7 @@
 """The documentation site: `mkdocs build --strict` succeeds offline, and the site has what it promises.
 
-- every section (getting started, concepts, how-to pages, one page per paper, the API reference);
+- every section (getting started, concepts, how-to pages, one page per paper, the gallery, the
+  API reference), and the gallery's figure made by its command during the build;
 - every name of every `__all__` in the package has an entry in the API reference, and every
   module of the package is documented there;
 - nothing is fetched from the network when a page is viewed (no external scripts, styles or
@@ -51,6 +52,9 @@ SECTIONS = {  # page of the built site -> a heading it must have
     "how-to/reproduce-paper/index.html": "dynlab reproduce",
     "papers/index.html": "Papers",
     "reference/index.html": "API reference",
+    "how-to/command-line/index.html": "Run directories",
+    "papers/cross-paper/index.html": "Worked example: scripting an ablation across papers",
+    "gallery/index.html": "Gallery",
 }
 PAPERS = {  # paper page -> its scenario
     "aru": "aru-table1",
@@ -71,7 +75,9 @@ def _hooks():
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("docs") / "site"
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    # The gallery's lyapunov entry only (the whole gallery takes minutes), built afresh: not cached.
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "DYNLAB_GALLERY_ONLY": "lyapunov",
+           "DYNLAB_GALLERY_CACHE": str(tmp_path_factory.mktemp("gallery")), "MPLBACKEND": "Agg"}
     result = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(ROOT / "mkdocs.yml"), "-d", str(out)],
         capture_output=True, text=True, env=env, cwd=tmp_path_factory.getbasetemp(), timeout=600,
@@ -107,6 +113,17 @@ def test_every_section_is_built(site):
         if not path.is_file() or f"dynlab run {scenario}" not in _text(path.read_text(encoding="utf-8")):
             missing.append(f"papers/{paper} (with the command 'dynlab run {scenario}')")
     assert not missing, "sections missing from the site: " + "; ".join(missing)
+
+
+def test_gallery_shows_the_figure_made_by_its_command(site):
+    """The gallery page holds the entry's exact command and the figure that command wrote during
+    the build (a PNG in the site, not a committed image)."""
+    page = (site / "gallery" / "index.html").read_text(encoding="utf-8")
+    assert "dynlab analyze lyapunov --model aru --out lyapunov.nc" in _text(page)
+    (src,) = re.findall(r'<img[^>]*src="([^"]*lyapunov[^"]*\.png)"', page)
+    image = (site / "gallery" / src).resolve()
+    assert image.is_file() and image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not list(ROOT.glob("docs/**/*.png")), "images are made by the build, never committed"
 
 
 def test_reference_documents_every_public_name_and_module(site, tmp_path):

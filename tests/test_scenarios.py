@@ -170,13 +170,14 @@ def test_vmap_seeds_path_agrees_with_one_cell_per_seed(reference, tmp_path):
     np.testing.assert_allclose(ds.train_loss.values, ref.train_loss.values, rtol=1e-4, atol=1e-6)
 
 
-def test_readme_scenario_example_is_valid():
+def test_docs_scenario_example_is_valid():
+    """The sweep of docs/concepts/scenarios.md (README's own commands run in tests/test_readme.py)."""
     import re
     import tomllib
 
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    block = re.search(r"```toml\n(.*?)```", readme, re.S).group(1)
-    scenario = parse(tomllib.loads(block), "README.md")
+    page = (Path(__file__).parent.parent / "docs" / "concepts" / "scenarios.md").read_text()
+    block = re.search(r"```toml\n(.*?)```", page, re.S).group(1)
+    scenario = parse(tomllib.loads(block), "scenarios.md")
     assert len(scenario.cells) == 12 and scenario.vmap_seeds
 
 

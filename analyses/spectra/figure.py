@@ -30,17 +30,28 @@ def plot_spectra(ds: xr.Dataset):
     ax_j.axhline(1, color="grey", ls="--", lw=0.8)
     ax_j.set(xlabel="step", ylabel="magnitude", title="state Jacobian along the trajectory", yscale="log")
     legend_beside(ax_j, below=True, fontsize=7)
+    import textwrap
+
+    note = ds.attrs.get("covariance_note", "")
+    why = note.split(": ", 1)[-1] if note else "the activity is constant"
     if "covariance_eigenvalue" in ds:
         rank, ev = ds["rank"].values, ds.covariance_eigenvalue.values
-        ax_c.loglog(rank, ev, ".", label="eigenvalues")
-        fit = ds.covariance_in_fit_range.values.astype(bool)
-        amp, alpha = float(ds.covariance_power_law_amplitude), float(ds.covariance_alpha)
-        ax_c.loglog(rank[fit], amp * rank[fit] ** -alpha, "-",
-                    label=f"α = {alpha:.2f} [{float(ds.covariance_alpha_ci_low):.2f}, {float(ds.covariance_alpha_ci_high):.2f}]")
-        legend_beside(ax_c, below=True, fontsize=7)
+        shown = ev > 0  # zero eigenvalues (beyond the covariance's rank) have no place on a log axis
+        ax_c.loglog(rank[shown], ev[shown], ".", label="eigenvalues")
+        if "covariance_alpha" in ds:
+            fit = ds.covariance_in_fit_range.values.astype(bool)
+            amp, alpha = float(ds.covariance_power_law_amplitude), float(ds.covariance_alpha)
+            ax_c.loglog(rank[fit], amp * rank[fit] ** -alpha, "-",
+                        label=f"α = {alpha:.2f} [{float(ds.covariance_alpha_ci_low):.2f}, "
+                              f"{float(ds.covariance_alpha_ci_high):.2f}]")
+        # why there is no fit goes under the panel with the legend, off the data
+        legend = legend_beside(ax_c, below=True, fontsize=7,
+                               title=textwrap.fill("no power-law fit: " + why, 60) if note else None)
+        if note:
+            legend.get_title().set_fontsize(7)
     else:
-        ax_c.text(0.5, 0.5, "activity constant\n(no covariance spectrum)", ha="center", va="center",
-                  transform=ax_c.transAxes)
+        ax_c.text(0.5, 0.5, "no covariance spectrum:\n" + textwrap.fill(why, 38), ha="center", va="center",
+                  transform=ax_c.transAxes, fontsize=8)
     ax_c.set(xlabel="rank n", ylabel="variance λ_n", title="activity covariance spectrum")
     fig.suptitle(f"{ds.attrs.get('model', '')} — {ds.attrs.get('protocol', '')}", fontsize=9)
     return fig

@@ -31,6 +31,27 @@ def _prefixed(ds: xr.Dataset, prefix: str, dims: dict[str, str]) -> xr.Dataset:
     return ds
 
 
+def _eigenvalues_without_fit(activity: np.ndarray, error: Exception) -> tuple[np.ndarray, str]:
+    """The covariance eigenvalues (descending, float64) of activity whose power-law fit failed,
+    and one line saying why there is no fit."""
+    x = activity.astype(np.float64)
+    x = x - x.mean(axis=0)
+    ev = np.clip(np.linalg.eigvalsh(x.T @ x / max(1, x.shape[0] - 1))[::-1], 0.0, None)
+    above = int(np.sum(ev > 1e-10 * ev[0]))
+    norms = np.linalg.norm(activity.astype(np.float64), axis=1)
+    tenth = max(1, norms.size // 10)
+    start, end = float(norms[:tenth].mean()), float(norms[-tenth:].mean())
+    if above < 3 and end > 1e3 * max(start, 1e-300):
+        why = (f"the activity grows without bound (|h| from {start:.1e} to {end:.1e} over the window), "
+               "so one direction dominates the covariance")
+    elif above < 3:
+        why = (f"the activity spans {above} dimension{'s' if above != 1 else ''} (eigenvalues above 1e-10 λ_1), "
+               "a power law needs at least 3")
+    else:
+        why = str(error).split(";")[0].split(". ")[0].rstrip(".")
+    return ev, f"no power-law fit to the activity covariance spectrum: {why}"
+
+
 @register(
     "analysis",
     "spectra",
@@ -95,24 +116,32 @@ def spectra_analysis(
     parts.append(_prefixed(jac, "jacobian", {"eigenvalue": "jacobian_eigenvalue", "singular_value": "jacobian_singular_value"}))
     activity_idx = [i for i, label in enumerate(smap.labels) if label.endswith(".h")]
     activity = np.asarray(states[burn_in:][:, activity_idx])
-    try:
-        if activity.std(axis=0).max() <= 1e-6 * max(1.0, np.abs(activity).max()):
-            raise ValueError("the activity is constant")
-        cov = covariance_spectrum(
-            activity, n_boot=n_boot, seed=seed,
-            block_size=block_size if block_size == "auto" else min(block_size, activity.shape[0] // 2)
-        )
-        parts.append(_prefixed(cov, "covariance", {}))
-    except ValueError as e:
-        warnings.warn(
-            f"no activity covariance spectrum: {e} under this protocol (e.g. a fixed point); "
-            "drive the model with a task or a drive",
-            RuntimeWarning,
-            stacklevel=2,
-        )
+    protocol = protocol_name(drive, task)
+    note = ""
+    if activity.std(axis=0).max() <= 1e-6 * max(1.0, np.abs(activity).max()):
+        note = f"no activity covariance spectrum: the activity is constant (a fixed point) under {protocol}"
+        if task is None and not drive:
+            note += "; drive the model with a task or a drive"
+    else:
+        try:
+            cov = covariance_spectrum(
+                activity, n_boot=n_boot, seed=seed,
+                block_size=block_size if block_size == "auto" else min(block_size, activity.shape[0] // 2)
+            )
+            parts.append(_prefixed(cov, "covariance", {}))
+        except ValueError as e:  # a spectrum, but too few nonzero eigenvalues (or samples) to fit a power law
+            ev, note = _eigenvalues_without_fit(activity, e)
+            parts.append(xr.Dataset(
+                {"covariance_eigenvalue": ("rank", ev, {"long_name": "covariance eigenvalue", "units": "activity^2"}),
+                 "covariance_participation_ratio": ((), ev.sum() ** 2 / np.sum(ev**2), {
+                     "units": "1", "long_name": "participation ratio (sum lambda)^2 / sum lambda^2"})},
+                coords={"rank": ("rank", np.arange(1, ev.size + 1), {"long_name": "eigenvalue rank (descending)"})}))
+    if note:
+        warnings.warn(note, RuntimeWarning, stacklevel=2)
     ds = xr.merge(parts, combine_attrs="drop")
     return stamp(ds, analysis="spectra", seed=seed, config={
-        "protocol": protocol_name(drive, task),
+        "protocol": protocol,
+        **({"covariance_note": note} if note else {}),
         "drive": float("nan") if drive is None else float(drive),
         "steps": steps,
         "burn_in": burn_in,

@@ -9,12 +9,20 @@
   `django-static-mathjax` pip package (a copy of MathJax 3, no Python dependencies), added to the
   site as `javascripts/mathjax/tex-svg-full.js`: the self-contained SVG build, so no fonts or
   extensions are fetched at page load either.
+- The gallery (`gallery.md` and its figures) is made by `docs/gallery.py` from small runs of the
+  code being documented, cached under a hash of the package's sources and of that script
+  (`$DYNLAB_GALLERY_CACHE`, default `~/.cache/dynlab/gallery`), so an unchanged tree is not
+  re-run. `DYNLAB_GALLERY_ONLY=NAME,NAME` builds only those entries (the docs test uses it); a
+  failed entry fails the build.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -71,8 +79,48 @@ def on_config(config):
     return config
 
 
+def _load_gallery(repo: Path):
+    spec = importlib.util.spec_from_file_location("dynlab_docs_gallery", repo / "docs" / "gallery.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def source_hash(repo: Path, only: str) -> str:
+    """SHA-256 over the package's sources (.py, .toml), the gallery script and the entry choice."""
+    digest = hashlib.sha256(only.encode())
+    paths = [repo / "docs" / "gallery.py"]
+    for folder in ("dynlab", *MAPPED):
+        paths += sorted(p for p in (repo / folder).rglob("*") if p.suffix in {".py", ".toml"} and "__pycache__" not in p.parts)
+    for path in paths:
+        digest.update(path.relative_to(repo).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def gallery(repo: Path) -> Path:
+    """The folder holding `gallery.md` and `img/`: from the cache, or built now (minutes)."""
+    only = os.environ.get("DYNLAB_GALLERY_ONLY", "")
+    cache = Path(os.environ.get("DYNLAB_GALLERY_CACHE", Path.home() / ".cache" / "dynlab" / "gallery"))
+    out = cache / source_hash(repo, only)
+    if (out / "gallery.md").is_file():
+        return out
+    module = _load_gallery(repo)
+    failures = module.build(out.with_name(out.name + ".partial"),
+                            set(only.split(",")) if only else None, log=lambda line: print(line, flush=True))
+    if failures:
+        raise PluginError("gallery entries failed (docs/gallery.py):\n" + "\n".join(failures))
+    shutil.rmtree(out, ignore_errors=True)
+    out.with_name(out.name + ".partial").rename(out)
+    return out
+
+
 def on_files(files, config):
     files.append(File.generated(config, MATHJAX_DEST, abs_src_path=str(mathjax_file())))
+    folder = gallery(Path(config.config_file_path).resolve().parent)
+    files.append(File.generated(config, "gallery.md", abs_src_path=str(folder / "gallery.md")))
+    for image in sorted((folder / "img").iterdir()):
+        files.append(File.generated(config, f"img/{image.name}", abs_src_path=str(image)))
     return files
 
 

@@ -129,8 +129,12 @@ def run_analysis(name, exp, source, checkpoint, out, plot, quiet, **options):
         ds = function(exp.model, **options)
     for w in caught:
         click.echo(f"warning: {w.message}", err=True)
+    variant = variant_note(exp.config, checkpoint)
+    if variant:  # e.g. an isolated network at chance: say that it was not retrained
+        click.echo(f"note: {checkpoint}: {variant}")
     ds = stamp(ds, analysis=ds.attrs.get("analysis", name), config={
-        "model": unit_name, "config": dumps(exp.config), "checkpoint": str(checkpoint or ""), "source": source})
+        "model": unit_name, "config": dumps(exp.config), "checkpoint": str(checkpoint or ""), "source": source,
+        **({"variant": variant} if variant else {})})
     try:
         nc, png = output_paths(out, plot, checkpoint, name, unit_name)  # only now: a failed analysis leaves nothing
         store.write_dataset(nc, ds)
@@ -139,6 +143,17 @@ def run_analysis(name, exp, source, checkpoint, out, plot, quiet, **options):
     ds.attrs.update(path=str(nc), figure=str(png))
     draw_figure(png, figure, ds)
     return ds
+
+
+def variant_note(config: dict, checkpoint) -> str:
+    """What the run directory ``checkpoint`` froze, retrained or isolated ([`dynlab.variants.describe`][];
+    ``""`` for an ordinary run or a fresh model). A directory without ``metrics.nc`` was not trained
+    after the variant was made (``dynlab transfer isolate``)."""
+    if not checkpoint:
+        return ""
+    from dynlab.variants import describe
+
+    return describe(config, retrained=(Path(checkpoint) / "metrics.nc").is_file())
 
 
 def non_finite_variables(ds) -> list[str]:
@@ -153,8 +168,10 @@ def draw_figure(png: Path, figure, ds) -> None:
     [`NonFiniteResult`][dynlab.errors.NonFiniteResult] naming those variables (the dataset is already on disk)."""
     from dynlab import store
 
+    from dynlab.figures import with_note
+
     try:
-        fig = figure(ds)
+        fig = with_note(figure(ds), ds.attrs.get("variant"))
     except Exception:
         bad = non_finite_variables(ds)
         if not bad:

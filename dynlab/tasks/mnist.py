@@ -200,12 +200,14 @@ class SequentialMNIST(PixelSequenceTask):
             images, labels, where = read_mnist("t10k", data_dir, dataset=dataset)
             if test_size >= images.shape[0]:
                 raise ConfigError(f"task.test_size = {test_size} leaves no training images of the {images.shape[0]} in {where}")
-            order = np.asarray(jax.random.permutation(jax.random.key(split_seed), images.shape[0]))
+            with jax.ensure_compile_time_eval():  # concrete also when a config check traces the task
+                order = np.asarray(jax.random.permutation(jax.random.key(split_seed), images.shape[0]))
             test, train = order[:test_size], order[test_size:]
             x_tr, y_tr, x_te, y_te = images[train], labels[train], images[test], labels[test]
             source = f"{ds.title} t10k split {images.shape[0] - test_size}/{test_size} (split_seed {split_seed}, {where.parent})"
         T = (SIDE // downsample) ** 2
-        perm = None if perm_seed is None else np.asarray(jax.random.permutation(jax.random.key(perm_seed), T))
+        with jax.ensure_compile_time_eval():
+            perm = None if perm_seed is None else np.asarray(jax.random.permutation(jax.random.key(perm_seed), T))
 
         def sequences(images):
             images = images.astype(np.float32) / 255.0

@@ -133,7 +133,8 @@ class ImageBatchTask(FixedBatchTask):
         if images.shape[0] < 2 * batch:
             raise ConfigError(f"task.batch = {batch} needs {2 * batch} images, the data has {images.shape[0]}")
         self.pixel_mean, self.pixel_std = mean, std
-        order = np.asarray(jax.random.permutation(key, images.shape[0]))
+        with jax.ensure_compile_time_eval():  # concrete also when a config check traces the task
+            order = np.asarray(jax.random.permutation(key, images.shape[0]))
         test, pool = order[batch:2 * batch], np.concatenate([order[:batch], order[2 * batch:]])
         self.pool_pixels, self.pool_labels = jnp.asarray(images[pool]), jnp.asarray(labels[pool])
         self.x_train, self.y_train = self._standardise(images[pool[:batch]], labels[pool[:batch]])

@@ -1,0 +1,238 @@
+"""The gallery: the figure of every analysis and scenario, made from small runs by the commands shown.
+
+    python docs/gallery.py OUT_DIR [--only NAME,NAME]
+
+runs the commands of every entry below through the `dynlab` command line (in this process, in
+a scratch directory `OUT_DIR/work`), copies the figures they write to `OUT_DIR/img/` and writes
+`OUT_DIR/gallery.md`: one section per entry with its figures and the exact commands that made
+them, in order (later entries use the run directories the first ones train). Nothing is
+committed: the documentation build (`docs/hooks/build.py`) calls [`build`][] and adds the page
+and the images to the site, so the figures always come from the code being documented. The
+build caches the result under a hash of the package's sources and of this file.
+
+The runs are small (a few hundred training steps, short trajectories, toy grids: about 5 minutes
+on 2 CPU cores in all), so the figures show what each analysis draws, not the papers' results;
+the paper pages and `dynlab reproduce` give those. Data sets absent from the data directory are
+replaced by the tasks' synthetic stand-ins, and the figures say which they used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One gallery section: `commands` run in order; `figures` (globs relative to the scratch
+    directory) are the figures shown."""
+
+    name: str
+    title: str
+    caption: str
+    commands: tuple[str, ...]
+    figures: tuple[str, ...]
+
+
+def _analysis(name: str, title: str, caption: str, args: str, *before: str) -> Entry:
+    """An analysis entry whose dataset is `NAME.nc` and whose figure is `NAME.png`."""
+    return Entry(name, title, caption, (*before, f"dynlab analyze {name} {args} --out {name}.nc"), (f"{name}.png",))
+
+
+def _scenario(name: str, title: str, caption: str, sets: str, *, paper: bool = False) -> Entry:
+    """A scenario entry: every figure the scenario writes under `runs/NAME`; for a paper's
+    scenario also the figure of its verdicts, `findings.nc`."""
+    commands = (f"dynlab run {name} --out runs/{name} {sets}".rstrip(),)
+    if paper:
+        commands += (f"dynlab plot runs/{name}/findings.nc",)
+    return Entry(name, title, caption, commands, (f"runs/{name}/*.png", f"runs/{name}/*/*.png"))
+
+
+TRAIN = (
+    "dynlab train --model aru --task adding --steps 500 --out runs/aru",
+    "dynlab train --model aru --task adding --steps 500 --seed 1 --out runs/aru-s1",
+    "dynlab train --model gru --task adding --steps 500 --out runs/gru",
+    "dynlab train --model sith-rnn --task hierarchical-language --steps 100 --out runs/sith",
+)
+
+ENTRIES: tuple[Entry, ...] = (
+    Entry("training", "Training", "Learning curves of a 64-neuron ARU network on the adding task "
+          "(held-out MSE against chance). These runs are used by the entries below.", TRAIN,
+          ("runs/aru/learning_curve.png",)),
+    _analysis("lyapunov", "Lyapunov spectrum", "The quick start's job: the 16 largest exponents of a "
+              "fresh ARU network under a constant drive, with 95% intervals over 5 realisations, and "
+              "the running estimates.", "--model aru"),
+    _analysis("clv", "Covariant Lyapunov vectors", "Local growth rates of the 8 leading CLVs of the trained "
+              "ARU under its task, and the angles between them (hyperbolicity).",
+              "--checkpoint runs/aru --task adding --steps 1000"),
+    _analysis("fixed-points", "Fixed and slow points", "Fixed and slow points of the trained GRU without "
+              "input, in the top principal components of its visited states, with their Jacobian spectra.",
+              "--checkpoint runs/gru --drive 0"),
+    _analysis("spectra", "Weight, Jacobian and covariance spectra", "The trained ARU's recurrent weight "
+              "eigenvalues, the state Jacobian's spectrum along a task-driven trajectory and the "
+              "activity covariance eigenspectrum with its power-law fit.", "--checkpoint runs/aru --task adding --every 20"),
+    _analysis("activity", "Population activity", "Fraction active, Fano factors and pairwise correlations "
+              "of the trained ARU's neurons under its task.", "--checkpoint runs/aru --task adding"),
+    _analysis("trw", "Temporal receptive windows", "Correlation of intact and block-scrambled recurrence "
+              "matrices per layer of a fresh 3-layer SITHCon, and each layer's half-maximum scale s50.",
+              "--model sithcon --n-shuffle 10"),
+    Entry("dsa", "Dynamical similarity", "DSA distances between two seeds of the ARU and a GRU, all trained "
+          "on the adding task: the heat map of the distance matrix.",
+          ("dynlab analyze dsa runs/aru runs/aru-s1 runs/gru --out dsa.nc",), ("dsa.png",)),
+    _analysis("sta", "Receptive fields (spike-triggered averages)", "The input preceding each neuron's high "
+              "activity, per layer of the SITH-RNN trained on the hierarchical language, at each level "
+              "of the language.", "--checkpoint runs/sith"),
+    _analysis("perturb", "Accuracy under a perturbation", "The trained ARU's held-out MSE under a noisy drive "
+              "on every neuron, against the drive's mean.", "--checkpoint runs/aru --kind noisy --strength 0,1,2,5"),
+    _analysis("adaptation", "ARU Fig. 5c/d: adapted against fixed gain", "λ1 of the trained ARU's static map "
+              "with (n, s) frozen where the ARU sets them under each drive, against a fixed (n, s).",
+              "--checkpoint runs/aru --task adding"),
+    _analysis("lyapunov-grid", "ARU App. Fig. 6B: λ1 over (n, s)", "λ1 of the static γ network over the "
+              "paper's (n, s) grid.", "--model aru --set model.hidden=16 --realisations 3"),
+    _analysis("jacobian-grid", "ARU App. Fig. 6A: Jacobian norm over (n, s)", "Mean Jacobian norm of the "
+              "static γ network over the (n, s) grid.", "--model aru --set model.hidden=16"),
+    _analysis("controller", "ARU Fig. 5a/b: the controller", "Controller states of the trained ARU under "
+              "constant drives, in their top principal components, and the (n, s) paths they set.",
+              "--checkpoint runs/aru"),
+    _analysis("gain-scaling", "ARU Fig. 3b: gain scaling", "Steady-state gain and saturation of the trained "
+              "ARU's neurons against the noise's standard deviation, with power-law and exponential fits.",
+              "--checkpoint runs/aru"),
+    _analysis("fractional-order", "ARU Fig. 4b-d: fractional order", "The fractional order of each neuron's "
+              "response to a step drive.", "--checkpoint runs/aru --drives 1,5,20"),
+    _analysis("gradient-by-position", "ARU Fig. 18: gradients by input position", "Gradient norms of the "
+              "loss with respect to each input position of the adding task.", "--checkpoint runs/aru"),
+    _analysis("weight-eigs", "ARU Fig. 5e: recurrent weight eigenvalues", "Eigenvalues of the trained ARU's "
+              "W_hh against the unit circle.", "--checkpoint runs/aru"),
+    Entry("pc-bp", "PC against BP across width and depth", "Cosine of the PC and BP gradients over a width × "
+          "depth grid of mean-field residual MLPs, s − 1 against L/N, and both losses.",
+          ("dynlab compare pc-bp --widths 8,32,128 --depths 2,4,8 --param mf --task toy --steps 20 --out pc_bp.nc",),
+          ("pc_bp*.png",)),
+    Entry("pc-bptt", "PC through time against BPTT", "The same for an RNN, PC through time against BPTT, with "
+          "the sequence length T in the role of the depth.",
+          ("dynlab compare pc-bp --model rnn --widths 16,64 --lengths 2,8 --task adding --steps 5 --out pc_bptt.nc",),
+          ("pc_bptt*.png",)),
+    _scenario("aru-seeds", "Scenario aru-seeds", "A sweep: two ARU widths × 3 seeds on the adding task, "
+              "Lyapunov spectra after training, merged over the sweep axes.",
+              "--set train.steps=100"),
+    _scenario("aru-table1", "Scenario aru-table1 (ARU paper, Table 1)", "Accuracy of three of the table's "
+              "networks against the noisy drive's mean, on 7×7 psMNIST after a few hundred steps.",
+              "--set 'params.networks=[\"rnn-relu\",\"aru\",\"lstm\"]' --set params.steps=200 "
+              "--set 'params.seeds=[0]' --set params.downsample=4 --set params.n_test=256", paper=True),
+    _scenario("cross-adaptation", "Scenario cross-adaptation", "The ARU's gain control inside the ELM network "
+              "under the noisy drive (two networks, a few hundred steps).",
+              "--set 'params.networks=[\"aru\",\"elm-aru\"]' --set params.steps=200 --set 'params.seeds=[0]' "
+              "--set params.n_test=256"),
+    _scenario("cross-lyapunov", "Scenario cross-lyapunov", "Lyapunov spectra of three units at initialisation "
+              "and after training on the adding task.",
+              "--set 'params.units=[\"aru\",\"gru\",\"sith-rnn\"]' --set params.steps=100 --set 'params.seeds=[0]' "
+              "--set params.width=16 --set params.lyapunov_steps=200 --set params.burn_in=50 --set params.k=4"),
+    _scenario("cross-pc-alignment", "Scenario cross-pc-alignment", "PC through time against BPTT on two units "
+              "over width and length, with the convergence of inference.",
+              "--set 'params.units=[\"aru\",\"gru\"]' --set 'params.widths=[8,16]' --set 'params.lengths=[4,8]' "
+              "--set 'params.seeds=[0]' --set 'params.reference_widths=[]' --set params.steps=2"),
+    _scenario("cross-trw", "Scenario cross-trw", "TRWs per layer of an ARU stack against SITH-RNN.",
+              "--set params.steps=20 --set 'params.seeds=[0]' --set params.n_shuffle=6 "
+              "--set 'params.networks={aru={unit=\"aru\",hidden=8,n_g=2,layers=2,lr=3e-3},"
+              "sith-rnn={unit=\"sith-rnn\",lr=1e-2}}'"),
+    _scenario("elm-budget", "Scenario elm-budget (ELM scaling laws)", "Held-out loss against k_e at one "
+              "fixed budget, with the joint I_rep fit.",
+              "--set 'params.budgets=[4000]' --set 'params.d_ms=[2,3,5,10]' --set 'params.seeds=[0]' "
+              "--set params.steps=30", paper=True),
+    _scenario("elm-shd-adding", "Scenario elm-shd-adding (ELM neuron)", "The ELM network against a "
+              "parameter-matched LSTM on SHD-Adding at two bin sizes (synthetic unless the SHD files are "
+              "present).", "--set 'params.seeds=[0]' --set params.steps=30 --set params.eval_size=64 "
+              "--set 'params.bins_ms=[50.0,100.0]'", paper=True),
+    _scenario("pc-time-law", "Scenario pc-time-law", "The width/length law of PC through time: s − 1 and the "
+              "cosine over width × length, without and with the residual recurrence.",
+              "--set 'params.widths=[8,32]' --set 'params.lengths=[2,8]' --set 'params.seeds=[0]' --set params.steps=2"),
+    _scenario("pc-width-depth", "Scenario pc-width-depth (PC width and depth)", "The paper's figures on a "
+              "toy grid: cosines, s − 1 against L/N, the SP and no-skip MLPs, and the verdicts.",
+              "--set 'params.widths=[8,64]' --set 'params.depths=[2,8]' --set 'params.sp_widths=[64]' "
+              "--set 'params.mlp_widths=[64]' --set 'params.mlp_depths=[8]' --set params.seeds=1 --set params.steps=5", paper=True),
+    _scenario("sith-trw", "Scenario sith-trw (SITH-RNN)", "Zero-shot accuracy against dilation and TRWs per "
+              "layer, for SITHCon and Net 1 after a few steps (quick: four dilations).",
+              "--set 'params.networks=[\"sithcon\",\"rnn-generic\"]' --set 'params.seeds=[0]' --set params.steps=20 "
+              "--set params.generic_steps=20 --set params.quick=true", paper=True),
+)
+
+
+def _run(command: str, cwd: Path) -> str:
+    """One `dynlab` command line, in this process; returns an error message or ''."""
+    from click.testing import CliRunner
+
+    from dynlab.cli import main
+
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(main, shlex.split(command)[1:] + ["-q"] * _quiet(command))
+    finally:
+        os.chdir(old)
+    if result.exit_code != 0:
+        return f"exit {result.exit_code}: {(result.stderr or result.output).strip().splitlines()[-1:]}"
+    return ""
+
+
+def _quiet(command: str) -> bool:
+    return shlex.split(command)[1] in {"train", "run"}
+
+
+def build(out: Path, only: set[str] | None = None, log=print) -> list[str]:
+    """Run the entries (all, or those named in `only`) in `out/work`, write `out/gallery.md` and
+    `out/img/*.png`; returns the failures, one line each (their sections say so)."""
+    work, img = out / "work", out / "img"
+    for d in (work, img):
+        shutil.rmtree(d, ignore_errors=True)
+        d.mkdir(parents=True)
+    entries = [e for e in ENTRIES if only is None or e.name in only]  # entries reading runs/ need "training"
+    page = [_HEADER]
+    failures = []
+    for entry in entries:
+        start = time.time()
+        error = next((f"`{c}`: {msg}" for c in entry.commands if (msg := _run(c, work))), "")
+        figures = sorted(p for pattern in entry.figures for p in work.glob(pattern))
+        log(f"gallery: {entry.name}: {len(figures)} figure(s) in {time.time() - start:.0f} s{'; ' + error if error else ''}")
+        page += [f"## {entry.title}", "", entry.caption, "", "```bash", *entry.commands, "```", ""]
+        if error:
+            failures.append(f"{entry.name}: {error}")
+            page += [f"!!! failure \"This entry failed when the gallery was built\"\n    {error}", ""]
+        for fig in figures:
+            name = fig.name if fig.stem.startswith(entry.name) else f"{entry.name}-{fig.name}"
+            if (img / name).exists():  # the same file name in two folders of one scenario
+                name = f"{entry.name}-{fig.parent.name}-{fig.name}"
+            shutil.copyfile(fig, img / name)
+            page += [f"![{entry.title}: {fig.name}](img/{name})", ""]
+    (out / "gallery.md").write_text("\n".join(page))
+    return failures
+
+
+_HEADER = """# Gallery
+
+The figure of every analysis and scenario, each with the exact commands that made it, run in
+this order from an empty directory (the first entry trains the networks that later ones read).
+The figures are made from small runs when the documentation is built (`docs/gallery.py`, about
+5 minutes on 2 CPU cores), so they always show what the documented code draws; they are not
+the papers' results (see [Papers](papers/index.md) and `dynlab reproduce`).
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--only", help="comma-separated entry names")
+    args = parser.parse_args(argv)
+    only = set(args.only.split(",")) if args.only else None
+    failures = build(args.out, only)
+    for line in failures:
+        print("failed:", line, file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
