@@ -76,7 +76,7 @@ ENTRIES: tuple[Entry, ...] = (
               "--checkpoint runs/gru --drive 0"),
     _analysis("spectra", "Weight, Jacobian and covariance spectra", "The trained ARU's recurrent weight "
               "eigenvalues, the state Jacobian's spectrum along a task-driven trajectory and the "
-              "activity covariance eigenspectrum with its power-law fit.", "--checkpoint runs/aru --task adding --every 20"),
+              "activity covariance eigenspectrum with its power-law fit.", "--checkpoint runs/aru --task adding --steps 1000 --every 100"),
     _analysis("activity", "Population activity", "Fraction active, Fano factors and pairwise correlations "
               "of the trained ARU's neurons under its task.", "--checkpoint runs/aru --task adding"),
     _analysis("trw", "Temporal receptive windows", "Correlation of intact and block-scrambled recurrence "

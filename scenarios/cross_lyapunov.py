@@ -30,7 +30,9 @@ STAGES = ("init", "trained")
 
 def lyapunov_spectra(ds: xr.Dataset):
     """One panel per unit: the spectrum at initialisation (dashed) and after training (solid),
-    one line per seed, with the confidence band over initial conditions."""
+    one line per seed, with its 95% interval as a band."""
+    from matplotlib.ticker import MaxNLocator
+
     from dynlab.figures import finish_panels, label_panel, panel_grid
 
     fig, axes = panel_grid(ds.sizes["unit"])
@@ -50,6 +52,7 @@ def lyapunov_spectra(ds: xr.Dataset):
         loss = ds.eval_loss.sel(unit=unit, stage="trained").mean("seed")
         label_panel(ax, f"{unit} (dim {int(ds.state_dim.sel(unit=unit))}), loss {float(loss):.3g}", "exponent i",
                     "λ_i per step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # exponents are counted
     return finish_panels(fig, axes, f"Lyapunov spectra at initialisation and after training — {ds.attrs.get('task', '')}, "
                                     f"width {ds.attrs.get('width', '?')}")
 
@@ -96,6 +99,23 @@ def summary(datasets: dict) -> str:
             + text_table(["unit", "λ1 init", "λ1 trained", "loss init", "loss trained"], rows))
 
 
+def training_configs(units, seeds, *, width: int, task: str, length: int, steps: int, batch_size: int,
+                     lr: float) -> dict:
+    """``(unit, seed) -> config`` of the training every unit gets here (also in ``cross-fingerprint``):
+    BPTT on ``task`` at ``length``, the unit at ``width`` ([`model_section`][dynlab.scenarios.every_unit.model_section]),
+    ``steps`` steps of ``batch_size`` at ``lr``, gradients clipped at 1, evaluated 5 times and
+    checkpointed at the end; every config checked ([`dynlab.experiment.check`][]) before any work."""
+    from dynlab import experiment
+
+    train_cfg = {"steps": steps, "batch_size": batch_size, "lr": lr, "clip": 1.0, "eval_every": max(steps // 5, 1),
+                 "log_every": min(50, steps), "checkpoint_every": steps}
+    configs = {(u, s): {"seed": s, "model": model_section(u, width), "task": {"name": task, "length": length},
+                        "rule": {"name": "bptt"}, "train": train_cfg} for u in units for s in seeds}
+    for cfg in configs.values():  # every config valid before any work
+        experiment.check(cfg)
+    return configs
+
+
 @register("program", "cross-lyapunov", "Lyapunov spectra of every unit at initialisation and after training",
           figure=lyapunov_spectra, summary=summary)
 def run_cross_lyapunov(
@@ -127,12 +147,8 @@ def run_cross_lyapunov(
 
     units, seeds = check_units(units), [int(s) for s in seeds]
     out = Path(out_dir)
-    train_cfg = {"steps": steps, "batch_size": batch_size, "lr": lr, "clip": 1.0, "eval_every": max(steps // 5, 1),
-                 "log_every": min(50, steps), "checkpoint_every": steps}
-    configs = {(u, s): {"seed": s, "model": model_section(u, width), "task": {"name": task, "length": length},
-                        "rule": {"name": "bptt"}, "train": train_cfg} for u in units for s in seeds}
-    for cfg in configs.values():  # every config valid before any work
-        experiment.check(cfg)
+    configs = training_configs(units, seeds, width=width, task=task, length=length, steps=steps,
+                               batch_size=batch_size, lr=lr)
     shape = (len(units), len(seeds), len(STAGES))
     mean, low, high = (np.full(shape + (k,), np.nan) for _ in range(3))
     largest, loss = np.full(shape, np.nan), np.full(shape, np.nan)
