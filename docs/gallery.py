@@ -132,6 +132,10 @@ ENTRIES: tuple[Entry, ...] = (
               "and after training on the adding task.",
               "--set 'params.units=[\"aru\",\"gru\",\"sith-rnn\"]' --set params.steps=100 --set 'params.seeds=[0]' "
               "--set params.width=16 --set params.lyapunov_steps=200 --set params.burn_in=50 --set params.k=4"),
+    _scenario("cross-fingerprint", "Scenario cross-fingerprint", "Fixed and slow points by stability, the "
+              "leading CLV's angles and the DSA distances of two units trained on the adding task.",
+              "--set 'params.units=[\"gru\",\"rnn\"]' --set 'params.seeds=[0]' --set params.steps=200 "
+              "--set params.fp_ics=16 --set params.clv_steps=300 --set params.clv_transient=100 --set params.dsa_trials=8"),
     _scenario("cross-pc-alignment", "Scenario cross-pc-alignment", "PC through time against BPTT on two units "
               "over width and length, with the convergence of inference.",
               "--set 'params.units=[\"aru\",\"gru\"]' --set 'params.widths=[8,16]' --set 'params.lengths=[4,8]' "
