@@ -24,7 +24,9 @@ the same burn-in (lyapax's `t_transient`, QR'd at the same interval) and the sam
 
 Rows: each library in float64 and float32 with a QR every step and at the same larger intervals
 ("QR every m"), dynlab's `reortho_every="auto"` (the whole labelled `lyapunov_spectrum` call, its
-pilot run over the burn-in included) and, for the RNN, `method="dense"`. Timing: every call of one
+pilot run over the burn-in included) and, for the RNN, `method="dense"`, one-pass CholeskyQR every
+step ("CQR1", `qr=CholeskyQR(passes=1)`) and QR blocks of m with a pivoted LU every p steps inside
+("LUp", `reortho_every=m, lu_every=p`; dynlab only, hand-picked). Timing: every call of one
 dtype is made once (the "first" column, compilation included), then all are called in turn R times
 (default 3), so that load from other processes falls on all of them alike; medians. Speed-ups are
 lyapax seconds / dynlab seconds: "x default" against lyapax's default (float64, a QR every step),
@@ -82,7 +84,7 @@ block (0.044 ms) and the sign flip that made R's diagonal positive (0.019 ms); o
    dynlab 0.97-1.01x lyapax at every interval m = 1..6 in float64, 0.96-1.05x in float32;
 2. `auto` chooses the interval from the statistical error: the predicted blocking error at most
    1% of the pilot's batch-means SE (scaled to the run's length), the frame's mean condition
-   number at most eps^(-2/3). On this RNN it now picks m = 4 in float64 (predicted error 4.5e-7
+   number at most eps^(-2/3). On this RNN it then picked m = 4 in float64 (predicted error 4.5e-7
    against a tolerance of 1.3e-5; measured 1.1e-6 SE) and keeps m = 1 in float32. Its labelled
    call is 1.6x lyapax's default, not 3x: its pilot runs the 120-step burn-in with a QR every step
    (0.28 s of 0.86 s), a fifth of this short run at three times the per-step cost, and the bound
@@ -90,18 +92,42 @@ block (0.044 ms) and the sign flip that made R's diagonal positive (0.019 ms); o
    by both the tolerance and the condition cap. The pilot is not reused as the burn-in (it runs
    on one realisation of the ensemble and replicate functions, whose other runs need their own
    burn-in).
-   Why 3x is out of reach for `auto` on this run (arithmetic from the per-step times below: push
-   0.32 ms, QR 1.9 ms, lyapax's default 2.22 ms/step). Even with no pilot at all, an interval m
-   gives at most 2.22 / (0.32 + 1.9/m): 2.8x at m = 4, 3.2x at m = 5, 3.5x at m = 6; so 3x needs
-   m >= 5 *and* a pilot costing almost nothing. Any pilot that measures the per-step spread with a
-   QR every step over the 120-step burn-in costs 0.27 s of lyapax's 1.6 s, which caps the
-   speed-up at 1.6 / (0.27 + 600 x 0.70 ms) = 2.3x at m = 5 and 2.5x at m = 6, even if the
-   pilot were reused as the burn-in and its bound were exact. Measured blocking errors (m = 5:
-   6.4e-5 SE, m = 6: 0.015 SE) show m = 5 would be safe; only a hand-picked m >= 5 without a pilot
-   reaches 3x here. Not met; see issue 22's note.
+   (That was before item 4.) Why 3x was then out of reach for `auto` (push 0.32 ms, QR 1.9 ms,
+   lyapax's default 2.22 ms/step): an interval m gives at most 2.22 / (0.32 + 1.9/m) even without a
+   pilot (2.8x at m = 4, 3.2x at m = 5), and a pilot measuring the per-step spread with a QR every
+   step over the 120-step burn-in costs 0.27 s of lyapax's 1.6 s, capping the speed-up at
+   1.6 / (0.27 + 600 x 0.70 ms) = 2.3x at m = 5. Item 4 removes both limits: its pilot costs
+   0.86 ms/step and is the burn-in, and the LU keeps the frame conditioned over blocks of 15.
 3. float32 does not help the full spectrum of this RNN at m > 1 (blocking error 19-60 SE at
-   m = 4-6). Only a QR as fast as the push (a blocked Householder QR in XLA ops at matmul speed)
-   would give a large speed-up with a QR every step; it is not attempted (see the NumPy section).
+   m = 4-6).
+4. Cheaper factorisations (analyses/lyapunov/factorisations.py; the exponents depend only on the
+   flag of the frame and the diagonals of the triangular factors, so any flag-preserving triangular
+   factorisation gives the same sums, and an orthonormal frame is needed only where a running value
+   is read off). Per 256 x 256 frame in float64, timed alone in this script's scans (three runs,
+   load 4-7): Householder 1.84-1.96 ms, one-pass CholeskyQR 1.38-1.46 ms, two-pass 3.2-3.4 ms,
+   row-pivoted LU (getrf) 0.52-0.54 ms; the push 0.31-0.32 ms.
+   - CholeskyQR (Gram matrix, Cholesky, triangular solve; Householder where the Cholesky factor's
+     diagonal spread says the frame is too ill-conditioned) every step: 1.06-1.18x lyapax's default
+     (CQR1 rows), same exponents (3.8e-11 SE). Two passes cost more than Householder here; not a
+     route to 3x.
+   - A pivoted LU inside QR blocks (`lu_every=p`): the frame's condition number between
+     factorisations is kappa(L) e^(p (l_1 - l_k)) instead of e^(m (l_1 - l_k)), at a quarter of a
+     QR's cost, and the block growth is still the QR's exactly. Hand-picked rows (three runs): m = 12,
+     p = 2: 2.9-3.1x at 9.5e-9 SE; m = 15, p = 3: 3.3-4.1x at 1.6e-8 SE; m = 12, p = 4: 3.4-4.0x at
+     2.2e-5 SE (plain m = 6, for comparison: 3.5x at 0.016 SE). Per-step model from the parts:
+     3.14x, 3.73x, 3.88x.
+   - `auto` in float64 with k >= 16 now pilots with an LU every step (0.86 ms/step against 2.2 for
+     a QR), weighs plain blocks against blocks of min(T'/32, pilot length) with an LU every p steps
+     inside, and a single run (`lyapunov_spectrum`) goes on from where the pilot ended instead of
+     repeating the burn-in. On this RNN it chooses m = 15, p = 3 (predicted error 8.4e-7 against a
+     tolerance of 3.8e-5, reported bound 7.0e-8, measured 2.1e-9 = 8e-8 SE): **2.98-3.37x lyapax's
+     default over five runs at load 2.4-7.5 (3.14x and 3.20x in the two full-table runs, 3.37x twice
+     in same-process lyapax-against-auto runs; 2.98x before the pilot became the burn-in)**, at equal
+     accuracy by a margin of 10^6. The target of issue 22 is met, narrowly: the pilot is still
+     0.10-0.17 s of the call's 0.46-0.73 s. float32 keeps the previous rule (an LU frame's rounding
+     moves the smallest exponents of this RNN by 0.17 SE there), so `auto` stays at m = 1 in float32.
+   Lorenz and Henon (k = 2, 3) keep the previous rule: `auto` 6.0x and 6.9x in this round's full
+   run (load 7.5).
 
 Against NumPy
 =============
@@ -135,13 +161,18 @@ needs ~1.8 ms/step against NumPy's ~3.6 ms (numpy.linalg.qr computes float32 inp
 (even geqrf alone) takes, so no QR-every-step variant built on it gets there. Only a QR running
 at the push's own matmul rate would (0.4-0.76 ms/step, i.e. 5-9x, depending on that rate), which
 would mean a hand-written blocked Householder QR in XLA ops as fast as a dense matmul of the same
-size; that is not attempted. Options measured and left out of the core:
+size; that is not attempted. Options measured (the first two are now in the core):
 
-- CholeskyQR2 (Q R from the Cholesky factor of Z^T Z, twice) is slower here for every shape
-  timed: 256 x 256 float32 ~1.7-1.9 ms (float64 ~4.2 ms vs 2.5 ms Householder), 1024 x 16
-  ~0.18 ms vs 0.11 ms; a 256 x 256 Gram product alone costs 0.33-0.48 ms, Cholesky 0.3 ms, the
-  triangular solve 0.36 ms. In float32 it would also need its Householder fallback often:
-  cond(J_t) of this RNN is ~1.6e3 (up to 5.6e3), so cond^2 eps is 0.15-1.9.
+- CholeskyQR (analyses/lyapunov/factorisations.py, `qr=CholeskyQR(passes=1 | 2)`): one pass is
+  faster than Householder, two are not. float32, 256 x 256: 0.68 ms one pass, 1.94 ms two (where
+  its selector already sends a Gaussian frame to Householder: cond^2 eps is too large in float32),
+  Householder 1.33 ms; float64 1.45 ms / 3.4 ms against 1.9 ms; 1024 x 16 float32 0.11 / 0.09 ms
+  against 0.07 ms. In float32 it would need its Householder fallback often: cond(J_t) of this RNN
+  is ~1.6e3 (up to 5.6e3), so cond^2 eps is 0.15-1.9.
+- A pivoted LU inside blocks (`lu_every`, rows "QR every 10, LU every p", float64): 0.42 ms in
+  float32 and 0.54 ms in float64 per factorisation, a quarter of Householder's, and it keeps the
+  frame conditioned between QRs. Measured (load 7.5): QR every 10 with an LU every 2 or 3 steps,
+  3.7x / 3.6x NumPy float64 at 4.9e-10 / 1.1e-10 from it (plain QR every 4: 3.3x at 2.4e-9).
 - Blocking (`reortho_every = m > 1`, the "QR every m" rows) divides the QR cost by m, but between
   QRs the columns drift together by exp(m (l_1 - l_k)) (l_1 - l_N ~ 3.9 here), and the smallest
   exponents lose about eps * exp(m (l_1 - l_N)). In float32, against NumPy float64, m = 2, 3, 4
@@ -179,6 +210,7 @@ from jax.tree_util import Partial  # noqa: E402
 
 from dynlab.analyses.lyapunov import lyapunov_core, lyapunov_spectrum, within_run_errors  # noqa: E402
 from dynlab.analyses.lyapunov.core import _compensated_cumsum  # noqa: E402
+from dynlab.analyses.lyapunov.factorisations import CholeskyQR, PivotedLU  # noqa: E402
 
 try:  # bench-only (the `bench` extra), never a dependency of dynlab itself
     import lyapax  # noqa: E402
@@ -218,8 +250,13 @@ def qr_flops(n: int, k: int) -> float:
     return 4.0 * n * k * k - 4.0 * k**3 / 3.0  # geqrf + forming Q (orgqr)
 
 
-def flops_per_step(n: int, k: int, reortho_every: int = 1) -> float:
-    return push_flops(n, k) + qr_flops(n, k) / reortho_every
+def lu_flops(n: int, k: int) -> float:
+    return n * k * k - k**3 / 3.0  # getrf
+
+
+def flops_per_step(n: int, k: int, reortho_every: int = 1, lu_every: int = 0) -> float:
+    lus = ((reortho_every - 1) // lu_every) / reortho_every if lu_every else 0.0
+    return push_flops(n, k) + qr_flops(n, k) / reortho_every + lu_flops(n, k) * lus
 
 
 def timed(fn: Callable[[], object], repeats: int = 1) -> tuple[float, object]:
@@ -262,8 +299,10 @@ def compare(
     peak: dict[str, float],
     repeats: int,
     blocked: tuple[int, ...] = (),
+    lu: tuple[tuple[int, int], ...] = (),
 ) -> float:
-    """Time NumPy and dynlab (QR every step, and every m in `blocked`) and print the ratios.
+    """Time NumPy and dynlab (QR every step, every m in `blocked`, and in float64 every m with a pivoted LU
+    every p steps inside, (m, p) in `lu`) and print the ratios.
 
     Returns NumPy's float32 seconds per step.
     """
@@ -271,10 +310,11 @@ def compare(
     w, b, xs, h0, q0 = problem(n, k, steps)
     results: dict[tuple[str, str, int], tuple[float, np.ndarray]] = {}
 
-    def report(name: str, dtype: str, m: int, seconds: float, extra: str = "") -> None:
-        rate = flops_per_step(n, k, m) * steps / seconds / 1e9
+    def report(name: str, dtype: str, m: int, seconds: float, extra: str = "", p: int = 0) -> None:
+        rate = flops_per_step(n, k, m, p) * steps / seconds / 1e9
         per_step = seconds / steps * 1e3
-        print(f"{name:>6} {dtype} QR every {m:2d}: {seconds:7.2f} s {per_step:8.3f} ms/step "
+        lu_text = f", LU every {p}" if p else ""
+        print(f"{name:>6} {dtype} QR every {m:2d}{lu_text}: {seconds:7.2f} s {per_step:8.3f} ms/step "
               f"{rate:6.1f} GFLOP/s = {rate / peak[dtype]:4.0%} of jnp matmul{extra}")  # fmt: skip
 
     for dtype in dtypes:
@@ -283,17 +323,18 @@ def compare(
         results["numpy", dtype, 1] = seconds, exps
         report("numpy", dtype, 1, seconds)
 
-        for m in (1, *blocked):
+        settings = [(m, 0) for m in (1, *blocked)] + (list(lu) if dtype == "float64" else [])
+        for m, p in settings:
             with jax.enable_x64(dtype == "float64"):
                 wj, bj, xj, hj, qj = (jnp.asarray(a) for a in arrays)
                 step = Partial(_tanh_rnn, (wj, bj))
                 run = lambda: lyapunov_core(  # noqa: E731
-                    step, hj, xj, k, burn_in=BURN_IN, reortho_every=m, q0=qj
+                    step, hj, xj, k, burn_in=BURN_IN, reortho_every=m, q0=qj, lu_every=p
                 )
                 first, _ = timed(run)
                 seconds, out = timed(run, repeats)
-            results["dynlab", dtype, m] = seconds, np.asarray(out.exponents)
-            report("dynlab", dtype, m, seconds, f"  (first call {first:.2f} s)")
+            results["dynlab", dtype, (m, p) if p else m] = seconds, np.asarray(out.exponents)
+            report("dynlab", dtype, m, seconds, f"  (first call {first:.2f} s)", p)
 
     if len(dtypes) == 2:
         diff = np.max(np.abs(results["numpy", "float32", 1][1] - results["numpy", "float64", 1][1]))
@@ -307,8 +348,9 @@ def compare(
         for ref_dtype in _reference_dtypes(dtype, dtypes):
             t_np, e_np = results["numpy", ref_dtype, 1]
             diff = np.abs(exps - e_np)
-            label = f"dynlab {dtype} (QR every {m:2d}) vs numpy {ref_dtype}"
-            print(f"  {label:<46} {t_np / seconds:5.1f}x   "
+            interval = f"QR every {m[0]:2d}, LU every {m[1]}" if isinstance(m, tuple) else f"QR every {m:2d}"
+            label = f"dynlab {dtype} ({interval}) vs numpy {ref_dtype}"
+            print(f"  {label:<60} {t_np / seconds:5.1f}x   "
                   f"{diff.max():.1e} / {diff[:lead].max():.1e}")  # fmt: skip
     return results["numpy", "float32", 1][0] / steps
 
@@ -318,31 +360,16 @@ def _reference_dtypes(dtype: str, dtypes: list[str]) -> list[str]:
     return [dtype] + (["float64"] if dtype == "float32" and "float64" in dtypes else [])
 
 
-def cholesky_qr2(z: jax.Array) -> tuple[jax.Array, jax.Array]:
-    r"""CholeskyQR2 (Yamamoto et al. 2015), the QR evaluated against Householder for the core.
-
-    $R_1 = \operatorname{chol}(Z^\top Z)^\top$, $Q_1 = Z R_1^{-1}$, then the same on $Q_1$:
-    $Z = Q R_2 R_1$. Timed only; it is slower than Householder here (module docstring).
-    """
-
-    def cholesky_qr(a):
-        r = jnp.linalg.cholesky(jnp.matmul(a.T, a, precision=HIGHEST)).T
-        return jax.lax.linalg.triangular_solve(r, a, left_side=False, lower=False), r
-
-    q1, r1 = cholesky_qr(z)
-    q, r2 = cholesky_qr(q1)
-    return q, r2 @ r1
-
-
 def where_the_time_goes(n: int, k: int, numpy_per_step: float) -> None:
-    """One float32 tangent push and one QR, timed alone: the floor of a QR every step."""
+    """One float32 tangent push and one factorisation of each kind, timed alone: the floor of a QR every step."""
     rng = np.random.default_rng(1)
     w, z = (rng.normal(size=shape).astype(np.float32) for shape in ((n, n), (n, k)))
     wj, zj = jnp.asarray(w), jnp.asarray(z)
     push = timed_jit(lambda a, b: jnp.matmul(a, b, precision=HIGHEST), wj, zj)
     householder = timed_jit(jnp.linalg.qr, zj)
     r_only = timed_jit(lambda a: jnp.linalg.qr(a, mode="r"), zj)
-    cholesky2 = timed_jit(cholesky_qr2, zj)
+    cholesky = {passes: timed_jit(CholeskyQR(passes=passes), zj) for passes in (1, 2)}
+    lu = timed_jit(PivotedLU(), zj)
     numpy_qr = timed(lambda: np.linalg.qr(z), 20)[0]
     ms = lambda s: f"{s * 1e3:.3f} ms"  # noqa: E731
     gflops = lambda flops, s: f"{flops / s / 1e9:.0f} GFLOP/s"  # noqa: E731
@@ -353,9 +380,12 @@ def where_the_time_goes(n: int, k: int, numpy_per_step: float) -> None:
     print(f"  {f'jnp Householder QR of {n}x{k}:':<38}{ms(householder)} = "
           f"{gflops(qr_flops(n, k), householder)} (R alone, geqrf: {ms(r_only)})")  # fmt: skip
     log_diag = lambda r: np.log(np.abs(np.diagonal(np.asarray(r, np.float64))))  # noqa: E731
-    agree = np.max(np.abs(log_diag(cholesky_qr2(zj)[1]) - log_diag(jnp.linalg.qr(zj)[1])))
-    print(f"  {'CholeskyQR2 (evaluated, not used):':<38}{ms(cholesky2)} "
-          f"(its ln R_ii match Householder's to {agree:.0e})")  # fmt: skip
+    agree = np.max(np.abs(log_diag(CholeskyQR().qr(zj)[1]) - log_diag(jnp.linalg.qr(zj)[1])))
+    used = bool(CholeskyQR().used_cholesky(zj))
+    print(f"  {'CholeskyQR, 1 / 2 passes:':<38}{ms(cholesky[1])} / {ms(cholesky[2])} (selector "
+          f"{'takes Cholesky' if used else 'falls back to Householder'} on this Gaussian frame; its ln R_ii match "
+          f"Householder's to {agree:.0e})")  # fmt: skip
+    print(f"  {'pivoted LU (getrf), inside blocks:':<38}{ms(lu)} = {gflops(lu_flops(n, k), lu)}")
     print(f"  {'numpy.linalg.qr (runs in float64):':<38}{ms(numpy_qr)}")
     floor = push + householder
     print(f"  {'QR every step, push + QR:':<38}{ms(floor)}/step "
@@ -421,7 +451,8 @@ class MapSystem:
     burn_in: int
     steps: int
     intervals: tuple[int, ...]  # QR intervals m > 1 run by both libraries ("same settings")
-    dt: float = 1.0  # time per step: exponents are printed per unit time
+    dt: float = 1.0
+    lu: tuple[tuple[int, int], ...] = ()  # dynlab only: (m, p), a QR every m steps, a pivoted LU every p inside  # time per step: exponents are printed per unit time
     published: np.ndarray | None = None
     reference: str = ""
 
@@ -448,6 +479,7 @@ def systems(quick: bool, rnn_n: int | None, names: tuple[str, ...] = ("lorenz", 
                   reference="published lambda_1 = 0.41922; exact sum ln 0.3 = -1.20397 (det J = -b)"),
         MapSystem(f"random tanh RNN h -> tanh(W h + b), N = {n}, g = {gain}", _tanh_rnn_autonomous, (w, b), h0, 120,
                   240 if quick else 600, (4,) if quick else (2, 4, 5, 6),
+                  lu=((12, 2), (15, 3)) if quick else ((12, 2), (15, 3), (12, 4)),
                   reference="lyapax's default run itself (no published values; dynlab float64 with a QR every step "
                             "follows the same trajectory and must agree with it to rounding)"),
     ]))
@@ -527,6 +559,14 @@ def run_system(system: MapSystem, repeats: int, dtypes: list[str]) -> list[Row]:
             if n > 16 and x64:  # the dense Jacobian (jacfwd, then J Q) instead of JVPs, for comparison
                 fns["dynlab dense", 1] = lambda: lyapunov_core(step, h0, inputs, n, burn_in=burn, reortho_every=1,
                                                                method="dense", q0=q0)
+            if n > 16:
+                # CholeskyQR (one pass, Householder where its selector refuses) every step, and blocks of m with
+                # a pivoted LU every p steps inside (hand-picked (m, p); `auto` chooses its own)
+                fns["dynlab CQR1", 1] = lambda: lyapunov_core(step, h0, inputs, n, burn_in=burn, reortho_every=1,
+                                                              qr=CholeskyQR(passes=1), q0=q0)
+                for m, p in system.lu:
+                    fns[f"dynlab LU{p}", m] = lambda m=m, p=p: lyapunov_core(
+                        step, h0, inputs, n, burn_in=burn, reortho_every=m, lu_every=p, renormalise=False, q0=q0)
             # reortho_every="auto": the whole labelled call (its pilot over the burn-in included), with float64
             # NumPy parameters that lyapunov_spectrum casts itself.
             step_np = Partial(_with_input(system.fn), system.params)
@@ -536,7 +576,9 @@ def run_system(system: MapSystem, repeats: int, dtypes: list[str]) -> list[Row]:
             results = measure(fns, repeats)
         for (code, m), (median, first, out) in results.items():
             if m == "auto":
-                note = (f"auto chose {out.attrs['reortho_every']} (predicted error "
+                lu_text = (f", a pivoted LU every {out.attrs['reortho_lu_every']} steps inside"
+                           if out.attrs["reortho_lu_every"] else "")
+                note = (f"auto chose {out.attrs['reortho_every']}{lu_text} (predicted error "
                         f"{out.attrs['reortho_predicted_error']:.1e} <= tolerance {out.attrs['reortho_tolerance']:.1e} "
                         f"= 1% of the pilot's SE scaled to the run, bound {out.attrs['reortho_error_bound']:.1e}, "
                         f"renormalise {out.attrs['reortho_renormalise']}; timed: the labelled call with its pilot)")
@@ -644,11 +686,21 @@ def where_the_time_goes_per_step(system: MapSystem, dtype: str, repeats: int) ->
             d = jnp.diagonal(r)
             return h, q * jnp.where(d < 0, -1, 1).astype(q.dtype) + 0 * jnp.log(jnp.abs(d))[None]
 
+        def factorised(method):
+            def body(c):
+                h, z = c
+                frame, log_diag = method(z)
+                return h, frame + 0 * log_diag[None]
+
+            return body
+
         def scanned(body):
             return jax.jit(lambda c: jax.lax.scan(lambda c, _: (body(c), None), c, None, length=length)[0])
 
         runs = {name: scanned(body) for name, body in
-                (("push", push), ("renorm", renormalised), ("qr", qr_plain), ("flip", qr_flip))}
+                (("push", push), ("renorm", renormalised), ("qr", qr_plain), ("flip", qr_flip),
+                 ("cqr1", factorised(CholeskyQR(passes=1))), ("cqr2", factorised(CholeskyQR())),
+                 ("lu", factorised(PivotedLU())))}
         runs["kahan"] = jax.jit(_compensated_cumsum)  # the core's own running sum
         runs["cumsum"] = jax.jit(lambda x: jnp.cumsum(x, axis=0))
         fns = {name: (lambda run=run, name=name: run(g if name in ("kahan", "cumsum") else (h0, z0)))
@@ -656,11 +708,14 @@ def where_the_time_goes_per_step(system: MapSystem, dtype: str, repeats: int) ->
         t = {name: result[0] / length for name, result in measure(fns, repeats, best=True).items()}
     push_t, renorm_t = t["push"], max(t["renorm"] - t["push"], 0.0)
     qr_t, flip_t = t["qr"], max(t["flip"] - t["qr"], 0.0)
+    cqr1_t, cqr2_t, lu_t = t["cqr1"], t["cqr2"], t["lu"]  # each timed alone, as the QR
     us = lambda sec: f"{sec * 1e6:.2f} us"  # noqa: E731
     print(f"where a step goes, {system.name}, {dtype} (parts timed alone in scans of {length}, best of {repeats}):")
     print(f"  tangent push (k = {n} JVPs): {us(push_t)}; column renormalisation inside a block (dynlab, only where "
-          f"needed): +{us(renorm_t)}; QR: {us(qr_t)}; sign flip (no longer made): +{us(flip_t)}; running sum per QR: "
-          f"dynlab (compensated scan) {us(t['kahan'])}, lyapax (cumsum) {us(t['cumsum'])}")
+          f"needed): +{us(renorm_t)}; QR: {us(qr_t)}; sign flip (no longer made): +{us(flip_t)}; "
+          f"running sum per QR: dynlab (compensated scan) {us(t['kahan'])}, lyapax (cumsum) {us(t['cumsum'])}")
+    print(f"  other factorisations of the frame: CholeskyQR 1 pass {us(cqr1_t)}, 2 passes {us(cqr2_t)} (with its "
+          f"selector), pivoted LU {us(lu_t)}")
     lyapax_step = lambda m: push_t + (qr_t + t["cumsum"]) / m  # noqa: E731
     # dynlab no longer flips signs, and renormalises inside a block only where the growth nears the range
     dynlab_step = lambda m: push_t + (qr_t + t["kahan"]) / m  # noqa: E731
@@ -669,6 +724,10 @@ def where_the_time_goes_per_step(system: MapSystem, dtype: str, repeats: int) ->
         print(f"  QR every {m}: lyapax {us(lyapax_step(m))}/step, dynlab {us(dynlab_step(m))}/step -> dynlab "
               f"{default / dynlab_step(m):.2f}x lyapax's default (lyapax {default / lyapax_step(m):.2f}x; dynlab "
               f"with the renormalisation kept: {default / (dynlab_step(m) + (renorm_t if m > 1 else 0.0)):.2f}x)")
+    for m, p in system.lu:
+        lu_step = push_t + lu_t * ((m - 1) // p) / m + (qr_t + t["kahan"]) / m
+        print(f"  QR every {m}, pivoted LU every {p} inside: dynlab {us(lu_step)}/step -> {default / lu_step:.2f}x "
+              "lyapax's default")
     budget = default / TARGET
     for label, fixed, per_qr in (("dynlab, renormalisation dropped", push_t, qr_t + t["kahan"]),
                                  ("dynlab, renormalisation kept", push_t + renorm_t, qr_t + t["kahan"]),
@@ -725,7 +784,7 @@ def numpy_comparison(steps: int, repeats: int) -> None:
             peak[dtype] = matmul_gflops(dtype)
         print(f"jnp matmul 1024^3 {dtype}: {peak[dtype]:.1f} GFLOP/s")
 
-    numpy_per_step = compare(256, 256, steps, dtypes, peak, repeats, blocked=(2, 3, 4))
+    numpy_per_step = compare(256, 256, steps, dtypes, peak, repeats, blocked=(2, 3, 4), lu=((10, 1), (10, 2), (10, 3)))
     where_the_time_goes(256, 256, numpy_per_step)
     numpy_per_step = compare(1024, 16, steps, dtypes, peak, repeats, blocked=(10,))
     where_the_time_goes(1024, 16, numpy_per_step)

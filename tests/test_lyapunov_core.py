@@ -302,7 +302,7 @@ def test_dropping_the_sign_flip_gives_identical_exponents(monkeypatch, m, renorm
         xs = jnp.asarray(xs)
 
         def growth():  # a fresh jit each call, so that the patched helper is traced
-            run = jax.jit(lambda v, q, x: core._qr_iterate(tangent, (v, q, jnp.array(True)), x, m, renormalise)[1])
+            run = jax.jit(lambda v, q, x: core._qr_iterate(tangent, (v, q, jnp.array(True)), x, m, renormalise)[1][0])
             return np.asarray(run(v0, frame, xs))
 
         plain = growth()

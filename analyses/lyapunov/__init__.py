@@ -20,11 +20,18 @@ The package, from low to high level (every public name is importable from here,
 - [`core`][dynlab.analyses.lyapunov.core] — [`flatten_step`][] turns a step map on a PyTree state
   into a map on a flat vector; [`lyapunov_core`][] is the jit-compiled numerical core on any map;
   it returns JAX arrays and can be `jax.vmap`-ed over initial conditions;
+- [`factorisations`][dynlab.analyses.lyapunov.factorisations] — how the frame is re-factorised:
+  [`Householder`][] (LAPACK, the default), [`CholeskyQR`][] (matmul + Cholesky, with a run-time
+  fallback to Householder for ill-conditioned frames) and [`PivotedLU`][] (used inside blocks,
+  `lu_every`): the exponents depend only on the flag of the frame and the triangular factors'
+  diagonals, so any flag-preserving triangular factorisation gives the same sums;
 - [`reortho`][dynlab.analyses.lyapunov.reortho] — `reortho_every="auto"` chooses the
   re-orthonormalisation interval from a pilot over the burn-in: the longest interval whose
   predicted blocking error ([`blocking_error_bound`][], from the spread $\lambda_1 - \lambda_k$)
   stays below 1% of the pilot's statistical error of the exponents (and the frame's condition
-  number below $\varepsilon^{-2/3}$); it reports the bound, the tolerance and the rule in attrs;
+  number below $\varepsilon^{-2/3}$); in float64 with $k \ge 16$ it weighs blocks with a pivoted LU
+  every few steps inside against plain blocks, from a pilot that itself uses the LU; it reports the
+  bound, the tolerance and the rule in attrs;
 - [`spectrum`][dynlab.analyses.lyapunov.spectrum] — [`lyapunov_spectrum`][] wraps the core into a
   labelled `xr.Dataset`;
 - [`replicates`][dynlab.analyses.lyapunov.replicates] — [`lyapunov_ensemble`][] (initial conditions under
@@ -47,8 +54,12 @@ step size of a discretised flow to get rates per unit of time.
 """
 
 from dynlab.analyses.lyapunov.core import LyapunovResult, Method, StepFn, flatten_step, lyapunov_core, num_steps
+from dynlab.analyses.lyapunov.factorisations import CholeskyQR, Householder, PivotedLU, QRMethod
 from dynlab.analyses.lyapunov.reortho import (
     AUTO_ERROR_FACTOR,
+    AUTO_LU_COST,
+    AUTO_LU_ERROR_FACTOR,
+    AUTO_LU_MIN_K,
     AUTO_MIN_BLOCKS,
     AUTO_MIN_BURN_IN,
     auto_condition_bound,
@@ -71,10 +82,17 @@ from dynlab.analyses.lyapunov.model import check_lyapunov, lyapunov_analysis
 
 __all__ = [
     "AUTO_ERROR_FACTOR",
+    "AUTO_LU_COST",
+    "AUTO_LU_ERROR_FACTOR",
+    "AUTO_LU_MIN_K",
     "AUTO_MIN_BLOCKS",
     "AUTO_MIN_BURN_IN",
+    "CholeskyQR",
+    "Householder",
     "LyapunovResult",
     "Method",
+    "PivotedLU",
+    "QRMethod",
     "StepFn",
     "auto_condition_bound",
     "block_growth",

@@ -22,9 +22,10 @@ from jaxtyping import Array, ArrayLike, Float, PyTree
 from dynlab.analyses.lyapunov.core import (
     LyapunovResult, Method, StepFn, _qr_times, _run, _state_dim, lyapunov_core, num_steps,
 )
+from dynlab.analyses.lyapunov.factorisations import Householder, QRMethod
 from dynlab.analyses.lyapunov.reortho import _reortho_attrs, _resolve_reortho, blocking_error_bound
 from dynlab.analyses.lyapunov.within_run import block_growth, rounding_se, se_of_realisation_mean, within_run_errors
-from dynlab.analyses.lyapunov.spectrum import _EXPONENT_ATTRS, _RUNNING_ATTRS, _attrs, _exponent_coords
+from dynlab.analyses.lyapunov.spectrum import _EXPONENT_ATTRS, _RUNNING_ATTRS, _attrs, _exponent_coords, _qr_attrs
 from dynlab.analyses.lyapunov.summaries import _derived_quantities
 from dynlab.errors import ConfigError
 from dynlab.statistics import t_interval
@@ -51,6 +52,8 @@ def lyapunov_ensemble(
     x64: bool = False,
     q0: Float[ArrayLike, "n k"] | None = None,
     key: Array | None = None,
+    qr: QRMethod = Householder(),
+    lu_every: int = 0,
 ) -> xr.Dataset:
     r"""Lyapunov spectra from several initial conditions, with means and confidence intervals.
 
@@ -92,13 +95,14 @@ def lyapunov_ensemble(
     n = _state_dim(h0s) // n_ic
     steps = num_steps(inputs)
     requested = reortho_every
-    reortho_every, auto_info, renormalise = _resolve_reortho(
+    reortho_every, auto_info, renormalise, lu_every = _resolve_reortho(
         step, jax.tree.map(lambda a: a[0], h0s), inputs, q0, x64,
-        reortho_every=reortho_every, k=k, burn_in=burn_in, method=method, key=key,
+        reortho_every=reortho_every, k=k, burn_in=burn_in, method=method, key=key, lu_every=lu_every,
     )  # fmt: skip
     result = _run(
         _ensemble_core, step, h0s, inputs, q0, x64,
         k=k, burn_in=burn_in, reortho_every=reortho_every, renormalise=renormalise, method=method, key=key,
+        qr=qr, lu_every=lu_every,
     )  # fmt: skip
     k = result.exponents.shape[1]
     diverged = np.asarray(result.diverged, bool)
@@ -153,7 +157,9 @@ def lyapunov_ensemble(
                        "not the variability of the exponents over input realisations (see lyapunov_replicates)",
             **_reortho_attrs(requested, reortho_every, blocking_error_bound(
                 block_growth(result.running, _qr_times(steps - burn_in, reortho_every))[~diverged],
-                reortho_every, x64), auto_info, x64, renormalise),
+                reortho_every, x64, lu_every=lu_every, condition=np.asarray(result.condition)[~diverged]),
+                auto_info, x64, renormalise, lu_every),
+            **_qr_attrs(qr),
         },
     )
 
@@ -184,6 +190,8 @@ def lyapunov_replicates(
     x64: bool = False,
     q0: Float[ArrayLike, "n k"] | None = None,
     key: Array | None = None,
+    qr: QRMethod = Householder(),
+    lu_every: int = 0,
 ) -> xr.Dataset:
     r"""Lyapunov spectra repeated over independent realisations, with intervals that say so.
 
@@ -253,16 +261,17 @@ def lyapunov_replicates(
     if q0 is not None and np.ndim(q0) == 3 and np.shape(q0)[0] != n_real:
         raise ConfigError(f"q0 must be [N, k] or [realisation = {n_real}, N, k]; got shape {np.shape(q0)}.")
     requested = reortho_every
-    reortho_every, auto_info, renormalise = _resolve_reortho(
+    reortho_every, auto_info, renormalise, lu_every = _resolve_reortho(
         step, jax.tree.map(lambda a: a[0, 0], h0s), jax.tree.map(lambda a: a[0], inputs),
         None if q0 is None else (q0[0] if np.ndim(q0) == 3 else q0), x64,
-        reortho_every=reortho_every, k=k, burn_in=burn_in, method=method, key=key,
+        reortho_every=reortho_every, k=k, burn_in=burn_in, method=method, key=key, lu_every=lu_every,
     )  # fmt: skip
     base = jax.random.key(0) if key is None else key
     keys = jax.vmap(lambda r: jax.random.fold_in(base, r))(jnp.arange(n_real))
     result = _run(
         _replicates_core, step, h0s, inputs, q0, x64,
         k=k, burn_in=burn_in, reortho_every=reortho_every, renormalise=renormalise, method=method, keys=keys,
+        qr=qr, lu_every=lu_every,
     )  # fmt: skip
     k = result.exponents.shape[-1]
     diverged = np.asarray(result.diverged, bool)
@@ -327,7 +336,8 @@ def lyapunov_replicates(
     coords = _exponent_coords(k, times)
     coords["ic"] = ("ic", np.arange(n_ic), {"long_name": "initial condition (under one input realisation)"})
     coords["realisation"] = ("realisation", np.arange(n_real), {"long_name": f"independent realisation ({population})"})
-    bound = blocking_error_bound(block_growth(result.running, times)[~diverged], reortho_every, x64)
+    bound = blocking_error_bound(block_growth(result.running, times)[~diverged], reortho_every, x64,
+                                 lu_every=lu_every, condition=np.asarray(result.condition)[~diverged])
     return xr.Dataset(
         data_vars,
         coords=coords,
@@ -344,7 +354,8 @@ def lyapunov_replicates(
             "within_run_method": "batch means of per-QR-block local exponents, Student t",
             "within_run_batch": int(batch),
             "ic_spread": "ic_sd: sd over initial conditions under one input realisation (multistability)",
-            **_reortho_attrs(requested, reortho_every, bound, auto_info, x64, renormalise),
+            **_reortho_attrs(requested, reortho_every, bound, auto_info, x64, renormalise, lu_every),
+            **_qr_attrs(qr),
         },
     )
 

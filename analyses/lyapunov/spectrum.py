@@ -6,6 +6,7 @@ from __future__ import annotations
 import warnings
 from typing import Any, Literal
 
+import jax
 import numpy as np
 import xarray as xr
 from jaxtyping import Array, ArrayLike, Float, PyTree
@@ -13,6 +14,7 @@ from jaxtyping import Array, ArrayLike, Float, PyTree
 from dynlab.analyses.lyapunov.core import (
     Method, StepFn, _qr_times, _resolve_method, _run, _state_dim, lyapunov_core, num_steps,
 )
+from dynlab.analyses.lyapunov.factorisations import Householder, QRMethod
 from dynlab.analyses.lyapunov.reortho import _reortho_attrs, _resolve_reortho, blocking_error_bound
 from dynlab.analyses.lyapunov.within_run import block_growth
 from dynlab.provenance import stamp_attrs
@@ -45,6 +47,10 @@ def _exponent_coords(k: int, times: np.ndarray) -> dict[str, Any]:
     }
 
 
+def _qr_attrs(qr: QRMethod) -> dict[str, str]:
+    return {"reortho_qr": repr(qr)}
+
+
 _EXPONENT_ATTRS = {"units": "per step", "long_name": "Lyapunov exponent"}
 _RUNNING_ATTRS = {"units": "per step", "long_name": "running Lyapunov exponent estimate"}
 
@@ -61,11 +67,17 @@ def lyapunov_spectrum(
     x64: bool = False,
     q0: Float[ArrayLike, "n k"] | None = None,
     key: Array | None = None,
+    qr: QRMethod = Householder(),
+    lu_every: int = 0,
 ) -> xr.Dataset:
     r"""Lyapunov spectrum of $h_{t+1} = \texttt{step}(h_t, x_t)$ as a labelled dataset.
 
     Runs [`lyapunov_core`][] (see there for the method and the arguments `step`, `h0`,
-    `inputs`, `k`, `burn_in`, `reortho_every`, `method`, `q0`, `key`) and labels the result.
+    `inputs`, `k`, `burn_in`, `reortho_every`, `method`, `q0`, `key`, `qr`, `lu_every`) and labels
+    the result. `reortho_every="auto"` chooses the interval (and, in float64 for $k \ge 16$,
+    `lu_every`) from a pilot run over the burn-in (`dynlab.analyses.lyapunov.reortho`); in float64
+    for $k \ge 16$ that pilot (a pivoted LU every step) is the burn-in, and the accumulation goes on
+    from its final state and (re-orthonormalised) frame.
 
     **Precision.** By default the state, the inputs and the frame are float32. With
     `x64=True` they are float64 and float64 is enabled while the map is traced and run, so
@@ -98,13 +110,25 @@ def lyapunov_spectrum(
     n = _state_dim(h0)
     steps = num_steps(inputs)
     requested = reortho_every
-    reortho_every, auto_info, renormalise = _resolve_reortho(
-        step, h0, inputs, q0, x64, reortho_every=reortho_every, k=k, burn_in=burn_in, method=method, key=key
+    reortho_every, auto_info, renormalise, lu_every = _resolve_reortho(
+        step, h0, inputs, q0, x64, reortho_every=reortho_every, k=k, burn_in=burn_in, method=method, key=key,
+        lu_every=lu_every,
     )
-    result = _run(
-        lyapunov_core, step, h0, inputs, q0, x64,
-        k=k, burn_in=burn_in, reortho_every=reortho_every, renormalise=renormalise, method=method, key=key,
-    )  # fmt: skip
+    if auto_info is not None and "end" in auto_info:
+        # The float64 LU pilot ran the burn-in already (same inputs, same start): go on from where it ended.
+        # Its frame is the pivoted LU factor; the core's QR of q0 makes it orthonormal with the same flag.
+        end_state, end_frame = auto_info["end"]
+        result = _run(
+            lyapunov_core, step, end_state, jax.tree.map(lambda a: a[burn_in:], inputs), end_frame, x64,
+            k=k, burn_in=0, reortho_every=reortho_every, renormalise=renormalise, method=method,
+            qr=qr, lu_every=lu_every,
+        )  # fmt: skip
+    else:
+        result = _run(
+            lyapunov_core, step, h0, inputs, q0, x64,
+            k=k, burn_in=burn_in, reortho_every=reortho_every, renormalise=renormalise, method=method, key=key,
+            qr=qr, lu_every=lu_every,
+        )  # fmt: skip
     k = result.exponents.shape[0]
     diverged = bool(result.diverged)
     exponents = result.exponents
@@ -121,7 +145,8 @@ def lyapunov_spectrum(
         method=method, x64=x64,
     )  # fmt: skip
     bound = blocking_error_bound(
-        block_growth(result.running, _qr_times(steps - burn_in, reortho_every)), reortho_every, x64
+        block_growth(result.running, _qr_times(steps - burn_in, reortho_every)), reortho_every, x64,
+        lu_every=lu_every, condition=result.condition,
     )
     return xr.Dataset(
         {
@@ -130,6 +155,7 @@ def lyapunov_spectrum(
             "diverged": ((), diverged, {"long_name": "trajectory diverged"}),
         },
         coords=_exponent_coords(k, _qr_times(steps - burn_in, reortho_every)),
-        attrs={**attrs, "diverged": int(diverged), **_reortho_attrs(requested, reortho_every, bound, auto_info, x64, renormalise)},
+        attrs={**attrs, "diverged": int(diverged), **_reortho_attrs(requested, reortho_every, bound, auto_info, x64, renormalise, lu_every),
+               **_qr_attrs(qr)},
     )
 
