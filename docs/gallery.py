@@ -10,8 +10,8 @@ committed: the documentation build (`docs/hooks/build.py`) calls [`build`][] and
 and the images to the site, so the figures always come from the code being documented. The
 build caches the result under a hash of the package's sources and of this file.
 
-The runs are small (a few hundred training steps, short trajectories, toy grids: about 5 minutes
-on 2 CPU cores in all), so the figures show what each analysis draws, not the papers' results;
+The runs are small (a few hundred training steps, short trajectories, toy grids: 10-11 minutes
+of CPU time in all, 12.6 min on 2 cores shared with other work), so the figures show what each analysis draws, not the papers' results;
 the paper pages and `dynlab reproduce` give those. Data sets absent from the data directory are
 replaced by the tasks' synthetic stand-ins, and the figures say which they used.
 """
@@ -221,8 +221,9 @@ _HEADER = """# Gallery
 The figure of every analysis and scenario, each with the exact commands that made it, run in
 this order from an empty directory (the first entry trains the networks that later ones read).
 The figures are made from small runs when the documentation is built (`docs/gallery.py`, about
-5 minutes on 2 CPU cores), so they always show what the documented code draws; they are not
-the papers' results (see [Papers](papers/index.md) and `dynlab reproduce`).
+11 minutes of CPU time at the first build of a source tree, cached afterwards), so they always
+show what the documented code draws. They are not the papers' results: a few hundred training
+steps leave some networks near chance (see [Papers](papers/index.md) and `dynlab reproduce`).
 """
 
 

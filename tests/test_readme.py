@@ -5,8 +5,8 @@ README is read, not copied: its fenced blocks are taken in order.
 - ```` ```bash ````: every `dynlab …` line (with `\\` continuations) is one command, run through
   the command line's own entry point in the directory. The quick start's install prefix
   (`pip install … &&`) is the environment this test runs in, and `pytest` is this suite: both
-  are skipped. A command whose comment gives a quick form, `(quick: ARGS)`, runs with ARGS
-  appended, as README tells a reader to do for commands over a minute.
+  are skipped. A command whose comment line above gives a quick form, `(quick: ARGS)`, runs
+  with ARGS appended, as README offers a reader for a faster look.
 - ```` ```toml ```` whose first line is `# NAME.toml`: written to NAME.toml, as README says to
   save it; later commands read it.
 - ```` ```python ````: executed in the directory.
@@ -42,19 +42,21 @@ class Step:
 
 
 def _commands(block: str) -> list[Step]:
-    steps, line = [], ""
+    steps, line, comment = [], "", ""
     for raw in block.splitlines():
+        if raw.startswith("#"):
+            comment = raw
+            continue
         line += raw.rstrip()
         if line.endswith("\\"):
             line = line[:-1] + " "
             continue
-        command, _, comment = line.partition("  #")
-        command = command.strip().rpartition("&&")[2].strip()
+        command = line.partition("  #")[0].strip().rpartition("&&")[2].strip()
         line = ""
-        if not command.startswith("dynlab "):
-            continue
-        quick = QUICK.search(comment)
-        steps.append(Step("command", command + (" " + quick.group(1) if quick else "")))
+        if command.startswith("dynlab "):
+            quick = QUICK.search(comment)
+            steps.append(Step("command", command + (" " + quick.group(1) if quick else "")))
+        comment = ""
     return steps
 
 
