@@ -198,8 +198,9 @@ def axis_value_label(ds: xr.Dataset, dim: str, index: int, *, name: bool = True)
     return f"{key_label(dim)}={value}" if name else value
 
 
-def _last_finite(var: xr.DataArray, dim: str) -> xr.DataArray:
-    """The last finite value along ``dim`` (the last evaluation a cell reached), NaN if none."""
+def last_finite(var: xr.DataArray, dim: str) -> xr.DataArray:
+    """The last finite value along ``dim`` (the last evaluation each cell of a sweep reached), NaN
+    if none; also the final numbers of `dynlab.scenarios.summary`."""
     import numpy as np
 
     x = np.moveaxis(np.asarray(var.values, float), var.get_axis_num(dim), -1)
@@ -222,7 +223,7 @@ def _sweep_panels(ds: xr.Dataset, cell_dims: list[str]) -> list[tuple[str, xr.Da
         extra = [d for d in da.dims if d not in cell_dims]
         if name.startswith("train_eval_") and len(extra) == 1:
             label = f"held-out {name[len('train_eval_'):].replace('_', ' ')} after training"
-            da = _last_finite(da, extra[0])
+            da = last_finite(da, extra[0])
         elif name.endswith("_largest_mean") and not extra:
             analysis = name[: -len("_largest_mean")]
             label = "largest Lyapunov exponent λ₁" if analysis == "lyapunov" else f"largest {analysis.replace('_', ' ')}"

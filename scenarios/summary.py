@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+from dynlab.figures import last_finite
+
 MAX_ROWS = 12
 """Rows of a summary table beyond which the table says how many more the dataset holds."""
 
@@ -58,19 +60,10 @@ def _headline_variables(merged: xr.Dataset, cell_dims: tuple[str, ...]) -> dict[
             continue
         extra = [d for d in var.dims if d not in cell_dims]
         if name.startswith("train_eval_") and len(extra) == 1:
-            out[f"final {name[len('train_'):].replace('_', ' ')}"] = _last_finite(var, extra[0])
+            out[f"final {name[len('train_'):].replace('_', ' ')}"] = last_finite(var, extra[0])
         elif not extra and name.endswith("_mean"):
             out[name[: -len("_mean")].replace("_", " ", 1)] = var
     return out
-
-
-def _last_finite(var: xr.DataArray, dim: str) -> xr.DataArray:
-    """The last finite value along ``dim`` (the last evaluation each cell reached), NaN if none."""
-    x = np.moveaxis(np.asarray(var.values, float), var.get_axis_num(dim), -1)
-    finite = np.isfinite(x)
-    idx = np.where(finite.any(-1), x.shape[-1] - 1 - np.argmax(finite[..., ::-1], axis=-1), 0)
-    last = np.where(finite.any(-1), np.take_along_axis(x, idx[..., None], -1)[..., 0], np.nan)
-    return xr.DataArray(last, dims=[d for d in var.dims if d != dim], coords={d: var[d] for d in var.dims if d != dim})
 
 
 def sweep_summary(merged: xr.Dataset) -> str:
