@@ -75,8 +75,9 @@ def _hooks():
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("docs") / "site"
-    # The gallery's lyapunov entry only (the whole gallery takes minutes), built afresh: not cached.
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "DYNLAB_GALLERY_ONLY": "lyapunov",
+    # The gallery's jacobian-grid entry only (the whole gallery takes minutes; this one a second),
+    # built afresh: not cached.
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "DYNLAB_GALLERY_ONLY": "jacobian-grid",
            "DYNLAB_GALLERY_CACHE": str(tmp_path_factory.mktemp("gallery")), "MPLBACKEND": "Agg"}
     result = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(ROOT / "mkdocs.yml"), "-d", str(out)],
@@ -119,8 +120,8 @@ def test_gallery_shows_the_figure_made_by_its_command(site):
     """The gallery page holds the entry's exact command and the figure that command wrote during
     the build (a PNG in the site, not a committed image)."""
     page = (site / "gallery" / "index.html").read_text(encoding="utf-8")
-    assert "dynlab analyze lyapunov --model aru --out lyapunov.nc" in _text(page)
-    (src,) = re.findall(r'<img[^>]*src="([^"]*lyapunov[^"]*\.png)"', page)
+    assert "dynlab analyze jacobian-grid --model aru --set model.hidden=16 --out jacobian-grid.nc" in _text(page)
+    (src,) = re.findall(r'<img[^>]*src="([^"]*jacobian-grid[^"]*\.png)"', page)
     image = (site / "gallery" / src).resolve()
     assert image.is_file() and image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not list(ROOT.glob("docs/**/*.png")), "images are made by the build, never committed"

@@ -133,7 +133,11 @@ def test_kill_at_each_moment_then_resume_gives_identical_files(reference, cache,
 
 
 def test_random_kills_then_resume(reference, cache, tmp_path):
-    """kill -9 at random times after metrics.nc appears (two runs at a time, ~20 s), then resume."""
+    """kill -9 at random times after metrics.nc appears (two runs at a time, ~10 s), then resume.
+
+    Every kill moment is covered deterministically by the test above; this one adds random
+    timings, as many as fit in ~10 s of the suite's time budget (it was 20 s: the suite must stay
+    under CI's 15 minutes with the README and paper-preset tests added)."""
     seed = random.randrange(2**32)
     rng = random.Random(seed)
     start, pair_seconds, i, results = time.monotonic(), 0.0, 0, []
@@ -149,7 +153,7 @@ def test_random_kills_then_resume(reference, cache, tmp_path):
         proc.communicate()
         return out, delay
 
-    while i == 0 or time.monotonic() - start + pair_seconds < 20:  # at least one pair; ~20 s in all
+    while i == 0 or time.monotonic() - start + pair_seconds < 10:  # at least one pair; ~10 s in all
         t0 = time.monotonic()
         with ThreadPoolExecutor(2) as pool:
             results += list(pool.map(one, (i, i + 1)))
