@@ -27,6 +27,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import jax
+
 
 @dataclass(frozen=True)
 class Entry:
@@ -202,6 +204,9 @@ def build(out: Path, only: set[str] | None = None, log=print) -> list[str]:
         error = next((f"`{c}`: {msg}" for c in entry.commands if (msg := _run(c, work))), "")
         figures = sorted(p for pattern in entry.figures for p in work.glob(pattern))
         log(f"gallery: {entry.name}: {len(figures)} figure(s) in {time.time() - start:.0f} s{'; ' + error if error else ''}")
+        # entries share no programs; freeing them keeps the one build process far below the kernel's
+        # memory-map limit (each compiled CPU program holds maps: see tests/conftest.py)
+        jax.clear_caches()
         page += [f"## {entry.title}", "", entry.caption, "", "```bash", *entry.commands, "```", ""]
         if error:
             failures.append(f"{entry.name}: {error}")
