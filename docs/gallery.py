@@ -204,8 +204,9 @@ def build(out: Path, only: set[str] | None = None, log=print) -> list[str]:
         error = next((f"`{c}`: {msg}" for c in entry.commands if (msg := _run(c, work))), "")
         figures = sorted(p for pattern in entry.figures for p in work.glob(pattern))
         log(f"gallery: {entry.name}: {len(figures)} figure(s) in {time.time() - start:.0f} s{'; ' + error if error else ''}")
-        # entries share no programs; freeing them keeps the one build process far below the kernel's
-        # memory-map limit (each compiled CPU program holds maps: see tests/conftest.py)
+        # every compiled CPU program holds memory maps until freed (tests/conftest.py): freeing them
+        # between entries keeps the one build process below the kernel's limit, at the price of
+        # recompiling what later entries share
         jax.clear_caches()
         page += [f"## {entry.title}", "", entry.caption, "", "```bash", *entry.commands, "```", ""]
         if error:
