@@ -267,6 +267,10 @@ class PC(Rule):
             energy change of at most ``ftol`` over the last step
             ([`Criterion`][dynlab.rules.pc_inference.Criterion]).
         t1: ODE time horizon.
+        smoothing: a decreasing list of widths $\mu$ (e.g. ``[1e-2, 1e-3]``): continue the method over
+            energies whose ReLU / max kinks are smoothed to within $\mu$
+            ([`Smoothed`][dynlab.rules.pc_inference.Smoothed]) — for units whose energy is not
+            differentiable (ELM neuron, ELM network, SITH-RNN); no effect on the others.
 
         diagnostics: optional ``diagnostics(model, x, y, output, inference) -> dict`` of extra
             per-step metrics from the batch (flat ``x[P, D]``, ``y[P, d_out]``) and the
@@ -294,9 +298,11 @@ class PC(Rule):
         rtol: float = 1e-4,
         ftol: float = 1e-6,
         t1: float = 1e4,
+        smoothing: list[float] | None = None,
         diagnostics: Callable | None = None,
     ):
-        settings = dict(optimizer=optimizer, beta=beta, max_steps=max_steps, atol=atol, rtol=rtol, ftol=ftol, t1=t1)
+        settings = dict(optimizer=optimizer, beta=beta, max_steps=max_steps, atol=atol, rtol=rtol, ftol=ftol, t1=t1,
+                        smoothing=smoothing)
         if not isinstance(inference, str):
             changed = [k for k, v in settings.items() if v != _SETTINGS[k]]
             if changed:

@@ -22,11 +22,17 @@ no width parameterisation, since the units have none).
 Heavy-ball momentum (β = 0.1, 1000 steps) converged on the ARU, GRU, LSTM and block-diagonal RNN,
 on 67% of the tanh RNN's cells and never on the ELM neuron, the ELM network and SITH-RNN.
 L-BFGS in the error coordinates converges on all cells of the first five (Gauss–Newton and
-Levenberg–Marquardt on most: each stalls on some of the tanh and block-diagonal RNN's cells). The last three have energies that are
-not differentiable (ReLU kinks in the ELM neuron's MLP and the ELM network's read-out, a max
-over τ in SITH-RNN) and minima on those kinks, where no gradient vanishes
-([`dynlab.rules.pc_inference`][]): their cosines stay those of unconverged activities — the
-dataset keeps them in ``cosine_unconverged`` and the figure marks them hollow.
+Levenberg–Marquardt on most: each stalls on some of the tanh and block-diagonal RNN's cells). The last
+three have energies that are not differentiable (ReLU kinks in the ELM neuron's MLP and the ELM
+network's read-out, a max over τ in SITH-RNN) and minima on those kinks, where no gradient vanishes
+([`dynlab.rules.pc_inference`][]). For them ``smoothing`` (default ``[1e-2, 1e-3]``; ``[]`` turns it
+off) runs the same method on energies smoothed to within each width in turn
+([`Smoothed`][dynlab.rules.pc_inference.Smoothed]); the other units' energies have no kinks and are
+inferred exactly as without it. The ELM neuron and the ELM network then converge on every cell;
+SITH-RNN on some: at width $10^{-3}$ its log-sum-exp over 50 time cells has a curvature of
+$\ln 50 / 10^{-3}$, and the float32 gradient stalls just above the criterion's rounding floor
+(in float64 it converges). Cells that did not converge keep their cosines only in
+``cosine_unconverged``, and the figure marks them hollow.
 
 What to expect: the PC gradient tends to BPTT's as the equilibrium errors vanish; for a linear
 RNN under the mean-field parameterisation that is wide networks and short sequences (``pc-bptt``,
@@ -132,6 +138,7 @@ def run_cross_pc(
     rtol: float = 1e-4,
     ftol: float = 1e-6,
     patience: int = 50,
+    smoothing: list[float] | None = (1e-2, 1e-3),
     reference_widths: list[int] = (16, 64, 256),
     reference_lengths: list[int] = (2, 8, 32),
     reference_steps: int = 100,
@@ -149,7 +156,7 @@ def run_cross_pc(
     cfg = CompareConfig.from_options(model="rnn", energy="inference", steps=steps, lr=lr, optimizer="adam", beta=beta,
                         inference=inference, activity_optimizer=activity_optimizer,
                         inference_steps=inference_steps, rtol=rtol, ftol=ftol, patience=patience,
-                        batch_size=batch_size)
+                        smoothing=list(smoothing) if smoothing else None, batch_size=batch_size)
     make_task = length_task(task)
     configs = {(u, w, t, s): {"seed": s, "model": model_section(u, w), "task": {"name": task, "length": t}}
                for u in units for w in widths for t in lengths for s in seeds}
@@ -162,6 +169,7 @@ def run_cross_pc(
     attrs = dict(analysis="cross-pc-alignment", scenario="cross-pc-alignment",
                  task=f"{task} (loss {make_task(lengths[0]).loss})", steps=steps, batch_size=batch_size, lr=lr,
                  inference=inference, inference_steps=inference_steps, beta=beta, rtol=rtol, ftol=ftol, patience=patience,
+                 smoothing=", ".join(f"{w:g}" for w in smoothing) if smoothing else "none",
                  optimizer="adam (plain, both rules)", activity_optimizer=activity_optimizer)
     out = Path(out_dir)
     done, total = 0, len(units) * len(widths) * len(lengths)

@@ -65,6 +65,8 @@ def test_unconverged_inference_is_flagged_not_used(tmp_path):
         (["--batches", "stream"], ["one fixed batch", "pc-mnist"]),
         (["--batch-size", "8"], ["--batch-size applies to --model rnn, or to --model mlp with --batches stream"]),
         (["--energy", "inference", "--inference", "lbfgs", "--patience", "0"], ["patience must be a positive integer"]),
+        (["--energy", "inference", "--inference", "lbfgs", "--smoothing", "0"], ["--smoothing must be a number > 0"]),
+        (["--energy", "inference", "--inference", "lbfgs", "--smoothing", "1e-3,1e-2"], ["smoothing widths must decrease"]),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(extra, fragments, tmp_path):
@@ -82,8 +84,9 @@ def test_every_inference_method_is_offered_and_recorded(tmp_path):
     coordinates, not only discrete steps and the ODE; the dataset records which ran."""
     res = invoke(["compare", "pc-bp", "--model", "rnn", "--widths", "4", "--lengths", "3", "--seeds", "1", "--steps", "1",
                   "--energy", "inference", "--inference", "lbfgs", "--patience", "10", "--inference-steps", "40",
-                  "-q", "--out", "l.nc"], tmp_path)
+                  "--smoothing", "1e-2,1e-3", "-q", "--out", "l.nc"], tmp_path)
     assert res.exit_code == 0, (res.output, res.stderr)
     ds = xr.open_dataset(tmp_path / "l.nc")
     assert ds.attrs["energy"] == "inference" and "patience=10" in ds.attrs["config"] and "LBFGS" in ds.attrs["config"]
+    assert "Smoothed" in ds.attrs["config"] and "0.001" in ds.attrs["config"]
     assert bool(ds.converged.all())
