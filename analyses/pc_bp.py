@@ -288,7 +288,7 @@ def _record(pc_metrics: dict, bp_metrics: dict, g_pc, g_bp, dtype) -> dict:
         s_max_minus_1=pc_metrics["s_max_minus_1"], activity_distance=pc_metrics["activity_distance"],
         converged=pc_metrics["converged"] > 0, inference_steps=pc_metrics["inference_steps"],
         grad_ratio=pc_metrics.get("activity_grad_ratio", nan), energy_change=pc_metrics.get("energy_change", nan),
-        loss_bp=bp_metrics["objective"], cosine=cosine(g_pc, g_bp), grad_norm_pc=optax.tree.norm(g_pc),
+        smoothing=pc_metrics.get("smoothing", jnp.zeros((), dtype)), loss_bp=bp_metrics["objective"], cosine=cosine(g_pc, g_bp), grad_norm_pc=optax.tree.norm(g_pc),
         grad_norm_bp=optax.tree.norm(g_bp),
     )
 

@@ -280,7 +280,8 @@ class PC(Rule):
 
     Metrics: ``loss`` and the task metric (before the update), ``energy``, ``inference_steps``,
     ``converged`` (1.0/0.0), ``activity_grad_norm``, and for iterative inference
-    ``activity_grad_ratio`` ($g / g_0$) and ``energy_change``; then what ``diagnostics`` returns.
+    ``activity_grad_ratio`` ($g / g_0$) and ``energy_change``, with ``smoothing`` the width of the energy
+    the result is for (0: exact; only with ``smoothing``); then what ``diagnostics`` returns.
     """
 
     inference: pc_inference.AbstractInference  # a PyTree (a solver may hold arrays); its settings are static
@@ -343,4 +344,6 @@ def inference_metrics(inf: Inference, dtype) -> dict[str, Array]:
         out["activity_grad_ratio"] = inf.grad_norm / jnp.maximum(inf.grad_norm0, jnp.finfo(dtype).tiny)
     if inf.energy_change is not None:
         out["energy_change"] = inf.energy_change
+    if inf.smoothing is not None:
+        out["smoothing"] = inf.smoothing
     return out

@@ -127,26 +127,38 @@ def test_elm_neuron_inference_converges_smoothed_and_its_equilibria_converge_lik
     problem = _problem("elm")
     assert kinks(problem.sample_energies, problem.z0)
     inner = pi.lbfgs(pi.Criterion(rtol=1e-8, ftol=None, max_steps=2000))
-    assert not jax.jit(lambda: inner(problem))().converged
-    zs = []
-    for widths in [(1e-2,), (1e-2, 1e-3), (1e-2, 1e-3, 1e-4)]:
-        result = jax.jit(lambda: pi.Smoothed(inner, widths)(problem))()
-        assert result.converged
-        energy = smooth(lambda z: jnp.sum(problem.sample_energies(z)), widths[-1])
-        g = optax.tree.norm(jax.grad(energy)(result.z))  # the gradient test, recomputed here
-        assert g <= 1e-8 * float(result.grad_norm0) * 4  # worst sample <= rtol g0, so the 4-sample total <= 4x
-        zs.append(result.z)
+    widths = (1e-2, 1e-3, 1e-4)
+    result = jax.jit(lambda: pi.Smoothed(inner, widths)(problem))()
+    assert result.converged and result.smoothing == widths[-1]  # so the exact attempt did not converge
+    energy = smooth(lambda z: jnp.sum(problem.sample_energies(z)), widths[-1])
+    g = optax.tree.norm(jax.grad(energy)(result.z))  # the gradient test, recomputed here
+    assert g <= 1e-8 * float(result.grad_norm0) * 4  # worst sample <= rtol g0, so the 4-sample total <= 4x
+
+    @jax.jit
+    def stages():  # the continuation by hand, from the forward pass
+        z, out = problem.z0, []
+        for mu in widths:
+            z = inner(pi.smoothed_problem(problem, mu)._replace(z0=z, reference=problem.z0)).z
+            out.append(z)
+        return out
+
+    zs = stages()
     step = [float(optax.tree.norm(jax.tree_util.tree_map(jnp.subtract, a, b))) for a, b in zip(zs, zs[1:])]
     assert step[1] < 0.25 * step[0]
 
 
-def test_a_unit_without_kinks_is_inferred_exactly_as_without_smoothing():
-    problem = _problem("gru")
-    assert not kinks(problem.sample_energies, problem.z0)
-    inner = pi.lbfgs(pi.Criterion(max_steps=50))
-    a, b = jax.jit(lambda: inner(problem))(), jax.jit(lambda: pi.Smoothed(inner)(problem))()
+@pytest.mark.parametrize("unit", ["gru", "aru"])
+def test_where_the_exact_energy_converges_smoothing_changes_nothing(unit):
+    """The GRU's energy has no kink; the ARU's has (the floor of its gain, |x| in its controller) but its
+    minimum does not sit on one: both are inferred bit for bit as without smoothing."""
+    problem = _problem(unit)
+    assert bool(kinks(problem.sample_energies, problem.z0)) == (unit == "aru")
+    inner = pi.lbfgs(pi.Criterion(max_steps=100))
+    a, b = jax.jit(lambda: inner(problem))(), jax.jit(lambda: pi.Smoothed(inner, (1e-2,))(problem))()
+    assert a.converged
     for u, v in zip(jax.tree_util.tree_leaves(a.z), jax.tree_util.tree_leaves(b.z)):
         np.testing.assert_array_equal(u, v)
+    assert b.smoothing is None if unit == "gru" else b.smoothing == 0
 
 
 @pytest.mark.parametrize("widths, message", [((), "non-empty"), ((1e-3, 1e-2), "decrease"), ((1e-2, -1.0), "positive"),
