@@ -122,7 +122,9 @@ block (0.044 ms) and the sign flip that made R's diagonal positive (0.019 ms); o
      repeating the burn-in. On this RNN it chooses m = 15, p = 3 (predicted error 8.4e-7 against a
      tolerance of 3.8e-5, reported bound 7.0e-8, measured 2.1e-9 = 8e-8 SE): **2.98-3.37x lyapax's
      default over five runs at load 2.4-7.5 (3.14x and 3.20x in the two full-table runs, 3.37x twice
-     in same-process lyapax-against-auto runs; 2.98x before the pilot became the burn-in)**, at equal
+     in same-process lyapax-against-auto runs; 2.98x before the pilot became the burn-in; 4.12x in a
+     later RNN-only run at load 1.3-2.1, `--systems rnn --skip-numpy`, where the hand-picked LU rows
+     gave 3.72x, 4.07x and 4.78x)**, at equal
      accuracy by a margin of 10^6. The target of issue 22 is met, narrowly: the pilot is still
      0.10-0.17 s of the call's 0.46-0.73 s. float32 keeps the previous rule (an LU frame's rounding
      moves the smallest exponents of this RNN by 0.17 SE there), so `auto` stays at m = 1 in float32.
