@@ -36,7 +36,7 @@ TOY: dict[str, list[str]] = {
     "cross-lyapunov": ["params.units=[\"aru\",\"sith-rnn\"]", "params.steps=3", "params.seeds=[0]",
                        "params.width=8", "params.lyapunov_steps=60",
                        "params.burn_in=10", "params.k=3", "params.ics=2"],
-    "cross-pc-alignment": ["params.units=[\"aru\",\"elm-net\"]", "params.widths=[8]", "params.lengths=[4]", "params.seeds=[0]",
+    "cross-pc-alignment": ["params.units=[\"aru\",\"elm\"]", "params.widths=[8]", "params.lengths=[4]", "params.seeds=[0]",
                            "params.reference_widths=[]", "params.steps=2", "params.inference_steps=30"],
     "cross-trw": ["params.steps=3", "params.seeds=[0]", "params.n_shuffle=4",
                   'params.networks={aru={unit="aru",hidden=8,n_g=2,layers=2,lr=3e-3},sith-rnn={unit="sith-rnn",lr=1e-2}}'],
