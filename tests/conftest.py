@@ -1,4 +1,13 @@
-"""Suite-wide guard: keep each test process below the kernel's memory-map limit.
+"""Suite-wide: one compilation cache for every process of a run, and a guard on the memory-map limit.
+
+**Compilation cache.** Many tests start ``dynlab`` processes (the README tour, kill-and-resume
+runs, scenario snapshots), and each compiled the same training steps again. The controller makes
+one directory per run and hands it to the workers and their children as JAX's persistent
+compilation cache (``JAX_COMPILATION_CACHE_DIR``, every program cached): a compiled program is the
+same bytes whoever compiled it, so no result changes, only the time (test_durability alone, from an
+empty cache: 55.6 s -> 47.2 s). The directory is removed when the run ends.
+
+**Memory maps.** Keep each test process below the kernel's memory-map limit.
 
 Every executable XLA compiles on the CPU keeps memory maps until it is freed, and one xdist worker
 compiles thousands of programs over the suite. Measured here (a 2-core machine of CI's kind), a
@@ -14,10 +23,30 @@ limit kept workers at or below 26,657 maps but cost ~1 minute of recompilation o
 """
 
 import gc
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import jax
 import pytest
+
+CACHE = "JAX_COMPILATION_CACHE_DIR"
+
+
+def pytest_configure(config):
+    if hasattr(config, "workerinput") or CACHE in os.environ:  # a worker inherits the controller's
+        return
+    config._dynlab_cache = tempfile.mkdtemp(prefix="dynlab-test-jax-cache-")
+    os.environ[CACHE] = config._dynlab_cache
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+    jax.config.update("jax_compilation_cache_dir", config._dynlab_cache)  # this process imported jax already
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+
+
+def pytest_unconfigure(config):
+    if getattr(config, "_dynlab_cache", None):
+        shutil.rmtree(config._dynlab_cache, ignore_errors=True)
 
 
 def _maps_in_use() -> int:
