@@ -142,12 +142,14 @@ def test_ctrl_c_leaves_no_failed_cell_and_resume_equals_uninterrupted(tmp_path):
     with the same sweep.nc as an uninterrupted run."""
     (tmp_path / "slow.toml").write_text(SLOW)
     out = tmp_path / "out"
-    # SIGINT as a terminal delivers it: an xdist worker ignores SIGINT, and an ignored signal stays ignored
-    # across exec (the child then ran to the end and exited 0, depending on which modules ran before)
-    proc = subprocess.Popen([sys.executable, "-m", "dynlab.cli", "run", "slow.toml", "--out", str(out), "-q"],
+    # SIGINT as in a terminal: an xdist worker ignores SIGINT, an ignored signal stays ignored across exec,
+    # and Python then leaves it ignored (the child ran to the end and exited 0, depending on which modules
+    # ran before); so the child restores Python's own handler before the command line starts
+    launcher = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                "sys.argv = ['dynlab'] + sys.argv[1:]; runpy.run_module('dynlab.cli', run_name='__main__')")
+    proc = subprocess.Popen([sys.executable, "-c", launcher, "run", "slow.toml", "--out", str(out), "-q"],
                             cwd=tmp_path, start_new_session=True, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 90
         in_flight = []
