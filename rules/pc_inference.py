@@ -110,6 +110,7 @@ import optimistix as optx
 from jaxtyping import Array, PyTree
 
 from dynlab.errors import ConfigError, require_positive
+from dynlab.rules import smoothing
 
 INFERENCES = ("discrete", "ode", "closed-form", "gauss-newton", "levenberg-marquardt", "lbfgs")
 """The config spellings of [`from_config`][]."""
@@ -733,7 +734,8 @@ class Smoothed(AbstractInference):
     """
 
     inner: AbstractInference
-    widths: tuple[float, ...] = eqx.field(static=True, default=(1e-2, 1e-3))
+    widths: tuple[float, ...] = eqx.field(static=True, default=(1e-2, 1e-3),
+                                          converter=lambda w: tuple(w) if isinstance(w, list) else w)
 
     def __check_init__(self):
         widths = self.widths
@@ -750,8 +752,6 @@ class Smoothed(AbstractInference):
         self.inner.check_loss(output)
 
     def __call__(self, problem: Problem) -> Inference:
-        from dynlab.rules import smoothing
-
         if not smoothing.kinks(problem.sample_energies, problem.z0):
             return self.inner(problem)
         exact = self.inner(problem)
@@ -771,12 +771,11 @@ class Smoothed(AbstractInference):
 def smoothed_problem(problem: Problem, mu: float) -> Problem:
     """``problem`` with its energy, residuals and forward pass smoothed at width ``mu`` in the activities
     (or errors) ([`dynlab.rules.smoothing.smooth`][]); it has no closed form."""
-    from dynlab.rules.smoothing import smooth
-
     form = problem.least_squares
     if form is not None:
-        form = form._replace(residuals=smooth(form.residuals, mu), unroll=smooth(form.unroll, mu))
-    return problem._replace(sample_energies=smooth(problem.sample_energies, mu), least_squares=form, exact=None)
+        form = form._replace(residuals=smoothing.smooth(form.residuals, mu), unroll=smoothing.smooth(form.unroll, mu))
+    return problem._replace(sample_energies=smoothing.smooth(problem.sample_energies, mu), least_squares=form,
+                            exact=None)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -816,8 +815,7 @@ def from_config(
         if inference == "closed-form":
             raise ConfigError(f"{where}.smoothing continues an iterative inference; closed-form has no kinks to smooth")
         return Smoothed(from_config(inference, optimizer=optimizer, beta=beta, max_steps=max_steps, atol=atol,
-                                    rtol=rtol, ftol=ftol, t1=t1, patience=patience, where=where),
-                        tuple(smoothing) if isinstance(smoothing, (list, tuple)) else smoothing)
+                                    rtol=rtol, ftol=ftol, t1=t1, patience=patience, where=where), smoothing)
     if inference == "discrete":
         return Descent(descent, criterion)
     if inference == "ode":
