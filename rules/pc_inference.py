@@ -730,7 +730,7 @@ class Smoothed(AbstractInference):
     float32 the energy then changes by less than its rounding before the gradient test is met:
     measured on SITH-RNN (width 16, T = 20, L-BFGS), $10^{-2}$ converges in 170 steps and $10^{-3}$
     stalls at $g/g_0 = 5\cdot10^{-3}$ in 1000, while the float32 gradient there agrees with float64's to
-    1% (it is not noise); the ELM neuron converges down to $10^{-4}$ in float32 at width 64.
+    1% (it is not noise); the ELM neuron converges down to $10^{-4}$ in float32 at width 64, T = 5.
     """
 
     inner: AbstractInference

@@ -28,10 +28,10 @@ Program. 134, 2012, Thm 1 and §3). So stationary points of $\mathcal F_\mu$ alo
 $\mu$ approach Clarke-stationary points of $\mathcal F$ — what
 [`dynlab.rules.pc_inference.Smoothed`][] does.
 
-Higher-order primitives (``jit``, ``custom_jvp_call``, ``custom_vjp_call``, ``scan``,
-``while``, ``cond``) are evaluated through when they hold a kink (a custom derivative rule is then
-dropped: the smoothed body is differentiated as it is), and bound unchanged otherwise; any other
-primitive holding a kink raises ``NotImplementedError``.
+Higher-order primitives (``jit``, ``custom_jvp_call``, ``custom_vjp_call``, ``checkpoint``
+(remat), ``scan``, ``while``, ``cond``) are evaluated through when they hold a kink (a custom
+derivative rule or a remat policy is then dropped: the smoothed body is differentiated as it is),
+and bound unchanged otherwise; any other primitive holding a kink is a [`ConfigError`][] naming it.
 """
 
 from __future__ import annotations
@@ -44,6 +44,8 @@ from typing import Callable, Sequence
 import jax
 import jax.numpy as jnp
 from jax.extend import core as jcore
+
+from dynlab.errors import ConfigError
 
 KINKS = ("max", "min", "abs", "reduce_max", "reduce_min", "clamp")
 """The primitives [`smooth`][] replaces (when their operands depend on the smoothed arguments)."""
@@ -64,6 +66,9 @@ def _reduce_max(mu, x, axes):
     t = mu / math.log(n)
     return t * jax.nn.logsumexp(x / t, axis=axes)
 
+
+HIGHER_ORDER = ("jit", "pjit", "custom_jvp_call", "custom_vjp_call", "remat2", "scan", "while", "cond")
+"""The primitives with inner jaxprs that [`smooth`][] evaluates through (``_<name>`` of its evaluator)."""
 
 RULES: dict[str, Callable] = {
     "max": lambda mu, a, b: _max(mu, a, b),
@@ -86,7 +91,6 @@ def _subjaxprs(params) -> list:
     return found
 
 
-@functools.lru_cache(maxsize=None)
 def _holds_kink(jaxpr) -> bool:
     return any(e.primitive.name in KINKS or any(_holds_kink(j) for j in _subjaxprs(e.params)) for e in jaxpr.eqns)
 
@@ -134,9 +138,10 @@ class _Evaluator:
             if self.mu is not None:
                 return RULES[name](self.mu, *invals, **{k: v for k, v in params.items() if k == "axes"})
         elif any(taints) and any(_holds_kink(j) for j in _subjaxprs(params)):
-            handler = getattr(self, "_" + name.replace("-", "_"), None)
+            handler = getattr(self, "_" + name, None) if name in HIGHER_ORDER else None
             if handler is None:
-                raise NotImplementedError(f"smoothing cannot evaluate through the {name!r} primitive, which holds a kink")
+                raise ConfigError(f"smoothing cannot evaluate through the {name!r} primitive, which holds a kink; "
+                                  f"it evaluates through {', '.join(HIGHER_ORDER)}")
             return handler(params, invals, taints)
         return eqn.primitive.bind(*invals, **eqn.primitive.get_bind_params(params))
 
@@ -150,6 +155,9 @@ class _Evaluator:
 
     def _custom_vjp_call(self, params, invals, taints):
         return self(params["call_jaxpr"], invals, taints)
+
+    def _remat2(self, params, invals, taints):  # jax.checkpoint: its jaxpr has no constants
+        return self(jcore.ClosedJaxpr(params["jaxpr"], ()), invals, taints)
 
     def _scan(self, params, invals, taints):
         nc, nk, body = params["num_consts"], params["num_carry"], params["jaxpr"]

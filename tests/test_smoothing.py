@@ -73,6 +73,8 @@ def test_kinks_inside_a_scan_are_smoothed_and_differentiated():
         h = 0.5 * (a + np.sqrt(a**2 + 4 * mu**2))
         expected.append(np.sqrt(h**2 + mu**2))
     np.testing.assert_allclose(ys, expected, rtol=1e-14)
+    remat = jax.checkpoint(lambda xs: run(xs)[1])  # through jax.checkpoint too
+    np.testing.assert_allclose(smooth(remat, mu)(xs), expected, rtol=1e-14)
     grad = jax.grad(lambda xs: smooth(run, mu)(xs)[0])(xs)
     fd = [(smooth(run, mu)(xs.at[i].add(1e-6))[0] - smooth(run, mu)(xs.at[i].add(-1e-6))[0]) / 2e-6 for i in range(4)]
     np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-9)
