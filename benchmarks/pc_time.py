@@ -40,7 +40,7 @@ run, 2-core CPU with a second job running beside it part of the time):
 | aru 20 / 50 | yes, 164 / 160 steps, 97 / 333 ms | yes, 7 / 6 steps, 55 / 151 ms | = L-BFGS (exact converges) |
 
 So on the ELM neuron and network, smoothing turns budgets that end unconverged into converged
-solves at 0.4-0.5x the unconverged L-BFGS budget's time. On the ARU the ratios momentum / new
+solves at 0.46-0.53x the unconverged L-BFGS budget's time. On the ARU the ratios momentum / new
 method are 1.8 / 2.4 (Gauss–Newton) and 1.8 / 2.2 (L-BFGS) at T = 20 / 50: below the issue's 3x,
 because momentum needs only ~160 cheap parallel steps there, while one L-BFGS step (a forward and a
 backward scan over time, plus the criterion's own unroll) costs about 13 of them. On SITH-RNN at
