@@ -56,3 +56,45 @@ def i_rep_curves(ds: xr.Dataset):
     ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
+
+
+def single_axes(axes: xr.Dataset, rho: xr.Dataset | None = None):
+    """The scaling paper's Fig. 3a/b at this scale: held-out loss against the number of neurons N at a fixed
+    neuron, and against the neuron's size (k_e, labelled with d_m) at a fixed N; each seed's point and the
+    mean over seeds. With ``rho`` (the elm-budget's feed-forward ablation), a third panel: the default and
+    the rho_rec = 0 network's loss per seed at the grid's best cell."""
+    panels = [v for v in ("loss_vs_n", "loss_vs_d_m") if v in axes] + (["rho"] if rho is not None else [])
+    fig, axs = plt.subplots(1, len(panels), figsize=(4.0 * len(panels), 3.6), squeeze=False)
+    for ax, panel in zip(axs[0], panels):
+        if panel == "rho":
+            for k, net in enumerate(rho.network.values):
+                loss = rho.loss.sel(network=net).values
+                ax.plot(np.full(loss.shape, k), loss, "o", color="C0", alpha=0.5, ms=4)
+                ax.plot([k - 0.2, k + 0.2], [np.nanmean(loss)] * 2, color="k", lw=1.5)
+            ax.set_xticks(range(rho.sizes["network"]),
+                          [f"{n}\nrho_rec = {float(r):g}" for n, r in zip(rho.network.values, rho.rho_rec.values)])
+            ax.set(xlim=(-0.6, rho.sizes["network"] - 0.4), ylabel="held-out loss",
+                   title=f"P = {rho.attrs['budget']:,}, d_m = {rho.attrs['d_m']}, N = {rho.attrs['N']}")
+            continue
+        da = axes[panel]
+        dim = da.dims[0]
+        x = axes.k_e.values if dim == "d_m" else axes[dim].values
+        for s in axes.seed.values:
+            ax.plot(x, da.sel(seed=s), "o", color="C0", alpha=0.4, ms=4)
+        ax.plot(x, da.mean("seed"), "-", color="k", lw=1.5, label=f"mean over {axes.sizes['seed']} seed(s)")
+        ax.set(xscale="log", ylabel="held-out loss", title=da.attrs.get("long_name", ""))
+        ax.set_xticks(x, [f"{v:g}" for v in x])
+        ax.minorticks_off()
+        ax.margins(x=0.1, y=0.15)
+        if dim == "d_m":
+            ax.set_xlabel("per-neuron effective parameters k_e (d_m)")
+            for xi, d, y in zip(x, axes.d_m.values, da.mean("seed").values):
+                ax.annotate(f"d_m={int(d)}", (xi, y), textcoords="offset points", xytext=(0, 6), fontsize=7,
+                            ha="center")
+        else:
+            ax.set_xlabel("neurons N")
+        ax.legend(fontsize=7, loc="upper right")
+    fig.suptitle("ELM network, one axis at a time (paper Fig. 3a/b)" + (" and rho_rec = 0 (Fig. 12)" if rho is not None
+                                                                        else ""), fontsize=9)
+    fig.tight_layout()
+    return fig

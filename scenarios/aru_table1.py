@@ -127,13 +127,21 @@ def run_aru_table1(
     match_tol: float = 0.05,
     extra_networks: dict | None = None,
     scenario: str = "aru-table1",
+    adaptation: dict | None = None,
+    rotation: dict | None = None,
 ) -> dict:
-    """Train every network for every seed, evaluate clean and under the noisy drive, print the
+    r"""Train every network for every seed, evaluate clean and under the noisy drive, print the
     table; returns ``{"table1": dataset}`` (also written to ``out_dir``).
 
     ``extra_networks``: more networks by name, each a ``[model]`` section plus an optional
     ``label`` (e.g. the ELM network with and without the ARU's adaptation in ``cross-adaptation``);
     list their names in ``networks``. ``scenario`` names the result (attr and table title).
+
+    ``adaptation``: if given (a table, ``{}`` for the defaults), every trained ARU seed is also
+    analysed with [`adaptation_lambda1`][]: the Fig. 5c/d $\lambda_1$ adapted vs fixed, under both
+    readings of the frozen map; adds ``"adaptation"``. ``rotation``: if given, every trained seed
+    of one network is retrained on rotated digits with only its activation parameters free
+    ([`rotation_transfer`][], App. B.3); adds ``"rotation"``.
     """
     import click
 
@@ -150,6 +158,7 @@ def run_aru_table1(
     if 0.0 not in strengths:
         raise ConfigError(f"strengths must include 0 (the clean accuracy), got {strengths}")
     networks, seeds = list(networks), list(seeds)
+    check_params(networks=networks, adaptation=adaptation, rotation=rotation)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     configs = run_configs(networks, seeds, hidden=hidden, n_g=n_g, downsample=downsample, perm_seed=perm_seed,
@@ -159,8 +168,9 @@ def run_aru_table1(
     shape = (len(networks), len(seeds), len(strengths))
     acc, loss = np.full(shape, np.nan), np.full(shape, np.nan)
     status = np.full(shape[:2], "ok", dtype=object)
-    params, widths, seconds = [], [], []
-    total = len(networks) * (steps + 1)
+    params, widths, seconds, trained = [], [], [], {}
+    rotation = None if rotation is None else {**ROTATION, **rotation}
+    total = len(networks) * (steps + 1) + (rotation["steps"] + 1 if rotation is not None else 0)
     if progress is not None:
         progress(0, total, {})  # the total from the start, not after the first step
     t_start = time.perf_counter()
@@ -178,6 +188,7 @@ def run_aru_table1(
 
         t0 = time.perf_counter()
         results = train_seeds(exps, dirs, progress=report)
+        trained[net] = [None if isinstance(res, DivergenceError) else res.model for res in results]
         for j, (exp, res, d) in enumerate(zip(exps, results, dirs)):
             if isinstance(res, DivergenceError):
                 status[i, j] = "diverged"
@@ -221,7 +232,206 @@ def run_aru_table1(
     text = table(result)
     (out / "table1.txt").write_text(text + "\n")
     click.echo(text)
-    return {"table1": result}
+    datasets = {"table1": result}
+    if rotation is not None:
+        net = rotation["network"]
+        base = len(networks) * (steps + 1)
+
+        def report_rotation(step, _total, metrics):
+            if progress is not None:
+                progress(base + step, total, {"network": f"{net} rotated", **metrics})
+
+        datasets["rotation"] = rotation_transfer(trained[net], configs[net], out, n_test=n_test,
+                                                 progress=report_rotation, **rotation)
+        click.echo(rotation_text(datasets["rotation"]))
+    if adaptation is not None:
+        datasets["adaptation"] = adaptation_lambda1(trained["aru"], seeds, out, **adaptation)
+        click.echo(adaptation_text(datasets["adaptation"]))
+    return datasets
+
+
+ROTATION = {"network": "rnn-gamma", "degrees": 45.0, "steps": 500}
+"""Defaults of ``params.rotation`` (App. B.3: the trained RNN+gamma on 45-degree rotated digits)."""
+
+ADAPTATION_FIXED = ("model", "task", "drive_in_map")
+"""Options of [`adaptation_analysis`][dynlab.analyses.aru.adaptation.adaptation_analysis] that
+``params.adaptation`` cannot set: the model is each trained ARU, the input is zero (App. D.4), and
+both readings of the frozen map are run."""
+
+
+def check_params(*, networks=(), adaptation=None, rotation=None, extra_networks=None, **_) -> None:
+    """What [`run_aru_table1`][] checks before any training: ``adaptation`` needs the ARU among
+    the networks and takes the adaptation analysis's options; ``rotation`` names a trained network
+    with per-neuron activation parameters, a finite angle and a positive number of steps."""
+    import inspect
+
+    from dynlab.analyses.aru.adaptation import adaptation_analysis
+    from dynlab.config import number_list
+    from dynlab.errors import ConfigError
+    from dynlab.variants import ACTIVATION
+
+    if adaptation is not None:
+        if "aru" not in networks:
+            raise ConfigError("params.adaptation analyses the trained ARU: add \"aru\" to params.networks")
+        valid = [k for k in inspect.signature(adaptation_analysis).parameters if k not in ADAPTATION_FIXED]
+        unknown = [k for k in adaptation if k not in valid]
+        if unknown:
+            raise ConfigError(f"params.adaptation: unknown option(s) {', '.join(unknown)}; valid: {', '.join(valid)}")
+    if rotation is not None:
+        unknown = [k for k in rotation if k not in ROTATION]
+        if unknown:
+            raise ConfigError(f"params.rotation: unknown option(s) {', '.join(unknown)}; valid: {', '.join(ROTATION)}")
+        r = {**ROTATION, **rotation}
+        net = r["network"]
+        if net not in networks:
+            raise ConfigError(f"params.rotation.network {net!r} is not among params.networks {list(networks)}")
+        unit = NETWORKS[net][0]["unit"] if net in NETWORKS else (extra_networks or {}).get(net, {}).get("unit")
+        if unit not in ACTIVATION:
+            raise ConfigError(f"params.rotation.network {net!r} (unit {unit!r}) has no per-neuron activation "
+                              f"parameters to retrain; units that do: {', '.join(ACTIVATION)}")
+        number_list("params.rotation.degrees", [r["degrees"]])
+        if isinstance(r["steps"], bool) or not isinstance(r["steps"], int) or r["steps"] < 1:
+            raise ConfigError(f"params.rotation.steps must be a positive integer, got {r['steps']!r}")
+
+
+def rotation_transfer(models, configs: list[dict], out: Path, *, network: str, degrees: float, steps: int,
+                      n_test: int, progress=None) -> xr.Dataset:
+    r"""App. B.3: each trained model (``None``: diverged) retrained on digits rotated by ``degrees`` with
+    only its per-neuron activation parameters free ([`dynlab.transfer.retrain_activation`][]), seeds
+    vmapped, ``steps`` steps of the original training's settings.
+
+    Held-out accuracy on ``n_test`` digits (the same digits for every stage): ``original`` (the trained
+    model, upright digits), ``rotated`` (the same model, rotated digits) and ``retrained`` (after
+    retraining, rotated digits). ``recovered`` $= (a_{
+m retrained} - a_{
+m rotated}) /
+    (a_{
+m original} - a_{
+m rotated})$, the fraction of the lost accuracy won back (paper: 94% → 42%
+    → 56%, 0.27). Writes ``runs/<network>-seed<k>-rotated/`` and ``rotation.nc``.
+    """
+    import jax
+
+    from dynlab import experiment, store
+    from dynlab.config import apply_values
+    from dynlab.errors import DivergenceError
+    from dynlab.perturbations import evaluate_under
+    from dynlab.losses import get_loss
+    from dynlab.train import train_seeds
+    from dynlab.transfer import retrain_activation
+
+    net = network
+    seeds = [c["seed"] for c in configs]
+    done = [j for j, m in enumerate(models) if m is not None]
+    overrides = {"task.rotate": float(degrees), "train.steps": int(steps), "train.eval_every": max(steps // 4, 1),
+                 "train.log_every": min(50, steps), "train.checkpoint_every": int(steps)}
+    exps = [retrain_activation(models[j], apply_values(configs[j], overrides)) for j in done]
+    dirs = [out / "runs" / f"{net}-seed{seeds[j]}-rotated" for j in done]
+    for d in dirs:
+        d.mkdir(parents=True, exist_ok=True)
+    results = train_seeds(exps, dirs, progress=progress) if exps else []
+    upright = experiment.build(configs[0]).task
+    metric = get_loss(upright.loss).metric_name
+    key = jax.random.key(0)
+
+    def accuracy(model, task):
+        return float(evaluate_under(model, task, None, key, n_test)[metric])
+
+    acc = np.full((len(seeds), 3), np.nan)
+    for j, exp, res in zip(done, exps, results):
+        acc[j, :2] = accuracy(models[j], upright), accuracy(models[j], exp.task)
+        if not isinstance(res, DivergenceError):
+            acc[j, 2] = accuracy(res.model, exp.task)
+    lost = acc[:, 0] - acc[:, 1]
+    recovered = np.where(lost > 0, (acc[:, 2] - acc[:, 1]) / np.where(lost > 0, lost, 1.0), np.nan)
+    ds = xr.Dataset(
+        {"accuracy": (("seed", "stage"), acc, {"long_name": f"held-out {metric} on {n_test} digits"}),
+         "recovered": ("seed", recovered, {"long_name": "fraction of the accuracy lost to the rotation won back "
+                                                         "by retraining the activation parameters"})},
+        coords={"seed": seeds, "stage": ["original", "rotated", "retrained"]},
+    )
+    ds = stamp(ds, analysis="rotation-transfer", config={"network": net, "degrees": float(degrees), "steps": int(steps),
+                                                         "trained": "per-neuron activation parameters only",
+                                                         "task": upright.describe(), "n_test": n_test})
+    store.write_dataset(out / "rotation.nc", ds)
+    return ds
+
+
+def rotation_text(ds: xr.Dataset) -> str:
+    """The rotation transfer as lines of text: accuracy per stage and the fraction recovered, per seed."""
+    lines = [f"rotation transfer (App. B.3): {ds.attrs['network']}, digits rotated {ds.attrs['degrees']:g} deg, "
+             f"{ds.attrs['steps']} steps retraining {ds.attrs['trained']}",
+             f"{'seed':>6}{'original':>10}{'rotated':>10}{'retrained':>11}{'recovered':>11}"]
+    for s in ds.seed.values:
+        a = 100 * ds.accuracy.sel(seed=s).values
+        lines.append(f"{int(s):>6}{a[0]:>10.1f}{a[1]:>10.1f}{a[2]:>11.1f}{float(ds.recovered.sel(seed=s)):>11.2f}")
+    return "\n".join(lines)
+
+
+READINGS = {"with-drive": True, "without-drive": False}
+"""The two readings of the frozen map in the adaptation analysis: the drive xi in the map or not."""
+
+
+def adaptation_lambda1(models, seeds, out: Path, **options) -> xr.Dataset:
+    r"""Fig. 5c/d on each trained ARU (``None``: diverged): $\lambda_1$ of the frozen static map with the
+    $(n, s)$ the ARU adapts to under a step drive (*adapted*) and with those it holds undriven (*fixed*),
+    from [`adaptation_analysis`][dynlab.analyses.aru.adaptation.adaptation_analysis] at zero input, under
+    both readings of the map ([`READINGS`][]). ``options`` go to the analysis (default ``drives = [5.0]``,
+    the noisy drive's mean in Table 1, and ``t_hats = [0]``: the claim needs only the steady state).
+
+    Returns dims ``reading``, ``seed``, ``drive`` (the drives > 0): ``lambda1_adapted``, ``lambda1_fixed``
+    (each the mean over the analysis's realisations) and ``closer`` $= |\lambda_1^{
+m fixed}| -
+    |\lambda_1^{
+m adapted}|$, positive where adaptation brings $\lambda_1$ closer to 0. Each run's whole
+    analysis is written to ``runs/aru-seed<k>/adaptation-<reading>.nc``; the summary to ``adaptation.nc``.
+    """
+    from dynlab import store
+    from dynlab.analyses.aru.adaptation import adaptation_analysis
+
+    options = {"drives": [5.0], "t_hats": [0], **options}
+    drives = None
+    values = {}
+    for reading, in_map in READINGS.items():
+        for j, (seed, model) in enumerate(zip(seeds, models)):
+            if model is None:
+                continue
+            ds = adaptation_analysis(model, drive_in_map=in_map, **options)
+            store.write_dataset(out / "runs" / f"aru-seed{seed}" / f"adaptation-{reading}.nc", ds)
+            ds = ds.sel(drive=ds.drive > 0)
+            drives = ds.drive.values
+            for name in ("adapted", "fixed"):
+                values[reading, j, name] = ds[f"lambda1_{name}_mean"].values
+    shape = (len(READINGS), len(seeds), 0 if drives is None else drives.size)
+    lam = {name: np.full(shape, np.nan) for name in ("adapted", "fixed")}
+    for (reading, j, name), v in values.items():
+        lam[name][list(READINGS).index(reading), j] = v
+    ds = xr.Dataset(
+        {f"lambda1_{name}": (("reading", "seed", "drive"), lam[name],
+                             {"long_name": f"lambda_1 with the {name} (n, s), mean over realisations"})
+         for name in ("adapted", "fixed")},
+        coords={"reading": ("reading", list(READINGS), {"long_name": "the drive xi in the frozen map or not"}),
+                "seed": seeds, "drive": ("drive", np.asarray([] if drives is None else drives, float),
+                                         {"long_name": "step drive xi"})},
+    )
+    ds["closer"] = (abs(ds.lambda1_fixed) - abs(ds.lambda1_adapted)).assign_attrs(
+        long_name="|lambda_1 fixed| - |lambda_1 adapted| (> 0: adapted closer to 0)")
+    ds = stamp(ds, analysis="adaptation-lambda1", config={k: str(v) for k, v in options.items()})
+    store.write_dataset(out / "adaptation.nc", ds)
+    return ds
+
+
+def adaptation_text(ds: xr.Dataset) -> str:
+    """lambda_1 adapted vs fixed as lines of text, per reading, seed and drive."""
+    lines = ["ARU lambda_1 with (n, s) frozen (Fig. 5c/d), zero input:",
+             f"{'frozen map':<16}{'seed':>6}{'drive':>7}{'adapted':>10}{'fixed':>10}"]
+    for r in ds.reading.values:
+        for s in ds.seed.values:
+            for d in ds.drive.values:
+                v = ds.sel(reading=r, seed=s, drive=d)
+                lines.append(f"{str(r):<16}{int(s):>6}{float(d):>7g}{float(v.lambda1_adapted):>10.4f}"
+                             f"{float(v.lambda1_fixed):>10.4f}")
+    return "\n".join(lines)
 
 
 def table(ds: xr.Dataset) -> str:
@@ -267,8 +477,6 @@ def _per_seed(statistic, needs, what: str):
     interval over seeds (one seed of every network is one replicate of the whole table)."""
 
     def measure(datasets) -> Estimate:
-        from dynlab.statistics import t_interval
-
         ds = datasets["table1"]
         missing = [n for n in needs if n not in ds.network.values]
         if missing:
@@ -276,13 +484,7 @@ def _per_seed(statistic, needs, what: str):
         s = ds.attrs["table_strength"]
         acc = {n: 100 * np.stack([ds.accuracy.sel(network=n, strength=0.0).values,
                                   ds.accuracy.sel(network=n, strength=s).values]) for n in needs}
-        per_seed = np.asarray(statistic(acc), float)
-        n = int(np.isfinite(per_seed).sum())
-        if n < 2:
-            return Estimate(float(np.nanmean(per_seed)), note=f"{n} seed")
-        ci = t_interval(per_seed, population="seeds (one of every network each)", allow_fewer=True)
-        return Estimate(float(ci.estimate), float(ci.low), float(ci.high), level=ci.level, population=ci.population,
-                        method=f"{ci.method}; {what}")
+        return _over_seeds(statistic(acc), what, population="seeds (one of every network each)")
 
     return measure
 
@@ -326,18 +528,69 @@ def claims(params: dict) -> list[Claim]:
               "Table 1: 90.1 -> 33.0 (drop 57.1)", "clean - noisy accuracy of RNN+ReLU, % points",
               _per_seed(lambda a: _drop(a, "rnn-relu"), ("rnn-relu",), "per seed: the drop"), lower=30.0,
               why="half the paper's drop: a collapse, not a dent", scale=scale),
-        Claim("adapted-lambda1", "Adapted lambda_1 is closer to 0 than with fixed (n, s)", "Fig. 5c/d",
-              "dynlab analyze adaptation on the trained ARU", None,
-              untestable="aru-table1 does not run it; run 'dynlab analyze adaptation --checkpoint "
-                         "<out>/runs/aru-seed0 --task psmnist' on this run's ARU", scale=scale),
+        *(Claim(f"adapted-lambda1-{reading}", f"Adapted lambda_1 is closer to 0 than with fixed (n, s) "
+                f"(frozen map {reading.replace('-', ' ')})",
+                "Fig. 5c/d: lambda_1 with the adapted (n, s) near 0, with the undriven (n, s) further below",
+                "|lambda_1 fixed| - |lambda_1 adapted| at each step drive > 0 (dynlab analyze adaptation, zero "
+                f"input, drive {'in' if reading == 'with-drive' else 'not in'} the frozen map), mean over drives",
+                _closer(reading), lower=0.0, strict=True,
+                why="closer to 0: a positive difference; the paper leaves open whether the frozen map sees "
+                    "the drive, so both readings are judged", scale=scale)
+          for reading in READINGS),
         Claim("rotation-transfer", "Retraining only (n, s) on 45-degree rotated digits recovers over a quarter of "
-              "the accuracy lost", "App. B.3: 94% -> 42% rotated, 56% after retraining (n, s)",
-              "dynlab transfer activation on the trained RNN+gamma", None,
-              untestable="aru-table1 does not run it; run 'dynlab transfer activation --checkpoint "
-                         "<out>/runs/rnn-gamma-seed0' on this run's RNN+gamma", scale=scale),
+              "the accuracy lost", "App. B.3: 94% -> 42% rotated, 56% after retraining (n, s): 0.27",
+              "(retrained - rotated) / (original - rotated) held-out accuracy of the trained RNN+gamma",
+              _recovered, lower=0.25, why="the paper's 'over a quarter'",
+              scale=_rotation_scale(params)),
     ]
 
 
+def _closer(reading: str):
+    """Statistic: per seed, the mean over drives of |lambda_1 fixed| - |lambda_1 adapted| under one reading of
+    the frozen map; the value is its mean with a t interval over the seeds (trained ARUs)."""
+
+    def measure(datasets) -> Estimate:
+        ds = datasets.get("adaptation")
+        if ds is None:
+            raise NotTestable("not run: set params.adaptation (e.g. --set 'params.adaptation={}')")
+        return _over_seeds(ds.closer.sel(reading=reading).mean("drive").values,
+                           f"per seed: the mean over drives {', '.join(f'{d:g}' for d in ds.drive.values)}")
+
+    return measure
+
+
+def _recovered(datasets) -> Estimate:
+    """Statistic: the fraction of the lost accuracy recovered, mean over seeds with a t interval."""
+    ds = datasets.get("rotation")
+    if ds is None:
+        raise NotTestable("not run: set params.rotation (e.g. --set 'params.rotation={}')")
+    if not np.isfinite(ds.recovered).any() and np.isfinite(ds.accuracy.sel(stage="rotated")).any():
+        raise NotTestable("the rotation cost no accuracy in any seed (original <= rotated): nothing to recover")
+    return _over_seeds(ds.recovered.values, "per seed: (retrained - rotated) / (original - rotated)")
+
+
+def _over_seeds(per_seed, what: str, population: str = "seeds") -> Estimate:
+    """The mean of per-seed values with a Student-t interval over the seeds (NaN seeds left out)."""
+    from dynlab.statistics import t_interval
+
+    per_seed = np.asarray(per_seed, float)
+    n = int(np.isfinite(per_seed).sum())
+    if n == 0:
+        raise NotTestable("no seed finished")
+    if n < 2:
+        return Estimate(float(np.nanmean(per_seed)), note=f"{n} seed; {what}")
+    ci = t_interval(per_seed, population=population, allow_fewer=True)
+    return Estimate(float(ci.estimate), float(ci.low), float(ci.high), level=ci.level, population=ci.population,
+                    method=f"{ci.method}; {what}")
+
+
+def _rotation_scale(params: dict) -> str:
+    r = {**ROTATION, **(params.get("rotation") or {})}
+    return scale_text({"retraining": (f"{r['steps']} steps", "'briefly'"),
+                       "rotated split": ("the task's", "5k/5k of the test set")})
+
+
+run_aru_table1.check = check_params
 register("program", "aru-table1",
          "ARU Table 1 protocol: train networks x seeds on psMNIST, accuracy clean and under a noisy drive",
          claims=claims)(run_aru_table1)

@@ -34,9 +34,12 @@ def run_configs(
     eval_every: int = 250,
     eval_size: int = 512,
     match_tol: float = 0.05,
+    constant_tau_ms: float | None = None,
 ) -> dict[tuple[float, str], list[dict]]:
     """The runs [`run_elm_vs_lstm`][] trains: ``(bin_ms, network)`` -> one run config per seed (what
-    [`dynlab.experiment.build`][] takes), in training order, networks ``elm-net`` and ``lstm``.
+    [`dynlab.experiment.build`][] takes), in training order, networks ``elm-net``, ``lstm`` and, with
+    ``constant_tau_ms``, ``elm-constant-tau``: the ELM network with every memory timescale
+    $\tau_m$ = ``constant_tau_ms`` (``tau_min = tau_max`` = ``constant_tau_ms / bin_ms`` steps).
 
     Every combination is checked first; the LSTM's width is matched to the ELM network's parameter
     count (built once, seed 0, at the first bin size: the count does not depend on the bin size)."""
@@ -52,14 +55,24 @@ def run_configs(
     train_cfg = {"steps": steps, "batch_size": batch_size, "lr": lr, "clip": 1.0, "eval_every": eval_every,
                  "eval_size": eval_size, "log_every": min(50, steps), "checkpoint_every": steps}
     elm_section = {"unit": "elm-net", **(elm or {})}
-    for b in bins:  # every combination is checked before any training
-        experiment.check({"seed": 0, "model": elm_section, "task": tasks[b], "train": train_cfg})
+    if constant_tau_ms is not None:
+        (constant_tau_ms,) = number_list("constant_tau_ms", [constant_tau_ms])
+        if constant_tau_ms <= 0:
+            raise ConfigError(f"constant_tau_ms must be positive, got {constant_tau_ms:g}")
+    sections = {b: {"elm-net": elm_section} for b in bins}
+    for b in bins:
+        if constant_tau_ms is not None:
+            tau = constant_tau_ms / b
+            sections[b]["elm-constant-tau"] = {**elm_section, "tau_min": tau, "tau_max": tau}
+        for section in sections[b].values():  # every combination is checked before any training
+            experiment.check({"seed": 0, "model": section, "task": tasks[b], "train": train_cfg})
     probe = experiment.build({"seed": 0, "model": elm_section, "task": tasks[bins[0]], "train": train_cfg})
     budget = probe.model.param_count()["total"]
     lstm_hidden = hidden_for_budget("lstm", budget, probe.task.input_size, probe.task.output_size, tol=match_tol)
-    sections = {"elm-net": elm_section, "lstm": {"unit": "lstm", "hidden": lstm_hidden}}
+    for b in bins:
+        sections[b]["lstm"] = {"unit": "lstm", "hidden": lstm_hidden}
     return {(b, net): [{"seed": s, "model": section, "task": tasks[b], "rule": {"name": "bptt"}, "train": train_cfg}
-                       for s in seeds] for b in bins for net, section in sections.items()}
+                       for s in seeds] for b in bins for net, section in sections[b].items()}
 
 
 def run_elm_vs_lstm(
@@ -76,13 +89,15 @@ def run_elm_vs_lstm(
     eval_every: int = 250,
     eval_size: int = 512,
     match_tol: float = 0.05,
+    constant_tau_ms: float | None = None,
 ) -> dict:
     """Train both networks for every bin size and seed; returns ``{"accuracy": dataset}`` (also written).
 
     ``bins_ms``: the SHD-Adding bin sizes (the ELM paper compares 1-100 ms); each is a task of its own
     length $T$ = 2000 ms / bin. ``task_options`` are the other ``shd-adding`` options (``bin_ms`` among
     them is an error: give ``bins_ms``). The LSTM is matched to the ELM network's parameter count once
-    (the count does not depend on the bin size)."""
+    (the count does not depend on the bin size). ``constant_tau_ms``: also train the ELM network with
+    one constant memory timescale in ms (the ELM paper's Fig. 3e ablation, ~25 ms; see [`run_configs`][])."""
     import matplotlib.pyplot as plt
 
     from dynlab import experiment, store
@@ -92,18 +107,17 @@ def run_elm_vs_lstm(
     out = Path(out_dir)
     seeds = [int(s) for s in seeds]
     configs = run_configs(elm=elm, seeds=seeds, bins_ms=bins_ms, task_options=task_options, steps=steps,
-                          batch_size=batch_size, lr=lr, eval_every=eval_every, eval_size=eval_size, match_tol=match_tol)
+                          batch_size=batch_size, lr=lr, eval_every=eval_every, eval_size=eval_size, match_tol=match_tol,
+                          constant_tau_ms=constant_tau_ms)
     bins = list(dict.fromkeys(b for b, _ in configs))
     sections = {net: configs[bins[0], net][0]["model"] for net in dict.fromkeys(n for _, n in configs)}
-    lstm_hidden = sections["lstm"]["hidden"]
-    curves, params, neurons, source = {}, {}, None, None
+    curves, params, neurons, source = {}, {}, {}, None
     total, done = len(bins) * len(sections), 0
     for b in bins:
         for net in sections:
             exps = [experiment.build(c) for c in configs[b, net]]
             params[net] = exps[0].model.param_count()["total"]
-            if net == "elm-net":
-                neurons = exps[0].model.cells[0].param_count()["N"]
+            neurons[net] = exps[0].model.cells[0].hidden
             source = source or exps[0].task.source
             dirs = [out / "runs" / f"{net}-bin{b:g}ms-seed{s}" for s in seeds]
             for d in dirs:
@@ -125,7 +139,7 @@ def run_elm_vs_lstm(
     ds = xr.Dataset(
         {metric: (("bin_ms", "network", "seed", "eval_step"), acc, {"long_name": f"held-out {metric}"}),
          "params": ("network", [params[n] for n in sections], {"long_name": "trainable parameters"}),
-         "hidden": ("network", [neurons, lstm_hidden])},
+         "hidden": ("network", [neurons[n] for n in sections], {"long_name": "neurons"})},
         coords={"bin_ms": ("bin_ms", bins, {"long_name": "bin size", "units": "ms"}), "network": list(sections),
                 "seed": seeds, "eval_step": steps_axis},
     )
@@ -180,13 +194,24 @@ def _count_gap(_datasets) -> Estimate:
 def _elm_ahead(datasets) -> Estimate:
     """Statistic: the smallest over bin sizes of the final held-out accuracy gap ELM network - LSTM (% points,
     mean over seeds), with the t interval over seeds of that bin's gap."""
-    from dynlab.statistics import t_interval
-
     ds = datasets["accuracy"]
     if ds.sizes["bin_ms"] < 2:
         raise NotTestable(f"one bin size ({float(ds.bin_ms[0]):g} ms); the claim is about several: give params.bins_ms")
+    return _smallest_gap(ds, "elm-net", "lstm")
+
+
+def _tau_text(params: dict) -> str:
+    c = params.get("constant_tau_ms")
+    return "not run" if c is None else f"{float(c):g} ms"
+
+
+def _smallest_gap(ds: xr.Dataset, a: str, b: str) -> Estimate:
+    """The smallest over bin sizes of the mean over seeds of final held-out accuracy ``a - b`` (% points),
+    with the Student-t interval over seeds of that bin's gap."""
+    from dynlab.statistics import t_interval
+
     final = 100 * ds[ds.attrs["metric"]].isel(eval_step=-1)
-    gaps = (final.sel(network="elm-net") - final.sel(network="lstm")).transpose("bin_ms", "seed").values
+    gaps = (final.sel(network=a) - final.sel(network=b)).transpose("bin_ms", "seed").values
     means = np.nanmean(gaps, axis=1)
     if not np.isfinite(means).all():
         raise NotTestable("a bin size where no seed finished both networks")
@@ -197,6 +222,14 @@ def _elm_ahead(datasets) -> Estimate:
     ci = t_interval(gaps[worst], population="seeds (one of each network)")
     return Estimate(float(ci.estimate), float(ci.low), float(ci.high), level=ci.level, population=ci.population,
                     method=f"{ci.method}; {where}")
+
+
+def _constant_tau_gap(datasets) -> Estimate:
+    """Statistic: the constant-tau ELM network's accuracy minus the default's, at the bin size where it is smallest."""
+    ds = datasets["accuracy"]
+    if "elm-constant-tau" not in ds.network.values:
+        raise NotTestable("not run: set params.constant_tau_ms (the paper's ~25 ms)")
+    return _smallest_gap(ds, "elm-constant-tau", "elm-net")
 
 
 def claims(params: dict) -> list[Claim]:
@@ -222,10 +255,14 @@ def claims(params: dict) -> list[Claim]:
               _count_gap, upper=0.02,
               why="the paper's counts run ~4 d_m + 2 above the formula and the authors' repository (notes)",
               scale="the paper's configurations"),
-        Claim("constant-tau", "A constant tau_m (~25 ms) is sufficient (Fig. 3e ablation)",
-              "Fig. 3e: a constant tau_m of ~25 ms suffices", "train with tau_min = tau_max", None,
-              untestable="this scenario does not run the ablation; it is expressible: --set "
-                         "'params.elm={tau_min=25.0,tau_max=25.0}' (tau in time steps: 25 ms is 25 / bin_ms steps)", scale=scale),
+        Claim("constant-tau", f"A constant tau_m ({_tau_text(params)}) is sufficient: within 5 points of the "
+              "default timescales' accuracy (Fig. 3e ablation, here on SHD-Adding)",
+              "Fig. 3e: a constant tau_m of ~25 ms performs sufficiently well (on NeuronIO, not in the data directory)",
+              "final held-out accuracy, constant tau_m - default, % points, at the bin size where it is smallest",
+              _constant_tau_gap, lower=-5.0,
+              why="'sufficiently well': the paper's constant-tau neuron stays above its 0.991 AUC bar, a little "
+                  "below the default; 5 points of accuracy is dynlab's reading of 'close'",
+              scale=scale),
     ]
 
 

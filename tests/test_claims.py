@@ -84,7 +84,8 @@ def test_aru_table1_claims_follow_the_table():
     f = judge(claims(params), aru_table1(PAPER_TABLE1))
     got = outcomes(f)
     assert [got[c] for c in ("table1-ordering", "drop-ordering", "arun-robust", "relu-collapses")] == ["holds"] * 4
-    assert got["adapted-lambda1"] == got["rotation-transfer"] == "not testable here"
+    for name in ("adapted-lambda1-with-drive", "adapted-lambda1-without-drive", "rotation-transfer"):
+        assert got[name] == "not testable here" and "not run: set params." in str(f.verdict.sel(claim=name).values)
     assert f.value.sel(claim="arun-robust") == pytest.approx(95.4 - 94.7)
     assert f.value.sel(claim="table1-ordering") == pytest.approx(min(94.7 - 84.0, 84.0 - 33.0))
     assert "3 seeds" in str(f.interval.sel(claim="arun-robust").values)
@@ -95,6 +96,60 @@ def test_aru_table1_claims_follow_the_table():
     # a network left out: its claims are not testable, with the reason
     f = judge(claims(params), aru_table1({"aru": (95.4, 94.7)}))
     assert "rnn-gamma, rnn-relu not among this run's networks" in str(f.verdict.sel(claim="table1-ordering").values)
+
+
+def test_aru_adaptation_and_rotation_claims_follow_their_datasets():
+    """Fig. 5c/d and App. B.3 on datasets of adaptation_lambda1's and rotation_transfer's layout: the
+    paper's rotation numbers (94 -> 42 -> 56: 0.27 recovered) hold, 94 -> 42 -> 50 (0.15) does not;
+    lambda_1 closer to 0 when adapted holds, the other way round does not, one reading at a time."""
+    from dynlab.scenarios.aru_table1 import claims
+
+    params = spec.load("aru-table1").resolved_params()
+
+    def datasets(original, rotated, retrained, adapted, fixed):
+        rot = xr.Dataset({"accuracy": (("seed", "stage"), np.array([[original, rotated, r] for r in retrained]) / 100)},
+                         coords={"seed": [0, 1, 2], "stage": ["original", "rotated", "retrained"]})
+        lost = rot.accuracy.sel(stage="original") - rot.accuracy.sel(stage="rotated")
+        rot["recovered"] = ((rot.accuracy.sel(stage="retrained") - rot.accuracy.sel(stage="rotated")) / lost).where(lost > 0)
+        lam = {k: (("reading", "seed", "drive"), np.broadcast_to(np.asarray(v, float)[:, :, None], (2, 3, 1)))
+               for k, v in (("lambda1_adapted", adapted), ("lambda1_fixed", fixed))}
+        ad = xr.Dataset(lam, coords={"reading": ["with-drive", "without-drive"], "seed": [0, 1, 2], "drive": [5.0]})
+        ad["closer"] = abs(ad.lambda1_fixed) - abs(ad.lambda1_adapted)
+        return {**aru_table1({"aru": (95.4, 94.7)}), "rotation": rot, "adaptation": ad}
+
+    near, far = [-0.01, -0.02, -0.015], [-0.3, -0.25, -0.35]
+    f = judge(claims(params), datasets(94, 42, [55, 56, 57], [near, far], [far, near]))
+    got = outcomes(f)
+    assert got["rotation-transfer"] == "holds"
+    assert f.value.sel(claim="rotation-transfer") == pytest.approx((56 - 42) / (94 - 42))
+    assert got["adapted-lambda1-with-drive"] == "holds" and got["adapted-lambda1-without-drive"] == "does not hold"
+    assert f.value.sel(claim="adapted-lambda1-with-drive") == pytest.approx(np.mean(np.abs(far) - np.abs(near)))
+    got = outcomes(judge(claims(params), datasets(94, 42, [49, 50, 51], [far, near], [near, far])))
+    assert got["rotation-transfer"] == "does not hold"
+    assert got["adapted-lambda1-with-drive"] == "does not hold" and got["adapted-lambda1-without-drive"] == "holds"
+    f = judge(claims(params), datasets(40, 42, [41, 42, 43], [near, far], [far, near]))
+    assert "the rotation cost no accuracy" in str(f.verdict.sel(claim="rotation-transfer").values)
+
+
+def test_aru_table1_rejects_extra_claim_options_it_cannot_run(tmp_path):
+    from dynlab.scenarios.aru_table1 import check_params
+
+    for kwargs, message in (
+        (dict(networks=["rnn-relu"], adaptation={}), "add \"aru\" to params.networks"),
+        (dict(networks=["aru"], adaptation={"drive_in_map": False}), "unknown option(s) drive_in_map; valid: drives"),
+        (dict(networks=["aru"], rotation={"network": "gru"}), "'gru' is not among params.networks"),
+        (dict(networks=["gru"], rotation={"network": "gru"}), "no per-neuron activation parameters"),
+        (dict(networks=["rnn-gamma"], rotation={"steps": 0}), "positive integer, got 0"),
+        (dict(networks=["rnn-gamma"], rotation={"degrees": float("nan")}), "finite"),
+        (dict(networks=["rnn-gamma"], rotation={"angle": 4}), "unknown option(s) angle; valid: network, degrees"),
+    ):
+        with pytest.raises(ConfigError, match=None) as e:
+            check_params(**kwargs)
+        assert message in str(e.value), (kwargs, str(e.value))
+    # through the command: one line, exit 2, nothing trained
+    r = invoke(["run", "aru-table1", "--set", "params.rotation={steps=-1}", "--out", str(tmp_path / "r")], tmp_path)
+    assert r.exit_code == 2 and "params.rotation.steps must be a positive integer" in r.output
+    assert not (tmp_path / "r" / "runs").exists()
 
 
 def sith(acc: dict[str, float], s50: list[float], ratio: float = 88 / 210_600):
@@ -138,11 +193,41 @@ def test_elm_scaling_claims_follow_the_losses_and_the_fit():
     f = judge(claims(params), elm_budget(bowl, [100.0, 150.0, 220.0], 0.98))
     got = outcomes(f)
     assert got["interior-optimum"] == got["optimum-moves-up"] == got["i-rep-fit"] == "holds"
-    assert got["monotone-in-n-and-k_e"] == got["rho-rec-zero-worse"] == "not testable here"
+    for name in ("monotone-in-n", "monotone-in-k_e", "rho-rec-zero-worse"):  # their runs are not in these datasets
+        assert got[name] == "not testable here" and "not run: set params." in str(f.verdict.sel(claim=name).values)
     edge = bowl.copy()
     edge[1] = [0.7, 0.8, 0.9, 1.1]  # one budget's best is the smallest neuron
     got = outcomes(judge(claims(params), elm_budget(edge, [220.0, 150.0, 100.0], 0.85)))
     assert got["interior-optimum"] == got["optimum-moves-up"] == got["i-rep-fit"] == "does not hold"
+
+
+def test_elm_scaling_axis_and_feed_forward_claims_follow_their_losses():
+    """Fig. 3a/b (monotone along one axis) and Fig. 12 (rho_rec = 0 worse), on datasets of the program's layout:
+    falling losses hold, one swap of neighbours still holds (Spearman 0.8), two do not; a feed-forward loss
+    above the default's in every seed holds, below it does not."""
+    from dynlab.scenarios.elm_budget import claims
+
+    params = spec.load("elm-budget").resolved_params()
+
+    def datasets(vs_n, vs_d_m, default, feed_forward):
+        axes = xr.Dataset({"loss_vs_n": (("hidden", "seed"), np.c_[vs_n, vs_n]),
+                           "loss_vs_d_m": (("d_m", "seed"), np.c_[vs_d_m, vs_d_m])},
+                          coords={"hidden": [4, 8, 16, 32], "d_m": [2, 5, 10, 20], "seed": [0, 1]})
+        rho = xr.Dataset({"loss": (("network", "seed"), np.array([default, feed_forward]))},
+                         coords={"network": ["default", "feed-forward"], "seed": [0, 1, 2]},
+                         attrs={"budget": 16000, "d_m": 5, "N": 22})
+        return {**elm_budget(np.array([[1.0, 0.8, 0.9, 1.1]] * 3), [100.0, 150.0, 220.0], 0.98), "axes": axes,
+                "rho_rec_zero": rho}
+
+    f = judge(claims(params), datasets([2.0, 1.5, 1.0, 0.5], [2.0, 1.0, 1.5, 0.5], [1.0, 1.1, 0.9], [1.3, 1.35, 1.2]))
+    got = outcomes(f)
+    assert got["monotone-in-n"] == got["monotone-in-k_e"] == got["rho-rec-zero-worse"] == "holds"
+    assert f.value.sel(claim="monotone-in-n") == pytest.approx(1.0)
+    assert f.value.sel(claim="monotone-in-k_e") == pytest.approx(0.8)  # one swap of neighbours
+    assert f.value.sel(claim="rho-rec-zero-worse") == pytest.approx(np.mean([0.3, 0.25, 0.3]))
+    got = outcomes(judge(claims(params), datasets([2.0, 1.5, 1.0, 0.5], [1.0, 2.0, 0.5, 1.5], [1.0, 1.1, 0.9],
+                                                  [0.8, 0.9, 0.85])))
+    assert got["monotone-in-k_e"] == got["rho-rec-zero-worse"] == "does not hold"
 
 
 def test_elm_neuron_claims_count_parameters_and_compare_with_the_lstm():
@@ -150,11 +235,15 @@ def test_elm_neuron_claims_count_parameters_and_compare_with_the_lstm():
 
     params = spec.load("elm-shd-adding").resolved_params()
 
-    def accuracy(elm, lstm, bins=(20.0, 50.0)):
-        """Final accuracies (%) per seed; the second bin size 10 points closer for the LSTM."""
-        a = np.stack([np.stack([np.array(elm), np.array(lstm) + 10 * k]) for k in range(len(bins))])[..., None] / 100
+    def accuracy(elm, lstm, bins=(20.0, 50.0), constant=None):
+        """Final accuracies (%) per seed; the second bin size 10 points closer for the LSTM (and for the
+        constant-tau network, if given, 10 points lower)."""
+        nets = [np.array(elm), np.array(lstm)] + ([] if constant is None else [np.array(constant)])
+        a = np.stack([np.stack([nets[0], nets[1] + 10 * k] + [c - 10 * k for c in nets[2:]])
+                      for k in range(len(bins))])[..., None] / 100
+        names = ["elm-net", "lstm"] + ([] if constant is None else ["elm-constant-tau"])
         ds = xr.Dataset({"accuracy": (("bin_ms", "network", "seed", "eval_step"), a)},
-                        coords={"bin_ms": list(bins), "network": ["elm-net", "lstm"], "seed": [0, 1, 2], "eval_step": [10]})
+                        coords={"bin_ms": list(bins), "network": names, "seed": [0, 1, 2], "eval_step": [10]})
         ds.attrs["metric"] = "accuracy"
         return {"accuracy": ds}
 
@@ -169,6 +258,13 @@ def test_elm_neuron_claims_count_parameters_and_compare_with_the_lstm():
     assert got["parameter-counts"] == "holds"
     assert f.value.sel(claim="parameter-counts") == pytest.approx(max(82 / 8104, 158 / 53_000))
     assert outcomes(judge(claims(params), accuracy([40, 45, 42], [60, 62, 61])))["elm-beats-lstm"] == "does not hold"
+    # Fig. 3e: the constant-tau network within 5 points of the default at every bin size, or not
+    assert "not run: set params.constant_tau_ms" in str(f.verdict.sel(claim="constant-tau").values)
+    f = judge(claims(params), accuracy([60, 62, 61], [40, 45, 42], constant=[68, 69, 70]))
+    assert outcomes(f)["constant-tau"] == "holds"
+    assert f.value.sel(claim="constant-tau") == pytest.approx(69 - 10 - 61)  # at 50 ms: 10 points lower
+    assert outcomes(judge(claims(params), accuracy([60, 62, 61], [40, 45, 42], constant=[60, 61, 62])))[
+        "constant-tau"] == "does not hold"
 
 
 # ---------------------------------------------------------------------------------------------

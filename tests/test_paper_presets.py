@@ -176,10 +176,15 @@ def test_elm_shd_adding_paper_preset_runs_2ms_bins_on_700_channels():
                      "params.eval_size=2")
     params = scenario.resolved_params()
     configs = elm_shd.run_configs(**arguments(elm_shd.run_configs, params))
-    assert list(configs) == [(b, net) for b in (2.0, 10.0, 50.0) for net in ("elm-net", "lstm")]
+    assert list(configs) == [(b, net) for b in (2.0, 10.0, 50.0) for net in ("elm-net", "elm-constant-tau", "lstm")]
+    for b in (2.0, 10.0, 50.0):  # Fig. 3e: every timescale 25 ms, in steps of this bin
+        tau = configs[b, "elm-constant-tau"][0]["model"]
+        assert tau["tau_min"] == tau["tau_max"] == 25.0 / b
     assert elm_k_e(5, 30) == 420
     counts = {}
     for (bin_ms, net), (config,) in configs.items():
+        if net == "elm-constant-tau":
+            continue  # the elm-net with other (static) timescales, checked above
         if bin_ms != 2.0:  # the shorter sequences: the task's shapes (the networks do not depend on the bin)
             task = experiment.build(config).task
             assert (task.length, task.input_size, task.output_size) == (round(2000 / bin_ms), SHD_CHANNELS, SHD_CLASSES)
