@@ -125,7 +125,9 @@ ENTRIES: tuple[Entry, ...] = (
     _scenario("aru-table1", "Scenario aru-table1 (ARU paper, Table 1)", "Accuracy of three of the table's "
               "networks against the noisy drive's mean, on 7×7 psMNIST after a few hundred steps.",
               "--set 'params.networks=[\"rnn-relu\",\"aru\",\"lstm\"]' --set params.steps=200 "
-              "--set 'params.seeds=[0]' --set params.downsample=4 --set params.n_test=256", paper=True),
+              "--set 'params.seeds=[0]' --set params.downsample=4 --set params.n_test=256 "
+              "--set 'params.rotation={network=\"aru\",steps=50}' "
+              "--set 'params.adaptation={realisations=2,steps=300,burn_in=50}'", paper=True),
     _scenario("cross-adaptation", "Scenario cross-adaptation", "The ARU's gain control inside the ELM network "
               "under the noisy drive (two networks, a few hundred steps).",
               "--set 'params.networks=[\"aru\",\"elm-aru\"]' --set params.steps=200 --set 'params.seeds=[0]' "
@@ -147,12 +149,14 @@ ENTRIES: tuple[Entry, ...] = (
               "--set 'params.networks={aru={unit=\"aru\",hidden=8,n_g=2,layers=2,lr=3e-3},"
               "sith-rnn={unit=\"sith-rnn\",lr=1e-2}}'"),
     _scenario("elm-budget", "Scenario elm-budget (ELM scaling laws)", "Held-out loss against k_e at one "
-              "fixed budget, with the joint I_rep fit.",
+              "fixed budget, with the joint I_rep fit; the loss along N and along k_e alone, and the "
+              "feed-forward ablation.",
               "--set 'params.budgets=[4000]' --set 'params.d_ms=[2,3,5,10]' --set 'params.seeds=[0]' "
-              "--set params.steps=30", paper=True),
+              "--set params.steps=30 --set 'params.n_sweep={d_m=3,hidden=[2,4,8]}' "
+              "--set 'params.k_e_sweep={hidden=4,d_ms=[2,3,5]}'", paper=True),
     _scenario("elm-shd-adding", "Scenario elm-shd-adding (ELM neuron)", "The ELM network against a "
-              "parameter-matched LSTM on SHD-Adding at two bin sizes (synthetic unless the SHD files are "
-              "present).", "--set 'params.seeds=[0]' --set params.steps=30 --set params.eval_size=64 "
+              "parameter-matched LSTM and against itself with one constant timescale of 25 ms, on "
+              "SHD-Adding at two bin sizes (synthetic unless the SHD files are present).", "--set 'params.seeds=[0]' --set params.steps=30 --set params.eval_size=64 "
               "--set 'params.bins_ms=[50.0,100.0]'", paper=True),
     _scenario("pc-time-law", "Scenario pc-time-law", "The width/length law of PC through time: s − 1 and the "
               "cosine over width × length, without and with the residual recurrence.",

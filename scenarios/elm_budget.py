@@ -138,7 +138,7 @@ def run_elm_budget(
     k_e_sweep: dict | None = None,
     rho_rec_zero: bool = False,
 ) -> dict:
-    """Train every (budget, d_m, seed), collect the held-out losses, fit I_rep; returns
+    r"""Train every (budget, d_m, seed), collect the held-out losses, fit I_rep; returns
     ``{"budget": dataset, "i_rep_fit": dataset}`` (also written to ``out_dir``).
 
     The paper's other axes, each optional (their claims are "not testable" without them):

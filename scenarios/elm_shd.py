@@ -36,7 +36,7 @@ def run_configs(
     match_tol: float = 0.05,
     constant_tau_ms: float | None = None,
 ) -> dict[tuple[float, str], list[dict]]:
-    """The runs [`run_elm_vs_lstm`][] trains: ``(bin_ms, network)`` -> one run config per seed (what
+    r"""The runs [`run_elm_vs_lstm`][] trains: ``(bin_ms, network)`` -> one run config per seed (what
     [`dynlab.experiment.build`][] takes), in training order, networks ``elm-net``, ``lstm`` and, with
     ``constant_tau_ms``, ``elm-constant-tau``: the ELM network with every memory timescale
     $\tau_m$ = ``constant_tau_ms`` (``tau_min = tau_max`` = ``constant_tau_ms / bin_ms`` steps).
