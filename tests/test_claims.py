@@ -235,12 +235,14 @@ def test_elm_neuron_claims_count_parameters_and_compare_with_the_lstm():
 
     params = spec.load("elm-shd-adding").resolved_params()
 
-    def accuracy(elm, lstm, bins=(20.0, 50.0), constant=None):
+    def accuracy(elm, lstm, bins=(20.0, 50.0), constant=None, constant_bins=None):
         """Final accuracies (%) per seed; the second bin size 10 points closer for the LSTM (and for the
         constant-tau network, if given, 10 points lower)."""
         nets = [np.array(elm), np.array(lstm)] + ([] if constant is None else [np.array(constant)])
         a = np.stack([np.stack([nets[0], nets[1] + 10 * k] + [c - 10 * k for c in nets[2:]])
                       for k in range(len(bins))])[..., None] / 100
+        if constant_bins is not None:  # the constant-tau network trained at these bins only (NaN elsewhere)
+            a[[b not in constant_bins for b in bins], 2] = np.nan
         names = ["elm-net", "lstm"] + ([] if constant is None else ["elm-constant-tau"])
         ds = xr.Dataset({"accuracy": (("bin_ms", "network", "seed", "eval_step"), a)},
                         coords={"bin_ms": list(bins), "network": names, "seed": [0, 1, 2], "eval_step": [10]})
@@ -265,6 +267,10 @@ def test_elm_neuron_claims_count_parameters_and_compare_with_the_lstm():
     assert f.value.sel(claim="constant-tau") == pytest.approx(69 - 10 - 61)  # at 50 ms: 10 points lower
     assert outcomes(judge(claims(params), accuracy([60, 62, 61], [40, 45, 42], constant=[60, 61, 62])))[
         "constant-tau"] == "does not hold"
+    # trained at the smallest bin only (the program's choice): judged there, the other bin's NaN left out
+    f = judge(claims(params), accuracy([60, 62, 61], [40, 45, 42], constant=[58, 59, 60], constant_bins=(20.0,)))
+    assert outcomes(f)["constant-tau"] == "holds" and f.value.sel(claim="constant-tau") == pytest.approx(-2.0)
+    assert "smallest gap at 20 ms, of 20 ms" in str(f.interval.sel(claim="constant-tau").values)
 
 
 # ---------------------------------------------------------------------------------------------
