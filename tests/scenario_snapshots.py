@@ -104,6 +104,8 @@ def run(name: str, out: Path, env: dict | None = None) -> dict:
 def main() -> None:
     import tempfile
 
+    import conftest  # noqa: F401  (the suite's compile flags, tests/conftest.py: a recording matches the test)
+
     names = sys.argv[2:] or list(TOY)
     record = json.loads(REFERENCE.read_text()) if REFERENCE.exists() else {}
     with tempfile.TemporaryDirectory() as tmp:

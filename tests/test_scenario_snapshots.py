@@ -5,7 +5,12 @@ Tolerance: the redesign reorders float32 arithmetic in places (e.g. the PC compa
 now comes from the rule, ∂F(z*, θ)/∂θ at the exact activities, where it differentiated F*(θ)
 directly; equal by the envelope theorem, not bit for bit), and a few training steps amplify
 round-off. ``rtol = 1e-4`` is about 800 float32 ulps, far below any change a refactor that alters
-a formula would make; NaNs must stay NaNs. A variable added since the recording is allowed; one
+a formula would make; NaNs must stay NaNs. Elements near zero are compared on their variable's
+scale: ``atol`` = 1e-4 of the variable's largest recorded magnitude (at least 1e-6). The suite
+compiles with LLVM at -O0 (``conftest.py``), which contracts multiply-adds differently from the
+-O2 the references were recorded with: the largest change that made was 7.5e-6 on a correlation
+of -0.0231 in a variable of scale 1 (sith-trw's and cross-trw's TRW correlations after 3 training
+steps), a relative 3e-4 of that element but 7.5e-6 of the variable's scale. A variable added since the recording is allowed; one
 that disappeared is not. Each variable is compared through [`scenario_snapshots.reduce`][]:
 48 evenly spaced values plus sums of |v| and v² over all of them.
 """
@@ -42,7 +47,8 @@ def check_unchanged(name, tmp_path):
             assert got["n_nonfinite"] == rec["n_nonfinite"], f"{where}: non-finite values {got['n_nonfinite']} != {rec['n_nonfinite']}"
             a = np.array([np.nan if v is None else v for v in got["values"]], dtype=float)
             b = np.array([np.nan if v is None else v for v in rec["values"]], dtype=float)
-            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6, equal_nan=True, err_msg=where)
+            scale = float(np.nanmax(np.abs(b))) if np.isfinite(b).any() else 0.0
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=max(1e-6, 1e-4 * scale), equal_nan=True, err_msg=where)
             np.testing.assert_allclose([got["abs_sum"], got["sq_sum"]], [rec["abs_sum"], rec["sq_sum"]], rtol=1e-4,
                                        atol=1e-6, err_msg=where)
 
