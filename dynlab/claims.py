@@ -60,6 +60,23 @@ class Estimate:
     def has_interval(self) -> bool:
         return math.isfinite(self.low) and math.isfinite(self.high)
 
+    @classmethod
+    def mean_of(cls, values, what: str = "", population: str = "seeds") -> Estimate:
+        """The mean of independent per-replicate values (e.g. one per seed; NaN left out) with their
+        Student-t interval ([`dynlab.statistics.t_interval`][]); ``what`` says what each value is.
+        One finite value gives a point estimate; none raises [`NotTestable`][]."""
+        from dynlab.statistics import t_interval
+
+        values = np.asarray(values, float)
+        n = int(np.isfinite(values).sum())
+        if n == 0:
+            raise NotTestable(f"no finite value over the {population}")
+        if n < 2:
+            return cls(float(np.nanmean(values)), note="; ".join(filter(None, [f"1 of {population}", what])))
+        ci = t_interval(values, population=population, allow_fewer=True)
+        return cls(float(ci.estimate), float(ci.low), float(ci.high), level=ci.level, population=ci.population,
+                   method="; ".join(filter(None, [ci.method, what])))
+
 
 @dataclasses.dataclass(frozen=True)
 class Claim:

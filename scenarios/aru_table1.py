@@ -478,7 +478,7 @@ def _per_seed(statistic, needs, what: str):
         s = ds.attrs["table_strength"]
         acc = {n: 100 * np.stack([ds.accuracy.sel(network=n, strength=0.0).values,
                                   ds.accuracy.sel(network=n, strength=s).values]) for n in needs}
-        return _over_seeds(statistic(acc), what, population="seeds (one of every network each)")
+        return Estimate.mean_of(statistic(acc), what, population="seeds (one of every network each)")
 
     return measure
 
@@ -547,8 +547,8 @@ def _closer(reading: str):
         ds = datasets.get("adaptation")
         if ds is None:
             raise NotTestable("not run: set params.adaptation (e.g. --set 'params.adaptation={}')")
-        return _over_seeds(ds.closer.sel(reading=reading).mean("drive").values,
-                           f"per seed: the mean over drives {', '.join(f'{d:g}' for d in ds.drive.values)}")
+        return Estimate.mean_of(ds.closer.sel(reading=reading).mean("drive").values,
+                                f"per seed: the mean over drives {', '.join(f'{d:g}' for d in ds.drive.values)}")
 
     return measure
 
@@ -560,22 +560,7 @@ def _recovered(datasets) -> Estimate:
         raise NotTestable("not run: set params.rotation (e.g. --set 'params.rotation={}')")
     if not np.isfinite(ds.recovered).any() and np.isfinite(ds.accuracy.sel(stage="rotated")).any():
         raise NotTestable("the rotation cost no accuracy in any seed (original <= rotated): nothing to recover")
-    return _over_seeds(ds.recovered.values, "per seed: (retrained - rotated) / (original - rotated)")
-
-
-def _over_seeds(per_seed, what: str, population: str = "seeds") -> Estimate:
-    """The mean of per-seed values with a Student-t interval over the seeds (NaN seeds left out)."""
-    from dynlab.statistics import t_interval
-
-    per_seed = np.asarray(per_seed, float)
-    n = int(np.isfinite(per_seed).sum())
-    if n == 0:
-        raise NotTestable("no seed finished")
-    if n < 2:
-        return Estimate(float(np.nanmean(per_seed)), note=f"{n} seed; {what}")
-    ci = t_interval(per_seed, population=population, allow_fewer=True)
-    return Estimate(float(ci.estimate), float(ci.low), float(ci.high), level=ci.level, population=ci.population,
-                    method=f"{ci.method}; {what}")
+    return Estimate.mean_of(ds.recovered.values, "per seed: (retrained - rotated) / (original - rotated)")
 
 
 def _rotation_scale(params: dict) -> str:

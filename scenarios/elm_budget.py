@@ -370,18 +370,11 @@ def _monotone(var: str, dim: str):
 
 def _rho_rec_gap(datasets) -> Estimate:
     """Statistic: loss(rho_rec = 0) - loss(default), per seed at the same cell; mean with a t interval over seeds."""
-    from dynlab.statistics import t_interval
-
     ds = datasets.get("rho_rec_zero")
     if ds is None:
         raise NotTestable("not run: set params.rho_rec_zero = true")
     gap = (ds.loss.sel(network="feed-forward") - ds.loss.sel(network="default")).values
-    where = f"P = {ds.attrs['budget']:,}, d_m = {ds.attrs['d_m']}, N = {ds.attrs['N']}"
-    if np.isfinite(gap).sum() < 2:
-        return Estimate(float(np.nanmean(gap)), note=f"{int(np.isfinite(gap).sum())} seed; {where}")
-    ci = t_interval(gap, population="seeds", allow_fewer=True)
-    return Estimate(float(ci.estimate), float(ci.low), float(ci.high), level=ci.level, population=ci.population,
-                    method=f"{ci.method}; {where}")
+    return Estimate.mean_of(gap, f"P = {ds.attrs['budget']:,}, d_m = {ds.attrs['d_m']}, N = {ds.attrs['N']}")
 
 
 def claims(params: dict) -> list[Claim]:

@@ -209,8 +209,6 @@ def _tau_text(params: dict) -> str:
 def _smallest_gap(ds: xr.Dataset, a: str, b: str) -> Estimate:
     """The smallest over bin sizes of the mean over seeds of final held-out accuracy ``a - b`` (% points),
     with the Student-t interval over seeds of that bin's gap."""
-    from dynlab.statistics import t_interval
-
     final = 100 * ds[ds.attrs["metric"]].isel(eval_step=-1)
     gaps = (final.sel(network=a) - final.sel(network=b)).transpose("bin_ms", "seed").values
     means = np.nanmean(gaps, axis=1)
@@ -218,11 +216,7 @@ def _smallest_gap(ds: xr.Dataset, a: str, b: str) -> Estimate:
         raise NotTestable("a bin size where no seed finished both networks")
     worst = int(np.argmin(means))
     where = f"smallest gap at {float(ds.bin_ms[worst]):g} ms, of {', '.join(f'{b:g}' for b in ds.bin_ms.values)} ms"
-    if np.isfinite(gaps[worst]).sum() < 2:
-        return Estimate(float(means[worst]), note=f"1 seed; {where}")
-    ci = t_interval(gaps[worst], population="seeds (one of each network)")
-    return Estimate(float(ci.estimate), float(ci.low), float(ci.high), level=ci.level, population=ci.population,
-                    method=f"{ci.method}; {where}")
+    return Estimate.mean_of(gaps[worst], where, population="seeds (one of each network)")
 
 
 def _constant_tau_gap(datasets) -> Estimate:
