@@ -7,6 +7,8 @@ own parser (click: the command path, every option's name and type, required opti
 and ``--preset`` as the command would (every key and value checked, nothing trained). A renamed
 option, subcommand or scenario parameter on any page fails here.
 
+The gallery's commands (``docs/gallery.py``, run by the documentation build) are checked the same way.
+
 The how-to pages define plug-ins (an analysis, a unit, a rule, a task) in Python blocks and use them
 in later commands, on the same page or on the plug-in package's page; such a subcommand exists only
 once that code has run, so a subcommand that some page's Python code registers
@@ -74,13 +76,25 @@ def test_the_docs_hold_commands_and_the_parser_rejects_a_renamed_option():
         parse(shlex.split("analyse lyapunov"))
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(DOCS)))
+def _gallery_commands() -> list[str]:
+    import importlib.util
+    import sys
+
+    spec_ = importlib.util.spec_from_file_location("dynlab_docs_gallery", DOCS / "gallery.py")
+    module = importlib.util.module_from_spec(spec_)
+    sys.modules[spec_.name] = module  # its dataclasses look their module up
+    spec_.loader.exec_module(module)
+    return [c for entry in module.ENTRIES for c in entry.commands]
+
+
+@pytest.mark.parametrize("page", [*PAGES, "gallery"], ids=lambda p: str(p) if p == "gallery" else str(p.relative_to(DOCS)))
 def test_every_command_of_the_page_parses_and_its_scenarios_load(page, monkeypatch, tmp_path):
     from dynlab.scenarios import spec
     from dynlab.scenarios.papers import PAPERS
 
+    commands = _gallery_commands() if page == "gallery" else _page_commands(page)
     monkeypatch.chdir(tmp_path)  # nothing a parse does may touch the checkout
-    for command in _page_commands(page):
+    for command in commands:
         ctx = parse(shlex.split(command)[1:], frozenset(REGISTERED))
         if ctx is None or ctx.info_name not in ("run", "reproduce"):
             continue
@@ -90,7 +104,7 @@ def test_every_command_of_the_page_parses_and_its_scenarios_load(page, monkeypat
         if ctx.info_name == "reproduce":
             if target is None:  # --list
                 continue
-            assert target in PAPERS, f"{page.name}: {command}: unknown paper {target!r}"
+            assert target in PAPERS, f"{page}: {command}: unknown paper {target!r}"
             names = [n for n, path in spec.builtin_names().items() if f'paper = "{target}"' in path.read_text()]
         elif target in spec.builtin_names():
             names = [target]
