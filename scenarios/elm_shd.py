@@ -241,6 +241,7 @@ def claims(params: dict) -> list[Claim]:
         "training": (f"{params['steps']} steps of {params['batch_size']}, Adam {params['lr']:g}",
                      "70 epochs of 2000 batches of 8, Adamax 5e-3, dropout 0.5"),
         "seeds": (len(params["seeds"]), 5),
+        **({"constant-tau task": ("SHD-Adding", "NeuronIO")} if params.get("constant_tau_ms") is not None else {}),
     }) + "; data: the SHD files if present, else a synthetic SHD-like set (the dataset's attrs 'data' says which)"
     return [
         Claim("elm-beats-lstm", f"ELM network ahead of a parameter-matched LSTM on SHD-Adding at every bin size ({bins} ms)",
