@@ -72,7 +72,7 @@ class Estimate:
         if n == 0:
             raise NotTestable(f"no finite value over the {population}")
         if n < 2:
-            return cls(float(np.nanmean(values)), note="; ".join(filter(None, [f"1 of {population}", what])))
+            return cls(float(np.nanmean(values)), note="; ".join(filter(None, [f"one of the {population} only", what])))
         ci = t_interval(values, population=population, allow_fewer=True)
         return cls(float(ci.estimate), float(ci.low), float(ci.high), level=ci.level, population=ci.population,
                    method="; ".join(filter(None, [ci.method, what])))
