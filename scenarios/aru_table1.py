@@ -188,7 +188,7 @@ def run_aru_table1(
 
         t0 = time.perf_counter()
         results = train_seeds(exps, dirs, progress=report)
-        trained[net] = [None if isinstance(res, DivergenceError) else res.model for res in results]
+        trained[net] = ([None if isinstance(res, DivergenceError) else res.model for res in results], exps[0].task)
         for j, (exp, res, d) in enumerate(zip(exps, results, dirs)):
             if isinstance(res, DivergenceError):
                 status[i, j] = "diverged"
@@ -241,11 +241,11 @@ def run_aru_table1(
             if progress is not None:
                 progress(base + step, total, {"network": f"{net} rotated", **metrics})
 
-        datasets["rotation"] = rotation_transfer(trained[net], configs[net], out, n_test=n_test,
+        datasets["rotation"] = rotation_transfer(*trained[net], configs[net], out, n_test=n_test,
                                                  progress=report_rotation, **rotation)
         click.echo(rotation_text(datasets["rotation"]))
     if adaptation is not None:
-        datasets["adaptation"] = adaptation_lambda1(trained["aru"], seeds, out, **adaptation)
+        datasets["adaptation"] = adaptation_lambda1(trained["aru"][0], seeds, out, **adaptation)
         click.echo(adaptation_text(datasets["adaptation"]))
     return datasets
 
@@ -263,8 +263,7 @@ def check_params(*, networks=(), adaptation=None, rotation=None, extra_networks=
     """What [`run_aru_table1`][] checks before any training: ``adaptation`` needs the ARU among
     the networks and takes the adaptation analysis's options; ``rotation`` names a trained network
     with per-neuron activation parameters, a finite angle and a positive number of steps."""
-    import inspect
-
+    from dynlab import registry
     from dynlab.analyses.aru.adaptation import adaptation_analysis
     from dynlab.config import number_list
     from dynlab.errors import ConfigError
@@ -273,10 +272,8 @@ def check_params(*, networks=(), adaptation=None, rotation=None, extra_networks=
     if adaptation is not None:
         if "aru" not in networks:
             raise ConfigError("params.adaptation analyses the trained ARU: add \"aru\" to params.networks")
-        valid = [k for k in inspect.signature(adaptation_analysis).parameters if k not in ADAPTATION_FIXED]
-        unknown = [k for k in adaptation if k not in valid]
-        if unknown:
-            raise ConfigError(f"params.adaptation: unknown option(s) {', '.join(unknown)}; valid: {', '.join(valid)}")
+        registry.check_config("params.adaptation", adaptation_analysis, adaptation,
+                              exclude=("key", "self", *ADAPTATION_FIXED))
     if rotation is not None:
         unknown = [k for k in rotation if k not in ROTATION]
         if unknown:
@@ -294,9 +291,10 @@ def check_params(*, networks=(), adaptation=None, rotation=None, extra_networks=
             raise ConfigError(f"params.rotation.steps must be a positive integer, got {r['steps']!r}")
 
 
-def rotation_transfer(models, configs: list[dict], out: Path, *, network: str, degrees: float, steps: int,
+def rotation_transfer(models, upright, configs: list[dict], out: Path, *, network: str, degrees: float, steps: int,
                       n_test: int, progress=None) -> xr.Dataset:
-    r"""App. B.3: each trained model (``None``: diverged) retrained on digits rotated by ``degrees`` with
+    r"""App. B.3: each trained model (``None``: diverged; trained on the task ``upright`` with ``configs``,
+    one per seed) retrained on digits rotated by ``degrees`` with
     only its per-neuron activation parameters free ([`dynlab.transfer.retrain_activation`][]), seeds
     vmapped, ``steps`` steps of the original training's settings.
 
@@ -308,7 +306,7 @@ def rotation_transfer(models, configs: list[dict], out: Path, *, network: str, d
     """
     import jax
 
-    from dynlab import experiment, store
+    from dynlab import store
     from dynlab.config import apply_values
     from dynlab.errors import DivergenceError
     from dynlab.perturbations import evaluate_under
@@ -316,17 +314,15 @@ def rotation_transfer(models, configs: list[dict], out: Path, *, network: str, d
     from dynlab.train import train_seeds
     from dynlab.transfer import retrain_activation
 
-    net = network
     seeds = [c["seed"] for c in configs]
     done = [j for j, m in enumerate(models) if m is not None]
     overrides = {"task.rotate": float(degrees), "train.steps": int(steps), "train.eval_every": max(steps // 4, 1),
                  "train.log_every": min(50, steps), "train.checkpoint_every": int(steps)}
     exps = [retrain_activation(models[j], apply_values(configs[j], overrides)) for j in done]
-    dirs = [out / "runs" / f"{net}-seed{seeds[j]}-rotated" for j in done]
+    dirs = [out / "runs" / f"{network}-seed{seeds[j]}-rotated" for j in done]
     for d in dirs:
         d.mkdir(parents=True, exist_ok=True)
     results = train_seeds(exps, dirs, progress=progress) if exps else []
-    upright = experiment.build(configs[0]).task
     metric = get_loss(upright.loss).metric_name
     key = jax.random.key(0)
 
@@ -346,7 +342,7 @@ def rotation_transfer(models, configs: list[dict], out: Path, *, network: str, d
                                                          "by retraining the activation parameters"})},
         coords={"seed": seeds, "stage": ["original", "rotated", "retrained"]},
     )
-    ds = stamp(ds, analysis="rotation-transfer", config={"network": net, "degrees": float(degrees), "steps": int(steps),
+    ds = stamp(ds, analysis="rotation-transfer", config={"network": network, "degrees": float(degrees), "steps": int(steps),
                                                          "trained": "per-neuron activation parameters only",
                                                          "task": upright.describe(), "n_test": n_test})
     store.write_dataset(out / "rotation.nc", ds)

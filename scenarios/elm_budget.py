@@ -262,8 +262,6 @@ def _axes(configs, n_sweep, k_e_sweep, seeds, out: Path, report) -> xr.Dataset:
 def _rho_rec_zero(grid: xr.Dataset, configs, seeds, out: Path, report) -> xr.Dataset:
     """The grid's best (budget, d_m) trained again with rho_rec = 0; ``rho_rec_zero.nc`` with the loss of
     both per seed (``network`` = default, feed-forward)."""
-    import inspect
-
     from dynlab import registry, store
     from dynlab.config import apply_values
 
@@ -271,7 +269,7 @@ def _rho_rec_zero(grid: xr.Dataset, configs, seeds, out: Path, report) -> xr.Dat
     best = mean.where(np.isfinite(mean), np.inf).argmin(...)
     b, d = int(grid.budget[best["budget"]]), int(grid.d_m[best["d_m"]])
     section = configs[b, d][0]["model"]
-    default = section.get("rho_rec", inspect.signature(registry.get("unit", "elm-net").obj).parameters["rho_rec"].default)
+    default = section.get("rho_rec", registry.defaults(registry.get("unit", "elm-net").obj)["rho_rec"])
     cell = [apply_values(c, {"model.rho_rec": 0.0}) for c in configs[b, d]]
     loss, _, _, _, pc = _train_cell(cell, [out / "runs" / f"P{b}-dm{d}-rho0-seed{s}" for s in seeds])
     report({"P": b, "d_m": d, "rho_rec": 0.0, "loss": float(np.nanmean(loss))})
@@ -372,7 +370,7 @@ def _rho_rec_gap(datasets) -> Estimate:
     """Statistic: loss(rho_rec = 0) - loss(default), per seed at the same cell; mean with a t interval over seeds."""
     ds = datasets.get("rho_rec_zero")
     if ds is None:
-        raise NotTestable("not run: set params.rho_rec_zero = true")
+        raise NotTestable("not run: set params.rho_rec_zero = true (or no cell of the grid finished to ablate)")
     gap = (ds.loss.sel(network="feed-forward") - ds.loss.sel(network="default")).values
     return Estimate.mean_of(gap, f"P = {ds.attrs['budget']:,}, d_m = {ds.attrs['d_m']}, N = {ds.attrs['N']}")
 

@@ -136,7 +136,9 @@ def test_aru_table1_rejects_extra_claim_options_it_cannot_run(tmp_path):
 
     for kwargs, message in (
         (dict(networks=["rnn-relu"], adaptation={}), "add \"aru\" to params.networks"),
-        (dict(networks=["aru"], adaptation={"drive_in_map": False}), "unknown option(s) drive_in_map; valid: drives"),
+        (dict(networks=["aru"], adaptation={"drive_in_map": False}),
+         "unknown config key params.adaptation.drive_in_map; valid keys: burn_in, confidence, drives"),
+        (dict(networks=["aru"], adaptation={"steps": "many"}), "params.adaptation.steps must be"),
         (dict(networks=["aru"], rotation={"network": "gru"}), "'gru' is not among params.networks"),
         (dict(networks=["gru"], rotation={"network": "gru"}), "no per-neuron activation parameters"),
         (dict(networks=["rnn-gamma"], rotation={"steps": 0}), "positive integer, got 0"),
