@@ -19,6 +19,8 @@ replaced by the tasks' synthetic stand-ins, and the figures say which they used.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import multiprocessing
 import os
 import shlex
 import shutil
@@ -57,10 +59,10 @@ def _scenario(name: str, title: str, caption: str, sets: str, *, paper: bool = F
 
 
 TRAIN = (
-    "dynlab train --model aru --task adding --steps 500 --out runs/aru",
-    "dynlab train --model aru --task adding --steps 500 --seed 1 --out runs/aru-s1",
-    "dynlab train --model gru --task adding --steps 500 --out runs/gru",
-    "dynlab train --model sith-rnn --task hierarchical-language --steps 100 --out runs/sith",
+    "dynlab train --model aru --task adding --steps 300 --out runs/aru",
+    "dynlab train --model aru --task adding --steps 300 --seed 1 --out runs/aru-s1",
+    "dynlab train --model gru --task adding --steps 300 --out runs/gru",
+    "dynlab train --model sith-rnn --task hierarchical-language --steps 50 --out runs/sith",
 )
 
 ENTRIES: tuple[Entry, ...] = (
@@ -193,30 +195,102 @@ def _quiet(command: str) -> bool:
     return shlex.split(command)[1] in {"train", "run"}
 
 
-def build(out: Path, only: set[str] | None = None, log=print) -> list[str]:
+def _task(commands: tuple[str, ...], cwd: Path) -> tuple[str, float]:
+    """Run `commands` in order (a worker process's task); (the first error or '', seconds)."""
+    start = time.time()
+    error = next((f"`{c}`: {msg}" for c in commands if (msg := _run(c, cwd))), "")
+    # every compiled CPU program holds memory maps until freed (tests/conftest.py): freeing them
+    # after each task keeps a long-lived worker below the kernel's limit
+    jax.clear_caches()
+    return error, time.time() - start
+
+
+def _outputs(command: str) -> set[str]:
+    words = shlex.split(command)
+    return {words[i + 1] for i, w in enumerate(words[:-1]) if w == "--out"}
+
+
+TRAINED = set().union(*map(_outputs, TRAIN))
+"""The run directories the training entry writes."""
+
+
+def _reads_training(entry: Entry) -> bool:
+    return entry.name != "training" and any(TRAINED & set(shlex.split(c)) for c in entry.commands)
+
+
+def _jobs() -> int:
+    """Worker processes: ``$DYNLAB_GALLERY_JOBS``, else one per available core (at most 4)."""
+    value = os.environ.get("DYNLAB_GALLERY_JOBS", "")
+    if value:
+        if not value.isdigit() or int(value) < 1:
+            raise ValueError(f"DYNLAB_GALLERY_JOBS must be a positive integer, got {value!r}")
+        return int(value)
+    return max(1, min(4, len(os.sched_getaffinity(0))))
+
+
+def build(out: Path, only: set[str] | None = None, log=print, jobs: int | None = None) -> list[str]:
     """Run the entries (all, or those named in `only`) in `out/work`, write `out/gallery.md` and
-    `out/img/*.png`; returns the failures, one line each (their sections say so)."""
+    `out/img/*.png`; returns the failures, one line each (their sections say so).
+
+    The runs are compile-bound and single-threaded, so they go to `jobs` worker processes (default
+    [`_jobs`][]): the training commands first, each a task, beside the entries that read no trained
+    run; the entries that do read one once training is done. The workers share one JAX compilation
+    cache (`out/jax-cache`, removed afterwards), so a program that several entries compile is
+    compiled once.
+    """
     # Small runs of many programs: the time goes to compiling them. LLVM at -O0 (XLA's graph
-    # optimisations unchanged, no fast-math at any level: the same numbers) cuts the CPU time by a
-    # third (tests/conftest.py); it takes effect if no computation has started the backend yet.
+    # optimisations unchanged) cuts the CPU time by a third (tests/conftest.py: the results can
+    # differ in the last bits); set before any worker starts its backend.
     if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
         os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_backend_optimization_level=0".strip()
-    work, img = out / "work", out / "img"
-    for d in (work, img):
+    work, img, cache = out / "work", out / "img", out / "jax-cache"
+    for d in (work, img, cache):
         shutil.rmtree(d, ignore_errors=True)
         d.mkdir(parents=True)
+    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(cache))
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
     entries = [e for e in ENTRIES if only is None or e.name in only]  # entries reading runs/ need "training"
+    first = [((c,), "training") for e in entries if e.name == "training" for c in e.commands]
+    # the scenarios are the longest tasks: started first, they do not finish alone at the end
+    free = [e for e in entries if e.name != "training" and not _reads_training(e)]
+    first += [(e.commands, e.name) for e in sorted(free, key=lambda e: not e.commands[0].startswith("dynlab run"))]
+    later = [(e.commands, e.name) for e in entries if _reads_training(e)]
+    errors: dict[str, str] = {}
+
+    def done(name: str, commands: tuple[str, ...], result: tuple[str, float]) -> None:
+        error, took = result
+        if error:
+            errors.setdefault(name, error)
+        what = f" ({commands[0].split(' --out ')[-1]})" if name == "training" else ""
+        log(f"gallery: {name}{what}: {took:.0f} s{'; ' + error if error else ''}")
+
+    start = time.time()
+    jobs = jobs or _jobs()
+    if jobs == 1:
+        for commands, name in first + later:
+            done(name, commands, _task(commands, work))
+    else:
+        context = multiprocessing.get_context("spawn")  # no fork of a process that runs XLA's threads
+        with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
+            pending = {pool.submit(_task, commands, work): (commands, name) for commands, name in first}
+            training = {f for f, (_, name) in pending.items() if name == "training"}
+            while pending:
+                finished, _ = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
+                for future in finished:
+                    commands, name = pending.pop(future)
+                    done(name, commands, future.result())
+                    training.discard(future)
+                    if not training and later:  # the trained runs exist: their readers can start
+                        pending.update({pool.submit(_task, c, work): (c, n) for c, n in later})
+                        later = []
+    shutil.rmtree(cache, ignore_errors=True)
+    log(f"gallery: {len(entries)} entries in {time.time() - start:.0f} s with {jobs} worker(s)")
+
     page = [_HEADER]
     failures = []
     for entry in entries:
-        start = time.time()
-        error = next((f"`{c}`: {msg}" for c in entry.commands if (msg := _run(c, work))), "")
+        error = errors.get(entry.name, "")
         figures = sorted(p for pattern in entry.figures for p in work.glob(pattern))
-        log(f"gallery: {entry.name}: {len(figures)} figure(s) in {time.time() - start:.0f} s{'; ' + error if error else ''}")
-        # every compiled CPU program holds memory maps until freed (tests/conftest.py): freeing them
-        # between entries keeps the one build process below the kernel's limit, at the price of
-        # recompiling what later entries share
-        jax.clear_caches()
         page += [f"## {entry.title}", "", entry.caption, "", "```bash", *entry.commands, "```", ""]
         if error:
             failures.append(f"{entry.name}: {error}")

@@ -66,7 +66,7 @@ needs 170–2000 (``benchmarks/pc_time.py``).
 dendritic MLP, the ELM network's read-out), ties of a max (SITH-RNN's max over τ) — its
 minimum can sit on a kink, where no gradient vanishes: no method then meets the gradient test.
 Measured on the ELM neuron (width 16, T = 5, float64): Levenberg–Marquardt stops with
-$g/g_0 pprox 10^{-2}$ at a point where one ReLU pre-activation is $3\cdot10^{-6}$ and the
+$g/g_0 \approx 10^{-2}$ at a point where one ReLU pre-activation is $3\cdot10^{-6}$ and the
 others at least $1.5\cdot10^{-2}$; there, gradients at points within $10^{-7}$ of it have a
 convex combination of norm $4\cdot10^{-5}\,g_0$ — a kink minimum (Clarke stationary), which the
 gradient test cannot certify. With a squared ReLU (differentiable) the same solve converges.
@@ -529,57 +529,60 @@ def _sum_squares(tree) -> Array:
 def _solve_one(solver, criterion: Criterion, form: SumOfSquares, z0: PyTree, data: PyTree, g0_worst: Array,
                patience: int | None = None):
     """One sample: (z, steps, converged, F, g, relative energy change). Its gradient test is the batch's,
-    against the worst sample's initial gradient ``g0_worst`` (so all samples converged is the batch test)."""
+    against the worst sample's initial gradient ``g0_worst`` (so all samples converged is the batch test).
 
-    def residuals(e, args):  # optimistix's y -> (residuals, aux), in error coordinates
-        return (e, form.unroll(e, data)[1]), None
+    The criterion is read at the solver's accepted point, after each step. The solver's function
+    returns the unrolled activities as its auxiliary output, so the test costs one gradient of the
+    energy in the activities (parallel over time) and no forward pass of its own: each step is one
+    linearised forward scan and its transpose.
+    """
+
+    def residuals(e, args):  # optimistix's y -> (residuals, aux), in error coordinates; aux: the activities
+        z, rho = form.unroll(e, data)
+        return (e, rho), z
 
     if isinstance(solver, optx.AbstractMinimiser):  # a minimiser takes the energy itself
         def residuals(e, args):  # noqa: F811
-            return 0.5 * (_sum_squares(e) + _sum_squares(form.unroll(e, data)[1])), None
+            z, rho = form.unroll(e, data)
+            return 0.5 * (_sum_squares(e) + _sum_squares(rho)), z
 
     def energy(z):
         e, rho = form.residuals(z, data)
         return 0.5 * (_sum_squares(e) + _sum_squares(rho))
 
-    def at(e):  # activities, energy and |grad_z F| at the error coordinates e
-        z = form.unroll(e, data)[0]
-        f, grad = jax.value_and_grad(energy)(z)
-        return z, f, optax.tree.norm(grad)
-
-    f0, grad0 = jax.value_and_grad(energy)(z0)
-    g0 = optax.tree.norm(grad0)
     e0 = form.residuals(z0, data)[0]
-    f_struct = jax.eval_shape(lambda: residuals(e0, None)[0])
-    state = solver.init(residuals, e0, None, {}, f_struct, None, frozenset())
+    f_struct, aux_struct = jax.eval_shape(lambda: residuals(e0, None))
+    state = solver.init(residuals, e0, None, {}, f_struct, aux_struct, frozenset())
+    # optimistix's first step only evaluates the start (and accepts it); every later one moves.
+    y, state, _ = solver.step(residuals, e0, None, {}, state, frozenset())
     dynamic, static = eqx.partition(state, eqx.is_array)
+    f0, grad0 = jax.value_and_grad(energy)(state.aux)
+    g0 = optax.tree.norm(grad0)
 
-    # y: the solver's last accepted point (energy f_y); the criterion is read at its newest trial point.
-    # mark, since: the gradient norm to halve, and the steps taken since it last halved (for ``patience``).
+    # y: the solver's last accepted point, z its activities (the solver's aux), f its energy;
+    # change: the relative energy change at the last acceptance (a rejected trial leaves y, and
+    # the test, as they were). mark, since: the gradient norm to halve, and the steps taken since
+    # it last halved (for ``patience``).
     def body(carry):
-        k, y, dynamic, f_y, accepted, _, f_trial, _, _, mark, since, _ = carry
+        k, y, dynamic, accepted, _, f, _, change, mark, since, _ = carry
         state = eqx.combine(dynamic, static)
         y, state, _ = solver.step(residuals, y, None, {}, state, frozenset())
-        f_y = jnp.where(state.num_accepted_steps > accepted, f_trial, f_y)  # y is the previous trial point if accepted
-        z, f, g = at(state.y_eval)
-        change = relative_change(f, f_y)
+        z = state.aux
+        f_new, grad = jax.value_and_grad(energy)(z)
+        g = optax.tree.norm(grad)
+        change = jnp.where(state.num_accepted_steps > accepted, relative_change(f_new, f), change)
         halved = g <= 0.5 * mark
         mark, since = jnp.where(halved, g, mark), jnp.where(halved, 0, since + 1)
         stalled = False if patience is None else since >= patience
         done = criterion.met(g, g0_worst, change, rounding_floor(z)) | (k + 1 >= criterion.max_steps) | stalled
-        return (k + 1, y, eqx.partition(state, eqx.is_array)[0], f_y, state.num_accepted_steps, z, f, g, change, mark,
+        return (k + 1, y, eqx.partition(state, eqx.is_array)[0], state.num_accepted_steps, z, f_new, g, change, mark,
                 since, done)
 
     zero = jnp.zeros((), f0.dtype)
-    carry = (jnp.asarray(0), e0, dynamic, f0, jnp.asarray(0), z0, f0, g0, zero, g0, jnp.asarray(0), jnp.asarray(False))
-    k, y, _, f_y, _, z, f, g, change, _, _, _ = jax.lax.while_loop(lambda c: ~c[-1], body, carry)
-    converged = criterion.met(g, g0_worst, change, rounding_floor(z))
-    # Out of budget, a rejected last trial (Levenberg-Marquardt) is worse than the accepted point: keep that one.
-    # (So is a non-finite one: a trust region that collapsed on a kink makes the damping overflow.)
-    z_y, f_y2, g_y = at(y)
-    worse = ~converged & ~(f <= f_y2)
-    pick = lambda a, b: jax.tree_util.tree_map(lambda u, v: jnp.where(worse, v, u), a, b)
-    return pick(z, z_y), k, converged, jnp.where(worse, f_y2, f), jnp.where(worse, g_y, g), change
+    carry = (jnp.asarray(0), y, dynamic, state.num_accepted_steps, state.aux, f0, g0, zero, g0, jnp.asarray(0),
+             jnp.asarray(False))
+    k, _, _, _, z, f, g, change, _, _, _ = jax.lax.while_loop(lambda c: ~c[-1], body, carry)
+    return z, k, criterion.met(g, g0_worst, change, rounding_floor(z)), f, g, change
 
 
 class _SearchState(eqx.Module):

@@ -12,8 +12,9 @@
 - The gallery (`gallery.md` and its figures) is made by `docs/gallery.py` from small runs of the
   code being documented, cached under a hash of the package's sources and of that script
   (`$DYNLAB_GALLERY_CACHE`, default `~/.cache/dynlab/gallery`), so an unchanged tree is not
-  re-run. `DYNLAB_GALLERY_ONLY=NAME,NAME` builds only those entries (the docs test uses it); a
-  failed entry fails the build.
+  re-run. `DYNLAB_GALLERY_ONLY=NAME,NAME` builds only those entries (the docs test uses it),
+  `DYNLAB_GALLERY_JOBS=N` in N worker processes (default: one per core, at most 4); a failed
+  entry fails the build.
 """
 
 from __future__ import annotations
@@ -80,9 +81,15 @@ def on_config(config):
 
 
 def _load_gallery(repo: Path):
-    spec = importlib.util.spec_from_file_location("dynlab_docs_gallery", repo / "docs" / "gallery.py")
+    """`docs/gallery.py` as the module `gallery`, with its folder on `sys.path`: the build's worker
+    processes (spawned, they inherit `sys.path`) import it by that name to unpickle their tasks, and
+    its dataclasses look their module up in `sys.modules`."""
+    folder = str(repo / "docs")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location("gallery", repo / "docs" / "gallery.py")
     module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
 
@@ -106,8 +113,11 @@ def gallery(repo: Path) -> Path:
     if (out / "gallery.md").is_file():
         return out
     module = _load_gallery(repo)
-    failures = module.build(out.with_name(out.name + ".partial"),
-                            set(only.split(",")) if only else None, log=lambda line: print(line, flush=True))
+    try:
+        failures = module.build(out.with_name(out.name + ".partial"),
+                                set(only.split(",")) if only else None, log=lambda line: print(line, flush=True))
+    except ValueError as error:  # a bad DYNLAB_GALLERY_JOBS
+        raise PluginError(str(error)) from None
     if failures:
         raise PluginError("gallery entries failed (docs/gallery.py):\n" + "\n".join(failures))
     shutil.rmtree(out, ignore_errors=True)
