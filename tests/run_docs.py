@@ -13,12 +13,16 @@ the site would; each page's fenced blocks in order:
   ``(quick: ARGS)`` — ARGS appended, as README's quick forms — or ``(not run: WHY)``; a command
   whose comment above states a time over the budget (``# 11.4 min …``, ``# ~35 min``) is not
   run either, and counted as such: a page gives a reduced form of every long scenario, and that
-  form is run. Other lines ending in ``&`` (a Dask scheduler and its workers) are started in
-  the background and stopped at the end; other shell lines (``pip``, ``cd``) are listed, not run.
+  form is run. Other lines run in a shell, with this interpreter's ``bin`` first on ``PATH``
+  (``mkdir``, ``cp``, ``pip install -e ./mypkg``: **run it in a scratch environment**, since a
+  plug-in package gets installed into it), those ending in ``&`` (a Dask scheduler and its
+  workers) in the background, stopped at the end; ``pip install … && dynlab …`` runs its
+  ``dynlab`` part only (the environment is the install), and ``pytest`` not at all.
 - a block with ``title="FILE"``, or a TOML block whose first line is ``# FILE.toml``: written to
   FILE (a plug-in's module, a scenario file); a ``.py`` file at the top level or a package's
   ``__init__.py`` is then imported, which registers its plug-ins, as installing them would.
-- an untitled ```` ```python ```` block: executed in one namespace per page.
+- an untitled ```` ```python ```` block: executed in one namespace per page. Interface sketches,
+  fenced ```` ```{.python .sketch} ````, are not code to run.
 
 Prints one line per step (status, seconds, command) and the commands that ran longer than the
 budget without a stated time. Exit status 1 if any step failed.
@@ -99,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     pages = [DOCS / p for p in args.pages] or nav_pages()
     cwd = Path(tempfile.mkdtemp(prefix="dynlab-docs-run-"))
+    # shell lines run with this interpreter's environment first on PATH (its pip, its dask)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     sys.path.insert(0, str(cwd))
     background: list[subprocess.Popen] = []
     failed, over, not_run = [], [], []
@@ -139,16 +145,26 @@ def main(argv: list[str] | None = None) -> int:
                         failed.append(f"{name}: python block")
                 elif lang == "bash":
                     for line, comment in shell_lines(body):
-                        command = line.partition("  #")[0].strip()
+                        line = line.partition("  #")[0].strip()
+                        # `pip install … && dynlab …`: the install is the environment this runs in
+                        command = line.rpartition("&&")[2].strip()
                         if not command.startswith("dynlab "):
-                            if command.endswith("&"):
-                                background.append(subprocess.Popen(command[:-1], shell=True, cwd=cwd,
+                            if command.startswith("pytest"):  # the suite itself
+                                print(f"{name}: not run (the test suite)  {line}")
+                            elif command.endswith("&"):
+                                background.append(subprocess.Popen(command[:-1], shell=True, cwd=cwd, env=env,
                                                                    stdout=subprocess.DEVNULL,
                                                                    stderr=subprocess.DEVNULL))
-                                time.sleep(3)
+                                time.sleep(5)
                                 print(f"{name}: started  {command}")
                             else:
-                                print(f"{name}: shell line, not run: {command}")
+                                start = time.time()
+                                done = subprocess.run(line, shell=True, cwd=cwd, env=env, capture_output=True, text=True)
+                                ok = "ok" if done.returncode == 0 else f"EXIT {done.returncode}"
+                                print(f"{name}: {ok} {time.time() - start:6.1f} s  {line}", flush=True)
+                                if done.returncode != 0:
+                                    print("    " + "\n    ".join((done.stderr or done.stdout).strip().splitlines()[-3:]))
+                                    failed.append(f"{name}: {line}")
                             continue
                         why = NOT_RUN.search(comment)
                         stated = [float(x) for x in STATED.findall(comment + " " + line.partition("  #")[2])]
