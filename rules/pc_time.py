@@ -223,6 +223,27 @@ def closed_form(model, x: Array, y: Array, mask: Array) -> ClosedForm:
     )
 
 
+def rescaling(model, x: Array, mask: Array) -> Array:
+    r"""$s - 1$ of the energy linearised at the forward pass, the mean over samples of
+    $\operatorname{tr}(\tilde J \tilde J^\top) / K_{scored}$, $\tilde J = \operatorname{diag}(\sqrt m)\,
+    \partial o / \partial e$ at $e = 0$ (the read-outs against the state errors of every step): for an
+    affine model, where $J$ is the same at every $e$, [`closed_form`][]'s ``s_minus_1``; for any other,
+    the same quantity for its linearisation, which governs the equilibrium's errors when they are
+    small ($e^* \approx \tilde J^\top (I + \tilde J \tilde J^\top)^{-1}\tilde r$). One VJP of the unrolled
+    network per read-out entry $K = T\,d_{out}$ of a sample."""
+
+    def one(xs, m):
+        zero = jax.tree_util.tree_map(jnp.zeros_like, model.trajectory(xs)[1])
+        ys, vjp = jax.vjp(lambda e: _unroll(model, xs, e)[0], zero)
+        k = ys.size
+        rows = jax.vmap(vjp)(jnp.eye(k, dtype=ys.dtype).reshape((k,) + ys.shape))[0]  # J^T e_k, leaves [K, T, ...]
+        norms = sum(jnp.sum(r**2, axis=tuple(range(1, r.ndim))) for r in jax.tree_util.tree_leaves(rows))  # (J J^T)_kk
+        d2 = jnp.broadcast_to(m[:, None], ys.shape).reshape(k)
+        return jnp.sum(d2 * norms) / jnp.maximum(jnp.sum(d2), 1.0)
+
+    return jnp.mean(jax.vmap(one)(x, mask.astype(x.dtype)))
+
+
 def problem(model, x: Array, y: Array, mask: Array, output: str = "mse", z0: PyTree | None = None) -> pc_inference.Problem:
     r"""The inference problem of a task batch for an inference value ([`dynlab.rules.pc_inference`][]).
 

@@ -17,6 +17,7 @@ from dynlab.scenarios import (  # noqa: E402,F401
     cross_fingerprint,
     cross_lyapunov,
     cross_pc,
+    cross_pc_law,
     cross_trw,
     elm_budget,
     elm_shd,

@@ -5,8 +5,9 @@
 The suite checks that every command on the docs pages *parses* (``test_docs_commands.py``) and
 runs README's commands (``test_readme.py``); running all the pages' commands takes tens of
 minutes, so this script does it on demand. The pages are taken in the site's navigation order
-(or the PAGEs given, paths under ``docs/``), all in one fresh directory, as a reader following
-the site would; each page's fenced blocks in order:
+(or the PAGEs given, paths under ``docs/``), each part of the site (getting started, concepts,
+how-to, papers) in a fresh directory of its own, as a reader following it would; each page's
+fenced blocks in order:
 
 - ```` ```bash ````: every ``dynlab …`` line is one command, run in this process (``-q`` added to
   ``train``/``run``/``reproduce``), timed. A comment line above it may say
@@ -19,8 +20,9 @@ the site would; each page's fenced blocks in order:
   workers) in the background, stopped at the end; ``pip install … && dynlab …`` runs its
   ``dynlab`` part only (the environment is the install), and ``pytest`` not at all.
 - a block with ``title="FILE"``, or a TOML block whose first line is ``# FILE.toml``: written to
-  FILE (a plug-in's module, a scenario file); a ``.py`` file at the top level or a package's
-  ``__init__.py`` is then imported, which registers its plug-ins, as installing them would.
+  FILE (a plug-in's module, a scenario file); a ``.py`` file at the top level is then imported,
+  which registers its plug-ins as adding it to the repository would (a package's files are left
+  to the page's ``pip install``).
 - an untitled ```` ```python ```` block: executed in one namespace per page. Interface sketches,
   fenced ```` ```{.python .sketch} ````, are not code to run.
 
@@ -85,14 +87,28 @@ def run_command(command: str, cwd: Path) -> tuple[int, str]:
     return result.exit_code, (result.stderr or result.output).strip()
 
 
-def import_file(path: Path, cwd: Path) -> None:
-    """Import a plug-in module or package written from the docs (registers its plug-ins)."""
+def import_file(path: Path, cwd: Path) -> bool:
+    """Import a module written at the top of ``cwd`` from the docs (registers its plug-ins, as adding
+    it to the repository would); a file deeper down (a package's) is left to its installation.
+    ``cwd`` is on ``sys.path`` only for the import: processes started later (a sweep's Dask
+    workers) inherit ``sys.path``, and ``cwd/mypkg/`` would shadow the installed package there."""
     rel = path.relative_to(cwd)
-    name = rel.parent.as_posix().replace("/", ".") if rel.name == "__init__.py" else rel.with_suffix("").as_posix()
-    if "." in name or "/" in name:  # a module inside a package: its __init__ imports it
-        return
-    importlib.invalidate_caches()
-    importlib.import_module(name)
+    if len(rel.parts) > 1:
+        return False
+    try:
+        importlib.invalidate_caches()
+        importlib.import_module(rel.stem)
+    finally:
+        sys.path.remove(str(cwd))
+    return True
+
+
+def section(page: Path) -> str:
+    """A page's part of the site (``how-to``, ``papers``, ...; the top-level pages are ``home``): each
+    part runs in its own directory. Its pages build on each other (the how-to pages on the files of
+    the earlier ones), the parts do not (the same run directory is trained on two of them)."""
+    rel = page.relative_to(DOCS)
+    return rel.parts[0] if len(rel.parts) > 1 else "home"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,17 +118,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the working directory")
     args = parser.parse_args(argv)
     pages = [DOCS / p for p in args.pages] or nav_pages()
-    cwd = Path(tempfile.mkdtemp(prefix="dynlab-docs-run-"))
+    base = Path(tempfile.mkdtemp(prefix="dynlab-docs-run-"))
     # shell lines run with this interpreter's environment first on PATH (its pip, its dask)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    sys.path.insert(0, str(cwd))
     background: list[subprocess.Popen] = []
     failed, over, not_run = [], [], []
-    os.chdir(cwd)
-    print(f"working in {cwd}")
+    print(f"working in {base}/<part of the site>")
     try:
         for page in pages:
             name = page.relative_to(DOCS).as_posix()
+            cwd = base / section(page)
+            cwd.mkdir(exist_ok=True)
+            os.chdir(cwd)
             namespace = {"__name__": f"docs:{name}"}
             for lang, title, body in FENCE.findall(page.read_text()):
                 first = body.splitlines()[0] if body else ""
@@ -125,8 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                     status = "wrote"
                     if path.suffix == ".py":
                         try:
-                            import_file(path, cwd)
-                            status = "imported"
+                            status = "wrote and imported" if import_file(path, cwd) else status
                         except Exception as error:  # noqa: BLE001 - a report, not a handler
                             status = f"FAILED ({type(error).__name__}: {error})"
                             failed.append(f"{name}: {title}")

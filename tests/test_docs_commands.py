@@ -76,7 +76,7 @@ def test_the_docs_hold_commands_and_the_parser_rejects_a_renamed_option():
         parse(shlex.split("analyse lyapunov"))
 
 
-def _gallery_commands() -> list[str]:
+def _gallery():
     import importlib.util
     import sys
 
@@ -84,7 +84,31 @@ def _gallery_commands() -> list[str]:
     module = importlib.util.module_from_spec(spec_)
     sys.modules[spec_.name] = module  # its dataclasses look their module up
     spec_.loader.exec_module(module)
-    return [c for entry in module.ENTRIES for c in entry.commands]
+    return module
+
+
+def _gallery_commands() -> list[str]:
+    return [c for entry in _gallery().ENTRIES for c in entry.commands]
+
+
+def test_every_gallery_entry_that_reads_a_run_waits_for_the_training():
+    """The gallery builds its entries in parallel, and only those it knows read a trained run wait for
+    the training entry: every run directory an entry reads (a ``runs/…`` argument that is not its own
+    ``--out``) is one the training writes, and that entry is known to wait."""
+    gallery = _gallery()
+    assert gallery.TRAINED == {"runs/aru", "runs/aru-s1", "runs/gru", "runs/sith"}
+    waiting = set()
+    for entry in gallery.ENTRIES:
+        if entry.name == "training":
+            continue
+        own = set().union(*map(gallery._outputs, entry.commands))
+        read = {w for c in entry.commands for w in shlex.split(c) if w.startswith("runs/") and w not in own}
+        read = {w.split("/findings.nc")[0] for w in read}  # a scenario's own verdicts, plotted after it
+        assert read - own <= gallery.TRAINED, f"{entry.name} reads {sorted(read - gallery.TRAINED)}, not trained first"
+        if read - own:
+            assert gallery._reads_training(entry), entry.name
+            waiting.add(entry.name)
+    assert {"clv", "dsa", "sta", "perturb"} <= waiting and "lyapunov" not in waiting
 
 
 @pytest.mark.parametrize("page", [*PAGES, "gallery"], ids=lambda p: str(p) if p == "gallery" else str(p.relative_to(DOCS)))

@@ -220,3 +220,17 @@ def test_programmed_scenario_checks_params_and_runs_with_overrides(tmp_path, mon
 def test_elm_budget_rejects_a_budget_below_one_neuron_before_training(tmp_path):
     res = CliRunner().invoke(main, ["run", "elm-budget", "--set", "params.budgets=[10]", "--out", str(tmp_path / "o")])
     assert res.exit_code == 2 and "too small for one neuron" in res.output, res.output
+
+
+@pytest.mark.parametrize("sweep, message", [
+    ("params.n_sweep={d_m=5,hidden=[4,8]}", "params.n_sweep: hidden must list at least 3 distinct positive integers"),
+    ("params.n_sweep={d_m=5,hidden=[4,4,8]}", "params.n_sweep: hidden must list at least 3 distinct positive integers"),
+    ("params.k_e_sweep={hidden=8}", "params.k_e_sweep needs exactly the keys hidden and d_ms"),
+    ("params.k_e_sweep={hidden=0,d_ms=[2,5,10]}", "params.k_e_sweep: d_ms must list at least 3 distinct positive"),
+])
+def test_elm_budget_rejects_a_bad_single_axis_sweep_before_training(tmp_path, sweep, message):
+    out = tmp_path / "o"
+    res = CliRunner().invoke(main, ["run", "elm-budget", "--set", sweep, "--out", str(out)])
+    assert res.exit_code == 2 and message in res.output, res.output
+    assert "Traceback" not in res.output and res.output.strip().splitlines()[-1].startswith("error: params.")
+    assert not list(out.rglob("*.eqx"))  # nothing was trained
