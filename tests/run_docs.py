@@ -12,9 +12,9 @@ fenced blocks in order:
 - ```` ```bash ````: every ``dynlab …`` line is one command, run in this process (``-q`` added to
   ``train``/``run``/``reproduce``), timed. A comment line above it may say
   ``(quick: ARGS)`` — ARGS appended, as README's quick forms — or ``(not run: WHY)``; a command
-  whose comment above states a time over the budget (``# 11.4 min …``, ``# ~35 min``) is not
-  run either, and counted as such: a page gives a reduced form of every long scenario, and that
-  form is run. Other lines run in a shell, with this interpreter's ``bin`` first on ``PATH``
+  whose comment above states a time over the budget (``# 11.4 min …``, ``# ~35 min``) and gives
+  no quick form is not run either, and counted as such: a page gives a reduced form of every
+  long scenario, and that form is run. Other lines run in a shell, with this interpreter's ``bin`` first on ``PATH``
   (``mkdir``, ``cp``, ``pip install -e ./mypkg``: **run it in a scratch environment**, since a
   plug-in package gets installed into it), those ending in ``&`` (a Dask scheduler and its
   workers) in the background, stopped at the end; ``pip install … && dynlab …`` runs its
@@ -47,6 +47,9 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: the suite's helpers
+from test_readme import shell_lines  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 FENCE = re.compile(r'^```(\w+)(?:[ \t]+title="([^"]+)")?[^\n]*\n(.*?)^```', re.S | re.M)
@@ -60,22 +63,6 @@ def nav_pages() -> list[Path]:
     text = (ROOT / "mkdocs.yml").read_text()
     nav = text[text.index("\nnav:"):]
     return [DOCS / m for m in re.findall(r"([\w/-]+\.md)\s*$", nav, re.M) if (DOCS / m).is_file()]
-
-
-def shell_lines(block: str):
-    """(line, comment above) for each logical line of a bash block (``\\`` continuations joined)."""
-    line, comment = "", ""
-    for raw in block.splitlines():
-        if raw.lstrip().startswith("#"):
-            comment = raw
-            continue
-        line += raw.rstrip()
-        if line.endswith("\\"):
-            line = line[:-1] + " "
-            continue
-        if line.strip():
-            yield line.strip(), comment
-        line, comment = "", ""
 
 
 def run_command(command: str, cwd: Path) -> tuple[int, str]:
@@ -161,7 +148,6 @@ def main(argv: list[str] | None = None) -> int:
                         failed.append(f"{name}: python block")
                 elif lang == "bash":
                     for line, comment in shell_lines(body):
-                        line = line.partition("  #")[0].strip()
                         # `pip install … && dynlab …`: the install is the environment this runs in
                         command = line.rpartition("&&")[2].strip()
                         if not command.startswith("dynlab "):
@@ -182,14 +168,14 @@ def main(argv: list[str] | None = None) -> int:
                                     print("    " + "\n    ".join((done.stderr or done.stdout).strip().splitlines()[-3:]))
                                     failed.append(f"{name}: {line}")
                             continue
-                        why = NOT_RUN.search(comment)
-                        stated = [float(x) for x in STATED.findall(comment + " " + line.partition("  #")[2])]
-                        if why or (stated and max(stated) > args.budget):
+                        why, quick = NOT_RUN.search(comment), QUICK.search(comment)
+                        stated = [float(x) for x in STATED.findall(comment)]
+                        if why or (stated and max(stated) > args.budget and not quick):
                             reason = why.group(1) if why else f"stated {max(stated):g} min"
                             print(f"{name}: not run ({reason})  {command}")
                             not_run.append(f"{name}: {command} ({reason})")
                             continue
-                        if quick := QUICK.search(comment):
+                        if quick:
                             command += " " + quick.group(1)
                         start = time.time()
                         code, output = run_command(command, cwd)

@@ -41,22 +41,30 @@ class Step:
     name: str = ""
 
 
-def _commands(block: str) -> list[Step]:
-    steps, line, comment = [], "", ""
+def shell_lines(block: str):
+    """``(line, comment above it)`` for each logical line of a bash block: ``\\`` continuations
+    joined, a trailing ``  # comment`` cut off."""
+    line, comment = "", ""
     for raw in block.splitlines():
-        if raw.startswith("#"):
+        if raw.lstrip().startswith("#"):
             comment = raw
             continue
         line += raw.rstrip()
         if line.endswith("\\"):
             line = line[:-1] + " "
             continue
-        command = line.partition("  #")[0].strip().rpartition("&&")[2].strip()
-        line = ""
+        if line.strip():
+            yield line.partition("  #")[0].strip(), comment
+        line, comment = "", ""
+
+
+def _commands(block: str) -> list[Step]:
+    steps = []
+    for line, comment in shell_lines(block):
+        command = line.rpartition("&&")[2].strip()
         if command.startswith("dynlab "):
             quick = QUICK.search(comment)
             steps.append(Step("command", command + (" " + quick.group(1) if quick else "")))
-        comment = ""
     return steps
 
 
