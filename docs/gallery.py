@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import jax
+from dynlab import memory_maps
 
 
 @dataclass(frozen=True)
@@ -199,9 +199,9 @@ def _task(commands: tuple[str, ...], cwd: Path) -> tuple[str, float]:
     """Run `commands` in order (a worker process's task); (the first error or '', seconds)."""
     start = time.time()
     error = next((f"`{c}`: {msg}" for c in commands if (msg := _run(c, cwd))), "")
-    # every compiled CPU program holds memory maps until freed (tests/conftest.py): freeing them
-    # after each task keeps a long-lived worker below the kernel's limit
-    jax.clear_caches()
+    # every compiled CPU program holds memory maps until freed: a long-lived worker frees them
+    # once it holds half the kernel's limit
+    memory_maps.relieve()
     return error, time.time() - start
 
 

@@ -159,7 +159,7 @@ def run_cross_pc(
     their figures). ``reference_widths`` empty skips the linear-RNN reference (module doc)."""
     import jax
 
-    from dynlab import experiment, store
+    from dynlab import experiment, memory_maps, store
     from dynlab.analyses.pc_bp import CompareConfig, compare_pc_bptt, length_task, run_sequence_cell
     from dynlab.analyses.pc_bp_figures import cosine_heatmap, rescaling_vs_l_over_n
 
@@ -200,6 +200,7 @@ def run_cross_pc(
                     for k in RECORDED:
                         data[k][i, a, b, j] = np.asarray(res[k], np.float64)
                 seconds[i, a, b] = time.perf_counter() - t0
+                memory_maps.relieve()  # many compiled programs in one process (dynlab.memory_maps)
                 done += 1
                 if progress is not None:
                     progress(done, total, {"unit": unit, "N": width, "T": length,

@@ -178,7 +178,7 @@ def run_cross_pc_law(
     after every unit (finished units stay on disk)."""
     import jax
 
-    from dynlab import experiment, store
+    from dynlab import experiment, memory_maps, store
     from dynlab.analyses.pc_bp import CompareConfig, length_task, run_sequence_cell
     from dynlab.rules.pc_time import rescaling
     from dynlab.time_residual import TimeResidual, check_depth_factor
@@ -227,6 +227,7 @@ def run_cross_pc_law(
                         first["s_minus_1"] = float(rescaling(model, x, mask))  # res's is the linear networks' only
                         for k in RECORDED:
                             data[k][i, f, a, b, j] = first[k]
+                    memory_maps.relieve()  # many compiled programs in one process (dynlab.memory_maps)
             seconds[i, f] = time.perf_counter() - t0
             if progress is not None:
                 progress(i * len(FORMS) + f + 1, total, {"unit": unit, "form": form,

@@ -30,17 +30,18 @@ the crashes left no core. Freeing JAX's compiled executables returns the maps (3
 worker holds more than half the limit. The largest growth within one module was 13,940 maps
 (test_units), so half the limit leaves room for two such modules; clearing from a third of the
 limit kept workers at or below 26,657 maps but cost ~1 minute of recompilation over the suite
-(14:03 against 13:06 on 2 cores), so it is not done earlier than needed.
+(14:03 against 13:06 on 2 cores), so it is not done earlier than needed. The guard is
+[`dynlab.memory_maps.relieve`][], which the long programs and the docs gallery call too.
 """
 
-import gc
 import os
 import shutil
 import tempfile
-from pathlib import Path
 
 import jax
 import pytest
+
+from dynlab import memory_maps
 
 CACHE = "JAX_COMPILATION_CACHE_DIR"
 FAST_COMPILE = "--xla_backend_optimization_level=0"
@@ -64,19 +65,7 @@ def pytest_unconfigure(config):
         shutil.rmtree(config._dynlab_cache, ignore_errors=True)
 
 
-def _maps_in_use() -> int:
-    with open("/proc/self/maps") as f:
-        return sum(1 for _ in f)
-
-
 @pytest.fixture(autouse=True, scope="module")
 def _free_compiled_programs_when_maps_run_high():
     yield
-    try:
-        limit = int(Path("/proc/sys/vm/max_map_count").read_text())
-        used = _maps_in_use()
-    except (OSError, ValueError):
-        return  # not Linux: nothing to guard
-    if used > limit // 2:
-        jax.clear_caches()
-        gc.collect()
+    memory_maps.relieve(0.5)

@@ -104,3 +104,4 @@ def test_the_depth_factor_shrinks_the_rescaling_of_a_wide_network():
 def test_bad_depth_factor_settings_are_one_line_errors(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         TimeResidual(_rnn(), **kwargs)
+
