@@ -146,6 +146,11 @@ ENTRIES: tuple[Entry, ...] = (
               "over width and length, with the convergence of inference.",
               "--set 'params.units=[\"aru\",\"gru\"]' --set 'params.widths=[8,16]' --set 'params.lengths=[4,8]' "
               "--set 'params.seeds=[0]' --set 'params.reference_widths=[]' --set params.steps=2"),
+    _scenario("cross-pc-law", "Scenario cross-pc-law", "The width/length law of PC through time on two units: "
+              "1 − cos(PC, BPTT) against the read-out width for each length, as registered (dotted) and with the "
+              "depth factor T^-1 and a mean-field read-out (solid), and s − 1 against T/N.",
+              "--set 'params.units=[\"rnn\",\"gru\"]' --set 'params.widths=[8,32]' --set 'params.lengths=[4,8]' "
+              "--set 'params.seeds=[0]' --set params.batch_size=4"),
     _scenario("cross-trw", "Scenario cross-trw", "TRWs per layer of an ARU stack against SITH-RNN.",
               "--set params.steps=20 --set 'params.seeds=[0]' --set params.n_shuffle=6 "
               "--set 'params.networks={aru={unit=\"aru\",hidden=8,n_g=2,layers=2,lr=3e-3},"

@@ -58,9 +58,12 @@ RECORDED = {
 
 
 def _slope(x: np.ndarray, y: np.ndarray) -> float:
-    """Least-squares slope of log y against log x over the finite, positive points (NaN if < 2)."""
+    """Least-squares slope of log y against log x over the finite, positive points (NaN with fewer
+    than two, or where x does not vary: the ELM network's read-out has the same fan-in at every width)."""
     ok = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
-    return float(np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)[0]) if ok.sum() >= 2 else float("nan")
+    if ok.sum() < 2 or np.ptp(np.log(x[ok])) == 0:  # one point, or x the same everywhere (no slope)
+        return float("nan")
+    return float(np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)[0])
 
 
 def _dataset(data, readout, seconds, units, widths, lengths, seeds, attrs) -> xr.Dataset:
@@ -113,7 +116,8 @@ def law_figure(ds: xr.Dataset):
         ax.xaxis.set_minor_formatter(plt.NullFormatter())
         ax.yaxis.set_minor_formatter(plt.NullFormatter())
         slope = float(ds.slope.sel(unit=unit, form="T^-alpha"))
-        label_panel(ax, f"{unit}: s-1 slope {slope:.2f} with T^-{ds.attrs['alpha']:g}", "read-out width N",
+        fixed = f"; read-out fan-in {int(n[0])} at every width" if len(set(n.tolist())) == 1 else ""
+        label_panel(ax, f"{unit}: s-1 slope {slope:.2f} with T^-{ds.attrs['alpha']:g}{fixed}", "read-out width N",
                     "1 - cos(PC, BPTT)")
     ax = axes[len(units)]
     ax.set(xscale="log", yscale="log")
@@ -149,7 +153,8 @@ def law_summary(datasets: dict) -> str:
                          *(f"{float(c):.3f}" if np.isfinite(float(c)) else "—" for c in cos),
                          f"{float(ds.fraction_converged.sel(unit=unit, form=form).mean()):.0%}"])
     return (f"cross-pc-law: slope of s-1 vs T/N (1: the law), cos(PC, BPTT) at width {int(widest)} (converged only):\n"
-            + text_table(["unit, form", "slope", *(f"T={int(t)}" for t in ds.length.values), "converged"], rows))
+            + text_table(["unit, form", "slope", *(f"T={int(t)}" for t in ds.length.values), "converged"], rows,
+                         max_rows=None))
 
 
 @register("program", "cross-pc-law", "the width/length law of PC through time on every unit: s - 1 and cos(PC, BPTT) "

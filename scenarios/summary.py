@@ -36,17 +36,19 @@ def over_seeds(values, fmt: str = ".4g", censored=None) -> str:
     return f"{mark}{float(ci.estimate):{fmt}} ± {(float(ci.high) - float(ci.low)) / 2:.2g}"
 
 
-def text_table(header: list[str], rows: list[list[str]]) -> str:
-    """A plain fixed-width table (first column left-aligned, the others right-aligned)."""
-    shown = rows[:MAX_ROWS]
+def text_table(header: list[str], rows: list[list[str]], max_rows: int | None = MAX_ROWS) -> str:
+    """A plain fixed-width table (first column left-aligned, the others right-aligned), at most
+    ``max_rows`` rows (``None``: all)."""
+    max_rows = len(rows) if max_rows is None else max_rows
+    shown = rows[:max_rows]
     widths = [max(len(str(r[c])) for r in [header, *shown]) for c in range(len(header))]
 
     def line(cells):
         return "  ".join(str(v).ljust(w) if c == 0 else str(v).rjust(w) for c, (v, w) in enumerate(zip(cells, widths)))
 
     out = [line(header), *(line(r) for r in shown)]
-    if len(rows) > MAX_ROWS:
-        out.append(f"… {len(rows) - MAX_ROWS} more rows in the dataset")
+    if len(rows) > max_rows:
+        out.append(f"… {len(rows) - max_rows} more rows in the dataset")
     return "\n".join(out)
 
 
