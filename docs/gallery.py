@@ -2,17 +2,18 @@
 
     python docs/gallery.py OUT_DIR [--only NAME,NAME]
 
-runs the commands of every entry below through the `dynlab` command line (in this process, in
-a scratch directory `OUT_DIR/work`), copies the figures they write to `OUT_DIR/img/` and writes
+runs the commands of every entry below through the `dynlab` command line (in worker processes,
+[`build`][], in a scratch directory `OUT_DIR/work`), copies the figures they write to `OUT_DIR/img/` and writes
 `OUT_DIR/gallery.md`: one section per entry with its figures and the exact commands that made
 them, in order (later entries use the run directories the first ones train). Nothing is
 committed: the documentation build (`docs/hooks/build.py`) calls [`build`][] and adds the page
 and the images to the site, so the figures always come from the code being documented. The
 build caches the result under a hash of the package's sources and of this file.
 
-The runs are small (a few hundred training steps, short trajectories, toy grids: 10-11 minutes
-of CPU time in all, 12.6 min on 2 cores shared with other work), so the figures show what each analysis draws, not the papers' results;
-the paper pages and `dynlab reproduce` give those. Data sets absent from the data directory are
+The runs are small (a few hundred training steps, short trajectories, toy grids), so the figures
+show what each analysis draws, not the papers' results (the paper pages and `dynlab reproduce`
+give those). The 33 entries take 15 min of CPU time; in two worker processes on 2 cores the
+build took 7 min 43 s (in one process, before the training runs were shortened: 11 min 16 s). Data sets absent from the data directory are
 replaced by the tasks' synthetic stand-ins, and the figures say which they used.
 """
 
@@ -315,7 +316,7 @@ _HEADER = """# Gallery
 The figure of every analysis and scenario, each with the exact commands that made it, run in
 this order from an empty directory (the first entry trains the networks that later ones read).
 The figures are made from small runs when the documentation is built (`docs/gallery.py`, about
-11 minutes of CPU time at the first build of a source tree, cached afterwards), so they always
+8 minutes on 2 cores at the first build of a source tree, cached afterwards), so they always
 show what the documented code draws. They are not the papers' results: a few hundred training
 steps leave some networks near chance (see [Papers](papers/index.md) and `dynlab reproduce`).
 """

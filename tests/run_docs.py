@@ -82,11 +82,13 @@ def import_file(path: Path, cwd: Path) -> bool:
     rel = path.relative_to(cwd)
     if len(rel.parts) > 1:
         return False
+    saved = list(sys.path)
+    sys.path.insert(0, str(cwd))
     try:
         importlib.invalidate_caches()
         importlib.import_module(rel.stem)
     finally:
-        sys.path.remove(str(cwd))
+        sys.path[:] = saved
     return True
 
 
