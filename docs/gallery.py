@@ -241,8 +241,8 @@ def build(out: Path, only: set[str] | None = None, log=print, jobs: int | None =
     The runs are compile-bound and single-threaded, so they go to `jobs` worker processes (default
     [`_jobs`][]): the training commands first, each a task, beside the entries that read no trained
     run; the entries that do read one once training is done. The workers share one JAX compilation
-    cache (`out/jax-cache`, removed afterwards), so a program that several entries compile is
-    compiled once.
+    cache (`out/jax-cache`, removed afterwards), from which a program that another entry compiled
+    can be loaded instead of compiled (what that saves was not measured apart).
     """
     # Small runs of many programs: the time goes to compiling them. LLVM at -O0 (XLA's graph
     # optimisations unchanged) cuts the CPU time by a third (tests/conftest.py: the results can

@@ -26,8 +26,9 @@ For each unit, form, ``width`` ([`model_section`][dynlab.scenarios.every_unit.mo
 Per unit and form the log–log slope of $s - 1$ against $T/N_{out}$ over the grid (``slope``; 1 is
 the law), and per unit, form and length the slope of $\log(1 - \cos)$ against $\log N$
 (``cosine_width_slope``; negative: the cosine tends to 1 as the network widens). $N_{out}$, the
-read-out's fan-in, is the unit's width for most units (SITH-RNN reads a quarter of it, the ELM
-network its neurons plus its inputs) and is recorded as ``readout_width``.
+read-out's fan-in, is the unit's width for most units (SITH-RNN reads a quarter of it; the ELM
+network reads 19 features at every width, so it has no width law here) and is recorded as
+``readout_width``.
 
 Writes ``pc_law.nc`` and ``pc_law.png`` (per unit: $1 - \cos$ against $N$ for each $T$, both forms;
 last panel: $s - 1$ against $T/N_{out}$ under the depth factor, every unit).
@@ -181,11 +182,14 @@ def run_cross_pc_law(
 ) -> dict:
     """Run the grid (module docstring); returns ``{"law": dataset}``, also written with its figure
     after every unit (finished units stay on disk)."""
+    import equinox as eqx
     import jax
 
     from dynlab import experiment, memory_maps, store
     from dynlab.analyses.pc_bp import CompareConfig, length_task, run_sequence_cell
     from dynlab.rules.pc_time import rescaling
+
+    rescaling = eqx.filter_jit(rescaling)  # compiled once per unit, form, width and length
     from dynlab.time_residual import TimeResidual, check_depth_factor
 
     units, seeds = check_units(units), [int(s) for s in seeds]
