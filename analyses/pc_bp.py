@@ -91,7 +91,7 @@ def cosine(g1, g2, eps: float = COSINE_EPS) -> jax.Array:
 
 INFERENCE_KEYS = {"energy": "closed-form", "inference": "discrete", "activity_optimizer": "sgd", "beta": 0.3,
                   "inference_steps": 500, "atol": 0.0, "rtol": 1e-4, "ftol": None, "patience": None,
-                  "smoothing": None}
+                  "smoothing": None, "smoothing_x64": False}
 """The spelled keys (CLI, TOML, ``**options``) that [`CompareConfig.from_options`][] turns into
 the one ``inference`` value, with their defaults."""
 
@@ -109,7 +109,7 @@ class CompareConfig(eqx.Module):
     equilibrium) or a numerical method, e.g. ``Descent(optax.sgd(0.3), Criterion(max_steps=500))``
     or ``lbfgs(Criterion(...))``. The command line's and TOML's spellings (``energy``,
     ``inference``, ``activity_optimizer``, ``beta``, ``inference_steps``, ``atol``, ``rtol``,
-    ``ftol``, ``patience``, ``smoothing``) become this value in one place, [`from_options`][].
+    ``ftol``, ``patience``, ``smoothing``, ``smoothing_x64``) become this value in one place, [`from_options`][].
     """
 
     model: Literal["mlp", "rnn"] = "mlp"
@@ -147,7 +147,8 @@ class CompareConfig(eqx.Module):
         method = pc_inference.from_config(name, optimizer=spelled["activity_optimizer"], beta=spelled["beta"],
                                           max_steps=spelled["inference_steps"], atol=spelled["atol"],
                                           rtol=spelled["rtol"], ftol=spelled["ftol"], patience=spelled["patience"],
-                                          smoothing=spelled["smoothing"], where="compare")
+                                          smoothing=spelled["smoothing"], smoothing_x64=spelled["smoothing_x64"],
+                                          where="compare")
         return cls(inference=pc_inference.ClosedForm() if energy == "closed-form" else method, **options)
 
     def __check_init__(self):

@@ -117,7 +117,7 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("pc-bp", "PC against BP across width and depth", "Cosine of the PC and BP gradients over a width × "
           "depth grid of mean-field residual MLPs, s − 1 against L/N, and both losses.",
           ("dynlab compare pc-bp --widths 8,32,128 --depths 2,4,8 --param mf --task toy --steps 20 --out pc_bp.nc",),
-          ("pc_bp*.png",)),
+          ("pc_bp_*.png",)),
     Entry("pc-bptt", "PC through time against BPTT", "The same for an RNN, PC through time against BPTT, with "
           "the sequence length T in the role of the depth.",
           ("dynlab compare pc-bp --model rnn --widths 16,64 --lengths 2,8 --task adding --steps 5 --out pc_bptt.nc",),
@@ -126,15 +126,15 @@ ENTRIES: tuple[Entry, ...] = (
               "Lyapunov spectra after training, merged over the sweep axes.",
               "--set train.steps=100"),
     _scenario("aru-table1", "Scenario aru-table1 (ARU paper, Table 1)", "Accuracy of three of the table's "
-              "networks against the noisy drive's mean, on 7×7 psMNIST after a few hundred steps.",
-              "--set 'params.networks=[\"rnn-relu\",\"aru\",\"lstm\"]' --set params.steps=200 "
+              "networks against the noisy drive's mean, on 7×7 psMNIST after 100 steps.",
+              "--set 'params.networks=[\"rnn-relu\",\"aru\",\"lstm\"]' --set params.steps=100 "
               "--set 'params.seeds=[0]' --set params.downsample=4 --set params.n_test=256 "
               "--set 'params.rotation={network=\"aru\",steps=50}' "
               "--set 'params.adaptation={realisations=2,steps=300,burn_in=50}'", paper=True),
     _scenario("cross-adaptation", "Scenario cross-adaptation", "The ARU's gain control inside the ELM network "
-              "under the noisy drive (two networks, a few hundred steps).",
-              "--set 'params.networks=[\"aru\",\"elm-aru\"]' --set params.steps=200 --set 'params.seeds=[0]' "
-              "--set params.n_test=256"),
+              "under the noisy drive (two networks, 100 steps).",
+              "--set 'params.networks=[\"aru\",\"elm-aru\"]' --set params.steps=100 --set params.batch_size=32 "
+              "--set 'params.seeds=[0]' --set params.n_test=256"),
     _scenario("cross-lyapunov", "Scenario cross-lyapunov", "Lyapunov spectra of three units at initialisation "
               "and after training on the adding task.",
               "--set 'params.units=[\"aru\",\"gru\",\"sith-rnn\"]' --set params.steps=100 --set 'params.seeds=[0]' "
@@ -146,7 +146,7 @@ ENTRIES: tuple[Entry, ...] = (
     _scenario("cross-pc-alignment", "Scenario cross-pc-alignment", "PC through time against BPTT on two units "
               "over width and length, with the convergence of inference.",
               "--set 'params.units=[\"aru\",\"gru\"]' --set 'params.widths=[8,16]' --set 'params.lengths=[4,8]' "
-              "--set 'params.seeds=[0]' --set 'params.reference_widths=[]' --set params.steps=2"),
+              "--set 'params.seeds=[0]' --set 'params.reference_widths=[]' --set params.steps=2 --set params.workers=1"),
     _scenario("cross-pc-law", "Scenario cross-pc-law", "The width/length law of PC through time on two units: "
               "1 − cos(PC, BPTT) against the read-out width for each length, as registered (dotted) and with the "
               "depth factor T^-1 and a mean-field read-out (solid), and s − 1 against T/N.",
@@ -164,7 +164,7 @@ ENTRIES: tuple[Entry, ...] = (
               "--set 'params.k_e_sweep={hidden=4,d_ms=[2,3,5]}'", paper=True),
     _scenario("elm-shd-adding", "Scenario elm-shd-adding (ELM neuron)", "The ELM network against a "
               "parameter-matched LSTM and against itself with one constant timescale of 25 ms, on "
-              "SHD-Adding at two bin sizes (synthetic unless the SHD files are present).", "--set 'params.seeds=[0]' --set params.steps=30 --set params.eval_size=64 "
+              "SHD-Adding at two bin sizes (synthetic unless the SHD files are present).", "--set 'params.seeds=[0]' --set params.steps=10 --set params.eval_size=64 "
               "--set 'params.bins_ms=[50.0,100.0]'", paper=True),
     _scenario("pc-time-law", "Scenario pc-time-law", "The width/length law of PC through time: s − 1 and the "
               "cosine over width × length, without and with the residual recurrence.",
@@ -174,9 +174,9 @@ ENTRIES: tuple[Entry, ...] = (
               "--set 'params.widths=[8,64]' --set 'params.depths=[2,8]' --set 'params.sp_widths=[64]' "
               "--set 'params.mlp_widths=[64]' --set 'params.mlp_depths=[8]' --set params.seeds=1 --set params.steps=5", paper=True),
     _scenario("sith-trw", "Scenario sith-trw (SITH-RNN)", "Zero-shot accuracy against dilation and TRWs per "
-              "layer, for SITHCon and Net 1 after a few steps (quick: four dilations).",
+              "layer, for SITHCon and Net 1 after a few steps (quick: four dilations; 6 shuffles per scale).",
               "--set 'params.networks=[\"sithcon\",\"rnn-generic\"]' --set 'params.seeds=[0]' --set params.steps=20 "
-              "--set params.generic_steps=20 --set params.quick=true", paper=True),
+              "--set params.generic_steps=20 --set params.quick=true --set params.n_shuffle=6", paper=True),
 )
 
 

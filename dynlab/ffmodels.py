@@ -47,7 +47,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import optax
-from jaxtyping import Array, PRNGKeyArray
+from jaxtyping import Array, PRNGKeyArray, PyTree
 
 from dynlab.errors import ConfigError, require_positive
 from dynlab.registry import register
@@ -290,8 +290,9 @@ class FeedForward(eqx.Module):
         return {"total": int(sum(l.size for l in leaves)), "N": self.width, "L": self.depth}
 
 
-def astype(model: FeedForward, dtype) -> FeedForward:
-    """The model with every floating array cast to ``dtype`` (call under ``jax.enable_x64`` for float64)."""
+def astype(model: PyTree, dtype) -> PyTree:
+    """The model (or any PyTree: a batch, activities) with every floating array cast to ``dtype`` (call
+    under ``jax.enable_x64`` for float64)."""
     return jax.tree_util.tree_map(lambda a: a.astype(dtype) if eqx.is_inexact_array(a) else a, model)
 
 

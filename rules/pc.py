@@ -47,6 +47,7 @@ equilibrium this is $\nabla_\theta \mathcal F^*$ ([`dynlab.rules.pc_closed_form`
 
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Callable, Literal, NamedTuple
 
@@ -154,8 +155,12 @@ def problem(model, x: Array, y: Array, output: str = "mse", z0: Array | None = N
             raise ConfigError("closed-form inference needs the mse loss")
         return exact_activities(model, x, y)
 
+    def astype(dtype):
+        cast = functools.partial(ffmodels.astype, dtype=dtype)
+        return problem(cast(model), cast(x), cast(y), output, cast(z0))
+
     least = pc_inference.SumOfSquares((x, y), residuals, unroll) if output == "mse" else None
-    return pc_inference.Problem(lambda z: sample_energies(model, z, x, y, output), z0, 1, least, exact)
+    return pc_inference.Problem(lambda z: sample_energies(model, z, x, y, output), z0, 1, least, exact, astype=astype)
 
 
 def _prepare(model, x, y, z0, output):
@@ -271,6 +276,8 @@ class PC(Rule):
             energies whose ReLU / max kinks are smoothed to within $\mu$
             ([`Smoothed`][dynlab.rules.pc_inference.Smoothed]) — for units whose energy is not
             differentiable (ELM neuron, ELM network, SITH-RNN); no effect on the others.
+        smoothing_x64: run the smoothed solves in float64 (the float32 energy stops resolving
+            progress at small $\mu$ on SITH-RNN's max over τ); the result is cast back.
 
         diagnostics: optional ``diagnostics(model, x, y, output, inference) -> dict`` of extra
             per-step metrics from the batch (flat ``x[P, D]``, ``y[P, d_out]``) and the
@@ -300,10 +307,11 @@ class PC(Rule):
         ftol: float = 1e-6,
         t1: float = 1e4,
         smoothing: list[float] | None = None,
+        smoothing_x64: bool = False,
         diagnostics: Callable | None = None,
     ):
         settings = dict(optimizer=optimizer, beta=beta, max_steps=max_steps, atol=atol, rtol=rtol, ftol=ftol, t1=t1,
-                        smoothing=smoothing)
+                        smoothing=smoothing, smoothing_x64=smoothing_x64)
         if not isinstance(inference, str):
             changed = [k for k, v in settings.items() if v != _SETTINGS[k]]
             if changed:

@@ -98,6 +98,8 @@ change either way.
 from __future__ import annotations
 
 import abc
+import contextlib
+import dataclasses
 import math
 from typing import Callable, Literal, NamedTuple, Sequence
 
@@ -379,7 +381,9 @@ class Problem(NamedTuple):
     ``least_squares`` the energy as a [`SumOfSquares`][] (``None`` when it is not one, e.g. a
     cross-entropy output); ``exact()`` the exact minimiser (raises [`ConfigError`][] where there
     is none); ``reference`` the activities where the [`Criterion`][]'s $g_0$ is measured (default
-    ``z0``; a warm start keeps the forward pass's).
+    ``z0``; a warm start keeps the forward pass's); ``astype(dtype)`` the same problem with every
+    floating array — the model's weights, the batch, ``z0`` — cast to ``dtype`` (call it under
+    ``jax.enable_x64`` for float64; ``None`` where the rule cannot restate its problem).
     """
 
     sample_energies: Callable[[PyTree], Array]
@@ -388,6 +392,7 @@ class Problem(NamedTuple):
     least_squares: SumOfSquares | None = None
     exact: Callable[[], PyTree] | None = None
     reference: PyTree | None = None
+    astype: Callable[[object], "Problem"] | None = None
 
     def initial_gradient(self) -> Array:
         """The criterion's $g_0$: the worst sample's gradient norm at ``reference`` (default ``z0``)."""
@@ -714,7 +719,9 @@ class Smoothed(AbstractInference):
     ``widths`` in turn, each solve started where the last ended — where the exact energy needs it:
     ``inner`` runs on the exact energy first, and its result stands if it meets the criterion (an energy
     whose kinks do not touch its minimum, e.g. the ARU's floor on its gain, which smoothing would only
-    bend). ``Inference.smoothing`` says which: 0, or the last width.
+    bend). ``Inference.smoothing`` says which: 0, or the last width. The smoothed solves run without
+    ``inner``'s patience (which gives up where a kink stops the gradient from vanishing; a smoothed
+    energy has no kink), to the criterion or the budget.
 
     $\mathcal F_\mu$ is differentiable, so the [`Criterion`][] means what it says on it; its $g_0$ is
     $|\nabla\mathcal F_\mu|$ at the forward pass ``z0``, not at the warm start (which would make the test
@@ -734,11 +741,15 @@ class Smoothed(AbstractInference):
     measured on SITH-RNN (width 16, T = 20, L-BFGS), $10^{-2}$ converges in 170 steps and $10^{-3}$
     stalls at $g/g_0 = 5\cdot10^{-3}$ in 1000, while the float32 gradient there agrees with float64's to
     1% (it is not noise); the ELM neuron converges down to $10^{-4}$ in float32 at width 64, T = 5.
+    Hence ``x64``: the smoothed solves run in float64 (the problem restated by ``Problem.astype``
+    under ``jax.enable_x64``; the result is cast back, so the rest of the program stays in its
+    precision). The same SITH-RNN cell then converges at $10^{-3}$ in 133 steps.
     """
 
     inner: AbstractInference
     widths: tuple[float, ...] = eqx.field(static=True, default=(1e-2, 1e-3),
                                           converter=lambda w: tuple(w) if isinstance(w, list) else w)
+    x64: bool = eqx.field(static=True, default=False)
 
     def __check_init__(self):
         widths = self.widths
@@ -750,6 +761,8 @@ class Smoothed(AbstractInference):
             raise ConfigError(f"smoothing widths must decrease, got {list(widths)}")
         if isinstance(self.inner, (Smoothed, ClosedForm)):
             raise ConfigError(f"smoothing continues an iterative inference, not {type(self.inner).__name__}")
+        if not isinstance(self.x64, bool):
+            raise ConfigError(f"smoothing x64 must be true or false, got {self.x64!r}")
 
     def check_loss(self, output: str) -> None:
         self.inner.check_loss(output)
@@ -760,15 +773,33 @@ class Smoothed(AbstractInference):
         exact = self.inner(problem)
         reference = problem.z0 if problem.reference is None else problem.reference
         zero = jnp.zeros((), jax.tree_util.tree_leaves(problem.z0)[0].dtype)
+        # patience gives up on a kink, where the gradient cannot vanish; a smoothed energy has none
+        inner = dataclasses.replace(self.inner, patience=None) if getattr(self.inner, "patience", None) else self.inner
 
         def continuation(exact: Inference) -> Inference:
-            z, steps = exact.z, exact.steps
-            for mu in self.widths:
-                result = self.inner(smoothed_problem(problem, mu)._replace(z0=z, reference=reference))
-                z, steps = result.z, steps + result.steps
-            return result._replace(steps=steps, smoothing=zero + self.widths[-1])
+            with jax.enable_x64(True) if self.x64 else contextlib.nullcontext():
+                base, z = problem, exact.z
+                if self.x64:
+                    if problem.astype is None:
+                        raise ConfigError("smoothing in float64 needs a problem that can be restated in float64 "
+                                          "(Problem.astype); this rule's cannot")
+                    base = problem.astype(jnp.float64)
+                    z = _cast(z, jnp.float64)
+                ref = _cast(reference, jnp.float64) if self.x64 else reference
+                steps = exact.steps
+                for mu in self.widths:
+                    result = inner(smoothed_problem(base, mu)._replace(z0=z, reference=ref))
+                    z, steps = result.z, steps + result.steps
+                result = result._replace(steps=steps, smoothing=zero + self.widths[-1])
+            # back in the caller's types (float64 and int64 ones from an x64 solve)
+            return jax.tree_util.tree_map(lambda r, e: r.astype(e.dtype), result, exact._replace(smoothing=zero))
 
         return jax.lax.cond(exact.converged, lambda r: r._replace(smoothing=zero), continuation, exact)
+
+
+def _cast(tree: PyTree, dtype) -> PyTree:
+    """Every floating leaf of ``tree`` as ``dtype``."""
+    return jax.tree_util.tree_map(lambda a: a.astype(dtype) if jnp.issubdtype(a.dtype, jnp.floating) else a, tree)
 
 
 def smoothed_problem(problem: Problem, mu: float) -> Problem:
@@ -797,13 +828,14 @@ def from_config(
     t1: float = 1e4,
     patience: int | None = None,
     smoothing: Sequence[float] | None = None,
+    smoothing_x64: bool = False,
     where: str = "rule",
 ) -> AbstractInference:
     """The inference value a config spells: ``discrete`` (``optimizer`` at step ``beta``), ``ode`` (up to
     ``t1``), ``closed-form``, ``gauss-newton`` or ``levenberg-marquardt``, each with the
     [`Criterion`][] (``rtol``, ``atol``, ``ftol``, ``max_steps``); ``patience`` for the last three
     ([`ErrorCoordinates`][]); ``smoothing``, a decreasing list of widths, continues the method over
-    smoothed energies ([`Smoothed`][]). A value passes through unchanged."""
+    smoothed energies ([`Smoothed`][]), in float64 with ``smoothing_x64``. A value passes through unchanged."""
     if isinstance(inference, AbstractInference):
         return inference
     if inference not in INFERENCES:
@@ -814,11 +846,14 @@ def from_config(
     require_positive("t1", t1, integer=False)
     if patience is not None:
         require_positive("patience", patience)
+    if smoothing is None and smoothing_x64:
+        raise ConfigError(f"{where}.smoothing_x64 runs the smoothed solves in float64; it needs {where}.smoothing")
     if smoothing is not None:
         if inference == "closed-form":
             raise ConfigError(f"{where}.smoothing continues an iterative inference; closed-form has no kinks to smooth")
         return Smoothed(from_config(inference, optimizer=optimizer, beta=beta, max_steps=max_steps, atol=atol,
-                                    rtol=rtol, ftol=ftol, t1=t1, patience=patience, where=where), smoothing)
+                                    rtol=rtol, ftol=ftol, t1=t1, patience=patience, where=where), smoothing,
+                        smoothing_x64)
     if inference == "discrete":
         return Descent(descent, criterion)
     if inference == "ode":

@@ -59,6 +59,7 @@ Choices where the papers are silent (Salvatori et al. 2021 treat one-layer RNNs)
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import equinox as eqx
@@ -67,6 +68,7 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, PyTree
 
+from dynlab import ffmodels
 from dynlab.errors import ConfigError
 from dynlab.losses import Loss
 from dynlab.models import SequenceModel
@@ -272,8 +274,13 @@ def problem(model, x: Array, y: Array, mask: Array, output: str = "mse", z0: PyT
             raise ConfigError("closed-form inference needs the mse loss")
         return closed_form(model, x, y, mask).z
 
+    def astype(dtype):
+        cast = functools.partial(ffmodels.astype, dtype=dtype)
+        return problem(cast(model), cast(x), cast(y), cast(mask), output, cast(z0))
+
     least = pc_inference.SumOfSquares((x, y, mask), residuals, unroll) if output == "mse" else None
-    return pc_inference.Problem(lambda z: sample_energies(model, z, x, y, mask, output), z0, 0, least, exact)
+    return pc_inference.Problem(lambda z: sample_energies(model, z, x, y, mask, output), z0, 0, least, exact,
+                                astype=astype)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -8,8 +8,8 @@ from identical weights: once with the PC-through-time gradient ([`dynlab.rules.p
 activities for every step, inferred in parallel over $t$ from the forward pass until the
 worst-sample convergence criterion holds, then the local weight gradient) and once with BPTT of the
 same objective. Inference is the value ``inference`` spells ([`dynlab.rules.pc_inference.from_config`][];
-default ``lbfgs``: L-BFGS in the error coordinates, at most ``inference_steps`` = 300 steps, a
-sample given up once its gradient has not halved in ``patience`` = 50; ``gauss-newton`` and
+default ``lbfgs``: L-BFGS in the error coordinates, at most ``inference_steps`` = 1000 steps per
+solve, a sample given up once its gradient has not halved in ``patience`` = 50; ``gauss-newton`` and
 ``levenberg-marquardt`` the same way; ``discrete`` runs ``activity_optimizer`` at step ``beta``), until
 the criterion holds: the worst sample's $|\nabla_z\mathcal F|$ at most ``rtol`` = 1e-4 of its
 value at the forward pass and a relative energy change of at most ``ftol`` = 1e-6 over the last
@@ -28,12 +28,16 @@ network's read-out, a max over τ in SITH-RNN) and minima on those kinks, where 
 ([`dynlab.rules.pc_inference`][]). For them ``smoothing`` (default ``[1e-2, 1e-3]``; ``[]`` turns it
 off) runs the same method on energies smoothed to within each width in turn
 ([`Smoothed`][dynlab.rules.pc_inference.Smoothed]); the other units' energies have no kinks and are
-inferred exactly as without it (and so are units whose exact solve converges). Measured on the
-full grid (9 min 58 s on 2 cores): the ELM network converges on all 36 steps, the ELM neuron on 35,
-SITH-RNN on 6: at width $10^{-3}$ its log-sum-exp over 50 time cells has a curvature of
-$\ln 50 / 10^{-3}$, and the float32 energy stops resolving L-BFGS's progress at
-$g/g_0 = 2\cdot10^{-3}$–$8\cdot10^{-2}$ (the float32 gradient there agrees with float64's; in float64,
-at width 8 and $T = 5$, it converges). Cells that did not converge keep their cosines only in
+inferred exactly as without it (and so are units whose exact solve converges). At width $10^{-3}$
+SITH-RNN's log-sum-exp over 50 time cells has a curvature of $\ln 50 / 10^{-3}$, and the float32
+energy stops resolving L-BFGS's progress at $g/g_0 = 2\cdot10^{-3}$–$8\cdot10^{-2}$ (its float32
+gradient there agrees with float64's): in float32 SITH-RNN converged on 6 of 36 steps. Hence
+``smoothing_x64`` (default true): the smoothed solves run in float64 and their result comes back
+in float32 ([`Smoothed`][dynlab.rules.pc_inference.Smoothed]; on the width-64, $T = 50$ cell the
+$10^{-2}$ solve takes 70 steps in float64 against 296 in float32), without the exact solve's
+patience, within the budget of 1000 steps. Measured on the full grid: every unit converges on
+all 36 steps (times in ``seconds``; the grid's cells run in ``workers`` = 2 processes,
+[`dynlab.processes`][], with the same numbers as in one). Cells that did not converge keep their cosines only in
 ``cosine_unconverged``, and the figure marks them hollow.
 
 What to expect: the PC gradient tends to BPTT's as the equilibrium errors vanish; for a linear
@@ -59,6 +63,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from dynlab.errors import require_positive
 from dynlab.registry import register
 from dynlab.scenarios.every_unit import UNITS, check_units, model_section
 
@@ -126,7 +131,7 @@ def alignment_summary(datasets: dict) -> str:
              f"{float(ds.fraction_converged.sel(unit=u, width=w).mean()):.0%}{_smoothed(ds, u, w)}"]
             for u in ds.unit.values for w in ds.width.values]
     return ("cross-pc-alignment: cos(PC, BPTT), mean over seeds and steps (converged inference only; —: none):\n"
-            + text_table(["unit, width", *(f"T={int(t)}" for t in lengths), "converged"], rows))
+            + text_table(["unit, width", *(f"T={int(t)}" for t in lengths), "converged"], rows, max_rows=None))
 
 
 @register("program", "cross-pc-alignment", "PC through time vs BPTT on every unit: gradient cosine over width x sequence length",
@@ -144,70 +149,65 @@ def run_cross_pc(
     batch_size: int = 16,
     lr: float = 1e-3,
     inference: str = "lbfgs",
-    inference_steps: int = 300,
+    inference_steps: int = 1000,
     activity_optimizer: str = "momentum",
     beta: float = 0.1,
     rtol: float = 1e-4,
     ftol: float = 1e-6,
     patience: int = 50,
     smoothing: list[float] | None = (1e-2, 1e-3),
+    smoothing_x64: bool = True,
+    workers: int = 2,
     reference_widths: list[int] = (16, 64, 256),
     reference_lengths: list[int] = (2, 8, 32),
     reference_steps: int = 100,
 ) -> dict:
     """Run the grid; returns ``{"pc_alignment": dataset, "linear_rnn": dataset}`` (also written with
     their figures). ``reference_widths`` empty skips the linear-RNN reference (module doc)."""
-    import jax
-
-    from dynlab import experiment, memory_maps, store
-    from dynlab.analyses.pc_bp import CompareConfig, compare_pc_bptt, length_task, run_sequence_cell
+    from dynlab import experiment, processes, store
+    from dynlab.analyses.pc_bp import CompareConfig, compare_pc_bptt, length_task
     from dynlab.analyses.pc_bp_figures import cosine_heatmap, rescaling_vs_l_over_n
 
     units, seeds = check_units(units), [int(s) for s in seeds]
     widths, lengths = [int(w) for w in widths], [int(t) for t in lengths]
-    cfg = CompareConfig.from_options(model="rnn", energy="inference", steps=steps, lr=lr, optimizer="adam", beta=beta,
-                        inference=inference, activity_optimizer=activity_optimizer,
-                        inference_steps=inference_steps, rtol=rtol, ftol=ftol, patience=patience,
-                        smoothing=list(smoothing) if smoothing else None, batch_size=batch_size)
-    make_task = length_task(task)
-    configs = {(u, w, t, s): {"seed": s, "model": model_section(u, w), "task": {"name": task, "length": t}}
-               for u in units for w in widths for t in lengths for s in seeds}
-    for c in configs.values():  # every config valid before any work
-        experiment.check(c)
-    batches = {t: make_task(t).batch(jax.random.key(0), batch_size, "train") for t in lengths}
+    options = dict(model="rnn", energy="inference", steps=steps, lr=lr, optimizer="adam", beta=beta,
+                   inference=inference, activity_optimizer=activity_optimizer,
+                   inference_steps=inference_steps, rtol=rtol, ftol=ftol, patience=patience,
+                   smoothing=list(smoothing) if smoothing else None,
+                   smoothing_x64=bool(smoothing) and smoothing_x64, batch_size=batch_size)
+    CompareConfig.from_options(**options)  # every setting valid before any work
+    require_positive("workers", workers)
+    for u in units:
+        for w in widths:
+            for t in lengths:
+                experiment.check(_cell_config(u, w, t, seeds[0], task))
     shape = (len(units), len(widths), len(lengths), len(seeds), steps)
     data = {k: np.full(shape, np.nan) for k in RECORDED}
     seconds = np.zeros(shape[:3])
     attrs = dict(analysis="cross-pc-alignment", scenario="cross-pc-alignment",
-                 task=f"{task} (loss {make_task(lengths[0]).loss})", steps=steps, batch_size=batch_size, lr=lr,
+                 task=f"{task} (loss {length_task(task)(lengths[0]).loss})", steps=steps, batch_size=batch_size, lr=lr,
                  inference=inference, inference_steps=inference_steps, beta=beta, rtol=rtol, ftol=ftol, patience=patience,
                  smoothing=", ".join(f"{w:g}" for w in smoothing) if smoothing else "none",
+                 smoothing_precision="float64" if smoothing and smoothing_x64 else "float32",
                  optimizer="adam (plain, both rules)", activity_optimizer=activity_optimizer)
     out = Path(out_dir)
-    done, total = 0, len(units) * len(widths) * len(lengths)
+    # the cells, largest first (width x length: the longest inferences), so no long one is left to the end
+    cells = sorted(((i, a, b) for i in range(len(units)) for a in range(len(widths)) for b in range(len(lengths))),
+                   key=lambda c: -widths[c[1]] * lengths[c[2]])
+    tasks = [(units[i], widths[a], lengths[b], seeds, task, options) for i, a, b in cells]
     if progress is not None:
-        progress(0, total, {})  # the total from the start, not after the first cell
-    for i, unit in enumerate(units):
-        for a, width in enumerate(widths):
-            for b, length in enumerate(lengths):
-                t0 = time.perf_counter()
-                x, y, mask = batches[length]
-                for j, seed in enumerate(seeds):
-                    exp = experiment.build(configs[unit, width, length, seed])
-                    res = jax.device_get(run_sequence_cell(exp.model, x, y, mask, cfg, exp.task.loss, plain=True))
-                    res["cosine_unconverged"] = res["cosine"]
-                    res["cosine"] = np.where(res["converged"], res["cosine"], np.nan)
-                    for k in RECORDED:
-                        data[k][i, a, b, j] = np.asarray(res[k], np.float64)
-                seconds[i, a, b] = time.perf_counter() - t0
-                memory_maps.relieve()  # many compiled programs in one process (dynlab.memory_maps)
-                done += 1
-                if progress is not None:
-                    progress(done, total, {"unit": unit, "N": width, "T": length,
-                                           "cos": float(np.nanmean(data["cosine_unconverged"][i, a, b])),
-                                           "conv": float(np.mean(data["converged"][i, a, b]))})
+        progress(0, len(cells), {})  # the total from the start, not after the first cell
+    for done, (n, (records, took)) in enumerate(processes.completed(alignment_cell, tasks, workers), start=1):
+        i, a, b = cells[n]
+        for k in RECORDED:
+            data[k][i, a, b] = records[k]
+        seconds[i, a, b] = took
+        if progress is not None:
+            progress(done, len(cells), {"unit": units[i], "N": widths[a], "T": lengths[b],
+                                        "cos": float(np.nanmean(records["cosine_unconverged"])),
+                                        "conv": float(np.mean(records["converged"]))})
         ds = _dataset(data, seconds, units, widths, lengths, seeds, steps, attrs)
-        store.write_dataset(out / "pc_alignment.nc", ds)  # after every unit: finished units stay on disk
+        store.write_dataset(out / "pc_alignment.nc", ds)  # after every cell: finished cells stay on disk
     store.write_figure(out / "pc_alignment.png", pc_alignment(ds))
     if not reference_widths:
         return {"pc_alignment": ds}
@@ -217,6 +217,36 @@ def run_cross_pc(
     store.write_figure(out / "linear_rnn_cosine.png", cosine_heatmap(linear))
     store.write_figure(out / "linear_rnn_rescaling.png", rescaling_vs_l_over_n(linear))
     return {"pc_alignment": ds, "linear_rnn": linear}
+
+
+def _cell_config(unit: str, width: int, length: int, seed: int, task: str) -> dict:
+    return {"seed": seed, "model": model_section(unit, width), "task": {"name": task, "length": length}}
+
+
+def alignment_cell(unit: str, width: int, length: int, seeds: list[int], task: str, options: dict
+                   ) -> tuple[dict[str, np.ndarray], float]:
+    """One cell of ``cross-pc-alignment`` (a worker process's task, [`dynlab.processes`][]): ``unit`` at
+    ``width`` on ``task`` of ``length`` steps, trained from each seed's weights on the same fixed batch
+    (key 0) by PC through time and BPTT ([`run_sequence_cell`][dynlab.analyses.pc_bp.run_sequence_cell]);
+    the [`RECORDED`][] arrays ``[seed, step]`` and the seconds it took."""
+    import jax
+
+    from dynlab import experiment, memory_maps
+    from dynlab.analyses.pc_bp import CompareConfig, length_task, run_sequence_cell
+
+    start = time.perf_counter()
+    cfg = CompareConfig.from_options(**options)
+    x, y, mask = length_task(task)(length).batch(jax.random.key(0), options["batch_size"], "train")
+    out = {k: [] for k in RECORDED}
+    for seed in seeds:
+        exp = experiment.build(_cell_config(unit, width, length, seed, task))
+        res = jax.device_get(run_sequence_cell(exp.model, x, y, mask, cfg, exp.task.loss, plain=True))
+        res["cosine_unconverged"] = res["cosine"]
+        res["cosine"] = np.where(res["converged"], res["cosine"], np.nan)
+        for k in RECORDED:
+            out[k].append(np.asarray(res[k], np.float64))
+    memory_maps.relieve()  # many compiled programs in one process (dynlab.memory_maps)
+    return {k: np.stack(v) for k, v in out.items()}, time.perf_counter() - start
 
 
 def _dataset(data, seconds, units, widths, lengths, seeds, steps, attrs) -> xr.Dataset:

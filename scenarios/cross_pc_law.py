@@ -21,7 +21,8 @@ For each unit, form, ``width`` ([`model_section`][dynlab.scenarios.every_unit.mo
 * ``cosine``: cos(PC, BPTT) of the weight gradients, PC's at its inferred equilibrium (inference as in
   ``cross-pc-alignment``: L-BFGS in the error coordinates with smoothing on the kinked energies,
   the same criterion; NaN where it did not converge, ``cosine_unconverged`` keeps it), with the
-  inference's steps and residual.
+  inference's steps and residual. ``smoothing_x64`` (default false here, true in
+  ``cross-pc-alignment``) runs the smoothed solves in float64, which SITH-RNN needs to converge.
 
 Per unit and form the log–log slope of $s - 1$ against $T/N_{out}$ over the grid (``slope``; 1 is
 the law), and per unit, form and length the slope of $\log(1 - \cos)$ against $\log N$
@@ -179,6 +180,7 @@ def run_cross_pc_law(
     ftol: float = 1e-6,
     patience: int = 50,
     smoothing: list[float] | None = (1e-2, 1e-3),
+    smoothing_x64: bool = False,
 ) -> dict:
     """Run the grid (module docstring); returns ``{"law": dataset}``, also written with its figure
     after every unit (finished units stay on disk)."""
@@ -198,7 +200,7 @@ def run_cross_pc_law(
     cfg = CompareConfig.from_options(model="rnn", energy="inference", steps=1, lr=1e-3, optimizer="adam",
                                      inference=inference, inference_steps=inference_steps, rtol=rtol, ftol=ftol,
                                      patience=patience, smoothing=list(smoothing) if smoothing else None,
-                                     batch_size=batch_size)
+                                     smoothing_x64=bool(smoothing) and smoothing_x64, batch_size=batch_size)
     make_task = length_task(task)
     configs = {(u, w, t, s): {"seed": s, "model": model_section(u, w), "task": {"name": task, "length": t}}
                for u in units for w in widths for t in lengths for s in seeds}
@@ -212,7 +214,8 @@ def run_cross_pc_law(
     attrs = dict(analysis="cross-pc-law", scenario="cross-pc-law", task=f"{task} (loss {make_task(lengths[0]).loss})",
                  alpha=float(alpha), gamma0=float(gamma0), batch_size=batch_size, inference=inference,
                  inference_steps=inference_steps, rtol=rtol, ftol=ftol, patience=patience,
-                 smoothing=", ".join(f"{w:g}" for w in smoothing) if smoothing else "none")
+                 smoothing=", ".join(f"{w:g}" for w in smoothing) if smoothing else "none",
+                 smoothing_precision="float64" if smoothing and smoothing_x64 else "float32")
     out = Path(out_dir)
     total = len(units) * len(FORMS)
     if progress is not None:

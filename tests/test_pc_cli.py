@@ -67,6 +67,7 @@ def test_unconverged_inference_is_flagged_not_used(tmp_path):
         (["--energy", "inference", "--inference", "lbfgs", "--patience", "0"], ["patience must be a positive integer"]),
         (["--energy", "inference", "--inference", "lbfgs", "--smoothing", "0"], ["--smoothing must be a number > 0"]),
         (["--energy", "inference", "--inference", "lbfgs", "--smoothing", "1e-3,1e-2"], ["smoothing widths must decrease"]),
+        (["--energy", "inference", "--inference", "lbfgs", "--smoothing-x64"], ["smoothing_x64", "needs compare.smoothing"]),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(extra, fragments, tmp_path):

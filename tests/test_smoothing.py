@@ -179,3 +179,59 @@ def test_smoothing_needs_an_iterative_inference():
         pi.from_config("closed-form", smoothing=[1e-2])
     with pytest.raises(ConfigError, match="continues an iterative"):
         pi.Smoothed(pi.Smoothed(pi.lbfgs()))
+
+
+def test_smoothed_solves_in_float64_inside_a_float32_program_match_a_float64_program():
+    """SITH-RNN's max over tau at mu = 1e-3: in float32 the energy stops resolving L-BFGS's progress and
+    the continuation does not converge; with ``x64`` the smoothed solves run on the problem restated in
+    float64 (``Problem.astype``) and the result comes back in float32. Measured here (width 16, T = 20,
+    4 samples): float32 stops at g/g0 = 1.0e-3 after 2062 steps, float64 converges in 1196. Truth: the
+    same continuation in a program that is float64 throughout, from the same float32 weights, and the
+    restated energy equal to the float32 one to float32 rounding."""
+    inner = pi.lbfgs(pi.Criterion(max_steps=1000))
+    with jax.enable_x64(False):
+        exp = experiment.build({"seed": 0, "model": model_section("sith-rnn", 16), "task": {"name": "adding", "length": 20}})
+        x, y, m = length_task("adding")(20).batch(jax.random.key(0), 4, "train")
+        problem = pc_time.problem(exp.model, x, y, m, exp.task.loss)
+        plain = jax.jit(lambda: pi.Smoothed(inner)(problem))()
+        mixed = jax.jit(lambda: pi.Smoothed(inner, x64=True)(problem))()
+        f32 = problem.sample_energies(problem.z0)
+    assert not plain.converged and plain.smoothing == 1e-3
+    assert mixed.converged and mixed.smoothing == np.float32(1e-3)
+    assert {a.dtype for a in jax.tree_util.tree_leaves(mixed.z)} == {np.dtype(np.float32)}
+    assert mixed.steps.dtype == np.int32 and mixed.energy.dtype == np.float32
+    # the float64 program: every array of the float32 problem cast, the continuation as Smoothed runs it
+    wide = problem.astype(jnp.float64)
+    np.testing.assert_allclose(wide.sample_energies(wide.z0), f32, rtol=1e-5)
+    reference = jax.jit(lambda: pi.Smoothed(inner)(wide))()
+    assert reference.converged
+    distance = optax.tree.norm(jax.tree_util.tree_map(lambda a, b: a - b, _float64(mixed.z), reference.z))
+    assert distance <= 1e-4 * optax.tree.norm(reference.z)
+
+
+def test_float64_smoothing_is_checked():
+    with pytest.raises(ConfigError, match="smoothing_x64 .* needs rule.smoothing"):
+        pi.from_config("lbfgs", smoothing_x64=True)
+    with pytest.raises(ConfigError, match="true or false"):
+        pi.Smoothed(pi.lbfgs(), x64="yes")
+    with pytest.raises(ConfigError, match="restated in float64"):  # a problem without astype
+        pi.Smoothed(pi.Descent(optax.sgd(0.02)), (1e-1,), x64=True)(_kink_problem())
+
+
+def test_smoothed_solves_run_without_the_inner_methods_patience():
+    """Patience gives a solve up where a kink stops the gradient from vanishing; the smoothed energies
+    have none. With patience 1 the smoothed solves would stop as soon as one step fails to halve the
+    gradient; the continuation still converges on the kink problem, as without patience."""
+    inner = pi.ErrorCoordinates(pi.lbfgs().solver, pi.Criterion(rtol=1e-10, ftol=None, max_steps=500), patience=1)
+    problem = _kink_problem()
+    energies = problem.sample_energies
+    form = pi.SumOfSquares(problem.z0, lambda z, d: (z - 0.5, 1.0 + jax.nn.relu(z)),
+                           lambda e, d: (e + 0.5, 1.0 + jax.nn.relu(e + 0.5)))
+    problem = problem._replace(least_squares=form)
+    alone = jax.jit(lambda: inner(pi.smoothed_problem(problem, 1e-2)))()
+    assert not alone.converged  # patience 1 gives a smoothed solve up
+    result = jax.jit(lambda: pi.Smoothed(inner, (1e-1, 1e-2))(problem))()
+    assert result.converged and result.smoothing == 1e-2
+    np.testing.assert_allclose(energies(result.z), energies(jax.jit(
+        lambda: pi.Smoothed(pi.lbfgs(pi.Criterion(rtol=1e-10, ftol=None, max_steps=500)), (1e-1, 1e-2))(problem))().z),
+        rtol=1e-9)

@@ -69,6 +69,8 @@ def compare():
 @click.option("--smoothing", default=None,
               help="Decreasing smoothing widths, e.g. 1e-2,1e-3: run the inference on energies whose ReLU / max "
                    "kinks are smoothed to within each width in turn (units with nonsmooth energies).")
+@click.option("--smoothing-x64", is_flag=True, help="Run the smoothed solves in float64 (float32 cannot resolve "
+              "SITH-RNN's at 1e-3); the rest stays in float32.")
 @click.option("--inference-steps", default="500", show_default=True, help="Inference budget (steps).")
 @click.option("--activity-optimizer", type=click.Choice(["sgd", "momentum", "adam"]), default="sgd", show_default=True,
               help="Optimiser of the activities (discrete inference); momentum is heavy ball 0.9.")
@@ -83,7 +85,7 @@ def compare():
               help="Dataset file (.nc); figures go next to it. Default: runs/compare-pc-bp-<time>/pc_bp.nc.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar; print only the summary.")
 def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips, activation, task_name, batches,
-          batch_size, steps, seeds, energy, inference, patience, smoothing, inference_steps, activity_optimizer, beta, rtol, atol,
+          batch_size, steps, seeds, energy, inference, patience, smoothing, smoothing_x64, inference_steps, activity_optimizer, beta, rtol, atol,
           optimizer, lr, x64,
           data_dir, out, quiet):
     """PC vs BP gradients across width x depth (or x sequence length): cosine, s - 1, L/F*, loss curves.
@@ -114,7 +116,7 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
         inference_steps=_number("--inference-steps", inference_steps, int), activity_optimizer=activity_optimizer,
         beta=_number("--beta", beta), rtol=_number("--rtol", rtol), atol=_number("--atol", atol), optimizer=optimizer,
         patience=_number("--patience", patience, int),
-        smoothing=parse_numbers("--smoothing", smoothing, above=0),
+        smoothing=parse_numbers("--smoothing", smoothing, above=0), smoothing_x64=smoothing_x64,
         lr=_number("--lr", lr), x64=x64,
     )
     if recurrent:
