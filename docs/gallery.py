@@ -63,7 +63,7 @@ TRAIN = (
     "dynlab train --model aru --task adding --steps 300 --out runs/aru",
     "dynlab train --model aru --task adding --steps 300 --seed 1 --out runs/aru-s1",
     "dynlab train --model gru --task adding --steps 300 --out runs/gru",
-    "dynlab train --model sith-rnn --task hierarchical-language --steps 50 --out runs/sith",
+    "dynlab train --model sith-rnn --task hierarchical-language --steps 20 --out runs/sith",
 )
 
 ENTRIES: tuple[Entry, ...] = (
@@ -81,7 +81,7 @@ ENTRIES: tuple[Entry, ...] = (
               "--checkpoint runs/gru --drive 0"),
     _analysis("spectra", "Weight, Jacobian and covariance spectra", "The trained ARU's recurrent weight "
               "eigenvalues, the state Jacobian's spectrum along a task-driven trajectory and the "
-              "activity covariance eigenspectrum with its power-law fit.", "--checkpoint runs/aru --task adding --steps 1000 --every 100"),
+              "activity covariance eigenspectrum with its power-law fit.", "--checkpoint runs/aru --task adding --steps 500 --every 50"),
     _analysis("activity", "Population activity", "Fraction active, Fano factors and pairwise correlations "
               "of the trained ARU's neurons under its task.", "--checkpoint runs/aru --task adding"),
     _analysis("trw", "Temporal receptive windows", "Correlation of intact and block-scrambled recurrence "
@@ -145,7 +145,7 @@ ENTRIES: tuple[Entry, ...] = (
               "--set params.fp_ics=16 --set params.clv_steps=300 --set params.clv_transient=100 --set params.dsa_trials=8"),
     _scenario("cross-pc-alignment", "Scenario cross-pc-alignment", "PC through time against BPTT on two units "
               "over width and length, with the convergence of inference.",
-              "--set 'params.units=[\"aru\",\"gru\"]' --set 'params.widths=[8,16]' --set 'params.lengths=[4,8]' "
+              "--set 'params.units=[\"gru\",\"blockdiag\"]' --set 'params.widths=[8,16]' --set 'params.lengths=[4,8]' "
               "--set 'params.seeds=[0]' --set 'params.reference_widths=[]' --set params.steps=2 --set params.workers=1"),
     _scenario("cross-pc-law", "Scenario cross-pc-law", "The width/length law of PC through time on two units: "
               "1 − cos(PC, BPTT) against the read-out width for each length, as registered (dotted) and with the "
