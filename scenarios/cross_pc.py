@@ -250,7 +250,7 @@ def alignment_cell(unit: str, width: int, length: int, seeds: list[int], task: s
 
 
 def _dataset(data, seconds, units, widths, lengths, seeds, steps, attrs) -> xr.Dataset:
-    """The scenario's dataset from the recorded arrays (NaN where a unit has not run yet)."""
+    """The scenario's dataset from the recorded arrays (NaN where a cell has not run yet)."""
     dims = ("unit", "width", "length", "seed", "step")
     variables = {k: (dims, data[k] == 1 if k == "converged" else data[k], {"long_name": v}) for k, v in RECORDED.items()}
     ds = xr.Dataset(variables, coords={"unit": units, "width": widths, "length": lengths, "seed": seeds,

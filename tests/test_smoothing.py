@@ -235,3 +235,24 @@ def test_smoothed_solves_run_without_the_inner_methods_patience():
     np.testing.assert_allclose(energies(result.z), energies(jax.jit(
         lambda: pi.Smoothed(pi.lbfgs(pi.Criterion(rtol=1e-10, ftol=None, max_steps=500)), (1e-1, 1e-2))(problem))().z),
         rtol=1e-9)
+
+
+def test_both_rules_restate_their_problem_in_float64():
+    """``Problem.astype``: the feed-forward and the through-time problems in float64 have the float32
+    problems' energies (to float32 rounding) and float64 arrays throughout."""
+    from dynlab import ffmodels
+    from dynlab.rules import pc
+
+    with jax.enable_x64(False):
+        mlp = ffmodels.FeedForward(3, 2, width=5, depth=4, activation="relu", key=jax.random.key(2))
+        x, y = jax.random.normal(jax.random.key(3), (6, 3)), jax.random.normal(jax.random.key(4), (6, 2))
+        exp = experiment.build({"seed": 0, "model": model_section("elm", 8), "task": {"name": "adding", "length": 5}})
+        xs, ys, m = length_task("adding")(5).batch(jax.random.key(0), 4, "train")
+        problems = [pc.problem(mlp, x, y), pc_time.problem(exp.model, xs, ys, m, exp.task.loss)]
+        energies = [p.sample_energies(p.z0) for p in problems]
+    for p, f32 in zip(problems, energies):
+        wide = p.astype(jnp.float64)
+        assert {a.dtype for a in jax.tree_util.tree_leaves(wide.z0)} == {np.dtype(np.float64)}
+        f64 = wide.sample_energies(wide.z0)
+        assert f64.dtype == np.float64
+        np.testing.assert_allclose(f64, f32, rtol=1e-5, atol=1e-7)
