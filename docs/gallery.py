@@ -12,8 +12,8 @@ build caches the result under a hash of the package's sources and of this file.
 
 The runs are small (a few hundred training steps, short trajectories, toy grids), so the figures
 show what each analysis draws, not the papers' results (the paper pages and `dynlab reproduce`
-give those). The 33 entries take 15 min of CPU time; in two worker processes on 2 cores the
-build took 7 min 43 s (in one process, before the training runs were shortened: 11 min 16 s). Data sets absent from the data directory are
+give those). The 33 entries take 13.4 min of CPU time; in two worker processes on 2 cores the
+build took 6 min 46 s (in one process, before the runs were shortened: 11 min 16 s). Data sets absent from the data directory are
 replaced by the tasks' synthetic stand-ins, and the figures say which they used.
 """
 
@@ -316,7 +316,7 @@ _HEADER = """# Gallery
 The figure of every analysis and scenario, each with the exact commands that made it, run in
 this order from an empty directory (the first entry trains the networks that later ones read).
 The figures are made from small runs when the documentation is built (`docs/gallery.py`, about
-8 minutes on 2 cores at the first build of a source tree, cached afterwards), so they always
+7 minutes on 2 cores at the first build of a source tree, cached afterwards), so they always
 show what the documented code draws. They are not the papers' results: a few hundred training
 steps leave some networks near chance (see [Papers](papers/index.md) and `dynlab reproduce`).
 """
