@@ -111,6 +111,7 @@ import optax
 import optimistix as optx
 from jaxtyping import Array, PyTree
 
+from dynlab import ffmodels
 from dynlab.errors import ConfigError, require_positive
 from dynlab.rules import smoothing
 
@@ -778,14 +779,13 @@ class Smoothed(AbstractInference):
 
         def continuation(exact: Inference) -> Inference:
             with jax.enable_x64(True) if self.x64 else contextlib.nullcontext():
-                base, z = problem, exact.z
+                base, z, ref = problem, exact.z, reference
                 if self.x64:
                     if problem.astype is None:
                         raise ConfigError("smoothing in float64 needs a problem that can be restated in float64 "
                                           "(Problem.astype); this rule's cannot")
                     base = problem.astype(jnp.float64)
-                    z = _cast(z, jnp.float64)
-                ref = _cast(reference, jnp.float64) if self.x64 else reference
+                    z, ref = ffmodels.astype((z, ref), jnp.float64)
                 steps = exact.steps
                 for mu in self.widths:
                     result = inner(smoothed_problem(base, mu)._replace(z0=z, reference=ref))
@@ -795,11 +795,6 @@ class Smoothed(AbstractInference):
             return jax.tree_util.tree_map(lambda r, e: r.astype(e.dtype), result, exact._replace(smoothing=zero))
 
         return jax.lax.cond(exact.converged, lambda r: r._replace(smoothing=zero), continuation, exact)
-
-
-def _cast(tree: PyTree, dtype) -> PyTree:
-    """Every floating leaf of ``tree`` as ``dtype``."""
-    return jax.tree_util.tree_map(lambda a: a.astype(dtype) if jnp.issubdtype(a.dtype, jnp.floating) else a, tree)
 
 
 def smoothed_problem(problem: Problem, mu: float) -> Problem:
