@@ -26,7 +26,11 @@ def i_rep_fit(fit: xr.Dataset):
         if bool(fit.opt_interior.isel(group=g)):
             ax.plot(float(fit.k_e_opt.isel(group=g)), float(fit.loss_opt.isel(group=g)), "*", ms=13,
                     color="gold", mec=color, zorder=5)
-    ax.plot([], [], "*", ms=11, color="gold", mec="k", label="theory optimum")
+    interior = fit.opt_interior.values.astype(bool)
+    if interior.any():
+        ax.plot([], [], "*", ms=11, color="gold", mec="k", label="theory optimum")
+    if not interior.all():  # the fitted curve's optimum is an end of the k_e range: no star to draw
+        ax.plot([], [], " ", label="no interior optimum: " + ", ".join(map(str, fit.group.values[~interior])))
     ax.set(xscale="log", xlabel="per-neuron effective parameters k_e", ylabel="loss",
            title="loss vs neuron complexity; lines: c0 - c1 I_rep")
     ax.legend(fontsize=7)

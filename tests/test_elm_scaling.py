@@ -178,6 +178,26 @@ def test_fit_dataset_curves_and_figure(synthetic_fit, tmp_path):
     assert (tmp_path / "fit.png").stat().st_size > 0
 
 
+def test_fit_figure_legend_names_the_optima_it_does_not_draw(synthetic_fit):
+    """A group whose fitted optimum is an end of the k_e range gets no star; the legend says so
+    rather than promising a star that is not there."""
+    import matplotlib.pyplot as plt
+
+    from dynlab.analyses.elm_scaling_figures import i_rep_fit as plot_i_rep_fit
+
+    def labels(fit):
+        fig = plot_i_rep_fit(fit)
+        texts = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+        plt.close(fig)
+        return texts
+
+    fit, _ = synthetic_fit
+    assert "theory optimum" in labels(fit) and not any("no interior" in t for t in labels(fit))
+    edge = fit.assign(opt_interior=fit.opt_interior.where(fit.group != "P=4000", False))
+    assert "no interior optimum: P=4000" in labels(edge)
+    assert "theory optimum" not in labels(fit.assign(opt_interior=fit.opt_interior & False))
+
+
 def test_fit_without_bootstrap_says_it_gives_point_estimates(synthetic_fit):
     fit, _ = synthetic_fit
     assert fit.attrs["n_boot"] == 0 and "point estimate" in fit.attrs["uncertainty"]
