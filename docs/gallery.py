@@ -1,6 +1,6 @@
 """The gallery: the figure of every analysis and scenario, made from small runs by the commands shown.
 
-    python docs/gallery.py OUT_DIR [--only NAME,NAME]
+    python docs/gallery.py OUT_DIR [--only NAME,NAME] [--compile-cache DIR]
 
 runs the commands of every entry below through the `dynlab` command line (in worker processes,
 [`build`][], in a scratch directory `OUT_DIR/work`), copies the figures they write to `OUT_DIR/img/` and writes
@@ -8,13 +8,17 @@ runs the commands of every entry below through the `dynlab` command line (in wor
 them, in order (later entries use the run directories the first ones train). Nothing is
 committed: the documentation build (`docs/hooks/build.py`) calls [`build`][] and adds the page
 and the images to the site, so the figures always come from the code being documented. The
-build caches the result under a hash of the package's sources and of this file.
+build caches the result under a hash of the package's sources and of this file, and keeps JAX's
+compilation cache beside it, so a rebuild after an edit compiles only the programs it changed.
 
 The runs are small (a few hundred training steps, short trajectories, toy grids), so the figures
 show what each analysis draws, not the papers' results (the paper pages and `dynlab reproduce`
-give those). The 33 entries take 13.4 min of CPU time; in two worker processes on 2 cores the
-build took 6 min 46 s (in one process, before the runs were shortened: 11 min 16 s). Data sets absent from the data directory are
-replaced by the tasks' synthetic stand-ins, and the figures say which they used.
+give those). Most of their time goes to compiling. The 33 entries take 12-13.5 min of CPU time:
+in two worker processes on 2 cores, four builds of these entries or of slightly longer ones took
+6 min 21 s to 7 min 6 s (the spread is this machine's; in one process, before the runs were
+shortened: 11 min 16 s), and with the compilation cache of an earlier build 3 min 57 s and
+4 min 10 s. Data sets absent from the data directory are replaced by the tasks' synthetic
+stand-ins, and the figures say which they used.
 """
 
 from __future__ import annotations
@@ -60,8 +64,8 @@ def _scenario(name: str, title: str, caption: str, sets: str, *, paper: bool = F
 
 
 TRAIN = (
-    "dynlab train --model aru --task adding --steps 300 --out runs/aru",
-    "dynlab train --model aru --task adding --steps 300 --seed 1 --out runs/aru-s1",
+    "dynlab train --model aru --task adding --steps 200 --out runs/aru",
+    "dynlab train --model aru --task adding --steps 200 --seed 1 --out runs/aru-s1",
     "dynlab train --model gru --task adding --steps 300 --out runs/gru",
     "dynlab train --model sith-rnn --task hierarchical-language --steps 20 --out runs/sith",
 )
@@ -132,8 +136,8 @@ ENTRIES: tuple[Entry, ...] = (
               "--set 'params.rotation={network=\"aru\",steps=50}' "
               "--set 'params.adaptation={realisations=2,steps=300,burn_in=50}'", paper=True),
     _scenario("cross-adaptation", "Scenario cross-adaptation", "The ARU's gain control inside the ELM network "
-              "under the noisy drive (two networks, 100 steps).",
-              "--set 'params.networks=[\"aru\",\"elm-aru\"]' --set params.steps=100 --set params.batch_size=32 "
+              "under the noisy drive (two networks, 50 steps).",
+              "--set 'params.networks=[\"aru\",\"elm-aru\"]' --set params.steps=50 --set params.batch_size=32 "
               "--set 'params.seeds=[0]' --set params.n_test=256"),
     _scenario("cross-lyapunov", "Scenario cross-lyapunov", "Lyapunov spectra of three units at initialisation "
               "and after training on the adding task.",
@@ -147,10 +151,10 @@ ENTRIES: tuple[Entry, ...] = (
               "over width and length, with the convergence of inference.",
               "--set 'params.units=[\"gru\",\"blockdiag\"]' --set 'params.widths=[8,16]' --set 'params.lengths=[4,8]' "
               "--set 'params.seeds=[0]' --set 'params.reference_widths=[]' --set params.steps=2 --set params.workers=1"),
-    _scenario("cross-pc-law", "Scenario cross-pc-law", "The width/length law of PC through time on two units: "
+    _scenario("cross-pc-law", "Scenario cross-pc-law", "The width/length law of PC through time on the tanh RNN: "
               "1 − cos(PC, BPTT) against the read-out width for each length, as registered (dotted) and with the "
               "depth factor T^-1 and a mean-field read-out (solid), and s − 1 against T/N.",
-              "--set 'params.units=[\"rnn\",\"gru\"]' --set 'params.widths=[8,32]' --set 'params.lengths=[4,8]' "
+              "--set 'params.units=[\"rnn\"]' --set 'params.widths=[8,32]' --set 'params.lengths=[4,8]' "
               "--set 'params.seeds=[0]' --set params.batch_size=4"),
     _scenario("cross-trw", "Scenario cross-trw", "TRWs per layer of an ARU stack against SITH-RNN.",
               "--set params.steps=20 --set 'params.seeds=[0]' --set params.n_shuffle=6 "
@@ -160,7 +164,7 @@ ENTRIES: tuple[Entry, ...] = (
               "fixed budget, with the joint I_rep fit; the loss along N and along k_e alone, and the "
               "feed-forward ablation.",
               "--set 'params.budgets=[4000]' --set 'params.d_ms=[2,3,5,10]' --set 'params.seeds=[0]' "
-              "--set params.steps=30 --set 'params.n_sweep={d_m=3,hidden=[2,4,8]}' "
+              "--set params.steps=10 --set params.eval_size=128 --set 'params.n_sweep={d_m=3,hidden=[2,4,8]}' "
               "--set 'params.k_e_sweep={hidden=4,d_ms=[2,3,5]}'", paper=True),
     _scenario("elm-shd-adding", "Scenario elm-shd-adding (ELM neuron)", "The ELM network against a "
               "parameter-matched LSTM and against itself with one constant timescale of 25 ms, on "
@@ -234,26 +238,40 @@ def _jobs() -> int:
     return max(1, min(4, len(os.sched_getaffinity(0))))
 
 
-def build(out: Path, only: set[str] | None = None, log=print, jobs: int | None = None) -> list[str]:
+COMPILE_CACHE_MAX_BYTES = 2**30
+"""The most a kept compilation cache holds (JAX evicts the least recently used programs)."""
+
+
+def build(out: Path, only: set[str] | None = None, log=print, jobs: int | None = None,
+          compile_cache: Path | None = None) -> list[str]:
     """Run the entries (all, or those named in `only`) in `out/work`, write `out/gallery.md` and
     `out/img/*.png`; returns the failures, one line each (their sections say so).
 
     The runs are compile-bound and single-threaded, so they go to `jobs` worker processes (default
     [`_jobs`][]): the training commands first, each a task, beside the entries that read no trained
-    run; the entries that do read one once training is done. The workers share one JAX compilation
-    cache (`out/jax-cache`, removed afterwards), from which a program that another entry compiled
-    can be loaded instead of compiled (what that saves was not measured apart).
+    run; the entries that do read one once training is done.
+
+    The workers share JAX's persistent compilation cache, `compile_cache` (None: a scratch one in
+    `out/jax-cache`, removed afterwards; `$JAX_COMPILATION_CACHE_DIR` wins over both). A program
+    compiled once, by another entry or by an earlier build, is loaded instead of compiled: the
+    cache's key is the program itself, XLA's flags and the versions, so a changed program is
+    compiled afresh, never mistaken. The gallery's time goes mostly to compiling: on 2 cores the
+    whole gallery took 426 s with an empty cache and 250 s (467 CPU-s against 807) with the one
+    that build left (28 MB; 237 s with the size-capped cache, which finds every program); a kept
+    cache is capped at [`COMPILE_CACHE_MAX_BYTES`][].
     """
     # Small runs of many programs: the time goes to compiling them. LLVM at -O0 (XLA's graph
     # optimisations unchanged) cuts the CPU time by a third (tests/conftest.py: the results can
     # differ in the last bits); set before any worker starts its backend.
     if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
         os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_backend_optimization_level=0".strip()
-    work, img, cache = out / "work", out / "img", out / "jax-cache"
-    for d in (work, img, cache):
+    work, img, scratch = out / "work", out / "img", out / "jax-cache"
+    for d in (work, img, scratch):
         shutil.rmtree(d, ignore_errors=True)
         d.mkdir(parents=True)
-    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(cache))
+    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(compile_cache or scratch))
+    if compile_cache is not None:
+        os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(COMPILE_CACHE_MAX_BYTES))
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
     entries = [e for e in ENTRIES if only is None or e.name in only]  # entries reading runs/ need "training"
     first = [((c,), "training") for e in entries if e.name == "training" for c in e.commands]
@@ -289,7 +307,7 @@ def build(out: Path, only: set[str] | None = None, log=print, jobs: int | None =
                     if not training and later:  # the trained runs exist: their readers can start
                         pending.update({pool.submit(_task, c, work): (c, n) for c, n in later})
                         later = []
-    shutil.rmtree(cache, ignore_errors=True)
+    shutil.rmtree(scratch, ignore_errors=True)
     log(f"gallery: {len(entries)} entries in {time.time() - start:.0f} s with {jobs} worker(s)")
 
     page = [_HEADER]
@@ -315,9 +333,10 @@ _HEADER = """# Gallery
 
 The figure of every analysis and scenario, each with the exact commands that made it, run in
 this order from an empty directory (the first entry trains the networks that later ones read).
-The figures are made from small runs when the documentation is built (`docs/gallery.py`, about
-7 minutes on 2 cores at the first build of a source tree, cached afterwards), so they always
-show what the documented code draws. They are not the papers' results: a few hundred training
+The figures are made from small runs when the documentation is built (`docs/gallery.py`: on 2
+cores 6 to 7 minutes at the first build, about 4 once an earlier build's compiled programs are
+cached; an unchanged source tree is not run again), so they always show what the documented
+code draws. They are not the papers' results: a few hundred training
 steps leave some networks near chance (see [Papers](papers/index.md) and `dynlab reproduce`).
 """
 
@@ -326,9 +345,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--only", help="comma-separated entry names")
+    parser.add_argument("--compile-cache", type=Path, help="a JAX compilation cache kept between builds "
+                        "(default: a scratch one, removed afterwards)")
     args = parser.parse_args(argv)
     only = set(args.only.split(",")) if args.only else None
-    failures = build(args.out, only)
+    failures = build(args.out, only, compile_cache=args.compile_cache)
     for line in failures:
         print("failed:", line, file=sys.stderr)
     return 1 if failures else 0

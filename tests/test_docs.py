@@ -127,6 +127,20 @@ def test_gallery_shows_the_figure_made_by_its_command(site):
     assert not list(ROOT.glob("docs/**/*.png")), "images are made by the build, never committed"
 
 
+def test_gallery_keeps_its_compilation_cache_for_the_next_build(tmp_path, monkeypatch):
+    """Given `compile_cache` (the docs build gives one beside the gallery's cache), the programs
+    the entries compiled stay for the next build, which loads them instead of compiling; the
+    scratch cache is removed."""
+    gallery = _hooks()._load_gallery(ROOT)
+    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)  # the suite's own (conftest) would win
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_MAX_SIZE", str(gallery.COMPILE_CACHE_MAX_BYTES))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    kept, out = tmp_path / "kept", tmp_path / "out"
+    assert gallery.build(out, {"jacobian-grid"}, log=lambda line: None, jobs=2, compile_cache=kept) == []
+    assert (out / "img" / "jacobian-grid.png").is_file() and not (out / "jax-cache").exists()
+    assert any(p.is_file() for p in kept.rglob("*")), "no compiled program kept"
+
+
 def test_reference_documents_every_public_name_and_module(site, tmp_path):
     import griffe
 
