@@ -51,7 +51,7 @@ TOY: dict[str, list[str]] = {
     "pc-width-depth": ["params.widths=[4,8]", "params.depths=[2,4]", "params.sp_widths=[8]",
                        "params.mlp_widths=[8]", "params.mlp_depths=[4]", "params.seeds=1", "params.steps=3"],
     "sith-trw": ["params.networks=[\"sith-rnn\",\"sithcon\"]", "params.seeds=[0]", "params.steps=3", "params.generic_steps=3", "params.sith_rnn_steps=3",
-                 "params.quick=true"],
+                 "params.quick=true", "params.n_shuffle=4"],
 }
 
 
