@@ -14,7 +14,7 @@ compilation cache beside it, so a rebuild after an edit compiles only the progra
 The runs are small (a few hundred training steps, short trajectories, toy grids), so the figures
 show what each analysis draws, not the papers' results (the paper pages and `dynlab reproduce`
 give those). Most of their time goes to compiling. The 33 entries take 12-13.5 min of CPU time:
-in two worker processes on 2 cores, four builds of these entries or of slightly longer ones took
+in two worker processes on 2 cores, four builds of these entries or of nearly these took
 6 min 21 s to 7 min 6 s (the spread is this machine's; in one process, before the runs were
 shortened: 11 min 16 s), and with the compilation cache of an earlier build 3 min 57 s and
 4 min 10 s. Data sets absent from the data directory are replaced by the tasks' synthetic
@@ -253,9 +253,9 @@ def build(out: Path, only: set[str] | None = None, log=print, jobs: int | None =
 
     The workers share JAX's persistent compilation cache, `compile_cache` (None: a scratch one in
     `out/jax-cache`, removed afterwards; `$JAX_COMPILATION_CACHE_DIR` wins over both). A program
-    compiled once, by another entry or by an earlier build, is loaded instead of compiled: the
-    cache's key is the program itself, XLA's flags and the versions, so a changed program is
-    compiled afresh, never mistaken. The gallery's time goes mostly to compiling: on 2 cores the
+    compiled once, by another entry or by an earlier build, is loaded instead of compiled: JAX
+    keys the cache on the program, XLA's flags, the compile options and the versions
+    (`jax/_src/cache_key.py`), so a changed program is compiled afresh. The gallery's time goes mostly to compiling: on 2 cores the
     whole gallery took 426 s with an empty cache and 250 s (467 CPU-s against 807) with the one
     that build left (28 MB; 237 s with the size-capped cache, which finds every program); a kept
     cache is capped at [`COMPILE_CACHE_MAX_BYTES`][].
@@ -266,7 +266,7 @@ def build(out: Path, only: set[str] | None = None, log=print, jobs: int | None =
     if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
         os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_backend_optimization_level=0".strip()
     work, img, scratch = out / "work", out / "img", out / "jax-cache"
-    for d in (work, img, scratch):
+    for d in (work, img, scratch):  # scratch: the compilation cache unless one is kept
         shutil.rmtree(d, ignore_errors=True)
         d.mkdir(parents=True)
     os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(compile_cache or scratch))
