@@ -5,17 +5,24 @@ A paper scenario declares its claims with its program (`@register("program", NAM
 run, [`judge`][] computes each claim's statistic from the datasets it returned, compares it with
 the claim's threshold and writes one row per claim:
 
-- **holds** — the measured value lies where the claim holds;
-- **does not hold** — it lies on the other side (reported, never tuned away);
+- **holds** — the claim's interval lies wholly where the claim holds;
+- **does not hold** — the interval lies wholly on the other side (reported, never tuned away);
+- **undecided** — the interval straddles a threshold, or the statistic is a point estimate of a
+  random quantity (one seed, a fit without an interval): the run cannot tell;
 - **not testable here** — the run cannot measure it (e.g. a network left out of the run, a grid
   without the cells the claim is about), with the reason.
 
+The verdict is decided by the interval, never by the point value alone: a word is printed only
+when the interval clears the threshold, so with a nominal 95% interval a wrong word comes at most
+about one time in twenty (`tests/test_claims.py` measures it on synthetic data with a known truth),
+and otherwise the verdict is *undecided*. The only point values that decide are **exact** ones
+([`Estimate.exactly`][]): quantities with no sampling error, such as a parameter count.
+
 Each row also carries the paper's number (with its figure or table), how dynlab measures the claim,
 why the threshold is where it is, the scale of the run against the paper's (every substitution:
-data set, sizes, steps) and, where the statistic has one, an interval and its **margin**: the
-signed distance of the interval from the threshold ([`margin`][]: > 0 wholly on the side where
-the claim holds, < 0 wholly on the other, 0 straddling). Whether a claim holds is decided by the
-value; the margin says how firmly.
+data set, sizes, steps), the interval and its **margin**: the signed distance of the interval from
+the threshold ([`margin`][]: > 0 wholly on the side where the claim holds, < 0 wholly on the other,
+0 straddling), also in units of the interval's half-width.
 
 [`format_verdicts`][] prints the table claim | paper | dynlab | scale | verdict.
 """
@@ -30,10 +37,11 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-__all__ = ["Claim", "Estimate", "NotTestable", "format_verdicts", "judge", "margin", "scale_text", "verdict"]
+__all__ = ["Claim", "Estimate", "NotTestable", "OUTCOMES", "format_verdicts", "judge", "margin", "scale_text", "verdict"]
 
-HOLDS, FAILS, UNTESTABLE = "holds", "does not hold", "not testable here"
-"""The three verdict classes (``findings.nc`` variable ``outcome``)."""
+HOLDS, FAILS, UNDECIDED, UNTESTABLE = "holds", "does not hold", "undecided", "not testable here"
+"""The four verdict classes (``findings.nc`` variable ``outcome``)."""
+OUTCOMES = (HOLDS, FAILS, UNDECIDED, UNTESTABLE)
 
 
 class NotTestable(Exception):
@@ -45,7 +53,8 @@ class Estimate:
     """A claim's measured value, with an interval where the statistic has one.
 
     ``low``/``high`` NaN: a point estimate; ``note`` says why there is no interval (e.g. "fewer than 2
-    seeds"). ``level``, ``population`` and ``method`` name the interval.
+    seeds"). ``level``, ``population`` and ``method`` name the interval. A point estimate decides
+    no verdict unless it is ``exact`` (no sampling error: [`exactly`][]).
     """
 
     value: float
@@ -55,6 +64,13 @@ class Estimate:
     level: float = 0.95
     population: str = ""
     method: str = ""
+    exact: bool = False
+
+    @classmethod
+    def exactly(cls, value: float, note: str = "") -> Estimate:
+        """A value without sampling error (a parameter count, a property of the configuration):
+        its verdict is decided by the value itself. ``note`` says why it is exact."""
+        return cls(float(value), note=note, exact=True)
 
     @property
     def has_interval(self) -> bool:
@@ -112,6 +128,12 @@ class Claim:
             return bool(self.lower < value < self.upper)
         return bool(self.lower <= value <= self.upper)
 
+    def excludes(self, low: float, high: float) -> bool:
+        """Whether no value in ``[low, high]`` makes the claim hold."""
+        if self.strict:
+            return bool(high <= self.lower or low >= self.upper)
+        return bool(high < self.lower or low > self.upper)
+
     def threshold(self, side: str) -> str:
         """The threshold on ``side`` (``"lower"``, ``"upper"``) or ``"band"``, in words."""
         two_sided = math.isfinite(self.lower) and math.isfinite(self.upper)
@@ -160,54 +182,72 @@ def margin(low: float, high: float, lower: float = -math.inf, upper: float = mat
     return 0.0
 
 
-def verdict(claim: Claim, estimate: Estimate) -> tuple[str, float, bool]:
-    """``(text, margin, from_interval)``: the verdict on ``claim`` and how far its interval lies from the threshold.
+def verdict(claim: Claim, estimate: Estimate) -> tuple[str, str, float, bool]:
+    """``(outcome, text, margin, from_interval)``: the verdict on ``claim`` and how far its interval lies from the threshold.
 
-    Whether the claim holds is decided by the value; the margin is [`margin`][] of the interval, or
-    of the value itself where there is no interval (the text then says why, from ``estimate.note``).
+    The outcome is decided by the interval ([`margin`][]): **holds** when it lies wholly where the
+    claim holds, **does not hold** when it lies wholly on the other side, **undecided** when it
+    straddles a threshold. A point estimate without an interval is **undecided** (the text says why
+    there is no interval, from ``estimate.note``, and where the value lies), unless it is exact
+    ([`Estimate.exactly`][]): then the value decides. The text gives the margin also in units of the
+    interval's half-width.
     """
     value, low, high = estimate.value, estimate.low, estimate.high
-    holds = claim.holds(value)
-    word = HOLDS if holds else FAILS
     from_interval = estimate.has_interval
     lo, hi = (low, high) if from_interval else (value, value)
     m = margin(lo, hi, claim.lower, claim.upper)
-    level = f"{100 * estimate.level:g}% CI"
-    what = f"{level} [{low:.4g}, {high:.4g}]" if from_interval else \
-        f"point estimate {value:.4g} (no interval{': ' + estimate.note if estimate.note else ''})"
-    if from_interval and high == low:
-        what += " (zero width)"
+    if from_interval:
+        what = f"{100 * estimate.level:g}% CI [{low:.4g}, {high:.4g}]" + (" (zero width)" if high == low else "")
+    elif estimate.exact:
+        what = f"exact value {value:.4g}" + (f" ({estimate.note})" if estimate.note else "")
+    else:
+        what = f"point estimate {value:.4g} (no interval{': ' + estimate.note if estimate.note else ''})"
+    if not (from_interval or estimate.exact):
+        outcome = UNDECIDED
+    elif claim.holds(lo) and claim.holds(hi):  # the claim holds on an interval: its ends decide
+        outcome = HOLDS
+    elif claim.excludes(lo, hi):
+        outcome = FAILS
+    else:
+        outcome = UNDECIDED
     if m == 0:
         edge = "lower" if lo <= claim.lower <= hi else "upper"
-        if not from_interval:
-            return f"{word}: {what} lies on {claim.threshold(edge)}", m, from_interval
         if lo <= claim.lower and claim.upper <= hi:
-            return f"{word}, but the {what} covers {claim.threshold('band')}: not resolved", m, True
-        return f"{word}, but the {what} straddles {claim.threshold(edge)}: not resolved", m, True
-    if m > 0:
+            where = f"covers {claim.threshold('band')}"
+        else:
+            where = f"{'straddles' if lo < hi else 'lies on'} {claim.threshold(edge)}"
+    elif m > 0:
         if math.isfinite(claim.lower) and math.isfinite(claim.upper):
             edge = "lower" if lo - claim.lower <= claim.upper - hi else "upper"
-            where = f"inside {claim.threshold('band')}, {m:.4g} from its {edge} end"
+            where = f"lies inside {claim.threshold('band')}, {m:.4g} from its {edge} end"
         elif math.isfinite(claim.lower):
-            where = f"{m:.4g} above {claim.threshold('lower')}"
+            where = f"lies {m:.4g} above {claim.threshold('lower')}"
         else:
-            where = f"{m:.4g} below {claim.threshold('upper')}"
+            where = f"lies {m:.4g} below {claim.threshold('upper')}"
     else:
         below = hi < claim.lower
-        where = f"{-m:.4g} {'below' if below else 'above'} {claim.threshold('lower' if below else 'upper')}"
-    return f"{word}: {what} lies {where}", m, from_interval
+        where = f"lies {-m:.4g} {'below' if below else 'above'} {claim.threshold('lower' if below else 'upper')}"
+    if from_interval and hi > lo and m != 0:
+        where += f" ({abs(m) / ((hi - lo) / 2):.2g} half-widths)"
+    if outcome == UNDECIDED and not from_interval:
+        side = "holds" if claim.holds(value) else "does not hold"
+        return outcome, (f"{outcome}: the {what} {where}, where the claim {side}; a point estimate "
+                         "cannot decide it"), m, False
+    return outcome, f"{outcome}: the {what} {where}", m, from_interval
 
 
 def judge(claims: list[Claim], datasets: Mapping[str, Any], *, paper: str = "", scenario: str = "",
           preset: str = "", attrs: Mapping[str, Any] | None = None) -> xr.Dataset:
     """One row per claim (dim ``claim``, the claims' ids), computed from ``datasets``:
 
-    - ``outcome``: "holds", "does not hold" or "not testable here"; ``holds`` (bool, false unless it holds);
+    - ``outcome``: "holds", "does not hold", "undecided" or "not testable here" ([`verdict`][]);
+      ``holds`` (bool, false unless it holds);
     - ``value`` (NaN where not testable), ``ci_low``, ``ci_high`` (NaN for point estimates; the
       interval's level, population and method in ``interval``);
     - ``threshold_low``, ``threshold_high``: where the claim holds (infinite for one-sided claims);
     - ``margin``: [`margin`][] of the interval from the threshold, of the value where there is no interval
-      (``margin_from_interval`` false);
+      (``margin_from_interval`` false); ``margin_halfwidths``: the margin in units of the interval's
+      half-width (NaN without an interval);
     - ``verdict``: the outcome in words with the interval and margin, or why it is not testable;
     - ``statement``, ``paper``, ``measure``, ``why``, ``scale``: the claim's texts.
 
@@ -222,16 +262,19 @@ def judge(claims: list[Claim], datasets: Mapping[str, Any], *, paper: str = "", 
         if isinstance(got, str):
             rows.append((UNTESTABLE, math.nan, math.nan, math.nan, math.nan, False, f"{UNTESTABLE}: {got}", ""))
             continue
-        text, m, from_interval = verdict(claim, got)
+        outcome, text, m, from_interval = verdict(claim, got)
         interval = f"{100 * got.level:g}% CI over {got.population} ({got.method})" if got.has_interval else ""
-        rows.append((HOLDS if claim.holds(got.value) else FAILS, got.value, got.low, got.high, m, from_interval,
-                     text, interval))
+        rows.append((outcome, got.value, got.low, got.high, m, from_interval, text, interval))
     outcome, value, low, high, margins, from_interval, texts, intervals = (list(col) for col in zip(*rows))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        half = (np.asarray(high, float) - np.asarray(low, float)) / 2
+        in_halfwidths = np.where(half > 0, np.asarray(margins, float) / half, np.nan)
     text_vars = {name: ("claim", np.asarray([getattr(c, name) for c in claims], dtype=object))
                  for name in ("statement", "paper", "measure", "why", "scale")}
     return xr.Dataset(
         {
-            "outcome": ("claim", np.asarray(outcome, dtype=object), {"long_name": "holds / does not hold / not testable here"}),
+            "outcome": ("claim", np.asarray(outcome, dtype=object),
+                        {"long_name": "holds / does not hold / undecided / not testable here"}),
             "holds": ("claim", np.asarray([o == HOLDS for o in outcome]), {"long_name": "the claim holds"}),
             "value": ("claim", np.asarray(value, float), {"long_name": "measured value (NaN: not testable)"}),
             "ci_low": ("claim", np.asarray(low, float), {"long_name": "lower bound of the value's interval"}),
@@ -247,6 +290,8 @@ def judge(claims: list[Claim], datasets: Mapping[str, Any], *, paper: str = "", 
                 "description": "> 0: the whole interval lies where the claim holds, this far from the threshold; "
                                "< 0: the whole interval lies where it does not hold; 0: the interval straddles the "
                                "threshold; from the value itself where margin_from_interval is false"}),
+            "margin_halfwidths": ("claim", in_halfwidths, {
+                "long_name": "margin in units of the interval's half-width (NaN: no interval)"}),
             "margin_from_interval": ("claim", np.asarray(from_interval, bool),
                                      {"long_name": "margin measured from the interval (false: from the point value)"}),
             "verdict": ("claim", np.asarray(texts, dtype=object)),
@@ -290,6 +335,6 @@ def format_verdicts(ds: xr.Dataset, width: int | None = None) -> str:
                       color_system=None)
     with console.capture() as capture:
         console.print(table)
-    counts = {o: int((ds.outcome == o).sum()) for o in (HOLDS, FAILS, UNTESTABLE)}
+    counts = {o: int((ds.outcome == o).sum()) for o in OUTCOMES}
     summary = ", ".join(f"{n} {o}" for o, n in counts.items() if n)
     return capture.get().rstrip() + f"\n{ds.sizes['claim']} claims: {summary}"

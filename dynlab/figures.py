@@ -300,7 +300,7 @@ def sweep(ds: xr.Dataset):
     return fig
 
 
-VERDICT_COLOURS = {"holds": "tab:green", "does not hold": "tab:red", "not testable here": "0.55"}
+VERDICT_COLOURS = {"holds": "tab:green", "does not hold": "tab:red", "undecided": "tab:orange", "not testable here": "0.55"}
 """The colour of each verdict class on a findings figure."""
 
 

@@ -439,6 +439,22 @@ def half_sample_interval(estimate, replicates, *, n_blocks: int, level: float = 
 # Comparisons
 
 
+def fisher_interval(r: float, n: int, *, level: float = 0.95) -> Interval:
+    r"""Interval of a Pearson correlation ``r`` over ``n`` points by Fisher's z transform:
+
+    $$\tanh\Big(\operatorname{artanh} r \pm \frac{z_{(1+c)/2}}{\sqrt{n - 3}}\Big),$$
+
+    approximate for bivariate normal points, and valid only with ``n >= 4``. Four points give a
+    half-width of 1.96 in z: almost any r is compatible with them."""
+    level = _check_level(level)
+    if n < 4:
+        raise ConfigError(f"a Fisher interval of a correlation needs at least 4 points; got {n}")
+    z = np.arctanh(np.clip(r, -1 + 1e-15, 1 - 1e-15))
+    half = scipy.stats.norm.ppf((1 + level) / 2) / np.sqrt(n - 3)
+    return Interval(r, float(np.tanh(z - half)), float(np.tanh(z + half)), level, f"{n} points",
+                    "Fisher z, bivariate normal", n)
+
+
 def spearman(x, y) -> tuple[float, float, int]:
     r"""Spearman's rank correlation of paired values: ``(rho, p_value, n_pairs)``.
 

@@ -193,7 +193,7 @@ def _count_gap(_datasets) -> Estimate:
         ours = model.param_count()["total"]
         gaps.append(abs(ours - paper) / paper)
         parts.append(f"{name}: {ours:,} vs {paper:,}")
-    return Estimate(max(gaps), note="exact counts; " + "; ".join(parts))
+    return Estimate.exactly(max(gaps), "exact counts; " + "; ".join(parts))
 
 
 def _elm_ahead(datasets) -> Estimate:

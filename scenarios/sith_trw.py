@@ -143,7 +143,9 @@ def _shuffles(quick: bool, n_shuffle: int | None) -> int:
 
 
 def _accuracy(net: str, dilations=None):
-    """Statistic: the lowest zero-shot accuracy of ``net`` over seeds (and ``dilations``, default all)."""
+    """Statistic: the zero-shot accuracy of ``net``, per seed its lowest over the dilations (or its mean
+    over the dilations >= 3^``dilations``), then the mean over seeds with its Student-t interval: the
+    seeds are the replicates, the dilations are what the claim is about."""
 
     def measure(datasets) -> Estimate:
         acc = datasets["accuracy"].accuracy
@@ -154,8 +156,10 @@ def _accuracy(net: str, dilations=None):
             sel = sel.where(sel.dilation >= dilations, drop=True)
             if sel.sizes["dilation"] == 0:
                 raise NotTestable(f"no dilation >= 3^{dilations} in this run")
-            return Estimate(float(sel.mean()), note=f"mean over {sel.sizes['seed']} seed(s) x {sel.sizes['dilation']} dilations")
-        return Estimate(float(sel.min()), note=f"minimum over {sel.sizes['seed']} seed(s) x {sel.sizes['dilation']} dilations")
+            per_seed, what = sel.mean("dilation"), f"per seed: mean over {sel.sizes['dilation']} dilations"
+        else:
+            per_seed, what = sel.min("dilation"), f"per seed: lowest over {sel.sizes['dilation']} dilations"
+        return Estimate.mean_of(per_seed.values, what)
 
     return measure
 
@@ -179,11 +183,11 @@ def _s50_rank(net: str):
     return measure
 
 
-def _params_ratio(datasets) -> float:
+def _params_ratio(datasets) -> Estimate:
     p = datasets["accuracy"].unit_params
     if not {"sith-rnn", "rnn-generic"} <= set(p.network.values):
         raise NotTestable("needs both sith-rnn and rnn-generic (Net 1) in the run")
-    return float(p.sel(network="sith-rnn") / p.sel(network="rnn-generic"))
+    return Estimate.exactly(float(p.sel(network="sith-rnn") / p.sel(network="rnn-generic")), "parameter counts")
 
 
 def claims(params: dict) -> list[Claim]:

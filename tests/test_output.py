@@ -227,7 +227,7 @@ def test_findings_figure_has_one_row_per_claim():
 
     claims = [Claim("a", "A long claim statement that wraps onto more than one line of the figure", "p", "m",
                     lambda d: Estimate(0.7, 0.6, 0.8), lower=0.5),
-              Claim("b", "Another claim", "p", "m", lambda d: 3.0, upper=2.0),
+              Claim("b", "Another claim", "p", "m", lambda d: Estimate(3.0, 2.5, 3.5), upper=2.0),
               Claim("c", "A third claim", "p", "m", untestable)]
     ds = judge(claims, {}, paper="x", scenario="y")
     fig = _drawn(figures.plot_dataset(ds))

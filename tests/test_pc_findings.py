@@ -148,20 +148,22 @@ def test_margin_is_the_signed_distance_of_the_interval_from_the_threshold():
     assert margin(1.25, 1.3, lower=0.8, upper=1.2) == pytest.approx(-0.05)
     assert np.isnan(margin(np.nan, np.nan, lower=0.8))
 
-    text, m, from_interval = verdict(wide, Estimate(0.995, 0.992, 0.998))
-    assert m == pytest.approx(0.002) and from_interval
-    assert text == "holds: 95% CI [0.992, 0.998] lies 0.002 above the threshold 0.99"
-    text, m, _ = verdict(wide, Estimate(0.99, 0.985, 0.995))
-    assert m == 0 and text.startswith("holds, but the 95% CI [0.985, 0.995] straddles the threshold 0.99")
-    text, m, _ = verdict(ranks, Estimate(-0.7, -0.75, -0.65))
-    assert m == pytest.approx(-0.05)
-    assert text == "does not hold: 95% CI [-0.75, -0.65] lies 0.05 above the threshold -0.8"
-    text, m, _ = verdict(slope, Estimate(1.0, 0.9, 1.05))
+    outcome, text, m, from_interval = verdict(wide, Estimate(0.995, 0.992, 0.998))
+    assert m == pytest.approx(0.002) and from_interval and outcome == "holds"
+    assert text == "holds: the 95% CI [0.992, 0.998] lies 0.002 above the threshold 0.99 (0.67 half-widths)"
+    outcome, text, m, _ = verdict(wide, Estimate(0.99, 0.985, 0.995))
+    assert m == 0 and text.startswith("undecided: the 95% CI [0.985, 0.995] straddles the threshold 0.99")
+    outcome, text, m, _ = verdict(ranks, Estimate(-0.7, -0.75, -0.65))
+    assert m == pytest.approx(-0.05) and outcome == "does not hold"
+    assert text == "does not hold: the 95% CI [-0.75, -0.65] lies 0.05 above the threshold -0.8 (1 half-widths)"
+    outcome, text, m, _ = verdict(slope, Estimate(1.0, 0.9, 1.05))
     assert m == pytest.approx(0.1) and "inside the band [0.8, 1.2], 0.1 from its lower end" in text
-    text, m, _ = verdict(slope, Estimate(1.3, 1.25, 1.35))
-    assert m == pytest.approx(-0.05) and text.endswith("lies 0.05 above the upper threshold 1.2")
-    text, m, from_interval = verdict(sp, Estimate(0.8, note="fewer than 2 seeds"))  # one seed: no interval, margin of the value
+    outcome, text, m, _ = verdict(slope, Estimate(1.3, 1.25, 1.35))
+    assert m == pytest.approx(-0.05) and text.endswith("lies 0.05 above the upper threshold 1.2 (1 half-widths)")
+    # one seed: no interval, the margin of the value, and no word
+    outcome, text, m, from_interval = verdict(sp, Estimate(0.8, note="fewer than 2 seeds"))
     assert m == pytest.approx(0.1) and not from_interval and "no interval: fewer than 2 seeds" in text
+    assert outcome == "undecided"
 
 
 def test_findings_store_the_seed_interval_and_its_margin(tmp_path):
@@ -190,7 +192,7 @@ def test_findings_store_the_seed_interval_and_its_margin(tmp_path):
         row = f.isel(claim=3)
         ci = t_interval(seed_means, population="seeds")
         assert float(row.value) == float(sp.mean_cosine.isel(depth=0)[-1])
-        assert bool(row.holds) == (seed_means.mean() < 0.9)
+        assert bool(row.holds) == (ci.high < 0.9)  # decided by the interval, not by the mean
         np.testing.assert_allclose([float(row.ci_low), float(row.ci_high)], [ci.low, ci.high], rtol=1e-12)
         assert float(row.margin) == pytest.approx(max(0.9 - float(ci.high), 0.0), abs=1e-12)
         ci_high.append(float(ci.high))
@@ -198,7 +200,8 @@ def test_findings_store_the_seed_interval_and_its_margin(tmp_path):
             x = f.sel(claim=r)
             assert float(x.margin) == margin(float(x.ci_low), float(x.ci_high), float(x.threshold_low),
                                              float(x.threshold_high))
-            assert str(x.verdict.values).startswith("holds" if bool(x.holds) else "does not hold")
+            assert str(x.verdict.values).startswith(str(x.outcome.values))
+            assert bool(x.holds) == (str(x.outcome.values) == "holds")
         assert f.margin_from_interval.values.all() and all("3 seeds" in str(i) for i in f.interval.values)
     assert ci_high[0] < ci_high[1] < 0.9 < ci_high[2]
     assert "straddles the threshold 0.9" in str(f.verdict.values[3]) and float(f.margin.values[3]) == 0
@@ -212,4 +215,4 @@ def test_findings_store_the_seed_interval_and_its_margin(tmp_path):
         assert "leave-one-seed-out jackknife" in str(back.interval.values[0])
     table = format_verdicts(f, width=160)
     assert all(h in table for h in ("claim", "paper", "dynlab", "scale", "verdict"))
-    assert "5 claims: 5 holds" in table and "straddles the threshold 0.9" in table
+    assert "5 claims: 4 holds, 1 undecided" in table and "straddles the threshold 0.9" in table

@@ -59,12 +59,15 @@ def _list() -> None:
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
 @data_dir_option
 def reproduce(paper, list_, preset, sets, out, quiet):
-    """Run every scenario of PAPER and print each claim's verdict: holds / does not hold / not testable here.
+    """Run every scenario of PAPER and print each claim's verdict: holds / does not hold / undecided /
+    not testable here.
 
     Each scenario writes its datasets, figures and findings.nc into its own folder; the verdicts of
     all of them are also written to findings.nc at the top. The table's scale column says what the
     run substitutes for the paper (data, sizes, steps): the laptop preset runs CPU sizes, so a claim
     that holds at the paper's scale may not hold here, and the verdict says so rather than hiding it.
+    A verdict is decided by the claim's interval: one that straddles the threshold, or a point
+    estimate from one seed, is undecided.
     'dynlab reproduce --list' shows the papers, their claims and each preset's cost.
     """
     if list_:
@@ -79,7 +82,7 @@ def reproduce(paper, list_, preset, sets, out, quiet):
     import xarray as xr
 
     from dynlab import store
-    from dynlab.claims import format_verdicts
+    from dynlab.claims import OUTCOMES, format_verdicts
 
     scenarios = paper_scenarios(paper, preset=preset, sets=sets)[paper]
     if not scenarios:
@@ -102,7 +105,7 @@ def reproduce(paper, list_, preset, sets, out, quiet):
         combined.attrs = {"analysis": "findings", "paper": paper, "preset": scenarios[0].preset,
                           "scenarios": ", ".join(s.name for s in scenarios)}
         store.write_dataset(out_dir / "findings.nc", combined)
-        counts = {o: int((combined.outcome == o).sum()) for o in ("holds", "does not hold", "not testable here")}
+        counts = {o: int((combined.outcome == o).sum()) for o in OUTCOMES}
         click.echo(f"{paper}: {combined.sizes['claim']} claims over {len(tables)} scenario(s): "
                    + ", ".join(f"{n} {o}" for o, n in counts.items() if n) + f"; findings in {out_dir / 'findings.nc'}")
     return 0
