@@ -445,3 +445,35 @@ def test_kaplan_yorke_edge_cases():
     np.testing.assert_allclose(batch, [2 + 0.9056 / 14.5723, 0.0])
     positive = sum_positive_exponents([[0.2, 0.1, -1.0], [-0.1, -np.inf, -2.0]])
     np.testing.assert_allclose(positive, [0.3, 0.0], rtol=1e-15)
+
+
+def test_float32_rounding_floor_is_reported_and_float64_resolves_it():
+    """#38 item 13: a random tanh network at gain 5 saturates, and float32 cannot resolve its smallest
+    exponents (tanh' loses its digits and rounds to 0 past |x| ~ 9; at XLA's default optimisation
+    the smallest comes out as -inf). That must be said, with the advice to use x64; float64 must
+    then differ (the warning was needed) and stay finite. At gain 1.5 nothing is said, and float32
+    agrees with float64 (the warning is not a false alarm)."""
+    import warnings
+
+    from dynlab.analyses.lyapunov import lyapunov_replicates
+
+    n = 50
+    h0 = jax.random.normal(jax.random.key(2), (2, 1, n))
+    for gain in (5.0, 1.5):
+        w = gain * jax.random.normal(jax.random.key(1), (n, n)) / np.sqrt(n)
+        means, half, said = {}, {}, {}
+        for x64 in (False, True):
+            with warnings.catch_warnings(record=True) as caught, jax.enable_x64(x64):
+                warnings.simplefilter("always")
+                step = lambda h, x: jnp.tanh(w.astype(h.dtype) @ h + x)  # noqa: E731
+                ds = lyapunov_replicates(step, h0, jnp.zeros((2, 1000, n)), n, population="stretches", burn_in=200,
+                                         x64=x64)
+            means[x64], half[x64] = ds["mean"].values, (ds.ci_high.values - ds.ci_low.values) / 2
+            said[x64] = [str(c.message) for c in caught if "rounding floor" in str(c.message)]
+        assert np.isfinite(means[True]).all() and not said[True]
+        if gain == 5.0:
+            assert len(said[False]) == 1 and "exponents" in said[False][0] and "--x64" in said[False][0]
+            assert abs(means[False][-1] - means[True][-1]) > 1.0
+        else:
+            assert not said[False]  # and the two precisions agree within their intervals (chaotic: other trajectories)
+            assert (np.abs(means[False] - means[True]) <= half[False] + half[True]).all()

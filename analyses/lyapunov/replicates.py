@@ -175,6 +175,38 @@ def _replicates_core(
     return jax.vmap(one_realisation, in_axes=(0, 0, 0, 0 if per_realisation else None))(h0s, inputs, keys, q0)
 
 
+FLOAT32_FLOOR = float(np.log(100 * np.finfo(np.float32).eps))
+r"""$\ln(100\,\varepsilon_{32}) \approx -11.3$: in float32 an exponent this far below $\lambda_1$ is at the
+rounding floor (see [`_warn_unresolved`][])."""
+
+
+def _warn_unresolved(exponents: np.ndarray, x64: bool) -> None:
+    r"""Warn when float32 cannot resolve the smallest exponents.
+
+    A QR step measures each direction's stretch $|R_{ii}|$ only to about $\varepsilon\,\|J\|$
+    (Householder QR is backward stable), so an exponent with $\lambda_i - \lambda_1 <
+    \ln(100\,\varepsilon)$ [`FLOAT32_FLOOR`][] is at float32's rounding floor, and saturated units
+    make it worse: float32 $\tanh'(x) = 1 - \tanh^2 x$ loses its digits as $|x|$ grows and is exactly
+    0 past $|x| \approx 9$ (then the exponent is $-\infty$). Measured on a random tanh network of 50
+    units at gain 5: float32 gives $-15.0$ for the smallest exponent where float64 gives $-20.9$; at
+    gain 3 and XLA's default optimisation, $-\infty$ against $-11.2$. The warning names the
+    exponents and advises float64; float64's floor ($\approx -32$) is not checked."""
+    if x64:
+        return
+    with np.errstate(invalid="ignore"):
+        low = (exponents - exponents[..., :1] < FLOAT32_FLOOR) | np.isneginf(exponents)
+    low = low.reshape(-1, exponents.shape[-1]).any(axis=0)
+    if not low.any():
+        return
+    which = np.flatnonzero(low) + 1
+    names = f"exponent {which[0]}" if which.size == 1 else f"exponents {which[0]}..{which[-1]}" \
+        if which.size == which[-1] - which[0] + 1 else f"exponents {', '.join(map(str, which))}"
+    infinite = " (some are -inf)" if np.isneginf(exponents).any() else ""
+    warnings.warn(f"{names} lie more than {-FLOAT32_FLOOR:.1f} below lambda_1{infinite}, at float32's rounding "
+                  "floor (saturated units: float32 tanh' is exactly 0 past |x| ~ 9), so they are not resolved; "
+                  "rerun with --x64 (x64=True)", RuntimeWarning, stacklevel=3)
+
+
 def lyapunov_replicates(
     step: StepFn,
     h0s: PyTree,
@@ -283,6 +315,7 @@ def lyapunov_replicates(
             RuntimeWarning,
             stacklevel=2,
         )
+    _warn_unresolved(exponents, x64)
     times = _qr_times(steps - burn_in, reortho_every)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices give NaN by design
