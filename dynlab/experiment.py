@@ -57,7 +57,9 @@ def validate(config: dict) -> dict:
     unit = registry.get("unit", model.get("unit", DEFAULT_UNIT)).obj
     from dynlab.models import SequenceModel
 
-    model_keys = {k: v for k, v in model.items() if k != "unit"}
+    if WIDTH in model:
+        config["model"] = model = sized_section(model.get("unit", DEFAULT_UNIT), model)
+    model_keys = {k: v for k, v in model.items() if k not in ("unit", WIDTH)}
     registry.check_config("model", unit, model_keys, extra=registry.config_keys(SequenceModel))
     for k in ("input_size", "output_size"):
         if k in model:
@@ -70,6 +72,36 @@ def validate(config: dict) -> dict:
         raise ConfigError("rule.loss is set by the task; remove it from the config")
     registry.check_config("train", TrainConfig, config["train"])
     return config
+
+
+WIDTH = "width"
+"""``model.width``: one size every unit understands ([`sized_section`][])."""
+
+
+def sized_section(unit: str, model: dict) -> dict:
+    """The ``[model]`` section with ``width`` expanded into the unit's own size keys.
+
+    ``model.width`` is the number of neurons that carry the recurrent computation; each unit maps
+    it onto its keys (``unit.sized(width)``, [`dynlab.units.base.Cell.sized`][]: ARU ``hidden``
+    and ``n_g``, ELM neuron ``d_m``, block-diagonal ``n_blocks`` x ``block_size``, …), so a sweep
+    over ``model.unit`` at one width needs no table per unit. ``width`` stays in the section (the
+    stored config says what was asked) beside the keys it set; a key given as well must agree
+    with it, else a [`ConfigError`][] names both. A width the unit cannot take, or a unit that
+    declares no mapping, is a [`ConfigError`][] too.
+    """
+    sized = getattr(registry.get("unit", unit).obj, "sized", None)
+    if sized is None:
+        raise ConfigError(f"unit {unit!r} declares no width (no sized(width)); give its own size keys "
+                          "instead of model.width")
+    try:
+        keys = sized(model[WIDTH])
+    except ConfigError as e:
+        raise ConfigError(f"unit {unit!r}: {e}") from None
+    for k, v in keys.items():
+        if k in model and model[k] != v:
+            raise ConfigError(f"model.width = {model[WIDTH]} sets model.{k} = {v!r}, but model.{k} = {model[k]!r} "
+                              "is given too; give one of them")
+    return {**model, **keys}
 
 
 def check(config: dict) -> None:
@@ -89,6 +121,7 @@ def build(config: dict) -> Experiment:
     config = validate(config)
     model_cfg, task_cfg, rule_cfg = dict(config["model"]), dict(config["task"]), dict(config["rule"])
     unit = model_cfg.pop("unit", DEFAULT_UNIT)
+    model_cfg.pop(WIDTH, None)  # expanded into the unit's keys by validate
     task_name = task_cfg.pop("name", DEFAULT_TASK)
     task = registry.build("task", task_name, **task_cfg)
     # Record the task's defaults too, so that a run's config names the exact data it saw

@@ -29,7 +29,7 @@ from jaxtyping import Array, PRNGKeyArray
 
 from dynlab.errors import ConfigError, require_positive
 from dynlab.registry import register
-from dynlab.units.base import Cell, add_drive, count_params
+from dynlab.units.base import Cell, add_drive, count_params, width_multiple
 
 
 N_MIN = 0.5
@@ -284,7 +284,7 @@ class ARUCell(_Recurrent):
     @classmethod
     def sized(cls, width: int) -> dict:
         """``hidden = width`` and ``n_g = width / 8`` (the paper's N_g / N_h), at least 2."""
-        return {"hidden": width, "n_g": max(2, width // 8)}
+        return {"hidden": width_multiple(width, 1), "n_g": max(2, width // 8)}
 
     w_ag: Array
     w_gg: Array

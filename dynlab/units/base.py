@@ -18,6 +18,21 @@ import jax.numpy as jnp
 from jaxtyping import Array, PyTree
 
 
+def width_multiple(width, multiple: int) -> int:
+    """``width`` if it is a positive multiple of ``multiple``; otherwise a one-line
+    [`ConfigError`][dynlab.errors.ConfigError] saying what it must be and the nearest widths."""
+    from dynlab.errors import ConfigError
+
+    if isinstance(width, bool) or not isinstance(width, int) or width < multiple or width % multiple:
+        near = ""
+        if isinstance(width, int) and not isinstance(width, bool) and width > 0:
+            below, above = width // multiple * multiple, (width // multiple + 1) * multiple
+            near = f" (nearest: {', '.join(str(w) for w in (below, above) if w >= multiple)})"
+        what = "a positive integer" if multiple == 1 else f"a positive multiple of {multiple}"
+        raise ConfigError(f"model.width must be {what}, got {width!r}{near}")
+    return width
+
+
 class Cell(eqx.Module):
     """Base class of all units. Subclasses set ``input_size`` and ``hidden`` (the layer width)."""
 
@@ -34,8 +49,11 @@ class Cell(eqx.Module):
     def sized(cls, width: int) -> dict:
         """The unit's config keys that build it at ``width``: the number of neurons that carry the
         recurrent computation (what cross-unit comparisons hold equal). Default ``hidden = width``;
-        units whose width is made of other keys override it and document the mapping."""
-        return {"hidden": width}
+        units whose width is made of other keys override it and document the mapping. A width the
+        unit cannot take exactly is a [`ConfigError`][dynlab.errors.ConfigError] naming the nearest
+        ones ([`width_multiple`][]), never rounded silently. ``model.width`` in a config or a
+        scenario is expanded through it ([`dynlab.experiment.validate`][])."""
+        return {"hidden": width_multiple(width, 1)}
 
     @property
     def output_size(self) -> int:

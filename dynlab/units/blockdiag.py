@@ -22,7 +22,7 @@ from jaxtyping import PRNGKeyArray
 
 from dynlab.errors import ConfigError, require_positive
 from dynlab.registry import register
-from dynlab.units.base import Cell, add_drive
+from dynlab.units.base import Cell, add_drive, width_multiple
 
 
 @register("unit", "blockdiag", "block-diagonal RNN: n_blocks dense blocks (optionally shared), tanh/relu/none")
@@ -31,8 +31,8 @@ class BlockDiagCell(Cell):
 
     @classmethod
     def sized(cls, width: int) -> dict:
-        """4 dense blocks of ``width / 4`` neurons."""
-        return {"n_blocks": 4, "block_size": max(1, width // 4)}
+        """4 dense blocks of ``width / 4`` neurons (``width`` a multiple of 4)."""
+        return {"n_blocks": 4, "block_size": width_multiple(width, 4) // 4}
 
     blocks: jax.Array
     w_xh: jax.Array

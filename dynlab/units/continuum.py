@@ -75,7 +75,7 @@ from jaxtyping import Array, PRNGKeyArray
 from dynlab.errors import ConfigError, require_positive
 from dynlab.registry import register
 from dynlab.units.sith import SITH, check_taus, diagonal_scan, tau_grid
-from dynlab.units.base import TauExtensible
+from dynlab.units.base import TauExtensible, width_multiple
 from dynlab.units.stack import LayerStack, _uniform
 
 def _dense_scan(R, b):
@@ -115,7 +115,7 @@ class GenericRNN(LayerStack):
     @classmethod
     def sized(cls, width: int) -> dict:
         """``hidden = width`` (the dense recurrent layer shared by the 4 layers)."""
-        return {"hidden": width}
+        return {"hidden": width_multiple(width, 1)}
 
     R: Array
     I: Array

@@ -63,7 +63,7 @@ from jaxtyping import Array, PRNGKeyArray
 
 from dynlab.errors import ConfigError, require_positive
 from dynlab.registry import register
-from dynlab.units.base import Cell, add_drive
+from dynlab.units.base import Cell, add_drive, width_multiple
 from dynlab.units.sith import tau_grid
 
 MLP_ACTIVATIONS = ("relu", "relu2")
@@ -179,7 +179,7 @@ class ELMCell(Cell):
     @classmethod
     def sized(cls, width: int) -> dict:
         """``d_m = width`` memory units of one ELM neuron (the neuron paper's Eq. 1)."""
-        return {"d_m": width}
+        return {"d_m": width_multiple(width, 1)}
 
     mlp: NeuronMLP
     theta_tau: Array | None

@@ -97,7 +97,7 @@ from dynlab.errors import ConfigError, require_positive
 from dynlab.registry import defaults, register
 from dynlab.units.activity import Activity, AdaptiveGamma, ReluActivity, SpikingActivity
 from dynlab.units.aru import N_MIN, GainController
-from dynlab.units.base import Regularised, add_drive
+from dynlab.units.base import Regularised, add_drive, width_multiple
 from dynlab.units.elm import MLP_ACTIVATIONS, NeuronMLP, check_branches, check_tau_range, memory_gains
 from dynlab.units.regularisers import ACTIVITY_L1, MLP_L2, ActivityL1, MlpL2, Regulariser
 from dynlab.units.sith import tau_grid
@@ -254,7 +254,7 @@ class ElmNet(Regularised):
     def sized(cls, width: int) -> dict:
         """``hidden = width`` ELM neurons with ``d_m = 5``, ``d_tree = 8``, ``d_branch = 4`` (32
         synapses each; the SHD-Adding reference has 300, 10x the cost)."""
-        return {"hidden": width, "d_m": 5, "d_tree": 8, "d_branch": 4}
+        return {"hidden": width_multiple(width, 1), "d_m": 5, "d_tree": 8, "d_branch": 4}
 
     layer: ElmLayer
     readout_layer: ElmLayer

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 from jaxtyping import Array
 
 from dynlab.errors import ConfigError, require_positive
-from dynlab.units.base import Cell
+from dynlab.units.base import Cell, width_multiple
 
 ACTIVATIONS = ("none", "relu", "tanh")
 HIDDEN_INPUTS = ("hold", "pulse")
@@ -55,8 +55,9 @@ class LayerStack(Cell):
     @classmethod
     def sized(cls, width: int) -> dict:
         """``n_features = width / 4`` features per layer, each with ``n_taus = 16`` time cells (the
-        SITH-RNN sizing of the cross-unit scenarios); stacks with a dense hidden layer override it."""
-        return {"n_features": max(1, width // 4), "n_taus": 16}
+        SITH-RNN sizing of the cross-unit scenarios; ``width`` a multiple of 4); stacks with a dense
+        hidden layer override it."""
+        return {"n_features": width_multiple(width, 4) // 4, "n_taus": 16}
 
     n_features: int = eqx.field(static=True)
     layers: int = eqx.field(static=True)
