@@ -77,10 +77,10 @@ class Estimate:
         return math.isfinite(self.low) and math.isfinite(self.high)
 
     @classmethod
-    def mean_of(cls, values, what: str = "", population: str = "seeds") -> Estimate:
+    def mean_of(cls, values, what: str = "", population: str = "seeds", level: float = 0.95) -> Estimate:
         """The mean of independent per-replicate values (e.g. one per seed; NaN left out) with their
-        Student-t interval ([`dynlab.statistics.t_interval`][]); ``what`` says what each value is.
-        One finite value gives a point estimate; none raises [`NotTestable`][]."""
+        Student-t interval at ``level`` ([`dynlab.statistics.t_interval`][]); ``what`` says what
+        each value is. One finite value gives a point estimate; none raises [`NotTestable`][]."""
         from dynlab.statistics import t_interval
 
         values = np.asarray(values, float)
@@ -89,7 +89,7 @@ class Estimate:
             raise NotTestable(f"no finite value over the {population}")
         if n < 2:
             return cls(float(np.nanmean(values)), note="; ".join(filter(None, [f"one of the {population} only", what])))
-        ci = t_interval(values, population=population, allow_fewer=True)
+        ci = t_interval(values, population=population, allow_fewer=True, level=level)
         return cls(float(ci.estimate), float(ci.low), float(ci.high), level=ci.level, population=ci.population,
                    method="; ".join(filter(None, [ci.method, what])))
 

@@ -473,6 +473,29 @@ def spearman(x, y) -> tuple[float, float, int]:
     return float(res.statistic), float(res.pvalue), int(keep.sum())
 
 
+def welch_interval(x, y, *, level: float = 0.95) -> Interval | None:
+    r"""Interval of the difference of two means $\bar x - \bar y$ without assuming equal variances:
+
+    $$\bar x - \bar y \pm t_{(1+c)/2,\,\nu}\sqrt{s_x^2/n_x + s_y^2/n_y},$$
+
+    with the Welch–Satterthwaite degrees of freedom $\nu$. NaNs are dropped; ``None`` when a side
+    has fewer than 2 values."""
+    level = _check_level(level)
+    x, y = (np.asarray(v, float).ravel() for v in (x, y))
+    x, y = x[np.isfinite(x)], y[np.isfinite(y)]
+    if min(x.size, y.size) < 2:
+        return None
+    vx, vy = x.var(ddof=1) / x.size, y.var(ddof=1) / y.size
+    se = np.sqrt(vx + vy)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        nu = (vx + vy) ** 2 / (vx ** 2 / (x.size - 1) + vy ** 2 / (y.size - 1))
+    nu = nu if np.isfinite(nu) else float(x.size + y.size - 2)  # two constant sides: zero width
+    half = float(scipy.stats.t.ppf((1 + level) / 2, nu) * se)
+    d = float(x.mean() - y.mean())
+    return Interval(d, d - half, d + half, level, f"{x.size} and {y.size} values", "Welch t, difference of means",
+                    x.size + y.size)
+
+
 def welch(x, y) -> tuple[float, float]:
     r"""Welch's t-test of equal means without assuming equal variances: ``(t, two-sided p)``.
 

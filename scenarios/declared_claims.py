@@ -1,0 +1,323 @@
+r"""Claims declared in a scenario file, judged on the datasets the scenario writes.
+
+A study states what it expects in its TOML, next to what it runs; nothing in it is imported or
+evaluated. Each ``[[claims]]`` table is a selection, a reduction and a comparison:
+
+```toml
+[[claims]]
+id = "stable-when-trained"
+statement = "The trained lambda_1 of every unit is below 0"
+variable = "lyapunov_largest_mean"   # a variable of the dataset (default: the sweep's, sweep.nc)
+where = { stage = "trained" }        # coordinates to select (a value, or a list of values)
+over = "seed"                        # the replicates: mean over them with its Student-t interval
+for_each = "model.unit"              # the claim is about every value of these axes
+below = 0.0                          # or above, at_most, at_least, between = [a, b]
+
+[[claims]]
+id = "seeds-closer-than-units"
+statement = "Two seeds of one unit are closer than two units"
+dataset = "dsa"                      # an analysis across cells
+variable = "within_distance"
+minus = { variable = "between_distance" }   # compare with another selection: A - B
+below = 0.0
+```
+
+The statistic is the mean over ``over`` (default ``seed`` when the dataset has it) of the
+selection, or of its difference from the ``minus`` selection (paired over ``over`` when both have
+it, else Welch's interval of the difference of the two means), with its interval. With
+``for_each``, each group is judged and the claim takes the verdict of its weakest group (the
+smallest margin, [`dynlab.claims.margin`][]): it holds when every group's interval clears the
+threshold, does not hold when one group's interval lies wholly on the other side, and is
+undecided otherwise. The groups' intervals are Bonferroni-adjusted ($1 - 0.05/G$ each for $G$
+groups), so the verdict on all of them together is wrong at most one time in twenty. The verdict rule is [`dynlab.claims.verdict`][]'s: a word only when the
+interval decides it.
+
+[`parse_claims`][] checks each table where the TOML text becomes a value; [`check_claims`][]
+checks the names it uses against the scenario (its axes and analyses) before any work, so a claim
+naming an unknown coordinate, value or dataset is one line and exit 2; [`to_claims`][] makes the
+[`dynlab.claims.Claim`][] values that [`dynlab.claims.judge`][] judges into ``findings.nc``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import re
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from dynlab.claims import Claim, Estimate, NotTestable, margin
+from dynlab.errors import ConfigError
+
+LEVEL = 0.95
+"""The confidence of a claim's verdict: with ``for_each``, of all its groups' intervals together."""
+
+SWEEP = "sweep"
+"""The default dataset: the merged sweep (``sweep.nc``)."""
+
+THRESHOLDS = {"below": ("upper", True), "above": ("lower", True), "at_most": ("upper", False),
+              "at_least": ("lower", False)}
+"""Threshold keys: which side they bound and whether the bound is strict."""
+
+KEYS = {"id", "statement", "variable", "dataset", "where", "over", "for_each", "minus", "between", "paper", "why",
+        *THRESHOLDS}
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Selection:
+    """A variable of a dataset at some coordinates."""
+
+    variable: str
+    where: dict[str, Any]
+
+    def of(self, ds: xr.Dataset) -> xr.DataArray:
+        if self.variable not in ds.data_vars:
+            numeric = sorted(str(v) for v, x in ds.data_vars.items() if x.dtype.kind in "fiub")
+            raise NotTestable(f"the dataset has no variable {self.variable!r}; numeric variables: "
+                              f"{', '.join(numeric[:12])}{', …' if len(numeric) > 12 else ''}")
+        da = ds[self.variable]
+        for dim, value in self.where.items():
+            if dim not in da.coords:
+                raise NotTestable(f"{self.variable} has no coordinate {dim!r} (its dims: {', '.join(map(str, da.dims))})")
+            along = da[dim].dims[0] if da[dim].dims else None
+            if along is None:  # a scalar coordinate: it matches or not
+                if da[dim].item() not in (value if isinstance(value, list) else [value]):
+                    raise NotTestable(f"no {dim} = {value!r} in this run")
+                continue
+            keep = np.flatnonzero(np.isin(da[dim].values, value if isinstance(value, list) else [value]))
+            if keep.size == 0:
+                raise NotTestable(f"no {dim} = {value!r} in this run")
+            da = da.isel({along: keep})
+            if not isinstance(value, list) and along == dim:
+                da = da.squeeze(dim, drop=True)
+        return da
+
+
+@dataclasses.dataclass(frozen=True)
+class DeclaredClaim:
+    """One ``[[claims]]`` table of a scenario, checked."""
+
+    id: str
+    statement: str
+    dataset: str
+    selection: Selection
+    over: str | None
+    for_each: tuple[str, ...]
+    minus: Selection | None
+    lower: float = -math.inf
+    upper: float = math.inf
+    strict: bool = False
+    paper: str = ""
+    why: str = ""
+
+    @property
+    def names(self) -> set[str]:
+        """Every coordinate name the claim uses."""
+        used = set(self.selection.where) | set(self.for_each) | ({self.over} if self.over else set())
+        return used | (set(self.minus.where) if self.minus else set())
+
+
+def _text(where: str, value, *, required: bool = True) -> str:
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or not value.strip() or "\n" in value:
+        raise ConfigError(f"{where} must be a one-line string, got {value!r}")
+    return value
+
+
+def _number(where: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"{where} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def _where(where: str, table) -> dict[str, Any]:
+    if table is None:
+        return {}
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where} must be a table of coordinate = value, got {table!r}")
+    for k, v in table.items():
+        values = v if isinstance(v, list) else [v]
+        if not values or not all(isinstance(x, (str, int, float)) and not isinstance(x, bool) for x in values):
+            raise ConfigError(f"{where}.{k} must be a value or a non-empty list of values, got {v!r}")
+    return dict(table)
+
+
+def parse_claim(entry: dict, index: int) -> DeclaredClaim:
+    """One ``[[claims]]`` table as a [`DeclaredClaim`][], or a one-line [`ConfigError`][] naming
+    the key that is wrong and what is valid."""
+    where = f"claims[{index}]"
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{where} must be a table, got {entry!r}")
+    unknown = sorted(set(entry) - KEYS)
+    if unknown:
+        raise ConfigError(f"unknown key {where}.{unknown[0]}; valid keys: {', '.join(sorted(KEYS))}")
+    for key in ("id", "statement", "variable"):
+        if key not in entry:
+            raise ConfigError(f"{where} needs {key!r}")
+    claim_id = entry["id"]
+    if not isinstance(claim_id, str) or not _ID.match(claim_id):
+        raise ConfigError(f"{where}.id must be a short name of letters, digits, '-', '_' or '.', got {claim_id!r}")
+    where = f"claims.{claim_id}"
+    sides = [k for k in (*THRESHOLDS, "between") if k in entry]
+    if len(sides) != 1:
+        raise ConfigError(f"{where} needs exactly one threshold of below, above, at_most, at_least, between; "
+                          f"got {', '.join(sides) or 'none'}")
+    lower, upper, strict = -math.inf, math.inf, False
+    if sides[0] == "between":
+        band = entry["between"]
+        if not isinstance(band, list) or len(band) != 2:
+            raise ConfigError(f"{where}.between must be [low, high], got {band!r}")
+        lower, upper = (_number(f"{where}.between", b) for b in band)
+        if not lower < upper:
+            raise ConfigError(f"{where}.between must have low < high, got {band!r}")
+    else:
+        side, strict = THRESHOLDS[sides[0]]
+        value = _number(f"{where}.{sides[0]}", entry[sides[0]])
+        lower, upper = (value, math.inf) if side == "lower" else (-math.inf, value)
+    for_each = entry.get("for_each", [])
+    for_each = [for_each] if isinstance(for_each, str) else for_each
+    if not isinstance(for_each, list) or not all(isinstance(f, str) and f for f in for_each):
+        raise ConfigError(f"{where}.for_each must be a coordinate name or a list of them, got {entry['for_each']!r}")
+    minus = entry.get("minus")
+    if minus is not None:
+        if not isinstance(minus, dict) or set(minus) - {"variable", "where"}:
+            raise ConfigError(f"{where}.minus must be a table of variable and/or where, got {minus!r}")
+        minus = Selection(_text(f"{where}.minus.variable", minus.get("variable", entry["variable"])),
+                          _where(f"{where}.minus.where", minus.get("where")))
+    over = entry.get("over", "seed")
+    if over is not None and not (isinstance(over, str) and over):
+        raise ConfigError(f"{where}.over must be a coordinate name, got {over!r}")
+    return DeclaredClaim(
+        id=claim_id, statement=_text(f"{where}.statement", entry["statement"]),
+        dataset=_text(f"{where}.dataset", entry.get("dataset", SWEEP)),
+        selection=Selection(_text(f"{where}.variable", entry["variable"]), _where(f"{where}.where", entry.get("where"))),
+        over=over, for_each=tuple(for_each), minus=minus, lower=lower, upper=upper, strict=strict,
+        paper=_text(f"{where}.paper", entry.get("paper"), required=False),
+        why=_text(f"{where}.why", entry.get("why"), required=False))
+
+
+def parse_claims(entries) -> tuple[DeclaredClaim, ...]:
+    """The ``[[claims]]`` array of a scenario, every table checked ([`parse_claim`][]); ids unique."""
+    if entries is None:
+        return ()
+    if not isinstance(entries, list):
+        raise ConfigError(f"claims must be an array of tables ([[claims]]), got {entries!r}")
+    claims = tuple(parse_claim(e, i) for i, e in enumerate(entries))
+    ids = [c.id for c in claims]
+    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    if repeated:
+        raise ConfigError(f"claim id {repeated[0]!r} is given twice; ids must be unique")
+    return claims
+
+
+def check_claims(claims, coordinates: dict[str, dict[str, list]]) -> None:
+    """Check the names the claims use before any work: each claim's dataset is one the scenario
+    writes, and each coordinate it names (``where``, ``over``, ``for_each``) is one of that
+    dataset's, with ``where`` values among the coordinate's values.
+
+    ``coordinates``: dataset name -> {coordinate name -> its values, or ``None`` when the values
+    are known only after the run}. A mistake is a one-line [`ConfigError`][] naming what is valid.
+    """
+    for claim in claims:
+        if claim.dataset not in coordinates:
+            raise ConfigError(f"claims.{claim.id}.dataset {claim.dataset!r} is not written by this scenario; "
+                              f"datasets: {', '.join(sorted(coordinates))}")
+        known = coordinates[claim.dataset]
+        over_default = claim.over == "seed" and "seed" not in known  # the default: no seeds, no reduction over them
+        for name in sorted(claim.names - ({"seed"} if over_default else set())):
+            if name not in known:
+                raise ConfigError(f"claims.{claim.id} names the coordinate {name!r}, which {claim.dataset} does not "
+                                  f"have; coordinates: {', '.join(sorted(known)) or '(none)'}")
+        for selection in (claim.selection, claim.minus):
+            for dim, value in (selection.where if selection else {}).items():
+                valid = known[dim]
+                if valid is None:
+                    continue
+                for v in value if isinstance(value, list) else [value]:
+                    if v not in valid:
+                        raise ConfigError(f"claims.{claim.id}: {dim} = {v!r} is not in this scenario; "
+                                          f"values: {', '.join(map(repr, valid))}")
+
+
+def _replicates(da: xr.DataArray, over: str | None, where: str) -> np.ndarray:
+    """The values of ``da`` along ``over`` (its only dim left), or its single value."""
+    rest = [d for d in da.dims if d != over]
+    if rest:
+        raise NotTestable(f"{where} leaves {', '.join(map(str, rest))} unreduced; name them in where, over or "
+                          "for_each")
+    return np.atleast_1d(np.asarray(da.values, float))
+
+
+def _estimate(a: xr.DataArray, b: xr.DataArray | None, over: str | None, what: str, level: float) -> Estimate:
+    over_a = over if over in a.dims else None
+    x = _replicates(a, over_a, what)
+    if b is None:
+        return Estimate.mean_of(x, population=over or "replicates", level=level)
+    over_b = over if over in b.dims else None
+    y = _replicates(b, over_b, what)
+    if over_a and over_b and a[over].size == b[over].size and (a[over].values == b[over].values).all():
+        return Estimate.mean_of(x - y, f"paired over {over}", population=over, level=level)
+    from dynlab.statistics import welch_interval
+
+    ci = welch_interval(x, y, level=level)
+    if ci is None:
+        return Estimate(float(np.nanmean(x) - np.nanmean(y)), note="fewer than 2 values on a side")
+    return Estimate(float(ci.estimate), float(ci.low), float(ci.high), level=ci.level, population=ci.population,
+                    method=ci.method)
+
+
+def _statistic(claim: DeclaredClaim):
+    def measure(datasets) -> Estimate:
+        ds = datasets.get(claim.dataset)
+        if ds is None:
+            raise NotTestable(f"{claim.dataset} was not written (see the run's messages)")
+        a = claim.selection.of(ds)
+        b = claim.minus.of(ds) if claim.minus else None
+        if not claim.for_each:
+            return _estimate(a, b, claim.over, claim.id, LEVEL)
+        for dim in claim.for_each:
+            if dim not in a.dims:
+                raise NotTestable(f"{claim.selection.variable} has no dim {dim!r} to take each value of")
+        groups = list(itertools.product(*(a[d].values.tolist() for d in claim.for_each)))
+        level = 1 - (1 - LEVEL) / len(groups)  # Bonferroni: every group's interval at once covers at LEVEL
+        weakest, weakest_margin, label = None, math.inf, ""
+        n = 0
+        for values in groups:
+            at = dict(zip(claim.for_each, values))
+            e = _estimate(a.sel(at), None if b is None else (b.sel(at) if all(d in b.dims for d in at) else b),
+                          claim.over, f"{claim.id} at {at}", level)
+            lo, hi = (e.low, e.high) if e.has_interval else (e.value, e.value)
+            m = margin(lo, hi, claim.lower, claim.upper)
+            m = -math.inf if not math.isfinite(e.value) else (0.0 if math.isnan(m) else m)
+            n += 1
+            if weakest is None or m < weakest_margin or (not e.has_interval and m == weakest_margin):
+                weakest, weakest_margin = e, m
+                label = ", ".join(f"{k}={v}" for k, v in at.items())
+        note = f"weakest of {n} groups: {label}; each interval at {100 * level:.3g}% (Bonferroni)"
+        return dataclasses.replace(weakest, note="; ".join(filter(None, [weakest.note, note])),
+                                   method="; ".join(filter(None, [weakest.method, note])))
+
+    return measure
+
+
+def to_claims(declared, scale: str = "") -> list[Claim]:
+    """The [`dynlab.claims.Claim`][] of each declared claim, for [`dynlab.claims.judge`][]."""
+    out = []
+    for c in declared:
+        what = f"mean over {c.over}" if c.over else "the value"
+        measure = f"{c.selection.variable}{_where_text(c.selection.where)}"
+        if c.minus:
+            measure += f" minus {c.minus.variable}{_where_text(c.minus.where)}"
+        measure += f", {what}" + (f", for each {', '.join(c.for_each)} (the weakest decides)" if c.for_each else "")
+        out.append(Claim(c.id, c.statement, c.paper or "declared in the scenario", measure, _statistic(c),
+                         lower=c.lower, upper=c.upper, strict=c.strict, why=c.why, scale=scale))
+    return out
+
+
+def _where_text(where: dict) -> str:
+    return f" at {', '.join(f'{k}={v}' for k, v in where.items())}" if where else ""
