@@ -177,7 +177,7 @@ def _replicates_core(
 
 FLOAT32_FLOOR = float(np.log(100 * np.finfo(np.float32).eps))
 r"""$\ln(100\,\varepsilon_{32}) \approx -11.3$: in float32 an exponent this far below $\lambda_1$ is at the
-rounding floor (see [`_warn_unresolved`][])."""
+rounding floor (see `_warn_unresolved`)."""
 
 
 def _warn_unresolved(exponents: np.ndarray, x64: bool) -> None:
