@@ -9,6 +9,8 @@ FixedPointFinder's: h <- tanh(h W) with W[i, :] = -roll(linspace(-1, 1, n), -i),
 
 from __future__ import annotations
 
+import warnings
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -154,7 +156,8 @@ def test_reading_lines():
         three = fixed_points_from_visited(Partial(_row_tanh, w), visited, None)
         a = jnp.asarray(np.diag([1.0, 0.5, 0.2]))  # every point of the first axis is fixed
         h0s = 2.0 * jax.random.normal(jax.random.key(5), (48, 3), jnp.float64)
-        with pytest.warns(UserWarning, match="line attractor"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a continuum is not "points likely missing"
             line = fixed_points(Partial(lambda a, h, x: a @ h, a), h0s, None)
     assert fixed_points_reading(stable) == "1 stable fixed point: a single attractor"
     assert fixed_points_reading(three) == ("3 points: 2 stable, 1 saddle with one unstable direction: "
@@ -162,6 +165,7 @@ def test_reading_lines():
     assert fixed_points_reading(line) == (f"{line.sizes['point']} marginal points, one eigenvalue on the unit circle: "
                                           "a line attractor")
     assert fixed_points_summary(line).endswith(fixed_points_reading(line))
+    assert "a continuum of marginal points, not missing ones" in fixed_points_summary(line)
 
 
 def test_cli_all_discarded_and_reading(tmp_path):

@@ -41,10 +41,9 @@ arrays.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any, Literal, NamedTuple
-
-import warnings
 
 import equinox as eqx
 import jax
@@ -56,6 +55,7 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Int, PyTree
 
 from dynlab.analyses.fixed_points.coverage import (PERTURBATION_SCALES, PROBE_STEPS, PROBES, ROUNDS,
                                                    RUNS_PER_POINT, initial_states, unseen_points)
+from dynlab.analyses.fixed_points.reading import continuum
 from dynlab.errors import ConfigError
 from dynlab.provenance import stamp
 
@@ -350,7 +350,9 @@ def fixed_points(
       `dtype`, `stability_classes`;
     - completeness ([`unseen_points`][] of the basin counts): attrs `n_found_once`,
       `n_found_twice`, `n_unseen_estimate` (Chao1), with a warning when the estimate is 1 or
-      more (points are likely missing);
+      more (points are likely missing) and the points are not a continuum
+      ([`continuum`][dynlab.analyses.fixed_points.reading.continuum]: a line attractor, whose
+      runs each end at their own point);
     - when every minimum is discarded ([`discarded_minimum`][]): attrs `discarded_min_q` (the
       smallest $q$ reached), `discarded_min_q_runs` (how many runs stopped at that point) and
       `q_max_to_keep` (the `q_max` that keeps it); NaN, 0, NaN otherwise.
@@ -397,10 +399,6 @@ def _dataset(step: FlatStep, x: PyTree, dtype, result: SpeedMinima, *, q_tol: fl
     solver_name = solver if solver != "auto" else ("bfgs" if n <= LBFGS_ABOVE else "lbfgs")
     f1, f2, unseen = unseen_points(counts)
     nearest_q, nearest_runs, keeps = discarded_minimum(result.points, q_all, unique_tol) if not len(kept) else (np.nan, 0, np.nan)
-    if unseen >= 1:
-        warnings.warn(f"points are likely missing: {f1} point(s) found by one run and {f2} by two give an estimate "
-                      f"of {unseen:.3g} unseen (Chao1); more initial states or wider scales would find them, "
-                      "unless the points form a continuum (a line attractor)", stacklevel=3)
     one = {"units": "1"}
     data_vars: dict[str, Any] = {
         "points": (("point", "state"), points.astype(np.float64), {"long_name": "fixed or slow point h*"}),
@@ -450,7 +448,12 @@ def _dataset(step: FlatStep, x: PyTree, dtype, result: SpeedMinima, *, q_tol: fl
         "discarded_min_q_runs": int(nearest_runs),
         "q_max_to_keep": float(keeps),
     }
-    return stamp(xr.Dataset(data_vars, coords=coords), analysis="fixed-points", config=config)
+    ds = stamp(xr.Dataset(data_vars, coords=coords), analysis="fixed-points", config=config)
+    if unseen >= 1 and not continuum(ds):
+        warnings.warn(f"points are likely missing: {f1} point(s) found by one run and {f2} by two give an estimate "
+                      f"of {unseen:.3g} unseen (Chao1); more initial states or wider scales would find them",
+                      stacklevel=3)
+    return ds
 
 
 def fixed_points_from_visited(

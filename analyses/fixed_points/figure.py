@@ -10,7 +10,7 @@ import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 import xarray as xr  # noqa: E402
 
-from dynlab.analyses.fixed_points.reading import fixed_points_reading  # noqa: E402
+from dynlab.analyses.fixed_points.reading import continuum, fixed_points_reading  # noqa: E402
 
 __all__ = ["fixed_points_figure", "fixed_points_summary"]
 
@@ -121,7 +121,8 @@ def fixed_points_figure(ds: xr.Dataset):
 
 def fixed_points_summary(ds: xr.Dataset, max_rows: int = 12) -> str:
     """A table of the points (q, fixed/slow, class, unstable directions, largest |μ|, basin count),
-    the completeness estimate, and the reading line ([`fixed_points_reading`][]) last."""
+    the completeness estimate, and the reading line
+    ([`fixed_points_reading`][dynlab.analyses.fixed_points.reading.fixed_points_reading]) last."""
     classes = _classes(ds)
     n = ds.sizes.get("point", 0)
     lines = [f"fixed-points: {n} point(s) ({ds.attrs['n_fixed']} fixed, {ds.attrs['n_slow']} slow) "
@@ -137,9 +138,10 @@ def fixed_points_summary(ds: xr.Dataset, max_rows: int = 12) -> str:
         unseen = float(ds.attrs["n_unseen_estimate"])
         lines.append(f"completeness: {ds.attrs['n_found_once']} point(s) found by one run, {ds.attrs['n_found_twice']} "
                      f"by two: about {unseen:.3g} unseen (Chao1)"
-                     + ("" if unseen < 1 else " — points are likely missing (or a continuum: see below); "
-                        "more --ics or wider --scales would find them"))
-    lines.append(f"{'point':>5} {'q':>10} {'kind':>5} {'class':>9} {'unstable':>8} {'max|μ|':>8} {'basin':>5}")
+                     + ("" if unseen < 1 else " — a continuum of marginal points, not missing ones" if continuum(ds)
+                        else " — points are likely missing; more --ics or wider --scales would find them"))
+    if n:
+        lines.append(f"{'point':>5} {'q':>10} {'kind':>5} {'class':>9} {'unstable':>8} {'max|μ|':>8} {'basin':>5}")
     for i in range(min(n, max_rows)):
         lines.append(f"{i:>5} {float(ds.q[i]):>10.2e} {'fixed' if bool(ds.is_fixed[i]) else 'slow':>5} "
                      f"{classes[i]:>9} {int(ds.n_unstable[i]):>8} {float(ds.eig_abs[i, 0]):>8.4f} "
