@@ -125,8 +125,9 @@ def fixed_points_summary(ds: xr.Dataset, max_rows: int = 12) -> str:
     ([`fixed_points_reading`][dynlab.analyses.fixed_points.reading.fixed_points_reading]) last."""
     classes = _classes(ds)
     n = ds.sizes.get("point", 0)
+    rounds = f" ({ds.attrs['rounds_run']} rounds)" if int(ds.attrs.get("rounds_run", 1)) > 1 else ""
     lines = [f"fixed-points: {n} point(s) ({ds.attrs['n_fixed']} fixed, {ds.attrs['n_slow']} slow) "
-             f"from {ds.attrs['n_ics']} initial states; q_tol = {ds.attrs['q_tol']:.1e}, "
+             f"from {ds.attrs['n_ics']} initial states{rounds}; q_tol = {ds.attrs['q_tol']:.1e}, "
              f"q_max = {ds.attrs['q_max']:.1e}, unique_tol = {ds.attrs['unique_tol']:.1e}, "
              f"marginal band |μ| = 1 ± {ds.attrs['marginal_tol']:.1e}"]
     if "input" in ds.attrs:

@@ -54,7 +54,7 @@ def principal_components(states: np.ndarray, n: int = 3, rows: int = PCA_ROWS) -
 
 
 def check_fixed_points(model, *, steps: int, burn_in: int, ics: int, at: str = "protocol",
-                       noise: float = 0.0, **_) -> None:
+                       noise: float = 0.0, scales=PERTURBATION_SCALES, **_) -> None:
     """The options of [`fixed_points_analysis`][] that ``model`` can take; one ConfigError line otherwise."""
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ConfigError(f"steps = {steps!r} leaves no trajectory to draw initial states from; "
@@ -69,6 +69,10 @@ def check_fixed_points(model, *, steps: int, burn_in: int, ics: int, at: str = "
         raise ConfigError(f"at must be 'protocol' (the protocol's mean input) or 'zero'; got {at!r}")
     if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not np.isfinite(noise) or noise < 0:
         raise ConfigError(f"noise must be a finite number >= 0, got {noise!r}")
+    values = np.atleast_1d(np.asarray(scales, dtype=object))
+    if not values.size or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) and v >= 0
+                                  for v in values):
+        raise ConfigError(f"scales must be one or more finite numbers >= 0, got {scales!r}")
 
 
 
@@ -145,7 +149,7 @@ def fixed_points_analysis(
     """
     from dynlab.analyses.state_map import protocol_inputs, protocol_name, run_in, state_map
 
-    check_fixed_points(model, steps=steps, burn_in=burn_in, ics=ics, at=at, noise=noise)
+    check_fixed_points(model, steps=steps, burn_in=burn_in, ics=ics, at=at, noise=noise, scales=scales)
     if dtype not in ("float64", "float32"):
         raise ConfigError(f"dtype must be 'float64' or 'float32'; got {dtype!r}")
     smap = state_map(model)

@@ -29,7 +29,9 @@ def continuum(ds: xr.Dataset) -> bool:
 def nothing_kept(ds: xr.Dataset, option: str = "--q-max") -> str:
     """Why no point was kept, and the ``q_max`` (named as ``option``) that would keep the nearest."""
     n_ics = int(ds.attrs.get("n_ics", ds.sizes.get("ic", 0)))
-    q_min = float(ds.attrs.get("discarded_min_q", np.nan))
+    if "discarded_min_q" not in ds.attrs:  # a dataset written before dynlab recorded it
+        return f"no point with q ≤ q_max = {float(ds.attrs['q_max']):.1e}"
+    q_min = float(ds.attrs["discarded_min_q"])
     if not np.isfinite(q_min):
         return f"no point: every one of the {n_ics} minimisations ended at a non-finite q (the map diverges there)"
     runs = int(ds.attrs.get("discarded_min_q_runs", 0))
