@@ -37,7 +37,7 @@ from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray, PyTree
 
 from dynlab.errors import ConfigError
 
-__all__ = ["PERTURBATION_SCALES", "PROBES", "PROBE_BOUND", "PROBE_NUDGE", "PROBE_STEPS", "ROUNDS", "RUNS_PER_POINT",
+__all__ = ["PERTURBATION_SCALES", "PROBES", "PROBE_BOUND", "PROBE_NUDGE", "PROBE_RECORDS", "PROBE_STEPS", "ROUNDS", "RUNS_PER_POINT",
            "initial_states", "state_scale",
            "unseen_points"]
 
@@ -65,6 +65,9 @@ PROBE_STEPS = 200
 r"""Steps of each probe trajectory: an unstable direction with $|\mu| = 1.05$ grows a nudge of
 $10^{-2}$ to order one in about 100 steps."""
 
+PROBE_RECORDS = 20
+"""States kept per probe trajectory, evenly spaced (memory: probes x 20 states, not x steps)."""
+
 PROBE_NUDGE = 1e-2
 """The nudge that starts a probe, as a fraction of the state scale."""
 
@@ -89,11 +92,14 @@ def state_scale(pool: Float[ArrayLike, "t n"]) -> np.ndarray:
 
 @eqx.filter_jit
 def _probe(step, starts: Array, x: PyTree, steps: int) -> Array:
+    """`[S, R, N]`: the states of each probe after every `ceil(steps / PROBE_RECORDS)` steps."""
+    every = -(-steps // PROBE_RECORDS)
+
     def body(h, _):
-        h = step(h, x).astype(h.dtype)
+        h = jax.lax.fori_loop(0, every, lambda _, h: step(h, x).astype(h.dtype), h)
         return h, h
 
-    return jax.vmap(lambda h0: jax.lax.scan(body, h0, None, length=steps)[1])(starts)
+    return jax.vmap(lambda h0: jax.lax.scan(body, h0, None, length=-(-steps // every))[1])(starts)
 
 
 def initial_states(
@@ -112,11 +118,11 @@ def initial_states(
 
     1. `probes` states drawn from `visited` are nudged by `PROBE_NUDGE` $\sigma_d$ (of
        `visited`, [`state_scale`][]) and iterated `probe_steps` times under
-       `step(h, x)`; the states of those that stay within `PROBE_BOUND` times the largest
+       `step(h, x)`; `PROBE_RECORDS` evenly spaced states of those that stay within `PROBE_BOUND` times the largest
        visited component (or 1) join `visited` in the pool (a diverging probe would set absurd
        scales);
     2. $\sigma_d$ of the pool; initial state $i$ is a pool state (drawn without repeats while
-       the pool lasts) plus $N(0, (s_i \sigma_d)^2)$ noise, with $s_i$ = `scales[i % len(scales)]`,
+       the pool lasts, visited and probe states with equal shares) plus $N(0, (s_i \sigma_d)^2)$ noise, with $s_i$ = `scales[i % len(scales)]`,
        plus $N(0, \texttt{noise}^2)$ on every component (an absolute scale, 0 by default).
 
     The arithmetic is in the dtype of `visited`. **Enforces** `n >= 1`, a non-empty finite
@@ -152,7 +158,12 @@ def initial_states(
         stayed = np.all(np.isfinite(traj), axis=(1, 2)) & (np.nan_to_num(np.abs(traj), nan=np.inf).max(axis=(1, 2)) <= bound)
         pool = np.concatenate([pool, traj[stayed].reshape(-1, visited.shape[1])])
     sigma = state_scale(pool)
-    pick = np.asarray(jax.random.choice(k_pick, pool.shape[0], (n,), replace=pool.shape[0] < n))
+    weight = np.ones(pool.shape[0])
+    if pool.shape[0] > visited.shape[0]:  # visited and probe states: half of the initial states each
+        weight[: visited.shape[0]] = 1.0 / visited.shape[0]
+        weight[visited.shape[0]:] = 1.0 / (pool.shape[0] - visited.shape[0])
+    pick = np.asarray(jax.random.choice(k_pick, pool.shape[0], (n,), replace=pool.shape[0] < n,
+                                        p=jnp.asarray(weight / weight.sum())))
     scale = np.asarray(scales)[np.arange(n) % len(scales)]
     gauss = np.asarray(jax.random.normal(k_noise, (n, pool.shape[1]), dtype), np.float64)
     h0s = pool[pick] + np.sqrt((scale[:, None] * sigma[None, :]) ** 2 + float(noise) ** 2) * gauss  # the two noises' sum
