@@ -37,9 +37,8 @@ from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray, PyTree
 
 from dynlab.errors import ConfigError
 
-__all__ = ["PERTURBATION_SCALES", "PROBES", "PROBE_BOUND", "PROBE_NUDGE", "PROBE_RECORDS", "PROBE_STEPS", "ROUNDS", "RUNS_PER_POINT",
-           "initial_states", "state_scale",
-           "unseen_points"]
+__all__ = ["PERTURBATION_SCALES", "PROBES", "PROBE_BOUND", "PROBE_NUDGE", "PROBE_RECORDS", "PROBE_STEPS", "ROUNDS",
+           "RUNS_PER_POINT", "initial_states", "state_scale", "unseen_points"]
 
 PERTURBATION_SCALES = (0.0, 1.0, 2.0, 3.0)
 r"""Default perturbation scales, in units of the pool's per-component scale ([`state_scale`][]): the
@@ -55,8 +54,8 @@ another round runs while some point was found by one run only, or while there ar
 RUNS_PER_POINT = 10
 r"""Runs per point found below which another round runs: a point whose basin holds a fraction
 $p$ of the initial states is missed by $R$ runs with probability $(1 - p)^R$, so with $K$ points
-of comparable basins ($p pprox 1/K$) and $R = 10 K$ runs, each is missed with probability
-$e^{-10} pprox 5\cdot10^{-5}$, and one 3 times rarer with $e^{-10/3} pprox 0.04$."""
+of comparable basins ($p \approx 1/K$) and $R = 10 K$ runs, each is missed with probability
+$e^{-10} \approx 5\cdot10^{-5}$, and one 3 times rarer with $e^{-10/3} \approx 0.04$."""
 
 PROBES = 16
 """Probe trajectories (at most one per initial state)."""
