@@ -176,9 +176,8 @@ def test_cli_all_discarded_and_reading(tmp_path):
 
     nc = tmp_path / "fp.nc"
     ran = invoke(["analyze", "fixed-points", "--model", "rnn", "--set", "model.hidden=4", "--steps", "60",
-                  "--burn-in", "10", "--ics", "6", "--drive", "0.3", "--max-steps", "1", "--q-tol", "1e-30", "--q-max", "1e-30",
-                  "--out", str(nc), "-q"],
-                 tmp_path)
+                  "--burn-in", "10", "--ics", "6", "--drive", "0.3", "--max-steps", "1",
+                  "--q-tol", "1e-30", "--q-max", "1e-30", "--out", str(nc), "-q"], tmp_path)
     assert ran.exit_code == 0, ran.output
     with xr.open_dataset(nc) as ds:
         q_min, runs, keeps = (ds.attrs[k] for k in ("discarded_min_q", "discarded_min_q_runs", "q_max_to_keep"))

@@ -275,7 +275,9 @@ def stability(eigenvalues: ArrayLike, marginal_tol: float = 1e-3) -> dict[str, n
             "stability_code": code, "stability": names}
 
 
-def discarded_minimum(points: Float[ArrayLike, "b n"], q: Float[ArrayLike, " b"], unique_tol: float) -> tuple[float, int, float]:
+def discarded_minimum(
+    points: Float[ArrayLike, "b n"], q: Float[ArrayLike, " b"], unique_tol: float
+) -> tuple[float, int, float]:
     r"""Where the minimisations came closest to a point, for a result that kept none.
 
     **Returns:** `(q_min, runs, q_max)`: the smallest finite $q$ reached, how many runs ended
@@ -398,7 +400,8 @@ def _dataset(step: FlatStep, x: PyTree, dtype, result: SpeedMinima, *, q_tol: fl
     counts = np.bincount(ic_point[ic_point >= 0], minlength=len(kept)).astype(np.int64)
     solver_name = solver if solver != "auto" else ("bfgs" if n <= LBFGS_ABOVE else "lbfgs")
     f1, f2, unseen = unseen_points(counts)
-    nearest_q, nearest_runs, keeps = discarded_minimum(result.points, q_all, unique_tol) if not len(kept) else (np.nan, 0, np.nan)
+    nearest_q, nearest_runs, keeps = (np.nan, 0, np.nan) if len(kept) else discarded_minimum(result.points, q_all,
+                                                                                            unique_tol)
     one = {"units": "1"}
     data_vars: dict[str, Any] = {
         "points": (("point", "state"), points.astype(np.float64), {"long_name": "fixed or slow point h*"}),

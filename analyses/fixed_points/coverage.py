@@ -116,13 +116,14 @@ def initial_states(
     r"""`n` initial states for the minimisation: visited states, probe trajectories, perturbations.
 
     1. `probes` states drawn from `visited` are nudged by `PROBE_NUDGE` $\sigma_d$ (of
-       `visited`, [`state_scale`][]) and iterated `probe_steps` times under
-       `step(h, x)`; `PROBE_RECORDS` evenly spaced states of those that stay within `PROBE_BOUND` times the largest
-       visited component (or 1) join `visited` in the pool (a diverging probe would set absurd
-       scales);
+       `visited`, [`state_scale`][]) and iterated `probe_steps` times under `step(h, x)`;
+       `PROBE_RECORDS` evenly spaced states of each probe that stays within `PROBE_BOUND` times
+       the largest visited component (or 1) join `visited` in the pool (a diverging probe would
+       set absurd scales);
     2. $\sigma_d$ of the pool; initial state $i$ is a pool state (drawn without repeats while
-       the pool lasts, visited and probe states with equal shares) plus $N(0, (s_i \sigma_d)^2)$ noise, with $s_i$ = `scales[i % len(scales)]`,
-       plus $N(0, \texttt{noise}^2)$ on every component (an absolute scale, 0 by default).
+       the pool lasts, visited and probe states with equal shares) plus $N(0, (s_i \sigma_d)^2)$
+       noise, with $s_i$ = `scales[i % len(scales)]`, plus $N(0, \texttt{noise}^2)$ on every
+       component (an absolute scale, 0 by default).
 
     The arithmetic is in the dtype of `visited`. **Enforces** `n >= 1`, a non-empty finite
     `visited` `[T, N]`, finite `scales` >= 0, `noise` >= 0, `probes` and `probe_steps` >= 0.
@@ -154,7 +155,8 @@ def initial_states(
         starts = starts + nudge * jax.random.normal(k_nudge, starts.shape, dtype)
         traj = np.asarray(_probe(step, starts, x, int(probe_steps)))
         bound = PROBE_BOUND * max(1.0, float(np.abs(pool).max()))
-        stayed = np.all(np.isfinite(traj), axis=(1, 2)) & (np.nan_to_num(np.abs(traj), nan=np.inf).max(axis=(1, 2)) <= bound)
+        size = np.nan_to_num(np.abs(traj), nan=np.inf).max(axis=(1, 2))
+        stayed = np.all(np.isfinite(traj), axis=(1, 2)) & (size <= bound)
         pool = np.concatenate([pool, traj[stayed].reshape(-1, visited.shape[1])])
     sigma = state_scale(pool)
     weight = np.ones(pool.shape[0])
@@ -165,7 +167,8 @@ def initial_states(
                                         p=jnp.asarray(weight / weight.sum())))
     scale = np.asarray(scales)[np.arange(n) % len(scales)]
     gauss = np.asarray(jax.random.normal(k_noise, (n, pool.shape[1]), dtype), np.float64)
-    h0s = pool[pick] + np.sqrt((scale[:, None] * sigma[None, :]) ** 2 + float(noise) ** 2) * gauss  # the two noises' sum
+    spread = np.sqrt((scale[:, None] * sigma[None, :]) ** 2 + float(noise) ** 2)  # the two noises' sum
+    h0s = pool[pick] + spread * gauss
     return h0s.astype(dtype), scale
 
 
