@@ -144,6 +144,7 @@ def test_all_discarded_names_the_smallest_q_and_the_option():
     summary = fixed_points_summary(ds)
     assert "smallest q reached is 7.2e-04, where 64 of 64 runs stopped" in summary
     assert "--q-max 1e-03 keeps it" in summary
+    assert ds.attrs["reading"] == fixed_points_reading(ds, "q_max") and "q_max 1e-03 keeps it" in ds.attrs["reading"]
     assert kept.sizes["point"] == 1 and not bool(kept.is_fixed[0])  # the option named keeps it, as a slow point
 
 

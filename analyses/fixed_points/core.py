@@ -55,7 +55,7 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Int, PyTree
 
 from dynlab.analyses.fixed_points.coverage import (PERTURBATION_SCALES, PROBE_STEPS, PROBES, ROUNDS,
                                                    RUNS_PER_POINT, initial_states, unseen_points)
-from dynlab.analyses.fixed_points.reading import continuum
+from dynlab.analyses.fixed_points.reading import continuum, fixed_points_reading
 from dynlab.errors import ConfigError
 from dynlab.provenance import stamp
 
@@ -357,7 +357,9 @@ def fixed_points(
       runs each end at their own point);
     - when every minimum is discarded ([`discarded_minimum`][]): attrs `discarded_min_q` (the
       smallest $q$ reached), `discarded_min_q_runs` (how many runs stopped at that point) and
-      `q_max_to_keep` (the `q_max` that keeps it); NaN, 0, NaN otherwise.
+      `q_max_to_keep` (the `q_max` that keeps it); NaN, 0, NaN otherwise;
+    - attr `reading`: the finding in words
+      ([`fixed_points_reading`][dynlab.analyses.fixed_points.reading.fixed_points_reading]).
     """
     _check_tolerances(q_tol, q_max, unique_tol, marginal_tol, max_steps)
     h0s = _initial_array(h0s)
@@ -452,6 +454,7 @@ def _dataset(step: FlatStep, x: PyTree, dtype, result: SpeedMinima, *, q_tol: fl
         "q_max_to_keep": float(keeps),
     }
     ds = stamp(xr.Dataset(data_vars, coords=coords), analysis="fixed-points", config=config)
+    ds.attrs["reading"] = fixed_points_reading(ds, "q_max")
     if unseen >= 1 and not continuum(ds):
         warnings.warn(f"points are likely missing: {f1} point(s) found by one run and {f2} by two give an estimate "
                       f"of {unseen:.3g} unseen (Chao1); more initial states or wider scales would find them",
