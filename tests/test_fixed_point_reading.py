@@ -36,7 +36,7 @@ def _row_tanh(w, h, x):
     return jnp.tanh(h @ w)
 
 
-def true_fixed_points(w: np.ndarray, starts: int = 1500) -> list[tuple[np.ndarray, str, int]]:
+def true_fixed_points(w: np.ndarray, starts: int = 600) -> list[tuple[np.ndarray, str, int]]:
     """Every fixed point of h <- tanh(h W) with its class and number of unstable directions."""
     n = w.shape[0]
     rng = np.random.default_rng(0)
