@@ -48,7 +48,8 @@ of $\tanh(1.5 h) - h$ at $|h| \approx 0.44$, while the pool reaches $\pm 0.86$).
 
 ROUNDS = 3
 """The most rounds of initial states
-([`fixed_points_from_visited`][dynlab.analyses.fixed_points.core.fixed_points_from_visited]): another round runs while some point was found by one run only, or while there are fewer than
+([`fixed_points_from_visited`][dynlab.analyses.fixed_points.core.fixed_points_from_visited]):
+another round runs while some point was found by one run only, or while there are fewer than
 `RUNS_PER_POINT` runs per point found."""
 
 RUNS_PER_POINT = 10
