@@ -9,7 +9,8 @@ are the same trained networks whose Lyapunov spectra ``cross-lyapunov`` reports.
 registered analyses run on its full state map under the task's own inputs:
 
 - ``fixed-points`` ([`dynlab.analyses.fixed_points`][]): speed minimisation from ``fp_ics``
-  visited states at the task's mean input; the number of fixed ($q \le$ ``q_tol``) and slow
+  initial states per round (visited states, probe trajectories and perturbations of them,
+  [`dynlab.analyses.fixed_points.coverage`][]) at the task's mean input; the number of fixed ($q \le$ ``q_tol``) and slow
   points, each point's unstable directions ($|\mu| > 1 + $ ``marginal_tol``) and its stability class;
 - ``clv`` ([`dynlab.analyses.clv`][]): the ``clv_k`` leading covariant Lyapunov vectors over
   ``clv_steps`` steps; the median and smallest angle between CLV 1 and the span of the others

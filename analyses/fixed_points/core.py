@@ -29,7 +29,9 @@ Public pieces:
   L-BFGS for large $N$), `jax.vmap`-ed over initial states and jit-compiled;
 - [`unique_points`][]: deduplication of the minima;
 - [`jacobian_eigenvalues`][] and [`stability`][]: the linearisation at each point;
-- [`fixed_points`][]: all of it, as a labelled `xr.Dataset` with dims `point` and `eigen`.
+- [`fixed_points`][]: all of it, as a labelled `xr.Dataset` with dims `point` and `eigen`;
+- [`fixed_points_from_visited`][]: the whole search from the states a map visits (initial states
+  by [`dynlab.analyses.fixed_points.coverage`][], with an estimate of the points missed).
 
 Everything works on any map `step(h, x) -> h_next` on flat vectors (for a PyTree state use
 `dynlab.analyses.lyapunov.flatten_step`); `x` may be any PyTree. The arithmetic is done in the
@@ -39,6 +41,7 @@ arrays.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any, Literal, NamedTuple
 
@@ -50,13 +53,18 @@ import optimistix as optx
 import xarray as xr
 from jaxtyping import Array, ArrayLike, Bool, Float, Int, PyTree
 
+from dynlab.analyses.fixed_points.coverage import (PERTURBATION_SCALES, PROBE_STEPS, PROBES, ROUNDS,
+                                                   RUNS_PER_POINT, initial_states, unseen_points)
+from dynlab.analyses.fixed_points.reading import continuum, fixed_points_reading
 from dynlab.errors import ConfigError
 from dynlab.provenance import stamp
 
 __all__ = [
     "STABILITY_CLASSES",
     "SpeedMinima",
+    "discarded_minimum",
     "fixed_points",
+    "fixed_points_from_visited",
     "jacobian_eigenvalues",
     "minimise_speed",
     "speed",
@@ -267,6 +275,25 @@ def stability(eigenvalues: ArrayLike, marginal_tol: float = 1e-3) -> dict[str, n
             "stability_code": code, "stability": names}
 
 
+def discarded_minimum(
+    points: Float[ArrayLike, "b n"], q: Float[ArrayLike, " b"], unique_tol: float
+) -> tuple[float, int, float]:
+    r"""Where the minimisations came closest to a point, for a result that kept none.
+
+    **Returns:** `(q_min, runs, q_max)`: the smallest finite $q$ reached, how many runs ended
+    within `unique_tol` of that run's end point (the lowest-$q$ group of [`unique_points`][]),
+    and the smallest power of ten $\ge q_{\min}$, a `q_max` that keeps it. `(nan, 0, nan)` when
+    no run ended at a finite $q$.
+    """
+    q = np.asarray(q, np.float64)
+    if not np.any(np.isfinite(q)):
+        return float("nan"), 0, float("nan")
+    kept, assignment = unique_points(points, q, unique_tol)
+    q_min = float(q[kept[0]])
+    keeps = 10.0 ** np.ceil(np.log10(q_min)) if q_min > 0 else float(np.finfo(float).tiny)
+    return q_min, int(np.sum(assignment == 0)), float(keeps)
+
+
 def _check_tolerances(q_tol: float, q_max: float, unique_tol: float, marginal_tol: float, max_steps: int) -> None:
     for name, value in (("q_tol", q_tol), ("q_max", q_max), ("unique_tol", unique_tol)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value <= 0:
@@ -322,19 +349,44 @@ def fixed_points(
       `ic_terminated` (`ic`): every minimisation;
     - attrs `analysis="fixed-points"`, `q_tol`, `q_max`, `unique_tol`, `marginal_tol`,
       `max_steps`, `solver`, `rtol`, `atol`, `n_ics`, `n_fixed`, `n_slow`, `state_dim`,
-      `dtype`, `stability_classes`.
+      `dtype`, `stability_classes`;
+    - completeness ([`unseen_points`][] of the basin counts): attrs `n_found_once`,
+      `n_found_twice`, `n_unseen_estimate` (Chao1), with a warning when the estimate is 1 or
+      more (points are likely missing) and the points are not a continuum
+      ([`continuum`][dynlab.analyses.fixed_points.reading.continuum]: a line attractor, whose
+      runs each end at their own point);
+    - when every minimum is discarded ([`discarded_minimum`][]): attrs `discarded_min_q` (the
+      smallest $q$ reached), `discarded_min_q_runs` (how many runs stopped at that point) and
+      `q_max_to_keep` (the `q_max` that keeps it); NaN, 0, NaN otherwise;
+    - attr `reading`: the finding in words
+      ([`fixed_points_reading`][dynlab.analyses.fixed_points.reading.fixed_points_reading]).
     """
     _check_tolerances(q_tol, q_max, unique_tol, marginal_tol, max_steps)
+    h0s = _initial_array(h0s)
+    rtol = _rtol(h0s.dtype, rtol)
+    result = jax.tree.map(np.asarray, minimise_speed(step, h0s, x, rtol=rtol, atol=float(atol),
+                                                     max_steps=int(max_steps), solver=solver))
+    return _dataset(step, x, h0s.dtype, result, q_tol=q_tol, q_max=q_max, unique_tol=unique_tol,
+                    marginal_tol=marginal_tol, max_steps=max_steps, rtol=rtol, atol=atol, solver=solver)
+
+
+def _initial_array(h0s) -> Array:
     h0s = jnp.asarray(h0s)
     if not jnp.issubdtype(h0s.dtype, jnp.floating):
         h0s = h0s.astype(float)
     if h0s.ndim != 2 or h0s.shape[0] == 0 or h0s.shape[1] == 0:
         raise ConfigError(f"h0s must be a non-empty array of initial states [B, N]; got shape {h0s.shape}")
-    n = int(h0s.shape[1])
-    eps = float(jnp.finfo(h0s.dtype).eps)
-    rtol = float(np.sqrt(eps) / 10) if rtol is None else float(rtol)
-    result = minimise_speed(step, h0s, x, rtol=rtol, atol=float(atol), max_steps=int(max_steps), solver=solver)
-    result = jax.tree.map(np.asarray, result)
+    return h0s
+
+
+def _rtol(dtype, rtol: float | None) -> float:
+    return float(np.sqrt(float(jnp.finfo(dtype).eps)) / 10) if rtol is None else float(rtol)
+
+
+def _dataset(step: FlatStep, x: PyTree, dtype, result: SpeedMinima, *, q_tol: float, q_max: float, unique_tol: float,
+             marginal_tol: float, max_steps: int, rtol: float, atol: float, solver: Solver) -> xr.Dataset:
+    """The dataset of [`fixed_points`][] from the minimisations `result` (NumPy arrays)."""
+    n = int(result.points.shape[1])
     q_all = result.q.astype(np.float64)
     keep_mask = np.isfinite(q_all) & (q_all <= q_max)
     candidates = np.flatnonzero(keep_mask)
@@ -344,11 +396,14 @@ def fixed_points(
     ic_point[candidates] = assign_local
     points = result.points[kept]
     q = q_all[kept]
-    eig = jacobian_eigenvalues(step, jnp.asarray(points, h0s.dtype), x)
+    eig = jacobian_eigenvalues(step, jnp.asarray(points, dtype), x)
     stab = stability(eig, marginal_tol)
     is_fixed = q <= q_tol
     counts = np.bincount(ic_point[ic_point >= 0], minlength=len(kept)).astype(np.int64)
     solver_name = solver if solver != "auto" else ("bfgs" if n <= LBFGS_ABOVE else "lbfgs")
+    f1, f2, unseen = unseen_points(counts)
+    nearest_q, nearest_runs, keeps = (np.nan, 0, np.nan) if len(kept) else discarded_minimum(result.points, q_all,
+                                                                                            unique_tol)
     one = {"units": "1"}
     data_vars: dict[str, Any] = {
         "points": (("point", "state"), points.astype(np.float64), {"long_name": "fixed or slow point h*"}),
@@ -389,7 +444,88 @@ def fixed_points(
         "n_fixed": int(is_fixed.sum()),
         "n_slow": int((~is_fixed).sum()),
         "state_dim": n,
-        "dtype": str(h0s.dtype),
+        "dtype": str(jnp.dtype(dtype)),
         "stability_classes": " ".join(STABILITY_CLASSES),
+        "n_found_once": f1,
+        "n_found_twice": f2,
+        "n_unseen_estimate": float(unseen),
+        "discarded_min_q": float(nearest_q),
+        "discarded_min_q_runs": int(nearest_runs),
+        "q_max_to_keep": float(keeps),
     }
-    return stamp(xr.Dataset(data_vars, coords=coords), analysis="fixed-points", config=config)
+    ds = stamp(xr.Dataset(data_vars, coords=coords), analysis="fixed-points", config=config)
+    ds.attrs["reading"] = fixed_points_reading(ds, "q_max")
+    if unseen >= 1 and not continuum(ds):
+        warnings.warn(f"points are likely missing: {f1} point(s) found by one run and {f2} by two give an estimate "
+                      f"of {unseen:.3g} unseen (Chao1); more initial states or wider scales would find them",
+                      stacklevel=3)
+    return ds
+
+
+def fixed_points_from_visited(
+    step: FlatStep,
+    visited: Float[ArrayLike, "t n"],
+    x: PyTree = None,
+    *,
+    ics: int = 64,
+    rounds: int = ROUNDS,
+    scales: tuple[float, ...] = PERTURBATION_SCALES,
+    probes: int = PROBES,
+    probe_steps: int = PROBE_STEPS,
+    noise: float = 0.0,
+    seed: int = 0,
+    q_tol: float = 1e-10,
+    q_max: float = 1e-4,
+    unique_tol: float = 1e-3,
+    marginal_tol: float = 1e-3,
+    max_steps: int = 1000,
+    rtol: float | None = None,
+    atol: float = 1e-14,
+    solver: Solver = "auto",
+) -> xr.Dataset:
+    r"""Fixed and slow points of any map from the states it visits: the analysis's whole search.
+
+    In up to `rounds` rounds, `ics` initial states from `visited` `[T, N]`
+    ([`initial_states`][dynlab.analyses.fixed_points.coverage.initial_states]: visited states,
+    probe trajectories of `step` at `x`, perturbations at `scales` of the states' size, plus
+    Gaussian `noise` of that absolute size; round $r$ seeded by `seed` and $r$) are minimised
+    ([`minimise_speed`][]). A further round runs while the points kept so far include one found
+    by a single run (rare basins: the Good–Turing sign of unseen points) or there are fewer
+    than `RUNS_PER_POINT` runs per point kept, unless every kept point was found once (a
+    continuum, where more runs only find more of it). Then
+    [`fixed_points`][]'s dataset of all runs, with its tolerances, `max_steps`, `solver`,
+    `rtol`, `atol`. The same search the ``fixed-points`` analysis runs on a dynlab model, for
+    maps that are not one. The arithmetic is in the dtype of `visited`.
+
+    **Returns:** the dataset of [`fixed_points`][], plus `ic_scale` (`ic`: each initial state's
+    perturbation scale), `ic_round` (`ic`) and attrs `rounds` (the most), `rounds_run`, `scales`,
+    `probes`, `probe_steps`, `noise`, `seed`.
+    """
+    _check_tolerances(q_tol, q_max, unique_tol, marginal_tol, max_steps)
+    if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 1:
+        raise ConfigError(f"rounds must be a positive integer; got {rounds!r}")
+    visited = _initial_array(visited)
+    rtol = _rtol(visited.dtype, rtol)
+    parts: list[SpeedMinima] = []
+    scale_parts, round_parts = [], []
+    for r in range(int(rounds)):
+        h0s, scale = initial_states(step, visited, x, ics, jax.random.fold_in(jax.random.key(seed), r), scales=scales,
+                                    probes=probes, probe_steps=probe_steps, noise=noise)
+        parts.append(jax.tree.map(np.asarray, minimise_speed(step, jnp.asarray(h0s), x, rtol=rtol, atol=float(atol),
+                                                             max_steps=int(max_steps), solver=solver)))
+        scale_parts.append(scale)
+        round_parts.append(np.full(len(scale), r))
+        result = SpeedMinima(*(np.concatenate(a) for a in zip(*parts)))
+        keep = np.flatnonzero(np.isfinite(result.q) & (result.q <= q_max))
+        _, assignment = unique_points(result.points[keep], result.q[keep], unique_tol)
+        counts = np.bincount(assignment[assignment >= 0])
+        if np.all(counts == 1) or (not np.any(counts == 1) and len(result.q) >= RUNS_PER_POINT * len(counts)):
+            break
+    ds = _dataset(step, x, visited.dtype, result, q_tol=q_tol, q_max=q_max, unique_tol=unique_tol,
+                  marginal_tol=marginal_tol, max_steps=max_steps, rtol=rtol, atol=atol, solver=solver)
+    ds["ic_scale"] = ("ic", np.concatenate(scale_parts),
+                      {"units": "1", "long_name": "perturbation scale (x the states' root mean square per component)"})
+    ds["ic_round"] = ("ic", np.concatenate(round_parts), {"long_name": "round of initial states"})
+    return stamp(ds, analysis="fixed-points", seed=seed, config={
+        "scales": " ".join(f"{v:g}" for v in np.atleast_1d(scales)), "probes": int(probes),
+        "probe_steps": int(probe_steps), "noise": float(noise), "rounds": int(rounds), "rounds_run": len(parts)})

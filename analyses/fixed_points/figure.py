@@ -10,6 +10,8 @@ import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 import xarray as xr  # noqa: E402
 
+from dynlab.analyses.fixed_points.reading import continuum, fixed_points_reading  # noqa: E402
+
 __all__ = ["fixed_points_figure", "fixed_points_summary"]
 
 COLOURS = {"stable": "tab:blue", "marginal": "tab:green", "saddle": "tab:orange", "unstable": "tab:red"}
@@ -102,21 +104,30 @@ def fixed_points_figure(ds: xr.Dataset):
     if n_points == 0:
         for ax in (ax_p, ax_q):
             ax.text(0.5, 0.5, "no point with q ≤ q_max", ha="center", va="center", transform=ax.transAxes)
+        q_min = float(ds.attrs.get("discarded_min_q", np.nan))
+        if np.isfinite(q_min):
+            ax_q.axhline(q_min, color="tab:purple", ls="-", lw=0.8,
+                         label=f"smallest q reached = {q_min:.1e} ({ds.attrs['discarded_min_q_runs']} runs)")
+            ax_q.legend(fontsize=7, loc="lower right")
 
     title = "fixed and slow points" + (f" — {ds.attrs['model']}" if ds.attrs.get("model") else "")
     details = [ds.attrs.get("protocol", ""), f"points at {ds.attrs['input']}" if "input" in ds.attrs else "",
                f"{ds.attrs.get('n_ics', '?')} initial states"]
-    fig.suptitle(title + "\n" + "; ".join(d for d in details if d), fontsize=9)
+    fig.suptitle(title + "\n" + "; ".join(d for d in details if d) + "\n" + fixed_points_reading(ds, "q_max"),
+                 fontsize=9)
     fig.tight_layout()
     return fig
 
 
 def fixed_points_summary(ds: xr.Dataset, max_rows: int = 12) -> str:
-    """A table of the points: q, fixed/slow, class, unstable directions, largest |μ|, basin count."""
+    """A table of the points (q, fixed/slow, class, unstable directions, largest |μ|, basin count),
+    the completeness estimate, and the reading line
+    ([`fixed_points_reading`][dynlab.analyses.fixed_points.reading.fixed_points_reading]) last."""
     classes = _classes(ds)
     n = ds.sizes.get("point", 0)
+    rounds = f" ({ds.attrs['rounds_run']} rounds)" if int(ds.attrs.get("rounds_run", 1)) > 1 else ""
     lines = [f"fixed-points: {n} point(s) ({ds.attrs['n_fixed']} fixed, {ds.attrs['n_slow']} slow) "
-             f"from {ds.attrs['n_ics']} initial states; q_tol = {ds.attrs['q_tol']:.1e}, "
+             f"from {ds.attrs['n_ics']} initial states{rounds}; q_tol = {ds.attrs['q_tol']:.1e}, "
              f"q_max = {ds.attrs['q_max']:.1e}, unique_tol = {ds.attrs['unique_tol']:.1e}, "
              f"marginal band |μ| = 1 ± {ds.attrs['marginal_tol']:.1e}"]
     if "input" in ds.attrs:
@@ -124,7 +135,14 @@ def fixed_points_summary(ds: xr.Dataset, max_rows: int = 12) -> str:
     discarded = int(np.sum(ds["ic_point"].values < 0))
     if discarded:
         lines.append(f"{discarded} minimisation(s) ended with q > q_max and were discarded")
-    lines.append(f"{'point':>5} {'q':>10} {'kind':>5} {'class':>9} {'unstable':>8} {'max|μ|':>8} {'basin':>5}")
+    if "n_unseen_estimate" in ds.attrs and n:
+        unseen = float(ds.attrs["n_unseen_estimate"])
+        lines.append(f"completeness: {ds.attrs['n_found_once']} point(s) found by one run, {ds.attrs['n_found_twice']} "
+                     f"by two: about {unseen:.3g} unseen (Chao1)"
+                     + ("" if unseen < 1 else " — a continuum of marginal points, not missing ones" if continuum(ds)
+                        else " — points are likely missing; more --ics or wider --scales would find them"))
+    if n:
+        lines.append(f"{'point':>5} {'q':>10} {'kind':>5} {'class':>9} {'unstable':>8} {'max|μ|':>8} {'basin':>5}")
     for i in range(min(n, max_rows)):
         lines.append(f"{i:>5} {float(ds.q[i]):>10.2e} {'fixed' if bool(ds.is_fixed[i]) else 'slow':>5} "
                      f"{classes[i]:>9} {int(ds.n_unstable[i]):>8} {float(ds.eig_abs[i, 0]):>8.4f} "
@@ -134,4 +152,5 @@ def fixed_points_summary(ds: xr.Dataset, max_rows: int = 12) -> str:
     counts = {c: int(np.sum(classes == c)) for c in COLOURS if np.any(classes == c)}
     if counts:
         lines.append("classes: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+    lines.append(fixed_points_reading(ds))
     return "\n".join(lines)

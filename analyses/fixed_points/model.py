@@ -17,7 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
-from dynlab.analyses.fixed_points.core import fixed_points
+from dynlab.analyses.fixed_points.core import fixed_points_from_visited
+from dynlab.analyses.fixed_points.coverage import PERTURBATION_SCALES
 from dynlab.analyses.fixed_points.figure import fixed_points_figure, fixed_points_summary
 from dynlab.errors import ConfigError, require_positive
 from dynlab.provenance import stamp
@@ -53,7 +54,7 @@ def principal_components(states: np.ndarray, n: int = 3, rows: int = PCA_ROWS) -
 
 
 def check_fixed_points(model, *, steps: int, burn_in: int, ics: int, at: str = "protocol",
-                       noise: float = 0.0, **_) -> None:
+                       noise: float = 0.0, scales=PERTURBATION_SCALES, **_) -> None:
     """The options of [`fixed_points_analysis`][] that ``model`` can take; one ConfigError line otherwise."""
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ConfigError(f"steps = {steps!r} leaves no trajectory to draw initial states from; "
@@ -68,6 +69,10 @@ def check_fixed_points(model, *, steps: int, burn_in: int, ics: int, at: str = "
         raise ConfigError(f"at must be 'protocol' (the protocol's mean input) or 'zero'; got {at!r}")
     if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not np.isfinite(noise) or noise < 0:
         raise ConfigError(f"noise must be a finite number >= 0, got {noise!r}")
+    values = np.atleast_1d(np.asarray(scales, dtype=object))
+    if not values.size or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) and v >= 0
+                                  for v in values):
+        raise ConfigError(f"scales must be one or more finite numbers >= 0, got {scales!r}")
 
 
 
@@ -88,6 +93,7 @@ def fixed_points_analysis(
     task=None,
     at: Literal["protocol", "zero"] = "protocol",
     noise: float = 0.0,
+    scales: tuple[float, ...] = PERTURBATION_SCALES,
     q_tol: float = 1e-10,
     q_max: float = 1e-4,
     unique_tol: float = 1e-3,
@@ -102,8 +108,12 @@ def fixed_points_analysis(
     1. **Trajectory.** The state map runs `steps` steps from the model's initial state under the
        protocol of the `lyapunov` analysis: autonomous (default), a constant `drive` $\xi$ on
        every neuron, or `task` inputs (seeded by `seed`).
-    2. **Initial states.** `ics` states drawn without repeats from those visited after
-       `burn_in`, plus Gaussian noise of standard deviation `noise` on every component.
+    2. **Initial states** (`dynlab.analyses.fixed_points.coverage`). The states visited after
+       `burn_in`, joined by short probe trajectories of the map at the input of step 3 started
+       from nudged visited states (they leave an unstable point the trajectory rests at);
+       `ics` of these, shared out in turn over the perturbation `scales` (Gaussian noise of
+       that many times the root mean square of the states, per component; 0: as visited), plus
+       Gaussian noise of absolute standard deviation `noise`.
     3. **Input.** The points are those of $h \mapsto F(h, \bar x, \bar\xi)$: with
        `at="protocol"`, $\bar x = 0$ (or a task's mean input over the run) and $\bar\xi$ the
        drive (0 if none); with `at="zero"`, zero input and zero drive.
@@ -112,6 +122,10 @@ def fixed_points_analysis(
        kept and deduplicated within the Euclidean distance `unique_tol`; a point is *fixed* if
        $q \le$ `q_tol`, else *slow*; eigenvalues of the Jacobian there, unstable directions
        ($|\mu| > 1 +$ `marginal_tol`) and the class (stable / marginal / saddle / unstable).
+    5. **What happened.** How many points were likely missed (Chao1 from the points found by one
+       run and by two, with a warning when it is 1 or more), and, when every minimum was
+       discarded, the smallest $q$ reached, how many runs stopped there and the `q_max` that
+       keeps it.
 
     **Precision.** `dtype="float64"` (default) minimises in float64, whatever `--x64` says (this
     analysis does not read it). Measured on a chaotic 256-unit tanh RNN ($g = 1.5$), BFGS from
@@ -121,7 +135,7 @@ def fixed_points_analysis(
     reported as slow points. float32 halves the memory and time.
 
     **Arguments** (besides the protocol's `steps`, `burn_in`, `drive`, `task`, `seed`): `ics`,
-    `noise`, `at`, the tolerances `q_tol`, `q_max`, `unique_tol`, `marginal_tol`, the solver's
+    `scales`, `noise`, `at`, the tolerances `q_tol`, `q_max`, `unique_tol`, `marginal_tol`, the solver's
     `max_steps` and `solver` (`"auto"`: BFGS up to 1024 state components, L-BFGS above).
 
     **Returns:** the dataset of `dynlab.analyses.fixed_points.fixed_points` (dims `point`,
@@ -135,19 +149,17 @@ def fixed_points_analysis(
     """
     from dynlab.analyses.state_map import protocol_inputs, protocol_name, run_in, state_map
 
-    check_fixed_points(model, steps=steps, burn_in=burn_in, ics=ics, at=at, noise=noise)
+    check_fixed_points(model, steps=steps, burn_in=burn_in, ics=ics, at=at, noise=noise, scales=scales)
     if dtype not in ("float64", "float32"):
         raise ConfigError(f"dtype must be 'float64' or 'float32'; got {dtype!r}")
     smap = state_map(model)
-    k_in, k_ic, k_noise = jax.random.split(jax.random.key(seed), 3)
+    k_in = jax.random.split(jax.random.key(seed), 3)[0]
     xs, xi = protocol_inputs(model, steps, drive=drive, task=task, key=k_in)
     run = np.asarray(run_in(smap, (xs, xi)))
     visited = run[burn_in:]
     if not np.all(np.isfinite(run)):
         raise ConfigError("the trajectory diverged (non-finite states) under this protocol; "
                           "no visited states to start from (try a smaller drive)")
-    idx = np.asarray(jax.random.choice(k_ic, visited.shape[0], (ics,), replace=False))
-    h0s = visited[idx] + noise * np.asarray(jax.random.normal(k_noise, (ics, smap.dim)))
     if at == "zero":
         x_bar, xi_bar, where = np.zeros(model.input_size), 0.0, "zero input, zero drive"
     elif task is not None:
@@ -164,8 +176,9 @@ def fixed_points_analysis(
         step = jax.tree.map(lambda a: a.astype(dt) if isinstance(a, jax.Array) and jnp.issubdtype(a.dtype, jnp.floating) else a,
                             smap.step)
         u = (jnp.asarray(x_bar, dt), jnp.asarray(xi_bar, dt))
-        ds = fixed_points(step, jnp.asarray(h0s, dt), u, q_tol=q_tol, q_max=q_max, unique_tol=unique_tol,
-                          marginal_tol=marginal_tol, max_steps=max_steps, solver=solver)
+        ds = fixed_points_from_visited(step, jnp.asarray(visited, dt), u, ics=ics, scales=scales, noise=noise,
+                                       seed=seed, q_tol=q_tol, q_max=q_max, unique_tol=unique_tol,
+                                       marginal_tol=marginal_tol, max_steps=max_steps, solver=solver)
 
     # the whole run, burn-in included: a trajectory that settles shows its approach to the point
     mean, comps, ratio = principal_components(run)

@@ -77,7 +77,7 @@ def lyapunov_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x64,
                        "(--drive 0 for the autonomous dynamics)")
     ds = run_analysis("lyapunov", exp, source, checkpoint, out, plot, quiet,
                        drive=drive_v, task=task, seed=seed_v, x64=x64, **options)
-    _lyapunov_table(ds)
+    _lyapunov_table(ds, glossary=not quiet)
     click.echo(f"dataset: {ds.attrs['path']}\nfigure:  {ds.attrs['figure']}")
     if "mean" in non_finite_variables(ds):
         raise NonFiniteResult(f"{int((~np.isfinite(ds['mean'].values)).sum())} of {ds.sizes['exponent']} mean exponents are "
@@ -120,7 +120,9 @@ def spectra_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x64, 
     click.echo(f"dataset: {ds.attrs['path']}\nfigure:  {ds.attrs['figure']}")
 
 
-def _lyapunov_table(ds, show: int = 12):
+def _lyapunov_table(ds, show: int = 12, glossary: bool = True):
+    """The table of exponents, the summary line and the reading line; with ``glossary``, the line
+    saying what the columns mean and how the QR steps were chosen (left out under ``-q``)."""
     from rich.console import Console
 
     from dynlab.analyses.lyapunov import interpret_spectrum
@@ -155,10 +157,11 @@ def _lyapunov_table(ds, show: int = 12):
         f"near-zero {float(ds.n_zero_mean):.1f}   (sum over the k={k} computed: {float(ds['mean'].sum()):+.5f})"
         + ("   [lower bounds: not all exponents computed]" if k < ds.attrs["state_dim"] else "")
     )
-    console.print(
-        f"within-run SE: batch-means standard error that time averaging alone leaves in the mean; "
-        f"IC sd: spread over initial conditions under one input (multistability, not an error bar); "
-        f"QR every {ds.attrs['reortho_every']} steps ({ds.attrs['reortho_requested']}), "
-        f"blocking error <= {ds.attrs['reortho_error_bound']:.1e}"
-    )
+    if glossary:
+        console.print(
+            f"within-run SE: batch-means standard error that time averaging alone leaves in the mean; "
+            f"IC sd: spread over initial conditions under one input (multistability, not an error bar); "
+            f"QR every {ds.attrs['reortho_every']} steps ({ds.attrs['reortho_requested']}), "
+            f"blocking error <= {ds.attrs['reortho_error_bound']:.1e}"
+        )
     click.echo(interpret_spectrum(ds))

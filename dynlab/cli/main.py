@@ -116,12 +116,14 @@ def main():
 def list_cmd(kind):
     """List registered plug-ins with one-line descriptions.
 
+    **Enforces** that without KIND every kind is listed, under its plural as a heading.
+
     KIND is one of: units, rules, tasks, analyses, scenarios, programs, losses, models (default: all).
     """
     import dynlab
     from dynlab import registry
 
-    kinds = ["unit", "rule", "task", "analysis", "scenario", "program"] if kind is None else [PLURALS.get(kind, kind)]
+    kinds = list(PLURALS.values()) if kind is None else [PLURALS.get(kind, kind)]
     for k in kinds:
         if k not in dynlab.KINDS:
             raise ConfigError(f"unknown kind {kind!r}; valid: {', '.join(PLURALS)}")
