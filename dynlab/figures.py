@@ -232,7 +232,7 @@ def result_ok(ds: xr.Dataset, name: str):
 
 def _sweep_panels(ds: xr.Dataset, cell_dims: list[str]) -> list[tuple[str, xr.DataArray]]:
     """(label, values over the cell dims) of each headline number: every held-out training curve's
-    last finite value, every analysis's largest-value mean; a variable equal to one already shown
+    last finite value, every analysis's largest-value mean, the number of fixed points; a variable equal to one already shown
     (``eval_loss`` and ``eval_mse`` under an MSE loss) is named beside it, not drawn twice."""
     import numpy as np
 
@@ -246,6 +246,8 @@ def _sweep_panels(ds: xr.Dataset, cell_dims: list[str]) -> list[tuple[str, xr.Da
         elif name.endswith("_largest_mean") and not extra:
             analysis = name[: -len("_largest_mean")]
             label = "largest Lyapunov exponent λ₁" if analysis == "lyapunov" else f"largest {analysis.replace('_', ' ')}"
+        elif name.endswith("_n_fixed") and not extra:
+            label = f"fixed points found ({name[: -len('_n_fixed')]})"
         else:
             continue
         da = da.where(result_ok(ds, name))

@@ -557,7 +557,9 @@ def load(name_or_file: str, *, preset: str | None = None, sets=()) -> Scenario |
                 f"no scenario file {name_or_file!r} and no built-in scenario of that name; "
                 f"built-in: {', '.join(builtin) or '(none)'}"
             )
-    doc = apply_preset(cfgmod.load_toml(path), preset, str(path))
+    from dynlab.data import confine_file_data_dirs
+
+    doc = apply_preset(confine_file_data_dirs(cfgmod.load_toml(path), str(path)), preset, str(path))
     if sets:
         doc = cfgmod.apply_sets(doc, sets)
     return parse(doc, str(path), DEFAULT_PRESET if preset is None else preset)
