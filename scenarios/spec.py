@@ -124,8 +124,8 @@ def takes_runs(entry: dict) -> bool:
 @dataclasses.dataclass(frozen=True)
 class Scenario:
     """A validated sweep scenario. ``analyses`` are all its ``[[analyses]]`` entries: those of one
-    model run in every cell ([`cell_analyses`][]); those of several runs (``dsa``) run once across
-    the cells after the sweep ([`across`][], [`dynlab.scenarios.across`][])."""
+    model run in every cell (``cell_analyses``); those of several runs (``dsa``) run once across
+    the cells after the sweep (``across``, [`dynlab.scenarios.across`][])."""
 
     name: str
     description: str

@@ -294,7 +294,7 @@ def merge(scenario: Scenario, out_dir: Path, infos: list[dict | None] | None = N
 
     Enforces: a cell's results on disk are kept whatever happened to its other results (a failed
     analysis discards nothing else); a variable a cell lacks (a missing cell, a failed analysis)
-    is NaN there; ``infos``: the cells' markers ([`read_marker`][]), read if not given.
+    is NaN there; ``infos``: the cells' markers ([`read_marker`][dynlab.scenarios.cell.read_marker]), read if not given.
     """
     cells = scenario.cells
     if infos is None:
