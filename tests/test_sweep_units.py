@@ -92,7 +92,7 @@ def test_unit_sweep_finishes_with_figures_fixed_point_counts_and_dsa_across_cell
     assert list(dsa["group"].values) == ["unit=aru", "unit=aru", "unit=gru", "unit=gru"]
     d = dsa["distance"].values
     assert d.shape == (4, 4) and np.allclose(np.diag(d), 0) and (d[~np.eye(4, dtype=bool)] > 0).all()
-    assert "dsa across cells" in res.output
+    assert "dsa across cells" in res.output and "mean distance between groups" in res.output
     # the figure draws the numbers, not "no numeric variables"
     from dynlab import figures
 
@@ -215,7 +215,8 @@ def failing(tmp_path_factory):
 def test_a_failing_analysis_keeps_the_cells_other_results_and_prints_its_message(failing):
     root, res = failing
     assert res.exit_code == 1, res.output + res.stderr
-    assert "cell model.hidden=3: failed: explode: ValueError: this analysis refuses 3 hidden units" in res.stderr
+    assert "cell model.hidden=3: failed: explode: ValueError: this analysis refuses 3 hidden units" in res.stdout
+    assert res.stderr.count("\n") == 1 and res.stderr.startswith("incomplete: 1 failed of 2 cells"), res.stderr
     ds = xr.load_dataset(root / "out" / "sweep.nc")
     three, four = ds.sel({"model.hidden": 3}), ds.sel({"model.hidden": 4})
     assert str(three.status.values) == "failed" and str(four.status.values) == "ok"
@@ -235,7 +236,7 @@ def test_retry_failed_recomputes_the_cell(failing, tmp_path):
     root, _ = failing
     shutil.copytree(root / "out", tmp_path / "out")
     res = invoke(["run", str(root / "s.toml"), "--out", "out", "--resume", "--retry-failed", "-q"], tmp_path)
-    assert res.exit_code == 1 and "refuses 3 hidden units" in res.stderr  # still failing, still said
+    assert res.exit_code == 1 and "refuses 3 hidden units" in res.stdout  # still failing, still said
 
 
 # --- markers ---------------------------------------------------------------------------------------

@@ -87,14 +87,15 @@ def _run_scenario(target, sets, out, workers, scheduler, resume, retry_failed, q
     records = read_records(out_dir)
     across_failed = {a["name"]: records.get(a["name"], {}).get("message", "not run") for a in scenario.across
                      if records.get(a["name"], {}).get("status") != "ok"}
-    for line in failure_lines(merged):
-        click.echo(line, err=True)
+    for line in failure_lines(merged):  # results, on stdout; the one line on stderr says the sweep is incomplete
+        click.echo(line)
     for name, message in across_failed.items():
-        click.echo(f"{name} across cells failed: {message}", err=True)
+        click.echo(f"{name} across cells failed: {message}")
     bad = {k: v for k, v in counts.items() if k != "ok"}
     if bad or across_failed:  # a sweep with results that did not finish ok is not a success
-        what = [f"{v} {k}" for k, v in bad.items()] + [f"{name} across cells failed" for name in across_failed]
-        click.echo(f"incomplete: {', '.join(what)} of {n} cell{'s' * (n != 1)} "
+        what = ([f"{', '.join(f'{v} {k}' for k, v in bad.items())} of {n} cell{'s' * (n != 1)}"] if bad else []) + [
+            f"{name} across cells failed" for name in across_failed]
+        click.echo(f"incomplete: {'; '.join(what)} "
                    f"(status and message in {out_dir / RESULT}; --resume recomputes missing cells, "
                    "--resume --retry-failed also failed ones)", err=True)
         return 1
