@@ -309,6 +309,11 @@ def sweep(ds: xr.Dataset):
         else:
             ax.set_xticks(xpos)
         ax.set_xlabel(axis_label(ds, x) if x else "")
+        if label.startswith("fixed points found"):  # a count: whole numbers from 0
+            from matplotlib.ticker import MaxNLocator
+
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.set_ylim(bottom=0, top=max(1.0, float(np.nanmax(np.append(da.values, 0)))) * 1.15)
         ax.set_ylabel(label.replace(" after training", ""), fontsize=9)
         ax.set_title(label, fontsize=9)
     if line_dims and len(combos) <= 12:
