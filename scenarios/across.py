@@ -73,16 +73,18 @@ def _label(ds: xr.Dataset, cells) -> xr.Dataset:
     return ds.assign_coords(coords)
 
 
-def run_across(scenario: Scenario, out_dir: Path, infos: list[dict | None]) -> dict[str, dict]:
+def run_across(scenario: Scenario, out_dir: Path, cell_dirs: list[Path], infos: list[dict | None]) -> dict[str, dict]:
     """Run every analysis of several runs of ``scenario`` across its cells that finished ``ok``
-    (``infos``: each cell's marker, ``None`` if missing); return name -> ``{"status", "message"}``.
+    (``cell_dirs`` and ``infos``: each cell's directory and marker, ``None`` if missing, in the
+    order of ``scenario.cells``); return name -> ``{"status", "message"}``.
 
     Enforces: a result whose inputs and files are unchanged is kept, not recomputed; a failure
     is recorded (status ``failed`` and the one-line message), never raised; every write is atomic.
     """
     out_dir = Path(out_dir)
-    cells = [c for c, i in zip(scenario.cells, infos) if i is not None and i["status"] == "ok"]
-    ok_infos = [i for i in infos if i is not None and i["status"] == "ok"]
+    ok = [k for k, i in enumerate(infos) if i is not None and i["status"] == "ok"]
+    all_cells = scenario.cells
+    cells, ok_infos, dirs = [all_cells[k] for k in ok], [infos[k] for k in ok], [cell_dirs[k] for k in ok]
     inputs = _inputs_digest(cells, ok_infos)
     old = read_records(out_dir)
     records = {}
@@ -99,7 +101,7 @@ def run_across(scenario: Scenario, out_dir: Path, infos: list[dict | None]) -> d
         else:
             analysis = registry.get("analysis", name)
             try:
-                ds = analysis.obj([out_dir / "cells" / c.key for c in cells], **analysis_options(entry))
+                ds = analysis.obj(dirs, **analysis_options(entry))
                 ds = _label(ds, cells)
                 store.write_dataset(nc, ds)
                 record["files"][nc.name] = _sha256(nc)

@@ -255,10 +255,11 @@ def run_sweep(
                     # flight, which fail as it closes, are not recorded as failed (cell.interrupted).
                     Path(stop).touch()
                     raise
-        infos = [read_marker(cell_dir(out_dir, c)) for c in cells]
+        dirs = [cell_dir(out_dir, c) for c in cells]
+        infos = [read_marker(d) for d in dirs]
         merged = merge(scenario, out_dir, infos)
         store.write_dataset(out_dir / RESULT, merged)
-        run_across(scenario, out_dir, infos)
+        run_across(scenario, out_dir, dirs, infos)
     return merged
 
 
