@@ -4,7 +4,7 @@ scenario, run once over its cells' trained models after the sweep.
 An analysis registered with ``takes="runs"`` ([`dynlab.registry.Entry`][]) is a function of
 run directories, and a cell directory is one. In a scenario's ``[[analyses]]`` it is checked
 before any work against every cell ([`dynlab.scenarios.spec.check_cells`][]); after the sweep it
-is called once with the directories of the cells that finished ``ok``, in sweep order, and its
+is called once with the directories of the cells whose training finished ``ok``, in sweep order, and its
 dataset gets, along its ``run`` dim, the cells' sweep values (one coordinate per swept config
 key, e.g. ``model.unit`` and ``seed``), ``group`` (the cell's values on the axes other than
 ``seed``: which runs are replicates of one configuration) and readable labels
@@ -74,7 +74,8 @@ def _label(ds: xr.Dataset, cells) -> xr.Dataset:
 
 
 def run_across(scenario: Scenario, out_dir: Path, cell_dirs: list[Path], infos: list[dict | None]) -> dict[str, dict]:
-    """Run every analysis of several runs of ``scenario`` across its cells that finished ``ok``
+    """Run every analysis of several runs of ``scenario`` across its cells whose training finished
+    ``ok`` (a cell where another analysis failed still has its trained model)
     (``cell_dirs`` and ``infos``: each cell's directory and marker, ``None`` if missing, in the
     order of ``scenario.cells``); return name -> ``{"status", "message"}``.
 
@@ -82,7 +83,7 @@ def run_across(scenario: Scenario, out_dir: Path, cell_dirs: list[Path], infos: 
     is recorded (status ``failed`` and the one-line message), never raised; every write is atomic.
     """
     out_dir = Path(out_dir)
-    ok = [k for k, i in enumerate(infos) if i is not None and i["status"] == "ok"]
+    ok = [k for k, i in enumerate(infos) if i is not None and i["results"]["train"]["status"] == "ok"]
     all_cells = scenario.cells
     cells, ok_infos, dirs = [all_cells[k] for k in ok], [infos[k] for k in ok], [cell_dirs[k] for k in ok]
     inputs = _inputs_digest(cells, ok_infos)
@@ -96,8 +97,8 @@ def run_across(scenario: Scenario, out_dir: Path, cell_dirs: list[Path], infos: 
         nc, png = out_dir / f"{name}.nc", out_dir / f"{name}.png"
         record = {"status": "ok", "message": "", "inputs": inputs, "files": {}}
         if len(cells) < 2:
-            record.update(status="failed", message=f"{name} compares at least 2 cells that finished ok; "
-                                                   f"{len(cells)} did (see the cells' status in sweep.nc)")
+            record.update(status="failed", message=f"{name} compares at least 2 trained cells; {len(cells)} "
+                                                   "finished training (see the cells' status in sweep.nc)")
         else:
             analysis = registry.get("analysis", name)
             try:

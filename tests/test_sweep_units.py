@@ -200,6 +200,14 @@ ics = 2
 realisations = 2
 [[analyses]]
 name = "explode"
+[[analyses]]
+name = "dsa"
+trials = 4
+n_delays = 2
+rank = 2
+pcs = 2
+iterations = 50
+restarts = 1
 [sweep]
 "model.hidden" = [3, 4]
 """)
@@ -228,6 +236,8 @@ def test_a_failing_analysis_keeps_the_cells_other_results_and_prints_its_message
     row = next(line for line in res.output.splitlines() if line.startswith("lyapunov largest"))
     assert "—" not in row, res.output
     assert (root / "out" / "sweep.png").stat().st_size > 0
+    # the cell whose explode failed still has its trained model: DSA compares both cells
+    assert xr.load_dataset(root / "out" / "dsa.nc")["model.hidden"].values.tolist() == [3, 4]
 
 
 def test_retry_failed_recomputes_the_cell(failing, tmp_path):
