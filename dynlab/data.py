@@ -2,6 +2,10 @@
 
 Loaders read original formats from there; nothing is ever downloaded. A missing file is a
 [`DataError`][dynlab.errors.DataError] naming the file, the layout expected and where it looked.
+
+The data directory is the user's choice (``--data-dir``, ``$DYNLAB_DATA``); a ``data_dir`` key
+written in a config or scenario *file* only chooses a folder inside it ([`confine_file_data_dir`][]),
+so that a file cannot make a run read any file of the machine.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from dynlab.errors import DataError
+from dynlab.errors import ConfigError, DataError
 
 ENV = "DYNLAB_DATA"
 DEFAULT = Path("~/.cache/dynlab/data")
@@ -60,3 +64,46 @@ def data_file(relative: str, *, layout: str, explicit: str | os.PathLike | None 
             f"put the file there or point --data-dir / ${ENV} at a directory that has it"
         )
     return path
+
+
+def confine_file_data_dir(value, source: str) -> str:
+    """A ``task.data_dir`` read from a config or scenario file (``source`` names it), resolved inside
+    the data directory ([`data_dir`][]): a relative path is taken from the data directory, and the
+    result, symbolic links and ``..`` resolved, must be that directory or inside it.
+
+    Enforces: a file cannot point a task at data outside the data directory the user chose; a
+    ``data_dir`` that leaves it is one [`ConfigError`][dynlab.errors.ConfigError] line. Returns the
+    resolved absolute path, which the run then records.
+    """
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{source}: task.data_dir must be a folder name inside the data directory, got {value!r}")
+    root = data_dir().resolve()
+    path = (root / Path(value).expanduser()).resolve()
+    if path != root and root not in path.parents:
+        raise ConfigError(
+            f"{source}: task.data_dir {value!r} resolves to {str(path)!r}, outside the data directory {str(root)!r}; "
+            f"a config or scenario file may only name a folder inside it (choose the directory itself with "
+            f"--data-dir or ${ENV})"
+        )
+    return str(path)
+
+
+def confine_file_data_dirs(doc: dict, source: str) -> dict:
+    """``doc`` (a config or scenario file's document) with every ``task.data_dir`` it sets, in
+    ``[task]`` and on ``[sweep]`` axes (zipped ones included), confined by
+    [`confine_file_data_dir`][] (a copy; unchanged when it sets none)."""
+    import copy
+
+    doc = copy.deepcopy(doc)
+    task = doc.get("task")
+    if isinstance(task, dict) and "data_dir" in task:
+        task["data_dir"] = confine_file_data_dir(task["data_dir"], source)
+    sweep = doc.get("sweep")
+    tables = [sweep] if isinstance(sweep, dict) else []
+    if tables and isinstance(sweep.get("zip"), dict):
+        tables += [t for t in sweep["zip"].values() if isinstance(t, dict)]
+    for table in tables:
+        values = table.get("task.data_dir")
+        if isinstance(values, list):
+            table["task.data_dir"] = [confine_file_data_dir(v, source) for v in values]
+    return doc

@@ -193,9 +193,16 @@ def axis_value_label(ds: xr.Dataset, dim: str, index: int, *, name: bool = True)
     ``"lr=3e-3, warmup=0"``, never the bare position ``"opt=0"``."""
     zipped = [str(c) for c in ds.coords if c != dim and ds[c].dims == (dim,)]
     if zipped:
-        return ", ".join(f"{key_label(c)}={format_value(ds[c].values[index].item())}" for c in zipped)
-    value = format_value(ds[dim].values[index].item())
+        return ", ".join(f"{key_label(c)}={format_value(_element(ds[c], index))}" for c in zipped)
+    value = format_value(_element(ds[dim], index))
     return f"{key_label(dim)}={value}" if name else value
+
+
+def _element(da: xr.DataArray, index: int):
+    """Element ``index`` of a 1-d coordinate as a Python value, whatever its dtype (numbers, numpy
+    strings, or the plain ``str`` objects of a string axis merged in memory)."""
+    value = da.values[index]
+    return value.item() if hasattr(value, "item") else value
 
 
 def last_finite(var: xr.DataArray, dim: str) -> xr.DataArray:
@@ -210,13 +217,25 @@ def last_finite(var: xr.DataArray, dim: str) -> xr.DataArray:
     return xr.DataArray(last, dims=[d for d in var.dims if d != dim], coords={d: var[d] for d in var.dims if d != dim})
 
 
+def result_ok(ds: xr.Dataset, name: str):
+    """Where variable ``name`` of a merged sweep holds a good result: its result's
+    ``result_status`` is ``ok`` (``train_*``: the training, ``<analysis>_*``: that analysis), so
+    that a failed analysis hides neither the cell's training nor its other analyses; in a sweep
+    without per-result status, where the cell's ``status`` is ``ok``."""
+    if "result_status" in ds:
+        results = [str(r) for r in ds["result"].values]
+        owner = next((r for r in sorted(results, key=len, reverse=True) if name.startswith(f"{r}_")), None)
+        if owner is not None:
+            return ds["result_status"].sel(result=owner, drop=True) == "ok"
+    return ds["status"] == "ok" if "status" in ds else True
+
+
 def _sweep_panels(ds: xr.Dataset, cell_dims: list[str]) -> list[tuple[str, xr.DataArray]]:
     """(label, values over the cell dims) of each headline number: every held-out training curve's
-    last finite value, every analysis's largest-value mean; a variable equal to one already shown
+    last finite value, every analysis's largest-value mean, the number of fixed points; a variable equal to one already shown
     (``eval_loss`` and ``eval_mse`` under an MSE loss) is named beside it, not drawn twice."""
     import numpy as np
 
-    ok = ds["status"] == "ok" if "status" in ds else True
     panels: list[tuple[str, xr.DataArray]] = []
     for v in ds.data_vars:
         name, da = str(v), ds[v]
@@ -227,9 +246,11 @@ def _sweep_panels(ds: xr.Dataset, cell_dims: list[str]) -> list[tuple[str, xr.Da
         elif name.endswith("_largest_mean") and not extra:
             analysis = name[: -len("_largest_mean")]
             label = "largest Lyapunov exponent λ₁" if analysis == "lyapunov" else f"largest {analysis.replace('_', ' ')}"
+        elif name.endswith("_n_fixed") and not extra:
+            label = f"fixed points found ({name[: -len('_n_fixed')]})"
         else:
             continue
-        da = da.where(ok)
+        da = da.where(result_ok(ds, name))
         for i, (other, shown) in enumerate(panels):
             if shown.shape == da.shape and np.allclose(shown.values, da.values, equal_nan=True):
                 what = label.split(" ")[1] if label.startswith("held-out") else label
@@ -288,6 +309,11 @@ def sweep(ds: xr.Dataset):
         else:
             ax.set_xticks(xpos)
         ax.set_xlabel(axis_label(ds, x) if x else "")
+        if label.startswith("fixed points found"):  # a count: whole numbers from 0
+            from matplotlib.ticker import MaxNLocator
+
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.set_ylim(bottom=0, top=max(1.0, float(np.nanmax(np.append(da.values, 0)))) * 1.15)
         ax.set_ylabel(label.replace(" after training", ""), fontsize=9)
         ax.set_title(label, fontsize=9)
     if line_dims and len(combos) <= 12:

@@ -49,6 +49,12 @@ class Entry:
     Programs of paper scenarios carry ``claims`` (``claims(params) -> list[Claim]``, called with the
     run's resolved parameters): the paper's claims, judged on the datasets the program returns
     ([`dynlab.claims.judge`][]) whenever the scenario runs.
+
+    ``takes`` (analyses) says what an analysis compares: ``"model"`` (the default) is a function of
+    one model, run in every cell of a scenario; ``"runs"`` is a function of several trained runs,
+    ``fn(runs, **options)`` with ``runs`` a sequence of run directories (at least 2), returning a
+    dataset with a ``run`` dim in the order given (DSA). A scenario runs such an analysis once,
+    across its cells, after the sweep ([`dynlab.scenarios.across`][]).
     """
 
     kind: str
@@ -58,6 +64,7 @@ class Entry:
     figure: Callable | None = None
     summary: Callable | None = None
     claims: Callable | None = None
+    takes: str = "model"
 
 
 _REGISTRY: dict[str, dict[str, Entry]] = {kind: {} for kind in KINDS}
@@ -97,15 +104,22 @@ def _check_kind(kind: str) -> None:
         raise UnknownNameError(f"unknown kind {kind!r}; valid kinds: {', '.join(KINDS)}")
 
 
+ANALYSIS_TAKES = ("model", "runs")
+"""What a registered analysis is a function of ([`Entry`][] ``takes``)."""
+
+
 def register(kind: str, name: str, description: str | None = None, *, figure: Callable | None = None,
-             summary: Callable | None = None, claims: Callable | None = None) -> Callable:
+             summary: Callable | None = None, claims: Callable | None = None, takes: str = "model") -> Callable:
     """Decorator registering ``obj`` under ``kind``/``name``.
 
     The description defaults to the first line of the object's docstring. ``figure`` and
-    ``summary`` (analyses and programs) and ``claims`` (programs) are described on [`Entry`][].
+    ``summary`` (analyses and programs), ``claims`` (programs) and ``takes`` (analyses) are
+    described on [`Entry`][].
     """
     if claims is not None and kind != "program":
         raise ValueError("only programs declare claims")
+    if takes not in ANALYSIS_TAKES or (takes != "model" and kind != "analysis"):
+        raise ValueError(f"takes must be one of {ANALYSIS_TAKES}, and only analyses take runs")
     _check_kind(kind)
 
     def decorate(obj):
@@ -113,7 +127,7 @@ def register(kind: str, name: str, description: str | None = None, *, figure: Ca
             raise ValueError(f"{kind} {name!r} is registered twice")
         doc = description or (inspect.getdoc(obj) or "").strip().splitlines()[0:1]
         text = doc if isinstance(doc, str) else (doc[0] if doc else "")
-        _REGISTRY[kind][name] = Entry(kind, name, obj, text, figure, summary, claims)
+        _REGISTRY[kind][name] = Entry(kind, name, obj, text, figure, summary, claims, takes)
         return obj
 
     return decorate

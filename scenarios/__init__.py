@@ -2,7 +2,8 @@
 
 [`spec`][dynlab.scenarios.spec] parses and validates scenario TOML files (the built-in ones live
 beside this file); [`cell`][dynlab.scenarios.cell] runs one cell; [`sweep`][dynlab.scenarios.sweep]
-runs all cells on Dask, resumably, and merges them into one dataset.
+runs all cells on Dask, resumably, and merges them into one dataset; [`across`][dynlab.scenarios.across]
+runs the analyses of several runs (``dsa``) once across the cells.
 
 The program modules are imported here so that their ``@register("program", …)`` runs: a
 programmed scenario file chooses one of these by name (it never names a module itself).

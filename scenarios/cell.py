@@ -2,9 +2,17 @@
 
 A cell directory holds the run directory files (``config.toml``, ``model.eqx``, ``metrics.nc``,
 ...) plus one ``<analysis>.nc`` per analysis, and last of all ``cell.toml``: the marker saying
-the cell finished, with its status (``ok``, ``diverged`` or ``failed`` and the message) and the
-SHA-256 of every file it wrote. A directory without a valid marker, or whose files no longer
-match their recorded hashes, is partial or corrupt: it is never merged and is recomputed.
+the cell finished, with its status (``ok``, ``diverged`` or ``failed`` and the message), the
+status and message of each of its results (``[results.train]``, ``[results.<analysis>]``: ``ok``,
+``diverged``, ``failed``, or ``skipped`` when training did not finish), the SHA-256 of every file
+it wrote, and a digest of all of that ([`read_marker`][]). A directory without a valid marker, whose
+marker does not match its own digest (a line removed or edited), or whose files no longer match
+their recorded hashes, is partial or corrupt: it is never merged and is recomputed.
+
+**One failing analysis discards nothing else.** Each analysis of a cell runs on its own: one that
+raises is recorded as ``failed`` with its message (the traceback in ``error.txt``), and the cell's
+training and its other analyses are kept; the cell's status is then ``failed`` and its message
+names the analysis, so that ``--resume --retry-failed`` recomputes it.
 
 An interrupted cell is not a failed cell: when the sweep is being interrupted (Ctrl-C, its Dask
 client or worker shutting down), an error that a cell meets is a consequence of the shutdown, so
@@ -33,6 +41,7 @@ import xarray as xr
 from dynlab import config as cfgmod
 from dynlab import experiment, registry, store
 from dynlab.errors import DivergenceError
+from dynlab.scenarios.spec import analysis_options
 
 MARKER = "cell.toml"
 
@@ -53,30 +62,50 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+RESULT_STATUSES = ("ok", "diverged", "failed", "skipped")
+"""The status of one result of a cell (its training, each analysis)."""
+CELL_STATUSES = ("ok", "diverged", "failed")
+
+
+def _canonical(value):
+    return {k: _canonical(value[k]) for k in sorted(value)} if isinstance(value, dict) else value
+
+
+def marker_digest(info: dict) -> str:
+    """SHA-256 of a marker's content (everything but its ``digest``), independent of key order."""
+    body = {k: v for k, v in info.items() if k != "digest"}
+    return hashlib.sha256(cfgmod.dumps(_canonical(body)).encode()).hexdigest()
+
+
 def read_marker(cell_dir: Path) -> dict | None:
-    """The cell's marker if the cell is complete and intact, else ``None``."""
+    """The cell's marker if the cell is complete and intact, else ``None`` (the cell is pending).
+
+    Enforces: a marker is trusted only when it parses, matches its own ``digest`` (so a line
+    removed or changed, such as a ``files`` entry or a result, makes the cell pending), has a
+    known status for the cell and for each result, names the dataset of every analysis it says
+    finished ok, and every file it names has the recorded SHA-256.
+    """
     marker = Path(cell_dir) / MARKER
     if not marker.is_file():
         return None
     try:
         info = cfgmod.load_toml(marker)
-        files = info["files"]
+        if info.get("digest") != marker_digest(info) or info["status"] not in CELL_STATUSES:
+            return None
+        files, results = info["files"], info["results"]
+        if not isinstance(info["message"], str) or not isinstance(files, dict) or not isinstance(results, dict):
+            return None
+        for name, result in results.items():
+            if result["status"] not in RESULT_STATUSES or not isinstance(result["message"], str):
+                return None
+            if name != "train" and result["status"] == "ok" and f"{name}.nc" not in files:
+                return None
         for name, digest in files.items():
             if _sha256(Path(cell_dir) / name) != digest:
                 return None
-    except Exception:  # unreadable marker, missing file: treat as partial
+    except Exception:  # unreadable marker, a key missing, a file missing: treat as partial
         return None
     return info
-
-
-def _analysis_options(entry: dict, exp) -> dict:
-    options = {k: v for k, v in entry.items() if k != "name"}
-    task = options.get("task")
-    if task == "train":
-        options["task"] = exp.task
-    elif isinstance(task, str):
-        options["task"] = registry.build("task", task)
-    return options
 
 
 TEST_HOOK = "DYNLAB_TEST_HOOK_DIR"
@@ -123,31 +152,51 @@ def interrupted(stop_file: str | Path | None) -> bool:
     return getattr(worker.status, "name", "") in ("stopping", "stopped", "closing", "closing_gracefully", "closed", "failed")
 
 
-def _failure(cell_dir: Path, e: Exception) -> tuple[str, str]:
-    (cell_dir / "error.txt").write_text(traceback.format_exc())
-    return "failed", f"{type(e).__name__}: {e}".strip()
+def one_line(text: str) -> str:
+    """``text`` as one printable line (a message in a marker, which TOML must read back, and on a
+    terminal): runs of whitespace become one space, other unprintable characters a space."""
+    return "".join(c if c.isprintable() else " " for c in " ".join(str(text).split()))
+
+
+def _failure(cell_dir: Path, e: Exception, what: str = "") -> tuple[str, str]:
+    """``("failed", "Type: message")``; the traceback is appended to the cell's ``error.txt``."""
+    with open(cell_dir / "error.txt", "a") as f:
+        f.write(f"--- {what or 'cell'}\n{traceback.format_exc()}")
+    return "failed", one_line(f"{type(e).__name__}: {e}")
 
 
 def _interrupted_info(message: str) -> dict:
     """What a cell returns when the sweep was interrupted under it: no marker, not failed."""
-    return {"status": INTERRUPTED, "message": message, "files": {}}
+    return {"status": INTERRUPTED, "message": message, "files": {}, "results": {}}
 
 
 def _finish(cell_dir: Path, exp, analyses: tuple[dict, ...], status: str, message: str,
             stop_file: str | Path | None = None) -> dict:
-    """Run the analyses of a trained (or fresh) cell, then write its marker last (not if interrupted)."""
-    if status == "ok":
+    """Run the analyses of a trained (or fresh) cell, each on its own, then write its marker last
+    (not if interrupted). ``status``/``message``: how training ended."""
+    message = one_line(message)
+    results = {"train": {"status": status, "message": message}}
+    for entry in analyses:
+        name = entry["name"]
+        if status != "ok":
+            results[name] = {"status": "skipped", "message": f"not run: training {status}"}
+            continue
         try:
-            for entry in analyses:
-                fn = registry.get("analysis", entry["name"]).obj
-                ds = fn(exp.model, **_analysis_options(entry, exp))
-                store.write_dataset(cell_dir / f"{entry['name']}.nc", ds)
-        except Exception as e:  # a failed cell must not stop the sweep; keep the reason
+            fn = registry.get("analysis", name).obj
+            ds = fn(exp.model, **analysis_options(entry, exp.task))
+            store.write_dataset(cell_dir / f"{name}.nc", ds)
+            results[name] = {"status": "ok", "message": ""}
+        except Exception as e:  # a failed analysis stops neither the cell's other results nor the sweep
             if interrupted(stop_file):
                 return _interrupted_info(f"{type(e).__name__}: {e}")
-            status, message = _failure(cell_dir, e)
+            failed, why = _failure(cell_dir, e, name)
+            results[name] = {"status": failed, "message": why}
+    failed = [n for n, r in results.items() if n != "train" and r["status"] == "failed"]
+    if status == "ok" and failed:
+        status, message = "failed", "; ".join(f"{n}: {results[n]['message']}" for n in failed)
     files = {p.name: _sha256(p) for p in sorted(cell_dir.iterdir()) if p.is_file() and not p.name.startswith(".")}
-    info = {"status": status, "message": message, "files": files}
+    info = {"status": status, "message": message, "results": results, "files": files}
+    info["digest"] = marker_digest(info)
     store.atomic_write(cell_dir / MARKER, lambda p: p.write_text(cfgmod.dumps(info)))
     return info
 

@@ -106,6 +106,7 @@ class Cell:
     coords: dict[str, Any]
     config: dict
     analyses: tuple[dict, ...]
+    axes: tuple[Axis, ...] = ()
 
     @property
     def key(self) -> str:
@@ -114,8 +115,18 @@ class Cell:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def takes_runs(entry: dict) -> bool:
+    """Does this ``[[analyses]]`` entry name an analysis of several runs (``takes="runs"``, e.g.
+    ``dsa``), which a scenario runs once across its cells rather than in each cell?"""
+    return registry.get("analysis", entry["name"]).takes == "runs"
+
+
 @dataclasses.dataclass(frozen=True)
 class Scenario:
+    """A validated sweep scenario. ``analyses`` are all its ``[[analyses]]`` entries: those of one
+    model run in every cell (``cell_analyses``); those of several runs (``dsa``) run once across
+    the cells after the sweep (``across``, [`dynlab.scenarios.across`][])."""
+
     name: str
     description: str
     base: dict
@@ -123,6 +134,14 @@ class Scenario:
     axes: tuple[Axis, ...]
     source: str
     vmap_seeds: bool = False
+
+    @property
+    def cell_analyses(self) -> tuple[dict, ...]:
+        return tuple(a for a in self.analyses if not takes_runs(a))
+
+    @property
+    def across(self) -> tuple[dict, ...]:
+        return tuple(a for a in self.analyses if takes_runs(a))
 
     @property
     def digest(self) -> str:
@@ -154,7 +173,7 @@ class Scenario:
             for axis, i in zip(self.axes, index):
                 coords[axis.name] = i if len(axis.values) > 1 else next(iter(axis.values.values()))[i]
                 config = cfgmod.apply_values(config, {k: v[i] for k, v in axis.values.items()})
-            out.append(Cell(index, coords, config, self.analyses))
+            out.append(Cell(index, coords, config, self.cell_analyses, self.axes))
         return out
 
 
@@ -362,6 +381,10 @@ def _parse_sweep(sweep: dict) -> tuple[tuple[Axis, ...], bool]:
     return tuple(axes), vmap_seeds
 
 
+RUNS_ARGUMENT = ("runs", "key", "self")
+"""Parameters of an analysis of several runs that the sweep passes, never options of a scenario."""
+
+
 def _check_analysis(entry: dict) -> dict:
     if not isinstance(entry, dict) or "name" not in entry:
         raise ConfigError("each [[analyses]] entry needs a name, e.g. name = \"lyapunov\"")
@@ -371,8 +394,22 @@ def _check_analysis(entry: dict) -> dict:
         if options["task"] != "train":
             registry.get("task", options["task"])
         options = {k: v for k, v in options.items() if k != "task"}
-    registry.check_config(f"analyses.{entry['name']}", fn, options)
+    exclude = RUNS_ARGUMENT if takes_runs(entry) else ("key", "self")
+    registry.check_config(f"analyses.{entry['name']}", fn, options, exclude=exclude)
     return dict(entry)
+
+
+def analysis_options(entry: dict, own_task=None) -> dict:
+    """An ``[[analyses]]`` entry's options as the analysis takes them: ``task = "train"`` becomes
+    ``own_task`` (a cell's own task; ``None`` for an analysis of several runs: the runs' common
+    task), another task name that task, built."""
+    options = {k: v for k, v in entry.items() if k != "name"}
+    task = options.get("task")
+    if task == "train":
+        options["task"] = own_task
+    elif isinstance(task, str):
+        options["task"] = registry.build("task", task)
+    return options
 
 
 def parse(doc: dict, source: str = "<dict>", preset: str = DEFAULT_PRESET) -> Scenario | Program:
@@ -422,7 +459,7 @@ def check_cells(scenario: Scenario) -> None:
     from dynlab.scenarios.cell import without_training
 
     hooks = []
-    for entry in scenario.analyses:
+    for entry in scenario.cell_analyses:
         fn = registry.get("analysis", entry["name"]).obj
         hook = getattr(fn, "check", None)
         if hook is not None:
@@ -448,6 +485,55 @@ def check_cells(scenario: Scenario) -> None:
                     raise ConfigError(f"analyses.{name}{_cell_label(cell)}: {e}") from None
 
         eqx.filter_eval_shape(run_hooks)
+    _check_across(scenario)
+
+
+def _check_across(scenario: Scenario) -> None:
+    """Every analysis of several runs (``dsa``) against the cells it will compare, before any work.
+
+    Enforces: such an analysis runs across the cells' trained models, so every cell trains
+    (``train.steps`` > 0) and its ``check(configs, names, **options)`` hook (defaults filled in,
+    ``task = "train"`` meaning the cells' common task) accepts the cells' configs: at least two
+    cells, one task to drive them, options that task allows.
+    """
+    from dynlab.scenarios.cell import without_training
+
+    if not scenario.across:
+        return
+    cells = scenario.cells
+    configs = [experiment.validate(without_training(c.config)[0]) for c in cells]
+    names = [cell_name(c) or "(the only cell)" for c in cells]
+    for entry in scenario.across:
+        name = entry["name"]
+        untrained = [n for c, n in zip(cells, names) if not without_training(c.config)[1]]
+        if untrained:
+            raise ConfigError(f"analyses.{name} compares the cells' trained models, but cell {untrained[0]} has "
+                              "train.steps = 0; give every cell training steps or remove the analysis")
+        fn = registry.get("analysis", name).obj
+        hook = getattr(fn, "check", None)
+        if hook is None:
+            continue
+        options = {**registry.defaults(fn, exclude=RUNS_ARGUMENT), **analysis_options(entry)}
+        try:
+            hook(configs, names, **options)
+        except ConfigError as e:
+            raise ConfigError(f"analyses.{name} (across the {len(cells)} cell{'s' * (len(cells) != 1)}): {e}") from None
+
+
+def cell_name(cell: Cell) -> str:
+    """A cell by its sweep values, as a reader says it: ``"unit=aru, seed=0"`` (a zipped axis by
+    the values of its keys); ``""`` for a scenario without a sweep."""
+    from dynlab.figures import format_value, key_label
+
+    return ", ".join(f"{key_label(k)}={format_value(v)}" for k, v in cell_values(cell).items())
+
+
+def cell_values(cell: Cell) -> dict[str, Any]:
+    """The config values a cell's sweep axes set, key by key (a zipped axis: each of its keys)."""
+    out = {}
+    for axis, i in zip(cell.axes, cell.index):
+        out.update({k: v[i] for k, v in axis.values.items()})
+    return out
 
 
 def builtin_dir() -> Path:
@@ -471,7 +557,9 @@ def load(name_or_file: str, *, preset: str | None = None, sets=()) -> Scenario |
                 f"no scenario file {name_or_file!r} and no built-in scenario of that name; "
                 f"built-in: {', '.join(builtin) or '(none)'}"
             )
-    doc = apply_preset(cfgmod.load_toml(path), preset, str(path))
+    from dynlab.data import confine_file_data_dirs
+
+    doc = apply_preset(confine_file_data_dirs(cfgmod.load_toml(path), str(path)), preset, str(path))
     if sets:
         doc = cfgmod.apply_sets(doc, sets)
     return parse(doc, str(path), DEFAULT_PRESET if preset is None else preset)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from dynlab.figures import last_finite
+from dynlab.figures import last_finite, result_ok
 
 MAX_ROWS = 12
 """Rows of a summary table beyond which the table says how many more the dataset holds."""
@@ -52,19 +52,27 @@ def text_table(header: list[str], rows: list[list[str]], max_rows: int | None = 
     return "\n".join(out)
 
 
-def _headline_variables(merged: xr.Dataset, cell_dims: tuple[str, ...]) -> dict[str, xr.DataArray]:
-    """label -> DataArray over the cell dims: each training curve's last value (``train_eval_*``)
-    and every analysis's per-cell scalar means (``<analysis>_<name>_mean``)."""
+INTERVAL_SUFFIXES = ("_ci_low", "_ci_high")
+"""Scalars that bound another scalar's interval (``largest_ci_low``): shown through their estimate."""
+
+
+def _headline_variables(merged: xr.Dataset, cell_dims: tuple[str, ...]) -> dict[str, tuple[str, xr.DataArray]]:
+    """label -> (variable name, DataArray over the cell dims): each training curve's last value (``train_eval_*``)
+    and every analysis's per-cell scalar (``<analysis>_<name>``: a count such as fixed-points'
+    ``n_fixed``, an estimate such as lyapunov's ``largest_mean``, shown as "lyapunov largest"),
+    leaving out the bounds of intervals (``*_ci_low``, ``*_ci_high``)."""
     out = {}
     for name, var in merged.data_vars.items():
         name = str(name)
         if var.dtype.kind not in "fiub":
             continue
         extra = [d for d in var.dims if d not in cell_dims]
-        if name.startswith("train_eval_") and len(extra) == 1:
-            out[f"final {name[len('train_'):].replace('_', ' ')}"] = last_finite(var, extra[0])
-        elif not extra and name.endswith("_mean"):
-            out[name[: -len("_mean")].replace("_", " ", 1)] = var
+        if name.startswith("train_"):
+            if name.startswith("train_eval_") and len(extra) == 1:
+                out[f"final {name[len('train_'):].replace('_', ' ')}"] = (name, last_finite(var, extra[0]))
+        elif not extra and not name.endswith(INTERVAL_SUFFIXES):
+            label = name[: -len("_mean")] if name.endswith("_mean") else name
+            out[label.replace("_", " ", 1)] = (name, var)
     return out
 
 
@@ -72,10 +80,11 @@ def sweep_summary(merged: xr.Dataset) -> str:
     """The headline numbers of a merged sweep: one row per headline variable (each training
     curve's last held-out value, every analysis's per-cell means), one column per combination of
     the sweep axes other than ``seed``; over ``seed``, when it is an axis, the mean and its 95%
-    interval ([`over_seeds`][]). Cells that are not ``ok`` are left out."""
+    interval ([`over_seeds`][]). A number is left out of the cells where its result is not ``ok``
+([`dynlab.figures.result_ok`][]): a failed analysis hides only its own numbers."""
     cell_dims = tuple(d for d in merged["status"].dims)
-    ok = merged["status"] == "ok"
-    variables = {label: da.where(ok) for label, da in _headline_variables(merged, cell_dims).items()}
+    variables = {label: da.where(result_ok(merged, name))
+                 for label, (name, da) in _headline_variables(merged, cell_dims).items()}
     if not variables:
         return ""
     group_dims = [d for d in cell_dims if d != "seed"]
@@ -92,7 +101,7 @@ def sweep_summary(merged: xr.Dataset) -> str:
     rows = [[label, *(over_seeds(da.sel(c).values) for c in shown)] for label, da in variables.items()]
     n_seeds = merged.sizes.get("seed", 1) if "seed" in cell_dims else 1
     title = (f"results ({'mean ± 95% CI over ' + str(n_seeds) + ' seeds' if n_seeds > 1 else 'one seed per cell'}; "
-             f"cells not ok left out):")
+             f"results not ok left out):")
     more = f"\n… {len(combos) - len(shown)} more combinations in sweep.nc" if len(combos) > len(shown) else ""
     zipped = "".join(f"\n{k}" for k in keys)
-    return f"{title}\n{text_table(header, rows)}{more}{zipped}"
+    return f"{title}\n{text_table(header, rows, max_rows=None)}{more}{zipped}"

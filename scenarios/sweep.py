@@ -17,6 +17,13 @@ writes ``.interrupted`` before its Dask client closes, so that the cells in flig
 fail because of the shutdown, are not recorded as failed ([`dynlab.scenarios.cell.interrupted`][]);
 a resume removes it. With ``scheduler``, the directory is created only once the scheduler has
 answered ([`connect`][]).
+
+**One writer.** A sweep directory is written by one process at a time: ``sweep.lock``
+([`writer_lock`][]) is held for the whole sweep, and a second writer is refused with one line
+naming the holder's pid (two simultaneous ``--resume`` end with one complete dataset and one
+refusal). **A finished sweep is never rerun over:** ``dynlab run`` into a directory that holds a
+sweep, without ``--resume``, is refused with one line and changes no file; ``--resume`` with the
+same scenario continues it (and, when it is complete, only merges it again).
 """
 
 from __future__ import annotations
@@ -130,12 +137,51 @@ def check_out_dir(scenario: Scenario, out_dir: Path, *, resume: bool) -> None:
         )
 
 
-def prepare(scenario: Scenario, out_dir: Path, *, resume: bool) -> None:
-    """Create ``out_dir`` for a new sweep, or check that it holds this scenario to resume."""
+LOCK = "sweep.lock"
+
+
+@contextlib.contextmanager
+def writer_lock(out_dir: Path):
+    """Hold the sweep directory's lock (``fcntl.flock`` on ``out_dir/sweep.lock``) while the block runs.
+
+    Enforces: one writer per sweep directory. A second ``dynlab run`` (``--resume`` or not) of a
+    directory whose lock is held is refused at once with one line naming the holder's pid
+    ([`ConfigError`][]), before it reads or writes any cell, so two resumes never recompute (and
+    delete) each other's cells. The lock is the kernel's: it ends with its process, even one that is
+    killed, and the file (which then names a pid that is gone) stays for the next writer.
+    """
+    import fcntl
+    import os
+
+    path = Path(out_dir) / LOCK
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            raise ConfigError(
+                f"{str(out_dir)!r} is being written by another dynlab run (pid {holder}, holding {LOCK}); "
+                "wait for it to finish, then re-run with --resume to continue it"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def prepare(scenario: Scenario, out_dir: Path, *, resume: bool, lock: contextlib.ExitStack) -> None:
+    """Create ``out_dir`` for a new sweep and take its lock into ``lock`` (unless held already),
+    checking again under the lock that the directory may take this sweep; or check that it holds
+    this scenario to resume."""
     out_dir = Path(out_dir)
     check_out_dir(scenario, out_dir, resume=resume)
     text = Path(scenario.source).read_text() if Path(scenario.source).is_file() else ""
     (out_dir / "cells").mkdir(parents=True, exist_ok=True)
+    if not resume:  # a new sweep: locked only now that its directory exists; another may have started
+        lock.enter_context(writer_lock(out_dir))
+        check_out_dir(scenario, out_dir, resume=resume)
     (out_dir / STOP).unlink(missing_ok=True)
     if not (out_dir / DIGEST).exists():  # before scenario.toml: a sweep with one has the other
         store.atomic_write(out_dir / DIGEST, lambda p: p.write_text(scenario.digest + "\n"))
@@ -153,55 +199,67 @@ def run_sweep(
     retry_failed: bool = False,
     progress: Callable[[int, int, int], None] | None = None,
 ) -> xr.Dataset:
-    """Run every unfinished cell, then merge all cells into ``out_dir/sweep.nc`` and return it.
+    """Run every unfinished cell, then merge all cells into ``out_dir/sweep.nc`` and return it; then
+    run the analyses across cells ([`dynlab.scenarios.across.run_across`][]; their status:
+    [`dynlab.scenarios.across.read_records`][]).
 
     ``progress(done, total, failures)`` is called as cells finish (skipped cells count as done).
-    Nothing is written before the Dask cluster or scheduler is up.
+    Nothing is written before the Dask cluster or scheduler is up. The directory's lock
+    ([`writer_lock`][]) is held from before the finished cells are read (``resume``; a new sweep:
+    from when its directory is made) until everything is written.
     """
     from dask.distributed import as_completed
 
+    from dynlab.scenarios.across import run_across
+
     out_dir = Path(out_dir)
     check_out_dir(scenario, out_dir, resume=resume)
-    cells = scenario.cells
-    todo = pending_cells(scenario, out_dir, resume=resume, retry_failed=retry_failed)
-    done, failures = len(cells) - len(todo), 0
-    if progress:
-        progress(done, len(cells), failures)
-    if not todo:
-        prepare(scenario, out_dir, resume=resume)
-    else:
-        with dask_client(workers, scheduler) as client:
-            prepare(scenario, out_dir, resume=resume)
-            stop = str(out_dir / STOP)
-            try:
-                futures = []
-                for group in _groups(todo, scenario.vmap_seeds):
-                    if len(group) == 1:
-                        c = group[0]
-                        futures.append(client.submit(
-                            run_cell, str(cell_dir(out_dir, c)), c.config, c.analyses, stop, key=f"cell-{c.key}",
-                            pure=False,
-                        ))
-                    else:
-                        futures.append(client.submit(
-                            run_cells_vmapped, [str(cell_dir(out_dir, c)) for c in group],
-                            [c.config for c in group], group[0].analyses, stop, key=f"cells-{group[0].key}",
-                            pure=False,
-                        ))
-                for future in as_completed(futures):
-                    result = future.result()
-                    for info in result if isinstance(result, list) else [result]:
-                        done += 1
-                        failures += info["status"] != "ok"
-                    if progress:
-                        progress(done, len(cells), failures)
-            except BaseException:
-                # Ctrl-C (or any error here): say so before the client closes, so that the cells in
-                # flight, which fail as it closes, are not recorded as failed (cell.interrupted).
-                Path(stop).touch()
-                raise
-    merged = merge(scenario, out_dir)
-    store.write_dataset(out_dir / RESULT, merged)
+    with contextlib.ExitStack() as lock:
+        if resume:
+            lock.enter_context(writer_lock(out_dir))
+        cells = scenario.cells
+        todo = pending_cells(scenario, out_dir, resume=resume, retry_failed=retry_failed)
+        done, failures = len(cells) - len(todo), 0
+        if progress:
+            progress(done, len(cells), failures)
+        if not todo:
+            prepare(scenario, out_dir, resume=resume, lock=lock)
+        else:
+            with dask_client(workers, scheduler) as client:
+                prepare(scenario, out_dir, resume=resume, lock=lock)
+                stop = str(out_dir / STOP)
+                try:
+                    futures = []
+                    for group in _groups(todo, scenario.vmap_seeds):
+                        if len(group) == 1:
+                            c = group[0]
+                            futures.append(client.submit(
+                                run_cell, str(cell_dir(out_dir, c)), c.config, c.analyses, stop, key=f"cell-{c.key}",
+                                pure=False,
+                            ))
+                        else:
+                            futures.append(client.submit(
+                                run_cells_vmapped, [str(cell_dir(out_dir, c)) for c in group],
+                                [c.config for c in group], group[0].analyses, stop, key=f"cells-{group[0].key}",
+                                pure=False,
+                            ))
+                    for future in as_completed(futures):
+                        result = future.result()
+                        for info in result if isinstance(result, list) else [result]:
+                            done += 1
+                            failures += info["status"] != "ok"
+                        if progress:
+                            progress(done, len(cells), failures)
+                except BaseException:
+                    # Ctrl-C (or any error here): say so before the client closes, so that the cells in
+                    # flight, which fail as it closes, are not recorded as failed (cell.interrupted).
+                    Path(stop).touch()
+                    raise
+        dirs = [cell_dir(out_dir, c) for c in cells]
+        infos = [read_marker(d) for d in dirs]
+        merged = merge(scenario, out_dir, infos)
+        store.write_dataset(out_dir / RESULT, merged)
+        run_across(scenario, out_dir, dirs, infos)
     return merged
 
 
@@ -221,20 +279,43 @@ def _nan_like(ds: xr.Dataset) -> xr.Dataset:
     return ds.map(lambda v: xr.full_like(v, np.nan, dtype=float) if v.dtype.kind in "fiub" else v)
 
 
-def merge(scenario: Scenario, out_dir: Path) -> xr.Dataset:
-    """One dataset over the sweep axes: every cell's results plus its ``status`` and ``message``."""
+def _result_status(info: dict | None, names: list[str]) -> tuple[list[str], list[str]]:
+    """Each result's status and message from a cell's marker (``missing`` for a cell without one)."""
+    if info is None:
+        return ["missing"] * len(names), [""] * len(names)
+    results = info["results"]
+    return ([results.get(n, {}).get("status", "missing") for n in names],
+            [results.get(n, {}).get("message", "") for n in names])
+
+
+def merge(scenario: Scenario, out_dir: Path, infos: list[dict | None] | None = None) -> xr.Dataset:
+    """One dataset over the sweep axes: every cell's results, its ``status`` and ``message``, and
+    each of its results' (``result`` dim: ``train``, then each analysis) ``result_status`` and
+    ``result_message``.
+
+    Enforces: a cell's results on disk are kept whatever happened to its other results (a failed
+    analysis discards nothing else); a variable a cell lacks (a missing cell, a failed analysis)
+    is NaN there; ``infos``: the cells' markers ([`read_marker`][dynlab.scenarios.cell.read_marker]), read if not given.
+    """
     cells = scenario.cells
-    infos = [read_marker(cell_dir(out_dir, c)) for c in cells]
-    summaries = [
-        cell_summary(cell_dir(out_dir, c), c.analyses) if info and info["status"] == "ok" else None
-        for c, info in zip(cells, infos)
-    ]
-    template = next((s for s in summaries if s is not None), xr.Dataset())
+    if infos is None:
+        infos = [read_marker(cell_dir(out_dir, c)) for c in cells]
+    summaries = [cell_summary(cell_dir(out_dir, c), c.analyses) if info else None for c, info in zip(cells, infos)]
+    present = [s for s in summaries if s is not None]
+    template = xr.merge([_nan_like(s) for s in present], join="outer", compat="override", combine_attrs="drop") \
+        if present else xr.Dataset()
+    names = ["train", *(a["name"] for a in scenario.cell_analyses)]
     per_cell = []
     for cell, info, summary in zip(cells, infos, summaries):
-        ds = summary if summary is not None else _nan_like(template)
+        ds = xr.Dataset() if summary is None else summary
+        lacking = [v for v in template.data_vars if v not in ds]
+        if lacking:
+            ds = xr.merge([ds, template[lacking]], join="outer", compat="override", combine_attrs="drop")
         status = "missing" if info is None else info["status"]
-        ds = ds.assign(status=((), status), message=((), "" if info is None else info["message"]))
+        result_status, result_message = _result_status(info, names)
+        ds = ds.assign(status=((), status), message=((), "" if info is None else info["message"]),
+                       result_status=("result", result_status), result_message=("result", result_message))
+        ds = ds.assign_coords(result=("result", names))
         ds = ds.expand_dims({axis.name: [cell.coords[axis.name]] for axis in scenario.axes})
         per_cell.append(ds)
     if scenario.axes:
@@ -252,6 +333,7 @@ def merge(scenario: Scenario, out_dir: Path) -> xr.Dataset:
     else:
         merged = per_cell[0]
     merged["status"].attrs["long_name"] = "cell status: ok, diverged, failed or missing"
+    merged["result_status"].attrs["long_name"] = "status of each result of a cell: ok, diverged, failed, skipped or missing"
     return stamp(merged, analysis="sweep", config=dict(
         scenario=scenario.name,
         description=scenario.description,

@@ -71,6 +71,7 @@ def dsa_summary(ds: xr.Dataset) -> str:
     for i, label in enumerate(labels):
         lines.append(f"{label:>{width}} {float(ds.explained[i]):>10.4f} {float(ds.fit_error[i]):>10.4f} "
                      f"{float(ds.pcs_variance[i]):>8.4f}")
+    lines += _group_lines(ds)
     off = ~np.eye(n, dtype=bool)
     conv = ds["converged"].values[off]
     lines.append(f"alignment: {int(conv.sum())}/{conv.size} converged (|W| <= {ds.attrs.get('tol', '?')}); "
@@ -78,3 +79,26 @@ def dsa_summary(ds: xr.Dataset) -> str:
                  f"{float(ds.asymmetry.values[off].max()):.2g} rad, spread over restarts "
                  f"{float(ds.restart_spread.values[off].max()):.2g} rad")
     return "\n".join(lines)
+
+
+def _group_lines(ds: xr.Dataset) -> list[str]:
+    """When the runs carry a ``group`` coordinate (cells of a sweep: their values other than the
+    seed, [`dynlab.scenarios.across`][]) and some group has several runs: the mean distance
+    between the runs of each pair of groups (within a group: between its replicates), as a table."""
+    if "group" not in ds.coords:
+        return []
+    groups = [str(g) for g in ds["group"].values]
+    names = list(dict.fromkeys(groups))
+    if len(names) == len(groups):
+        return []
+    d = ds["distance"].values
+    width = max(len(g) for g in names)
+    lines = ["mean distance between groups (within a group: between its runs)",
+             " " * width + " " + " ".join(f"{g:>{max(7, len(g))}}" for g in names)]
+    for a in names:
+        cells = []
+        for b in names:
+            pairs = [d[i, j] for i, ga in enumerate(groups) for j, gb in enumerate(groups) if ga == a and gb == b and i != j]
+            cells.append(f"{np.mean(pairs):>{max(7, len(b))}.4f}" if pairs else f"{'—':>{max(7, len(b))}}")
+        lines.append(f"{a:>{width}} " + " ".join(cells))
+    return lines

@@ -31,7 +31,7 @@ from dynlab.errors import ConfigError, require_positive
 from dynlab.provenance import stamp
 from dynlab.registry import register
 
-__all__ = ["check_dsa", "comparable_runs", "dsa_analysis", "dsa_models", "observed_trajectories"]
+__all__ = ["check_dsa", "check_dsa_runs", "common_task", "comparable_runs", "dsa_analysis", "dsa_models", "observed_trajectories"]
 
 SINGULAR_VALUES_KEPT = 40
 """At most this many leading Hankel singular values per model go into the dataset."""
@@ -189,10 +189,24 @@ def _task_section(config: dict) -> dict:
     return {**defaults, **task}
 
 
+def common_task(configs: Sequence[dict], names: Sequence[str]) -> None:
+    """Check that run configs (named by ``names``) were trained on one task (their ``[task]``
+    sections agree, defaults filled in); a one-line [`ConfigError`][dynlab.errors.ConfigError]
+    naming the first difference otherwise."""
+    first = _task_section(configs[0])
+    for name, config in zip(names[1:], configs[1:]):
+        task = _task_section(config)
+        if task != first:
+            key = next(k for k in ["name", *sorted(set(task) | set(first))] if task.get(k) != first.get(k))
+            raise ConfigError(
+                f"runs {names[0]} and {name} were trained on different tasks (task.{key} = "
+                f"{first.get(key, 'unset')!r} vs {task.get(key, 'unset')!r}): DSA drives every model with the same "
+                "inputs, so compare runs of one task or choose the inputs with --task")
+
+
 def comparable_runs(runs: Sequence[str | Path], *, same_task: bool = True) -> list[dict]:
     """The configs of ``runs``, checked to be at least two distinct dynlab run directories and
-    (``same_task``) trained on one task; a one-line [`ConfigError`][dynlab.errors.ConfigError]
-    naming the first difference otherwise."""
+    (``same_task``) trained on one task ([`common_task`][])."""
     from dynlab import store
 
     runs = [Path(r) for r in runs]
@@ -201,18 +215,34 @@ def comparable_runs(runs: Sequence[str | Path], *, same_task: bool = True) -> li
     if len({r.resolve() for r in runs}) < len(runs):
         raise ConfigError("a run directory is given twice")
     configs = [store.read_config(r) for r in runs]
-    if not same_task:
-        return configs
-    first = _task_section(configs[0])
-    for run, config in zip(runs[1:], configs[1:]):
-        task = _task_section(config)
-        if task != first:
-            key = next(k for k in ["name", *sorted(set(task) | set(first))] if task.get(k) != first.get(k))
-            raise ConfigError(
-                f"runs {str(runs[0])!r} and {str(run)!r} were trained on different tasks (task.{key} = "
-                f"{first.get(key, 'unset')!r} vs {task.get(key, 'unset')!r}): DSA drives every model with the same "
-                "inputs, so compare runs of one task or choose the inputs with --task")
+    if same_task:
+        common_task(configs, [repr(str(r)) for r in runs])
     return configs
+
+
+def check_dsa_runs(configs: Sequence[dict], names: Sequence[str], *, task=None, **options) -> None:
+    """Before any work: can [`dsa_analysis`][] compare the runs these configs will train (a
+    scenario's cells, named by ``names``)? At least 2 runs, one task to drive them (theirs in
+    common, or ``task``, whose inputs every model must read), and options the task's length
+    allows ([`check_dsa`][]); one ConfigError line otherwise."""
+    from dynlab import registry
+
+    if len(configs) < 2:
+        raise ConfigError(f"DSA compares several trained models, and this scenario has {len(configs)} cell; "
+                          "add a [sweep] axis (e.g. seed = [0, 1]) or compare runs with 'dynlab analyze dsa RUN_DIR RUN_DIR'")
+    if task is None:
+        common_task(configs, names)
+        section = dict(_task_section(configs[0]))
+        drive = registry.build("task", section.pop("name"), **section)
+    else:
+        drive = task
+        for name, config in zip(names, configs):
+            section = dict(_task_section(config))
+            own = registry.build("task", section.pop("name"), **section)
+            if own.input_size != drive.input_size:
+                raise ConfigError(f"run {name} reads {own.input_size} inputs per step but the task "
+                                  f"{_task_name(drive)!r} gives {drive.input_size}: these runs cannot be driven by one input")
+    check_dsa(**options, length=drive.length)
 
 
 def _labels(runs: Sequence[Path], configs: Sequence[dict]) -> list[str]:
@@ -233,6 +263,7 @@ def _labels(runs: Sequence[Path], configs: Sequence[dict]) -> list[str]:
     "dynamical similarity (Ostrow et al. 2023): HAVOK-DMD operators compared up to rotation, over run directories",
     figure=dsa_figure,
     summary=dsa_summary,
+    takes="runs",
 )
 def dsa_analysis(runs: Sequence[str | Path], *, task=None, trials: int = 16, n_delays: int = 10,
                  delay_interval: int = 1, rank: int = 10, pcs: int | None = 16, ridge: float = 0.0,
@@ -281,3 +312,5 @@ def _task_name(task) -> str:
             return entry.name
     return type(task).__name__
 
+
+dsa_analysis.check = check_dsa_runs

@@ -347,6 +347,8 @@ def fixed_points(
     - `n_unstable`, `n_marginal`, `n_stable`, `stability` (names), `stability_code` (`point`);
     - `ic_q`, `ic_point` (index into `point`, -1 if discarded), `ic_num_steps`,
       `ic_terminated` (`ic`): every minimisation;
+    - scalars `n_fixed`, `n_slow` and `n_points_<class>` (one per stability class): the counts of
+      points (a sweep keeps every scalar per cell, [`dynlab.scenarios.cell.cell_summary`][]);
     - attrs `analysis="fixed-points"`, `q_tol`, `q_max`, `unique_tol`, `marginal_tol`,
       `max_steps`, `solver`, `rtol`, `atol`, `n_ics`, `n_fixed`, `n_slow`, `state_dim`,
       `dtype`, `stability_classes`;
@@ -424,6 +426,11 @@ def _dataset(step: FlatStep, x: PyTree, dtype, result: SpeedMinima, *, q_tol: fl
         "ic_point": ("ic", ic_point, {"long_name": "point reached (index into point; -1: q > q_max, discarded)"}),
         "ic_num_steps": ("ic", result.num_steps.astype(np.int64), {"long_name": "solver steps"}),
         "ic_terminated": ("ic", result.terminated.astype(bool), {"long_name": "solver met its tolerances"}),
+        # the per-run counts as scalars too: a sweep keeps them per cell and its summary shows them
+        "n_fixed": ((), np.int64(is_fixed.sum()), {"long_name": f"fixed points (q <= q_tol = {q_tol:g})"}),
+        "n_slow": ((), np.int64((~is_fixed).sum()), {"long_name": "slow points (q_tol < q <= q_max)"}),
+        **{f"n_points_{name}": ((), np.int64(np.sum(stab["stability_code"] == code)), {"long_name": f"{name} points"})
+           for code, name in enumerate(STABILITY_CLASSES)},
     }
     coords = {
         "point": ("point", np.arange(len(kept)), {"long_name": "fixed or slow point (by increasing q)"}),

@@ -69,23 +69,58 @@ def _run_scenario(target, sets, out, workers, scheduler, resume, retry_failed, q
         raise
     statuses = merged["status"].values.ravel().tolist()
     counts = {k: statuses.count(k) for k in ("ok", "diverged", "failed", "missing") if statuses.count(k)}
+    from dynlab.scenarios.across import across_summary, read_records
     from dynlab.scenarios.summary import sweep_summary
 
     summary = sweep_summary(merged)
     if summary:
         click.echo(summary)
+    across = across_summary(scenario, out_dir)
+    if across:
+        click.echo(across)
     click.echo(f"done: {', '.join(f'{v} {k}' for k, v in counts.items())}; merged dataset: {out_dir / RESULT}")
     from dynlab import figures
 
     store.write_figure(out_dir / "sweep.png", figures.plot_dataset(merged))
-    click.echo(f"figure: {out_dir / 'sweep.png'}")
+    click.echo(f"figure: {out_dir / 'sweep.png'}" + "".join(
+        f", {out_dir / (a['name'] + '.png')}" for a in scenario.across if (out_dir / (a["name"] + ".png")).is_file()))
+    records = read_records(out_dir)
+    across_failed = {a["name"]: records.get(a["name"], {}).get("message", "not run") for a in scenario.across
+                     if records.get(a["name"], {}).get("status") != "ok"}
+    for line in failure_lines(merged):  # results, on stdout; the one line on stderr says the sweep is incomplete
+        click.echo(line)
+    for name, message in across_failed.items():
+        click.echo(f"{name} across cells failed: {message}")
     bad = {k: v for k, v in counts.items() if k != "ok"}
-    if bad:  # a sweep with cells that did not finish ok is not a success
-        click.echo(f"incomplete: {', '.join(f'{v} {k}' for k, v in bad.items())} of {n} cell{'s' * (n != 1)} "
+    if bad or across_failed:  # a sweep with results that did not finish ok is not a success
+        what = ([f"{', '.join(f'{v} {k}' for k, v in bad.items())} of {n} cell{'s' * (n != 1)}"] if bad else []) + [
+            f"{name} across cells failed" for name in across_failed]
+        click.echo(f"incomplete: {'; '.join(what)} "
                    f"(status and message in {out_dir / RESULT}; --resume recomputes missing cells, "
                    "--resume --retry-failed also failed ones)", err=True)
         return 1
     return 0
+
+
+MAX_FAILURE_LINES = 20
+"""Cells not ok whose message ``dynlab run`` prints one by one; the others are counted."""
+
+
+def failure_lines(merged) -> list[str]:
+    """One line per cell that is not ok: where it is on the sweep axes, its status and its message
+    (each failed analysis by name); at most [`MAX_FAILURE_LINES`][], then how many more."""
+    import numpy as np
+
+    status = merged["status"]
+    bad = [idx for idx in np.ndindex(status.shape) if str(status.values[idx]) != "ok"]
+    lines = []
+    for idx in bad[:MAX_FAILURE_LINES]:
+        where = ", ".join(f"{d}={merged[d].values[i]}" for d, i in zip(status.dims, idx)) or "the cell"
+        message = str(merged["message"].values[idx]) or "(no message)"
+        lines.append(f"cell {where}: {status.values[idx]}: {message}")
+    if len(bad) > MAX_FAILURE_LINES:
+        lines.append(f"… {len(bad) - MAX_FAILURE_LINES} more cells not ok (status and message in sweep.nc)")
+    return lines
 
 
 def program_summary(program: str, datasets: dict) -> str:

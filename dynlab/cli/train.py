@@ -44,6 +44,10 @@ def train(unit, task, rule, steps, seed, config_file, sets, out, resume, quiet):
                               "drop --config/--model/--task/--rule/--out")
     else:
         config = cfgmod.load_toml(config_file) if config_file else experiment.default_config()
+        if config_file:
+            from dynlab.data import confine_file_data_dirs
+
+            config = confine_file_data_dirs(config, config_file)
         for section, key, value in (("model", "unit", unit), ("task", "name", task), ("rule", "name", rule)):
             if value is not None:
                 config.setdefault(section, {})[key] = value

@@ -1,0 +1,135 @@
+r"""Comparisons across cells: the analyses of several runs (``takes="runs"``, e.g. ``dsa``) of a
+scenario, run once over its cells' trained models after the sweep.
+
+An analysis registered with ``takes="runs"`` ([`dynlab.registry.Entry`][]) is a function of
+run directories, and a cell directory is one. In a scenario's ``[[analyses]]`` it is checked
+before any work against every cell ([`dynlab.scenarios.spec.check_cells`][]); after the sweep it
+is called once with the directories of the cells whose training finished ``ok``, in sweep order, and its
+dataset gets, along its ``run`` dim, the cells' sweep values (one coordinate per swept config
+key, e.g. ``model.unit`` and ``seed``), ``group`` (the cell's values on the axes other than
+``seed``: which runs are replicates of one configuration) and readable labels
+(``"unit=aru, seed=0"``; ``run_b`` too when the dataset has it, as a distance matrix does). It
+is written to ``<name>.nc`` in the sweep directory with its registered figure as ``<name>.png``.
+
+**Resumable.** ``across.toml`` records, per analysis, its status and message, the digest of its
+inputs (the compared cells and their markers) and the SHA-256 of its dataset, and a digest of
+itself; a resume whose inputs and files are unchanged does not recompute it. A failure (fewer
+than two cells ok, an error of the analysis) is recorded with its message, and the sweep's
+datasets stay.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import xarray as xr
+
+from dynlab import config as cfgmod
+from dynlab import registry, store
+from dynlab.figures import format_value, key_label
+from dynlab.scenarios.cell import _sha256, marker_digest, one_line
+from dynlab.scenarios.spec import Scenario, analysis_options, cell_name, cell_values
+
+MARKER = "across.toml"
+
+
+def _inputs_digest(cells, infos) -> str:
+    text = "\n".join(f"{c.key} {i['digest']}" for c, i in zip(cells, infos))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def read_records(out_dir: Path) -> dict:
+    """The intact records of ``across.toml`` (name -> record), ``{}`` if none or if it was altered."""
+    path = Path(out_dir) / MARKER
+    try:
+        doc = cfgmod.load_toml(path)
+        return doc["analyses"] if doc.get("digest") == marker_digest(doc) else {}
+    except Exception:  # no marker, unreadable, a key missing: nothing is trusted
+        return {}
+
+
+def _intact(record: dict | None, out_dir: Path, inputs: str) -> bool:
+    if not record or record.get("inputs") != inputs:
+        return False
+    try:
+        return all(_sha256(Path(out_dir) / name) == digest for name, digest in record["files"].items())
+    except OSError:
+        return False
+
+
+def _label(ds: xr.Dataset, cells) -> xr.Dataset:
+    """``ds`` with the cells' sweep values, ``group`` and labels along ``run`` (and ``run_b``)."""
+    labels = [cell_name(c) for c in cells]
+    values = [cell_values(c) for c in cells]
+    coords = {"run": ("run", labels)}
+    if "run_b" in ds.dims:
+        coords["run_b"] = ("run_b", labels)
+    for key in values[0]:
+        coords[key] = ("run", [v[key] for v in values])
+    groups = [", ".join(f"{key_label(k)}={format_value(x)}" for k, x in v.items() if k != "seed") or "all cells"
+              for v in values]
+    coords["group"] = ("run", groups)
+    return ds.assign_coords(coords)
+
+
+def run_across(scenario: Scenario, out_dir: Path, cell_dirs: list[Path], infos: list[dict | None]) -> dict[str, dict]:
+    """Run every analysis of several runs of ``scenario`` across its cells whose training finished
+    ``ok`` (a cell where another analysis failed still has its trained model)
+    (``cell_dirs`` and ``infos``: each cell's directory and marker, ``None`` if missing, in the
+    order of ``scenario.cells``); return name -> ``{"status", "message"}``.
+
+    Enforces: a result whose inputs and files are unchanged is kept, not recomputed; a failure
+    is recorded (status ``failed`` and the one-line message), never raised; every write is atomic.
+    """
+    out_dir = Path(out_dir)
+    ok = [k for k, i in enumerate(infos) if i is not None and i["results"]["train"]["status"] == "ok"]
+    all_cells = scenario.cells
+    cells, ok_infos, dirs = [all_cells[k] for k in ok], [infos[k] for k in ok], [cell_dirs[k] for k in ok]
+    inputs = _inputs_digest(cells, ok_infos)
+    old = read_records(out_dir)
+    records = {}
+    for entry in scenario.across:
+        name = entry["name"]
+        if _intact(old.get(name), out_dir, inputs):
+            records[name] = old[name]
+            continue
+        nc, png = out_dir / f"{name}.nc", out_dir / f"{name}.png"
+        record = {"status": "ok", "message": "", "inputs": inputs, "files": {}}
+        if len(cells) < 2:
+            record.update(status="failed", message=f"{name} compares at least 2 trained cells; {len(cells)} "
+                                                   "finished training (see the cells' status in sweep.nc)")
+        else:
+            analysis = registry.get("analysis", name)
+            try:
+                ds = analysis.obj(dirs, **analysis_options(entry))
+                ds = _label(ds, cells)
+                store.write_dataset(nc, ds)
+                record["files"][nc.name] = _sha256(nc)
+                if analysis.figure is not None:
+                    store.write_figure(png, analysis.figure(ds))
+                    record["files"][png.name] = _sha256(png)
+            except Exception as e:  # the sweep's results stay; the reason is kept and printed
+                record.update(status="failed", message=one_line(f"{type(e).__name__}: {e}"))
+        records[name] = record
+    if records or old:
+        doc = {"analyses": records}
+        doc["digest"] = marker_digest(doc)
+        store.atomic_write(out_dir / MARKER, lambda p: p.write_text(cfgmod.dumps(doc)))
+    return {n: {"status": r["status"], "message": r["message"]} for n, r in records.items()}
+
+
+def across_summary(scenario: Scenario, out_dir: Path) -> str:
+    """What each analysis across cells says (its registered summary on its dataset), or why it failed."""
+    parts = []
+    records = read_records(out_dir)
+    for entry in scenario.across:
+        name = entry["name"]
+        record = records.get(name, {"status": "missing", "message": ""})
+        if record["status"] != "ok":
+            continue
+        summary = registry.get("analysis", name).summary
+        ds = xr.load_dataset(Path(out_dir) / f"{name}.nc", engine="h5netcdf")
+        text = summary(ds) if summary is not None else ""
+        parts.append(f"{name} across cells ({Path(out_dir) / f'{name}.nc'}):" + (f"\n{text}" if text else ""))
+    return "\n".join(parts)
