@@ -225,6 +225,12 @@ def result_ok(ds: xr.Dataset, name: str):
     if "result_status" in ds:
         results = [str(r) for r in ds["result"].values]
         owner = next((r for r in sorted(results, key=len, reverse=True) if name.startswith(f"{r}_")), None)
+        if owner is not None and name in ds and "stage" in ds[name].dims:  # one result per stage
+            stages = [str(x) for x in ds["stage"].values]
+            per_stage = [owner if x == "trained" else f"{owner}-{x}" for x in stages]
+            ok = [ds["result_status"].sel(result=r, drop=True) == "ok" if r in results else
+                  xr.zeros_like(ds["status"], dtype=bool) for r in per_stage]
+            return xr.concat(ok, dim="stage").assign_coords(stage=ds["stage"].values)
         if owner is not None:
             return ds["result_status"].sel(result=owner, drop=True) == "ok"
     return ds["status"] == "ok" if "status" in ds else True

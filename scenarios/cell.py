@@ -41,7 +41,7 @@ import xarray as xr
 from dynlab import config as cfgmod
 from dynlab import experiment, registry, store
 from dynlab.errors import DivergenceError
-from dynlab.scenarios.spec import analysis_options
+from dynlab.scenarios.spec import analysis_options, entry_stages, results_of
 
 MARKER = "cell.toml"
 
@@ -171,26 +171,28 @@ def _interrupted_info(message: str) -> dict:
 
 
 def _finish(cell_dir: Path, exp, analyses: tuple[dict, ...], status: str, message: str,
-            stop_file: str | Path | None = None) -> dict:
-    """Run the analyses of a trained (or fresh) cell, each on its own, then write its marker last
-    (not if interrupted). ``status``/``message``: how training ended."""
+            stop_file: str | Path | None = None, initial=None) -> dict:
+    """Run the analyses of a trained (or fresh) cell, each at each of its stages on its own, then
+    write its marker last (not if interrupted). ``status``/``message``: how training ended;
+    ``initial``: the experiment before training (stage ``init``), ``exp`` after it (``trained``)."""
     message = one_line(message)
     results = {"train": {"status": status, "message": message}}
     for entry in analyses:
-        name = entry["name"]
-        if status != "ok":
-            results[name] = {"status": "skipped", "message": f"not run: training {status}"}
-            continue
-        try:
-            fn = registry.get("analysis", name).obj
-            ds = fn(exp.model, **analysis_options(entry, exp.task))
-            store.write_dataset(cell_dir / f"{name}.nc", ds)
-            results[name] = {"status": "ok", "message": ""}
-        except Exception as e:  # a failed analysis stops neither the cell's other results nor the sweep
-            if interrupted(stop_file):
-                return _interrupted_info(f"{type(e).__name__}: {e}")
-            failed, why = _failure(cell_dir, e, name)
-            results[name] = {"status": failed, "message": why}
+        for result, stage in results_of(entry):
+            at = initial if stage == "init" else exp
+            if at is None or (stage == "trained" and status != "ok"):
+                results[result] = {"status": "skipped", "message": f"not run: training {status}"}
+                continue
+            try:
+                fn = registry.get("analysis", entry["name"]).obj
+                ds = fn(at.model, **analysis_options(entry, at.task))
+                store.write_dataset(cell_dir / f"{result}.nc", ds)
+                results[result] = {"status": "ok", "message": ""}
+            except Exception as e:  # a failed analysis stops neither the cell's other results nor the sweep
+                if interrupted(stop_file):
+                    return _interrupted_info(f"{type(e).__name__}: {e}")
+                failed, why = _failure(cell_dir, e, result)
+                results[result] = {"status": failed, "message": why}
     failed = [n for n, r in results.items() if n != "train" and r["status"] == "failed"]
     if status == "ok" and failed:
         status, message = "failed", "; ".join(f"{n}: {results[n]['message']}" for n in failed)
@@ -199,6 +201,10 @@ def _finish(cell_dir: Path, exp, analyses: tuple[dict, ...], status: str, messag
     info["digest"] = marker_digest(info)
     store.atomic_write(cell_dir / MARKER, lambda p: p.write_text(cfgmod.dumps(info)))
     return info
+
+
+def _at_init(analyses: tuple[dict, ...]) -> bool:
+    return any("init" in entry_stages(e) for e in analyses)
 
 
 def run_cell(cell_dir: str | Path, config: dict, analyses: tuple[dict, ...], stop_file: str | None = None) -> dict:
@@ -212,10 +218,11 @@ def run_cell(cell_dir: str | Path, config: dict, analyses: tuple[dict, ...], sto
     from dynlab.train import train
 
     cell_dir = _fresh(cell_dir)
-    status, message, exp = "ok", "", None
+    status, message, exp, initial = "ok", "", None, None
     try:
         config, do_train = without_training(config)
         exp = experiment.build(config)
+        initial = exp if _at_init(analyses) else None
         if do_train:
             exp = dataclasses.replace(exp, model=train(exp, cell_dir).model)
         else:
@@ -226,7 +233,7 @@ def run_cell(cell_dir: str | Path, config: dict, analyses: tuple[dict, ...], sto
         if interrupted(stop_file):
             return _interrupted_info(f"{type(e).__name__}: {e}")
         status, message = _failure(cell_dir, e)
-    return _finish(cell_dir, exp, analyses, status, message, stop_file)
+    return _finish(cell_dir, exp, analyses, status, message, stop_file, initial)
 
 
 def run_cells_vmapped(cell_dirs: list, configs: list[dict], analyses: tuple[dict, ...],
@@ -253,12 +260,13 @@ def run_cells_vmapped(cell_dirs: list, configs: list[dict], analyses: tuple[dict
             return [_interrupted_info(f"{type(e).__name__}: {e}") for _ in dirs]
         return [_finish(d, None, analyses, *_failure(d, e)) for d in dirs]
     infos = []
+    initial = _at_init(analyses)
     for d, e, r in zip(dirs, exps, results):
         if isinstance(r, DivergenceError):
-            infos.append(_finish(d, e, analyses, "diverged", str(r), stop_file))
+            infos.append(_finish(d, e, analyses, "diverged", str(r), stop_file, e if initial else None))
         else:
             trained = e if r is None else dataclasses.replace(e, model=r.model)
-            infos.append(_finish(d, trained, analyses, "ok", "", stop_file))
+            infos.append(_finish(d, trained, analyses, "ok", "", stop_file, e if initial else None))
     return infos
 
 
@@ -266,15 +274,29 @@ def cell_summary(cell_dir: Path, analyses: tuple[dict, ...]) -> xr.Dataset:
     """The cell's results as one dataset, each variable and dim prefixed by where it came from.
 
     ``train_*`` holds the training curves (dims ``train_step``, ``train_eval_step``); each
-    analysis ``A`` contributes ``A_<variable>`` over dims ``A_<dim>``.
+    analysis ``A`` contributes ``A_<variable>`` over dims ``A_<dim>``. An analysis whose entry
+    names its ``stages`` contributes its results of every stage stacked along a ``stage`` dim
+    (a stage whose result is missing is NaN there).
     """
-    parts = []
-    sources = [("train", cell_dir / store.METRICS)] + [(a["name"], cell_dir / f"{a['name']}.nc") for a in analyses]
-    for prefix, path in sources:
+    def load(path: Path, prefix: str) -> xr.Dataset | None:
         if not path.is_file():
-            continue
+            return None
         ds = xr.load_dataset(path, engine="h5netcdf").drop_encoding()
         bare_dims = {d: f"{prefix}_{d}" for d in ds.dims if d not in ds.variables}
         names = {n: f"{prefix}_{n}" for n in list(ds.variables)}
-        parts.append(ds.rename_dims(bare_dims).rename(names).drop_attrs())
-    return xr.merge(parts, combine_attrs="drop") if parts else xr.Dataset()
+        return ds.rename_dims(bare_dims).rename(names).drop_attrs()
+
+    parts = [p for p in [load(cell_dir / store.METRICS, "train")] if p is not None]
+    for entry in analyses:
+        name = entry["name"]
+        if "stages" not in entry:
+            part = load(cell_dir / f"{name}.nc", name)
+        else:
+            staged = [(stage, load(cell_dir / f"{result}.nc", name)) for result, stage in results_of(entry)]
+            staged = [(stage, ds) for stage, ds in staged if ds is not None]
+            part = xr.concat([ds for _, ds in staged], dim=xr.DataArray([s for s, _ in staged], dims="stage"),
+                             join="outer", data_vars="all", coords="different", compat="no_conflicts",
+                             combine_attrs="drop") if staged else None
+        if part is not None:
+            parts.append(part)
+    return xr.merge(parts, combine_attrs="drop", join="outer") if parts else xr.Dataset()

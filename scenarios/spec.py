@@ -381,6 +381,42 @@ def _parse_sweep(sweep: dict) -> tuple[tuple[Axis, ...], bool]:
     return tuple(axes), vmap_seeds
 
 
+STAGES = ("init", "trained")
+"""The points of a cell's life an analysis can run at: ``init`` (the freshly built model, before
+training) and ``trained`` (after training; the default)."""
+ENTRY_KEYS = ("name", "stages")
+"""Keys of an ``[[analyses]]`` entry that are not options of the analysis."""
+
+
+def entry_stages(entry: dict) -> tuple[str, ...]:
+    """The stages an ``[[analyses]]`` entry runs at (``stages``, default ``["trained"]``)."""
+    return tuple(entry.get("stages", ("trained",)))
+
+
+def results_of(entry: dict) -> list[tuple[str, str]]:
+    """``(result name, stage)`` of each stage an entry runs at: the result (and its file
+    ``<result>.nc`` in the cell) is named by the analysis at ``trained`` and ``<name>-<stage>``
+    at another stage."""
+    return [(entry["name"] if stage == "trained" else f"{entry['name']}-{stage}", stage) for stage in entry_stages(entry)]
+
+
+def _check_stages(entry: dict) -> None:
+    if "stages" not in entry:
+        return
+    stages, name = entry["stages"], entry["name"]
+    if not isinstance(stages, list) or not stages or not all(isinstance(x, str) for x in stages):
+        raise ConfigError(f"analyses.{name}.stages must be a non-empty list of stages ({', '.join(STAGES)}), "
+                          f"got {stages!r}")
+    unknown = [x for x in stages if x not in STAGES]
+    if unknown:
+        raise ConfigError(f"analyses.{name}.stages: unknown stage {unknown[0]!r}; stages: {', '.join(STAGES)}")
+    if len(set(stages)) != len(stages):
+        raise ConfigError(f"analyses.{name}.stages names a stage twice: {stages!r}")
+    if takes_runs(entry) and stages != ["trained"]:
+        raise ConfigError(f"analyses.{name} compares the cells' trained runs: it runs at stage 'trained' only, "
+                          f"not {', '.join(repr(x) for x in stages if x != 'trained')}")
+
+
 RUNS_ARGUMENT = ("runs", "key", "self")
 """Parameters of an analysis of several runs that the sweep passes, never options of a scenario."""
 
@@ -389,7 +425,8 @@ def _check_analysis(entry: dict) -> dict:
     if not isinstance(entry, dict) or "name" not in entry:
         raise ConfigError("each [[analyses]] entry needs a name, e.g. name = \"lyapunov\"")
     fn = registry.get("analysis", entry["name"]).obj
-    options = {k: v for k, v in entry.items() if k != "name"}
+    _check_stages(entry)
+    options = {k: v for k, v in entry.items() if k not in ENTRY_KEYS}
     if isinstance(options.get("task"), str):
         if options["task"] != "train":
             registry.get("task", options["task"])
@@ -403,7 +440,7 @@ def analysis_options(entry: dict, own_task=None) -> dict:
     """An ``[[analyses]]`` entry's options as the analysis takes them: ``task = "train"`` becomes
     ``own_task`` (a cell's own task; ``None`` for an analysis of several runs: the runs' common
     task), another task name that task, built."""
-    options = {k: v for k, v in entry.items() if k != "name"}
+    options = {k: v for k, v in entry.items() if k not in ENTRY_KEYS}
     task = options.get("task")
     if task == "train":
         options["task"] = own_task
@@ -464,12 +501,16 @@ def check_cells(scenario: Scenario) -> None:
         hook = getattr(fn, "check", None)
         if hook is not None:
             options = {**registry.defaults(fn, exclude=("model", "key", "self")),
-                       **{k: v for k, v in entry.items() if k != "name"}}
+                       **{k: v for k, v in entry.items() if k not in ENTRY_KEYS}}
             options.pop("task", None)
             hooks.append((entry["name"], hook, options))
     checked = set()
+    staged = [e["name"] for e in scenario.analyses if "trained" in e.get("stages", ())]
     for cell in scenario.cells:  # every combination must be a valid config
-        config = without_training(cell.config)[0]
+        config, trains = without_training(cell.config)
+        if staged and not trains:
+            raise ConfigError(f"analyses.{staged[0]} runs at stage 'trained', but cell {cell_name(cell) or '(the only one)'} "
+                              "has train.steps = 0 (it analyses the freshly built model): use stages = [\"init\"]")
         experiment.check(config)
         structure = cfgmod.dumps({"model": config.get("model", {}), "task": config.get("task", {})})
         if not hooks or structure in checked:

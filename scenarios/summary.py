@@ -70,9 +70,13 @@ def _headline_variables(merged: xr.Dataset, cell_dims: tuple[str, ...]) -> dict[
         if name.startswith("train_"):
             if name.startswith("train_eval_") and len(extra) == 1:
                 out[f"final {name[len('train_'):].replace('_', ' ')}"] = (name, last_finite(var, extra[0]))
-        elif not extra and not name.endswith(INTERVAL_SUFFIXES):
-            label = name[: -len("_mean")] if name.endswith("_mean") else name
-            out[label.replace("_", " ", 1)] = (name, var)
+        elif not name.endswith(INTERVAL_SUFFIXES) and extra in ([], ["stage"]):
+            label = (name[: -len("_mean")] if name.endswith("_mean") else name).replace("_", " ", 1)
+            if extra:  # an analysis at several stages: a row per stage
+                for stage in var["stage"].values:
+                    out[f"{label} ({stage})"] = (name, var.sel(stage=stage))
+            else:
+                out[label] = (name, var)
     return out
 
 
@@ -83,7 +87,11 @@ def sweep_summary(merged: xr.Dataset) -> str:
     interval ([`over_seeds`][]). A number is left out of the cells where its result is not ``ok``
 ([`dynlab.figures.result_ok`][]): a failed analysis hides only its own numbers."""
     cell_dims = tuple(d for d in merged["status"].dims)
-    variables = {label: da.where(result_ok(merged, name))
+    def ok(name, da):
+        mask = result_ok(merged, name)
+        return mask.sel(stage=da["stage"]) if "stage" in getattr(mask, "dims", ()) and "stage" in da.coords else mask
+
+    variables = {label: da.where(ok(name, da))
                  for label, (name, da) in _headline_variables(merged, cell_dims).items()}
     if not variables:
         return ""

@@ -40,7 +40,7 @@ from dynlab import store
 from dynlab.errors import ConfigError
 from dynlab.provenance import stamp
 from dynlab.scenarios.cell import cell_summary, read_marker, run_cell, run_cells_vmapped
-from dynlab.scenarios.spec import Cell, Scenario
+from dynlab.scenarios.spec import Cell, Scenario, results_of
 
 SCENARIO = "scenario.toml"
 DIGEST = "scenario.sha256"
@@ -304,7 +304,7 @@ def merge(scenario: Scenario, out_dir: Path, infos: list[dict | None] | None = N
     present = [s for s in summaries if s is not None]
     template = xr.merge([_nan_like(s) for s in present], join="outer", compat="override", combine_attrs="drop") \
         if present else xr.Dataset()
-    names = ["train", *(a["name"] for a in scenario.cell_analyses)]
+    names = ["train", *(result for a in scenario.cell_analyses for result, _ in results_of(a))]
     per_cell = []
     for cell, info, summary in zip(cells, infos, summaries):
         ds = xr.Dataset() if summary is None else summary
