@@ -270,18 +270,28 @@ def release_claim(path: Path | str, *, written: tuple[str, ...] = ()) -> bool:
 
     **Enforces** "a refused command leaves no directory behind", and only that: nothing happens
     unless the claim is this process's (same pid and host) and the directory holds nothing but
-    the claim and ``written``; a directory that existed before the claim stays (empty), and a
-    parent is removed only if the claim created it and it is empty. Returns whether the claim was
-    released.
+    the claim, ``written`` and empty folders (which the command made after claiming it, and which
+    are removed); a directory that existed before the claim stays (empty), and a parent is
+    removed only if the claim created it and it is empty. Returns whether the claim was released.
     """
     path = Path(path)
     try:
         claim = tomllib.loads((path / CLAIM).read_text())
-        names = {p.name for p in path.iterdir()}
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
         return False
-    if (claim.get("pid") != os.getpid() or claim.get("host") != socket.gethostname()
-            or not names <= {CLAIM, *written}):
+    if claim.get("pid") != os.getpid() or claim.get("host") != socket.gethostname():
+        return False
+    for folder, subfolders, _ in os.walk(path, topdown=False):  # empty folders made after the claim
+        for sub in subfolders:
+            try:
+                os.rmdir(os.path.join(folder, sub))
+            except OSError:
+                pass  # not empty: it holds a result, and the claim stays
+    try:
+        names = {p.name for p in path.iterdir()}
+    except OSError:
+        return False
+    if not names <= {CLAIM, *written}:
         return False
     try:
         for name in sorted(names - {CLAIM}) + [CLAIM]:
