@@ -135,6 +135,7 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
         fault_point("tmp-written")
         os.replace(tmp, path)
     except OSError as e:
+        _remove(tmp)  # first: the free space named is what the failed write leaves
         raise storage_error(e, path) from None
     finally:
         _remove(tmp)
@@ -609,6 +610,8 @@ def commit(run_dir: Path | str, files: dict[str, Callable[[Path], None]]) -> Non
         _write_checksums(run_dir, {**table, **{name: [d] for name, d in digests.items()}})
         fault_point("committed")
     except OSError as e:
+        for tmp in tmps.values():
+            _remove(tmp)
         raise storage_error(e, run_dir / name) from None  # the file being written when it failed
     finally:
         for tmp in tmps.values():

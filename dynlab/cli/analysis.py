@@ -119,7 +119,7 @@ def rescue_dataset(ds, name: str, error: OSError) -> None:
     from dynlab import store
     from dynlab.errors import DataError
 
-    reason = error.strerror if error.strerror and error.filename else str(error)
+    reason = error.strerror or error
     try:
         path = Path(tempfile.mkdtemp(prefix=f"dynlab-{name}-")) / f"{name}.nc"
         store.write_dataset(path, ds)
