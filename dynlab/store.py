@@ -282,21 +282,21 @@ def release_claim(path: Path | str, *, written: tuple[str, ...] = ()) -> bool:
         return False
     if claim.get("pid") != os.getpid() or claim.get("host") != socket.gethostname():
         return False
-    for folder, subfolders, _ in os.walk(path, topdown=False):  # empty folders made after the claim
-        for sub in subfolders:
-            try:
-                os.rmdir(os.path.join(folder, sub))
-            except OSError:
-                pass  # not empty: it holds a result, and the claim stays
     try:
-        names = {p.name for p in path.iterdir()}
+        entries = list(path.iterdir())
+        folders = [p for p in entries if p.is_dir() and not p.is_symlink()]  # made after the claim
+        if any(p.name not in (CLAIM, *written) for p in entries if p not in folders) or any(
+                not q.is_dir() or q.is_symlink() for folder in folders for q in folder.rglob("*")):
+            return False  # it holds a result: the claim stays
     except OSError:
         return False
-    if not names <= {CLAIM, *written}:
-        return False
     try:
-        for name in sorted(names - {CLAIM}) + [CLAIM]:
-            (path / name).unlink()
+        for folder in folders:
+            for inner, _, _ in os.walk(folder, topdown=False):
+                os.rmdir(inner)
+        for p in sorted(entries, key=lambda p: p.name == CLAIM):  # the claim last
+            if p not in folders:
+                p.unlink()
         path = path.absolute()
         for folder in [path, *path.parents][: int(claim.get("created", 0))]:
             folder.rmdir()  # fails (and stops) at a folder that is not empty: it holds something else
@@ -653,9 +653,9 @@ def netcdf_bytes(ds: xr.Dataset) -> bytes:
     """``ds`` encoded as netCDF (h5netcdf) in memory.
 
     **Enforces** "a computed result is never lost at write time": every attribute is made
-    storable first ([`_netcdf_attr`][]), and HDF5 writes to memory only, so that a full disk
-    fails in an ordinary file write ([`atomic_write`][]) and never inside HDF5 (which can crash
-    on a file it could not finish).
+    storable first (booleans as 0/1, what netCDF cannot hold as its text), and HDF5 writes to
+    memory only, so that a full disk fails in an ordinary file write ([`atomic_write`][]) and
+    never inside HDF5 (which can crash on a file it could not finish).
     """
     ds = ds.copy(deep=False)
     ds.attrs = {k: _netcdf_attr(v) for k, v in ds.attrs.items()}

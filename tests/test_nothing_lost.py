@@ -252,6 +252,10 @@ def test_release_claim_removes_only_what_this_process_claimed(tmp_path):
     assert not store.release_claim(run) and run.exists()
     shutil.rmtree(tmp_path / "a")
     run = store.claim_run_dir(tmp_path / "a" / "b")
+    (run / "scenario" / "runs" / "x").mkdir(parents=True)
+    (run / "scenario" / "runs" / "x" / "model.eqx").write_text("x")  # a file deep inside: kept
+    assert not store.release_claim(run) and (run / "scenario" / "runs" / "x" / "model.eqx").exists()
+    (run / "scenario" / "runs" / "x" / "model.eqx").unlink()  # only empty folders made after the claim: removed
     assert store.release_claim(run) and not (tmp_path / "a").exists() and tmp_path.is_dir()
 
 

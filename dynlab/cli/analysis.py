@@ -120,12 +120,13 @@ def rescue_dataset(ds, name: str, error: OSError) -> None:
     from dynlab.errors import DataError
 
     reason = error.strerror or error
+    folder = None
     try:
-        path = Path(tempfile.mkdtemp(prefix=f"dynlab-{name}-")) / f"{name}.nc"
-        store.write_dataset(path, ds)
+        folder = Path(tempfile.mkdtemp(prefix=f"dynlab-{name}-"))
+        path = store.write_dataset(folder / f"{name}.nc", ds)
     except OSError as again:
-        if "path" in locals():
-            shutil.rmtree(path.parent, ignore_errors=True)
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
         raise DataError(f"could not write the result ({reason}), nor save it in the temporary directory "
                         f"({again.strerror or again})") from None
     raise DataError(f"could not write the result ({reason}); it was saved to {path}") from None
