@@ -119,27 +119,51 @@ def _tmp_name(path: Path) -> Path:
 _TMP = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.tmp$")
 
 
-def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
+def atomic_write(path: Path, write: Callable[[Path], None], *, replace: bool = True) -> Path:
     """Call ``write(tmp)`` on a temporary file next to ``path``, then move it to ``path``.
 
     **Enforces** "every write is atomic": a killed process leaves the old file or the new one,
     never half of one (plus at most a temporary ``.NAME.<pid>.tmp``, see
     [`remove_stale_temporaries`][]). A write that fails (a full disk included) removes its
     temporary and leaves the old file as it was; a full, over-quota or read-only file system is a
-    one-line [`StorageError`][dynlab.errors.StorageError] ([`storage_error`][]).
+    one-line [`StorageError`][dynlab.errors.StorageError] ([`storage_error`][]). With
+    ``replace=False`` a file that appeared at ``path`` meanwhile is kept: the new one is linked
+    into place only if the name is free (``FileExistsError`` otherwise), so that a result checked
+    not to replace anything ([`check_outputs`][]) never does, however long it took.
     """
     path = Path(path)
     tmp = _tmp_name(path)
     try:
         write(tmp)
         fault_point("tmp-written")
-        os.replace(tmp, path)
+        if replace:
+            os.replace(tmp, path)
+        else:
+            _move_if_free(tmp, path)
     except OSError as e:
         _remove(tmp)  # first: the free space named is what the failed write leaves
         raise storage_error(e, path) from None
     finally:
         _remove(tmp)
     return path
+
+
+def _move_if_free(tmp: Path, path: Path) -> None:
+    """Move ``tmp`` to ``path`` unless a file is there (``FileExistsError``): a hard link, which
+    the file system refuses atomically when the name is taken; a file system without hard links
+    gets the check and ``os.replace`` (atomic, though a file created in between is replaced)."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise
+    except OSError as e:
+        if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.EXDEV):
+            raise
+        if path.exists() or path.is_symlink():
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path)) from None
+        os.replace(tmp, path)
+        return
+    tmp.unlink()
 
 
 def _remove(tmp: Path) -> None:
@@ -657,11 +681,16 @@ def netcdf_bytes(ds: xr.Dataset) -> bytes:
     memory only, so that a full disk fails in an ordinary file write ([`atomic_write`][]) and
     never inside HDF5 (which can crash on a file it could not finish).
     """
+    import dask
+
     ds = ds.copy(deep=False)
     ds.attrs = {k: _netcdf_attr(v) for k, v in ds.attrs.items()}
     for variable in ds.variables.values():
         variable.attrs = {k: _netcdf_attr(v) for k, v in variable.attrs.items()}
-    return bytes(ds.to_netcdf(engine="h5netcdf"))
+    # inside a Dask worker xarray would take a distributed lock named after the file, which a
+    # buffer in memory does not have; the data are in memory, so no scheduler is needed
+    with dask.config.set(scheduler="synchronous"):
+        return bytes(ds.to_netcdf(engine="h5netcdf"))
 
 
 def _netcdf(ds: xr.Dataset) -> Callable[[Path], None]:
@@ -726,15 +755,17 @@ def load_metrics(run_dir: Path | str) -> xr.Dataset | None:
         raise CheckpointError(f"corrupt checkpoint: {str(path)!r} is not readable netCDF ({type(e).__name__})") from None
 
 
-def write_dataset(path: Path, ds: xr.Dataset) -> Path:
-    """Write an xarray Dataset as netCDF (h5netcdf engine), atomically ([`netcdf_bytes`][], [`atomic_write`][])."""
+def write_dataset(path: Path, ds: xr.Dataset, *, replace: bool = True) -> Path:
+    """Write an xarray Dataset as netCDF (h5netcdf engine), atomically ([`netcdf_bytes`][],
+    [`atomic_write`][]; ``replace=False``: never over a file that exists)."""
     data = netcdf_bytes(ds)
-    return atomic_write(Path(path), lambda p: p.write_bytes(data))
+    return atomic_write(Path(path), lambda p: p.write_bytes(data), replace=replace)
 
 
-def write_figure(path: Path, fig) -> Path:
-    """Save a matplotlib figure as PNG, atomically, and close it. No title keeps an absolute
-    file-system path: each is cut to its last name ([`dynlab.figures.without_paths`][])."""
+def write_figure(path: Path, fig, *, replace: bool = True) -> Path:
+    """Save a matplotlib figure as PNG, atomically, and close it (``replace=False``: never over a
+    file that exists, [`atomic_write`][]). No title keeps an absolute file-system path: each is
+    cut to its last name ([`dynlab.figures.without_paths`][])."""
     import matplotlib.pyplot as plt
 
     from dynlab.figures import without_paths
@@ -748,4 +779,4 @@ def write_figure(path: Path, fig) -> Path:
         fig.savefig(buffer, format="png", dpi=120, bbox_inches="tight")
     finally:
         plt.close(fig)
-    return atomic_write(Path(path), lambda p: p.write_bytes(buffer.getvalue()))
+    return atomic_write(Path(path), lambda p: p.write_bytes(buffer.getvalue()), replace=replace)

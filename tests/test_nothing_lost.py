@@ -131,6 +131,17 @@ def test_plot_out_that_exists_is_refused_then_replaced_with_overwrite(work):
     assert (work / "r" / "metrics.png").read_bytes() == b"an earlier figure" and no_temporaries(work)
 
 
+def test_a_file_that_appears_while_computing_is_kept(tmp_path):
+    """The write of a result checked not to replace anything never does, however long it took."""
+    ds = xr.Dataset({"x": ("i", [1.0])})
+    (tmp_path / "late.nc").write_bytes(b"created while the analysis ran")
+    with pytest.raises(FileExistsError):
+        store.write_dataset(tmp_path / "late.nc", ds, replace=False)
+    assert (tmp_path / "late.nc").read_bytes() == b"created while the analysis ran" and no_temporaries(tmp_path)
+    store.write_dataset(tmp_path / "free.nc", ds, replace=False)
+    assert xr.load_dataset(tmp_path / "free.nc", engine="h5netcdf").identical(ds) and no_temporaries(tmp_path)
+
+
 # ---------------------------------------------------------------------------------------------
 # A run's or sweep's own files are refused even with --overwrite
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from dynlab.errors import ConfigError, NonFiniteResult
-from dynlab.cli.options import busy
+from dynlab.cli.options import busy, overwrite_given
 
 
 def analysis_model(unit, checkpoint, task_name, sets):
@@ -119,7 +119,8 @@ def rescue_dataset(ds, name: str, error: OSError) -> None:
     from dynlab import store
     from dynlab.errors import DataError
 
-    reason = error.strerror or error
+    reason = ("the file appeared while the result was computed, and was kept" if isinstance(error, FileExistsError)
+              else error.strerror or error)
     folder = None
     try:
         folder = Path(tempfile.mkdtemp(prefix=f"dynlab-{name}-"))
@@ -169,7 +170,7 @@ def run_analysis(name, exp, source, checkpoint, out, plot, quiet, **options):
         **({"variant": variant} if variant else {})})
     try:
         nc, png = output_paths(out, plot, checkpoint, name, unit_name)  # only now: a failed analysis leaves nothing
-        store.write_dataset(nc, ds)
+        store.write_dataset(nc, ds, replace=overwrite_given())  # a file that appeared meanwhile is kept
     except OSError as e:
         rescue_dataset(ds, name, e)
     ds.attrs.update(path=str(nc), figure=str(png))
@@ -211,4 +212,17 @@ def draw_figure(png: Path, figure, ds) -> None:
         where = ds.attrs.get("path", "")
         raise NonFiniteResult(f"{', '.join(bad)} {'holds' if len(bad) == 1 else 'hold'} NaN or inf, so no figure was drawn; "
                               f"the dataset is kept{' in ' + where if where else ''}") from None
-    store.write_figure(png, fig)
+    write_figure(png, fig)
+
+
+def write_figure(png: Path, fig) -> None:
+    """Write the figure of a command's result to ``png``, over an existing file only under
+    ``--overwrite`` ([`dynlab.cli.options.overwrite_given`][]): a file that appeared while the
+    result was computed is kept, and the one-line error says how to draw the figure elsewhere."""
+    from dynlab import store
+
+    try:
+        store.write_figure(png, fig, replace=overwrite_given())
+    except FileExistsError:
+        raise ConfigError(f"{str(png)!r} appeared while the result was computed and was kept; the figure was not "
+                          "drawn: draw it elsewhere with 'dynlab plot RESULT --out FILE'") from None

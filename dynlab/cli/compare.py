@@ -11,9 +11,9 @@ from pathlib import Path
 import click
 
 from dynlab.errors import ConfigError
-from dynlab.cli.analysis import check_outputs, check_writable, rescue_dataset
+from dynlab.cli.analysis import check_outputs, check_writable, rescue_dataset, write_figure
 from dynlab.cli.main import _CommandGroup
-from dynlab.cli.options import overwrite_option, progress_bar
+from dynlab.cli.options import overwrite_given, overwrite_option, progress_bar
 
 
 def int_list(name: str, text: str) -> list[int]:
@@ -174,7 +174,7 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
     try:
         nc = Path(out) if out else store.new_run_dir("compare-pc-bp") / "pc_bp.nc"
         nc.parent.mkdir(parents=True, exist_ok=True)
-        store.write_dataset(nc, ds)
+        store.write_dataset(nc, ds, replace=overwrite_given())  # a file that appeared meanwhile is kept
     except OSError as e:
         rescue_dataset(ds, "pc_bp", e)
     from dynlab.analyses import pc_bp_figures as figures_pc
@@ -182,7 +182,7 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
     figs = figure_paths(nc)
     for name, fn in (("cosine", figures_pc.cosine_heatmap), ("rescaling", figures_pc.rescaling_vs_l_over_n),
                      ("loss", figures_pc.loss_curves)):
-        store.write_figure(figs[name], fn(ds))
+        write_figure(figs[name], fn(ds))
     _table(ds)
     if ds.attrs["n_unconverged"]:
         click.echo(f"warning: inference did not converge at {ds.attrs['n_unconverged']} of {ds['converged'].size} "

@@ -9,7 +9,8 @@ import click
 
 from dynlab.cli.analysis import draw_figure, output_paths, rescue_dataset
 from dynlab.cli.analyze import analyze
-from dynlab.cli.options import busy, data_dir_option, int_option, number_option, overwrite_option, seed_option
+from dynlab.cli.options import (busy, data_dir_option, int_option, number_option, overwrite_given, overwrite_option,
+                                seed_option)
 from dynlab.errors import ConfigError
 
 
@@ -87,7 +88,7 @@ def dsa_cmd(run_dirs, roots, task_name, trials, delays, delay_interval, rank, pc
         ds = dsa_analysis(runs, task=task, **options)
     try:
         nc, png = output_paths(out, plot, None, "dsa", "runs")
-        store.write_dataset(nc, ds)
+        store.write_dataset(nc, ds, replace=overwrite_given())  # a file that appeared meanwhile is kept
     except OSError as e:
         rescue_dataset(ds, "dsa", e)
     ds.attrs.update(path=str(nc), figure=str(png))
