@@ -123,6 +123,22 @@ def interrupted(stop_file: str | Path | None) -> bool:
     return getattr(worker.status, "name", "") in ("stopping", "stopped", "closing", "closing_gracefully", "closed", "failed")
 
 
+class _Interrupted(Exception):
+    """Raised inside a cell's training when its sweep is being interrupted."""
+
+
+def _stop_when_interrupted(stop_file: str | Path | None):
+    """The training progress callback of a cell: it ends the training, after the chunk in
+    progress, as soon as the sweep is being interrupted ([`interrupted`][]), so that Ctrl-C stops
+    the cells in flight instead of waiting for them (their writes need no scheduler)."""
+
+    def progress(done, total, info):
+        if interrupted(stop_file):
+            raise _Interrupted(f"the sweep was interrupted at step {done} of {total}")
+
+    return progress
+
+
 def _failure(cell_dir: Path, e: Exception) -> tuple[str, str]:
     (cell_dir / "error.txt").write_text(traceback.format_exc())
     return "failed", f"{type(e).__name__}: {e}".strip()
@@ -168,7 +184,7 @@ def run_cell(cell_dir: str | Path, config: dict, analyses: tuple[dict, ...], sto
         config, do_train = without_training(config)
         exp = experiment.build(config)
         if do_train:
-            exp = dataclasses.replace(exp, model=train(exp, cell_dir).model)
+            exp = dataclasses.replace(exp, model=train(exp, cell_dir, progress=_stop_when_interrupted(stop_file)).model)
         else:
             store.write_config(cell_dir, exp.config)
     except DivergenceError as e:
@@ -198,7 +214,7 @@ def run_cells_vmapped(cell_dirs: list, configs: list[dict], analyses: tuple[dict
             for d, e in zip(dirs, exps):
                 store.write_config(d, e.config)
         else:
-            results = train_seeds(exps, dirs)
+            results = train_seeds(exps, dirs, progress=_stop_when_interrupted(stop_file))
     except Exception as e:
         if interrupted(stop_file):
             return [_interrupted_info(f"{type(e).__name__}: {e}") for _ in dirs]
