@@ -32,7 +32,7 @@ import xarray as xr
 
 from dynlab import config as cfgmod
 from dynlab import experiment, registry, store
-from dynlab.errors import DivergenceError
+from dynlab.errors import DivergenceError, StorageError
 
 MARKER = "cell.toml"
 
@@ -140,7 +140,14 @@ def _stop_when_interrupted(stop_file: str | Path | None):
 
 
 def _failure(cell_dir: Path, e: Exception) -> tuple[str, str]:
-    (cell_dir / "error.txt").write_text(traceback.format_exc())
+    """Record the cell as failed with ``e``; a full or read-only disk is not the cell's failure:
+    it stops the sweep with its one line ([`dynlab.errors.StorageError`][]), the cell unmarked."""
+    if isinstance(e, StorageError):
+        raise e
+    try:
+        (cell_dir / "error.txt").write_text(traceback.format_exc())
+    except OSError as full:
+        raise store.storage_error(full, cell_dir / "error.txt") from None
     return "failed", f"{type(e).__name__}: {e}".strip()
 
 
