@@ -311,6 +311,27 @@ def test_an_analysis_onto_a_full_disk_keeps_the_result_and_every_earlier_file(wo
     assert rescued.attrs["analysis"] == "lyapunov" and np.isfinite(rescued["mean"].values).all()
 
 
+def test_a_sweep_onto_a_full_disk_stops_with_one_line_and_keeps_its_finished_cells(tmp_path, monkeypatch):
+    from cli_runner import TINY_CELL
+    from dynlab.scenarios.cell import MARKER, read_marker
+
+    (tmp_path / "s.toml").write_text('name = "s"\n' + TINY_CELL + "[sweep]\nseed = [0, 1]\n")
+    cells = tmp_path / "s" / "cells"
+    real = Path.write_bytes
+
+    def write_bytes(self, data):  # the disk fills up once the first cell is finished
+        if str(self.absolute()).startswith(str(cells)) and list(cells.glob(f"*/{MARKER}")):
+            real(self, data[: len(data) // 2])
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
+        return real(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", write_bytes)
+    one_line_error(invoke(["run", "s.toml", "--out", "s", "-q"], tmp_path), "the file system is full")
+    finished = [d for d in cells.iterdir() if (d / MARKER).exists()]
+    assert len(finished) == 1 and read_marker(finished[0])["status"] == "ok"  # intact: its files match its marker
+    assert no_temporaries(tmp_path / "s") and not (tmp_path / "s" / "sweep.nc").exists()
+
+
 @pytest.fixture
 def tiny_disk(tmp_path):
     """A 64 KiB tmpfs (root only; skipped where it cannot be mounted)."""
