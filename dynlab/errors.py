@@ -31,6 +31,13 @@ class CheckpointError(DynlabError):
     """A missing, corrupt or structurally mismatched checkpoint / run directory."""
 
 
+class StorageError(DynlabError, OSError):
+    """The file system refused a write: it is full (ENOSPC), over its quota (EDQUOT) or read-only
+    (EROFS). The message names the file and the free space; every file written before is kept and
+    no temporary is left ([`dynlab.store.atomic_write`][]). Exit status 2 on the CLI, like a user
+    mistake: what to change (free space, another output directory) is the user's."""
+
+
 class DivergenceError(Exception):
     """Training produced a non-finite loss or state.
 

@@ -23,7 +23,17 @@ Guarantees, each enforced by one function here:
   existed (no checksums.toml) still load;
 - a run directory is claimed atomically ([`claim_run_dir`][]): of two processes creating the
   same directory, exactly one gets it;
-- a resumed run keeps its model structure ([`resume_config`][]).
+- a resumed run keeps its model structure ([`resume_config`][]);
+- a result never replaces what exists ([`check_outputs`][]): an output file that exists is
+  refused unless the command was told to overwrite, and a run's or a sweep's own files
+  ([`own_file`][]) are refused even then;
+- a full or read-only file system is one line naming the file and the free space
+  ([`StorageError`][dynlab.errors.StorageError]), every earlier file kept and no temporary left
+  ([`atomic_write`][], [`commit`][]); netCDF is encoded in memory first ([`netcdf_bytes`][]), so
+  HDF5 never writes to a file that can fail half-way;
+- every config written is read back and compared before it is used ([`write_config`][]);
+- a claimed directory that a refused command leaves holding nothing of its own is removed
+  again ([`release_claim`][]).
 
 Test hook: [`fault_point`][] (``$DYNLAB_TEST_KILL_AT``) kills the process at named moments.
 It is not flushed to disk (no ``fsync``): the guarantees cover a killed process, not a power cut.
@@ -32,11 +42,13 @@ It is not flushed to disk (no ``fsync``): the guarantees cover a killed process,
 from __future__ import annotations
 
 import datetime
+import errno
 import hashlib
 import io
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import time
@@ -49,7 +61,7 @@ import jax.numpy as jnp
 import xarray as xr
 
 from dynlab import config as cfgmod
-from dynlab.errors import CheckpointError, ConfigError
+from dynlab.errors import CheckpointError, ConfigError, StorageError
 
 CLAIM = ".claimed"
 CONFIG = "config.toml"
@@ -57,6 +69,15 @@ MODEL = "model.eqx"
 CHECKPOINT = "checkpoint.eqx"
 METRICS = "metrics.nc"
 CHECKSUMS = "checksums.toml"
+
+RUN_FILES = frozenset({CLAIM, CONFIG, MODEL, CHECKPOINT, METRICS, CHECKSUMS})
+"""The files a run directory keeps for itself: no result is ever written over one ([`own_file`][])."""
+SWEEP_MARKERS = frozenset({"scenario.toml", "scenario.sha256"})
+"""Files that make a directory a sweep directory (written by [`dynlab.scenarios.sweep`][], which
+the core may not import; a test checks that the names agree)."""
+SWEEP_FILES = SWEEP_MARKERS | {"sweep.nc", "sweep.lock", "cells", ".interrupted", "across.toml"}
+"""The files a sweep directory keeps for itself (its result, lock, interruption and across-cells
+markers); everything under its ``cells`` too."""
 
 # ---------------------------------------------------------------------------------------------
 # The test hook
@@ -99,23 +120,84 @@ def _tmp_name(path: Path) -> Path:
 _TMP = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.tmp$")
 
 
-def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
+def atomic_write(path: Path, write: Callable[[Path], None], *, replace: bool = True) -> Path:
     """Call ``write(tmp)`` on a temporary file next to ``path``, then move it to ``path``.
 
     **Enforces** "every write is atomic": a killed process leaves the old file or the new one,
     never half of one (plus at most a temporary ``.NAME.<pid>.tmp``, see
-    [`remove_stale_temporaries`][]).
+    [`remove_stale_temporaries`][]). A write that fails (a full disk included) removes its
+    temporary and leaves the old file as it was; a full, over-quota or read-only file system is a
+    one-line [`StorageError`][dynlab.errors.StorageError] ([`storage_error`][]). With
+    ``replace=False`` a file that appeared at ``path`` meanwhile is kept: the new one is linked
+    into place only if the name is free (``FileExistsError`` otherwise), so that a result checked
+    not to replace anything ([`check_outputs`][]) never does, however long it took.
     """
     path = Path(path)
     tmp = _tmp_name(path)
     try:
         write(tmp)
         fault_point("tmp-written")
-        os.replace(tmp, path)
+        if replace:
+            os.replace(tmp, path)
+        else:
+            _move_if_free(tmp, path)
+    except OSError as e:
+        _remove(tmp)  # first: the free space named is what the failed write leaves
+        raise storage_error(e, path) from None
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        _remove(tmp)
     return path
+
+
+def _move_if_free(tmp: Path, path: Path) -> None:
+    """Move ``tmp`` to ``path`` unless a file is there (``FileExistsError``): a hard link, which
+    the file system refuses atomically when the name is taken; a file system without hard links
+    gets the check and ``os.replace`` (atomic, though a file created in between is replaced)."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise
+    except OSError as e:
+        if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.EXDEV):
+            raise
+        if path.exists() or path.is_symlink():
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path)) from None
+        os.replace(tmp, path)
+        return
+    tmp.unlink()
+
+
+def _remove(tmp: Path) -> None:
+    try:
+        tmp.unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+_NO_ROOM = {errno.ENOSPC: "the file system is full", errno.EDQUOT: "the disk quota is exceeded",
+            errno.EROFS: "the file system is read-only"}
+
+
+def _bytes(n: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    return ""
+
+
+def storage_error(error: OSError, path: Path) -> OSError:
+    """``error`` as a one-line [`StorageError`][dynlab.errors.StorageError] naming ``path`` and the
+    free space when the file system refused the write for lack of room or because it is read-only
+    (ENOSPC, EDQUOT, EROFS); any other error unchanged."""
+    if isinstance(error, StorageError) or error.errno not in _NO_ROOM:
+        return error
+    try:
+        free = f" ({_bytes(shutil.disk_usage(Path(path).absolute().parent).free)} free)"
+    except OSError:
+        free = ""
+    return StorageError(f"cannot write {str(path)!r}: {_NO_ROOM[error.errno]}{free}; earlier files are kept as "
+                        "they were: free some space or write elsewhere")
 
 
 def _alive(pid: int) -> bool:
@@ -171,29 +253,81 @@ def claim_run_dir(path: Path | str) -> Path:
     shown = str(path)
     if path.exists() and not path.is_dir():
         raise ConfigError(f"{shown!r} exists and is not a directory; give a new or empty directory")
+    missing = [a for a in path.absolute().parents if not a.exists()]
+    created = 0
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         path.mkdir()
+        created = 1 + sum(1 for a in missing if a.is_dir())
     except FileExistsError:
         if not path.is_dir():
             raise ConfigError(f"{shown!r} exists and is not a directory; give a new or empty directory") from None
         names = {p.name for p in path.iterdir()}
         if CONFIG in names:
             raise ConfigError(f"{shown!r} already holds a run; use --resume {shown} or another --out") from None
+        if CLAIM in names and names - {CLAIM}:
+            raise ConfigError(f"{shown!r} already holds the results of an earlier dynlab command "
+                              f"({_some(names - {CLAIM})}); choose another --out") from None
         if CLAIM in names:
             raise ConfigError(_claimed_message(path)) from None
         if names:
-            raise ConfigError(f"{shown!r} is not empty and holds no run ({', '.join(sorted(names)[:3])}"
-                              f"{', …' if len(names) > 3 else ''}); give a new or empty directory") from None
+            raise ConfigError(f"{shown!r} is not empty and holds no run ({_some(names)}); "
+                              "give a new or empty directory") from None
     try:
         fd = os.open(path / CLAIM, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     except FileExistsError:
         raise ConfigError(_claimed_message(path)) from None
     with os.fdopen(fd, "w") as f:
         f.write(f"pid = {os.getpid()}\nhost = {json.dumps(socket.gethostname())}\n"
-                f"time = {json.dumps(datetime.datetime.now().isoformat(timespec='seconds'))}\n")
+                f"time = {json.dumps(datetime.datetime.now().isoformat(timespec='seconds'))}\n"
+                f"created = {created}\n")
     fault_point("claimed")
     return path
+
+
+def _some(names) -> str:
+    names = sorted(names)
+    return ", ".join(names[:3]) + (", …" if len(names) > 3 else "")
+
+
+def release_claim(path: Path | str, *, written: tuple[str, ...] = ()) -> bool:
+    """Undo [`claim_run_dir`][] of a command that was refused: remove ``path``'s claim, the files
+    ``written`` by this process (e.g. its config.toml), and the directories the claim created.
+
+    **Enforces** "a refused command leaves no directory behind", and only that: nothing happens
+    unless the claim is this process's (same pid and host) and the directory holds nothing but
+    the claim, ``written`` and empty folders (which the command made after claiming it, and which
+    are removed); a directory that existed before the claim stays (empty), and a parent is
+    removed only if the claim created it and it is empty. Returns whether the claim was released.
+    """
+    path = Path(path)
+    try:
+        claim = tomllib.loads((path / CLAIM).read_text())
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return False
+    if claim.get("pid") != os.getpid() or claim.get("host") != socket.gethostname():
+        return False
+    try:
+        entries = list(path.iterdir())
+        folders = [p for p in entries if p.is_dir() and not p.is_symlink()]  # made after the claim
+        if any(p.name not in (CLAIM, *written) for p in entries if p not in folders) or any(
+                not q.is_dir() or q.is_symlink() for folder in folders for q in folder.rglob("*")):
+            return False  # it holds a result: the claim stays
+    except OSError:
+        return False
+    try:
+        for folder in folders:
+            for inner, _, _ in os.walk(folder, topdown=False):
+                os.rmdir(inner)
+        for p in sorted(entries, key=lambda p: p.name == CLAIM):  # the claim last
+            if p not in folders:
+                p.unlink()
+        path = path.absolute()
+        for folder in [path, *path.parents][: int(claim.get("created", 0))]:
+            folder.rmdir()  # fails (and stops) at a folder that is not empty: it holds something else
+    except OSError:
+        pass
+    return True
 
 
 def _claimed_message(path: Path) -> str:
@@ -227,11 +361,116 @@ def new_run_dir(prefix: str, root: Path | str = "runs") -> Path:
 
 
 # ---------------------------------------------------------------------------------------------
+# Outputs never replace what exists
+
+
+def own_file(path: Path | str) -> str | None:
+    """What ``path`` is when it names a file that a run or sweep directory keeps for itself, else ``None``.
+
+    A run directory (one holding ``config.toml`` or ``.claimed``) owns [`RUN_FILES`][]; a sweep
+    directory (one holding ``scenario.toml`` or ``scenario.sha256``) owns [`SWEEP_FILES`][] and
+    everything under its ``cells``. The folders of ``path`` are resolved (``r/sub/../model.eqx``
+    is ``r/model.eqx``); its last name is not, because a write replaces a link, not its target.
+    """
+    path = Path(path)
+    try:
+        folder = path.parent.resolve()
+    except (OSError, RuntimeError):
+        return None
+
+    def has(directory: Path, names) -> bool:
+        return any((directory / n).exists() for n in names)
+
+    if path.name in RUN_FILES and has(folder, (CONFIG, CLAIM)):
+        return f"the file {path.name} of the run directory {str(path.parent)!r}"
+    if path.name in SWEEP_FILES and has(folder, SWEEP_MARKERS):
+        return f"the file {path.name} of the sweep directory {str(path.parent)!r}"
+    for inside in [folder, *folder.parents]:
+        if inside.name == "cells" and has(inside.parent, SWEEP_MARKERS):
+            return f"a file of the cells of the sweep directory {str(inside.parent)!r}"
+    return None
+
+
+def check_outputs(outputs, *, overwrite: bool = False, reading=()) -> None:
+    """Refuse, before any work, the output files of a command that would lose what exists.
+
+    ``outputs``: ``(option, path)`` pairs, ``option`` being what the user changes to pick another
+    file (``"--out"``, ``"--plot"``); ``reading``: the files the command reads.
+
+    **Enforces** "outputs never replace what exists", as one-line
+    [`ConfigError`][dynlab.errors.ConfigError]s naming the option:
+
+    - a file of a run or a sweep ([`own_file`][]: model, checkpoint, metrics, config, sweep,
+      cells) is refused, even with ``overwrite``;
+    - so is a file the command reads, two outputs naming one file, and an existing directory;
+    - an existing file (or link) is refused unless ``overwrite``; with it, the file is replaced
+      atomically when the result is written ([`atomic_write`][]).
+    """
+    seen: dict[str, str] = {}
+    read = {os.path.normpath(Path(r).absolute()) for r in reading}
+    for option, path in outputs:
+        if path is None:
+            continue
+        path = Path(path)
+        shown = str(path)
+        key = os.path.normpath(path.absolute())
+        what = own_file(path)
+        if what is not None:
+            raise ConfigError(f"{option} {shown!r} is {what}; a result never replaces a run's or sweep's own files, "
+                              f"not even with --overwrite: choose another {option}")
+        if key in read:
+            raise ConfigError(f"{option} {shown!r} is the file this command reads; choose another {option}")
+        if key in seen:
+            raise ConfigError(f"{option} {shown!r} is also the file of {seen[key]}; choose another {option}")
+        seen[key] = option
+        if path.is_dir():
+            raise ConfigError(f"{option} {shown!r} is a directory; name a file")
+        if (path.exists() or path.is_symlink()) and not overwrite:
+            raise ConfigError(f"{option} {shown!r} exists; give --overwrite to replace it, or choose another {option}")
+
+
+def check_output_dir(path: Path | str, option: str = "--out") -> None:
+    """Refuse a directory that already holds something, before any work: ``path`` must be new,
+    empty, or hold only this process's own claim ([`claim_run_dir`][]).
+
+    **Enforces** "outputs never replace what exists" for commands that write a directory of
+    results (a programmed scenario, ``dynlab reproduce``): a second run into one directory is a
+    one-line [`ConfigError`][dynlab.errors.ConfigError], the first run's files untouched.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{option} {str(path)!r} exists and is not a directory; give a new or empty directory")
+    try:
+        names = {p.name for p in path.iterdir()} if path.is_dir() else set()
+    except OSError as e:
+        raise ConfigError(f"{option} {str(path)!r} cannot be read ({e.strerror}); choose another {option}") from None
+    if names == {CLAIM}:
+        try:
+            claim = tomllib.loads((path / CLAIM).read_text())
+        except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+            claim = {}
+        if claim.get("pid") == os.getpid() and claim.get("host") == socket.gethostname():
+            return
+        raise ConfigError(_claimed_message(path))
+    if names:
+        raise ConfigError(f"{option} {str(path)!r} already holds files ({_some(names)}); results are written into "
+                          f"a new or empty directory: choose another {option}")
+
+
+# ---------------------------------------------------------------------------------------------
 # Config
 
 
 def write_config(run_dir: Path, config: dict) -> None:
-    atomic_write(Path(run_dir) / CONFIG, lambda p: p.write_text(cfgmod.dumps(config)))
+    """Write ``config.toml``, atomically, after reading its text back.
+
+    **Enforces** "every config written is read back before the run starts": the TOML text is
+    parsed and compared with ``config`` before it is written; a value that would not read back as
+    itself is a one-line [`ConfigError`][dynlab.errors.ConfigError] and nothing is written.
+    """
+    text = cfgmod.dumps(config)
+    cfgmod.check_reads_back(text, config, what=f"{str(Path(run_dir) / CONFIG)!r}")
+    atomic_write(Path(run_dir) / CONFIG, lambda p: p.write_text(text))
     fault_point("config")
 
 
@@ -366,7 +605,9 @@ def commit(run_dir: Path | str, files: dict[str, Callable[[Path], None]]) -> Non
     digest next to its old one; then the files are moved into place in order; then
     ``checksums.toml`` keeps only the new digests. A process killed at any moment therefore
     leaves every file either old or new and verifiable, and a file earlier in ``files`` is never
-    older than a later one.
+    older than a later one. A file system that is full or read-only is a one-line
+    [`StorageError`][dynlab.errors.StorageError] naming the file, with every temporary removed and
+    every file as it was before the commit (or, past the checksums, as a killed commit leaves it).
 
     **Enforces** "a checkpoint and its metrics are one consistent unit" through the order
     [`save_checkpoint`][] gives: metrics.nc, then checkpoint.eqx, then model.eqx. Resuming
@@ -375,6 +616,7 @@ def commit(run_dir: Path | str, files: dict[str, Callable[[Path], None]]) -> Non
     """
     run_dir = Path(run_dir)
     tmps = {name: _tmp_name(run_dir / name) for name in files}
+    name = CHECKSUMS
     try:
         digests = {}
         for name, write in files.items():
@@ -392,10 +634,13 @@ def commit(run_dir: Path | str, files: dict[str, Callable[[Path], None]]) -> Non
             fault_point(f"replaced-{name}")
         _write_checksums(run_dir, {**table, **{name: [d] for name, d in digests.items()}})
         fault_point("committed")
+    except OSError as e:
+        for tmp in tmps.values():
+            _remove(tmp)
+        raise storage_error(e, run_dir / name) from None  # the file being written when it failed
     finally:
         for tmp in tmps.values():
-            if tmp.exists():
-                tmp.unlink()
+            _remove(tmp)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -411,8 +656,46 @@ def _serialise(obj) -> Callable[[Path], None]:
     return write
 
 
+def _netcdf_attr(value):
+    """An attribute value netCDF (h5netcdf) can store: numbers within 64 bits, strings, arrays and
+    lists of numbers, lists of strings; booleans become 0/1 and anything else (an integer past
+    64 bits, ``None``, a mapping, a mixed list) its text, so that no value ends a write."""
+    import numpy as np
+
+    if isinstance(value, (bool, np.bool_)):
+        return int(value)
+    if isinstance(value, (str, bytes)) or (isinstance(value, (list, tuple)) and value
+                                           and all(isinstance(v, str) for v in value)):
+        return value
+    try:
+        kind = np.asarray(value).dtype.kind
+    except (TypeError, ValueError, OverflowError):
+        kind = "O"
+    return value if kind in "iufc" else str(value)
+
+
+def netcdf_bytes(ds: xr.Dataset) -> bytes:
+    """``ds`` encoded as netCDF (h5netcdf) in memory.
+
+    **Enforces** "a computed result is never lost at write time": every attribute is made
+    storable first (booleans as 0/1, what netCDF cannot hold as its text), and HDF5 writes to
+    memory only, so that a full disk fails in an ordinary file write ([`atomic_write`][]) and
+    never inside HDF5 (which can crash on a file it could not finish).
+    """
+    import dask
+
+    ds = ds.copy(deep=False)
+    ds.attrs = {k: _netcdf_attr(v) for k, v in ds.attrs.items()}
+    for variable in ds.variables.values():
+        variable.attrs = {k: _netcdf_attr(v) for k, v in variable.attrs.items()}
+    # inside a Dask worker xarray would take a distributed lock named after the file, which a
+    # buffer in memory does not have; the data are in memory, so no scheduler is needed
+    with dask.config.set(scheduler="synchronous"):
+        return bytes(ds.to_netcdf(engine="h5netcdf"))
+
+
 def _netcdf(ds: xr.Dataset) -> Callable[[Path], None]:
-    return lambda p: ds.to_netcdf(p, engine="h5netcdf")
+    return lambda p: p.write_bytes(netcdf_bytes(ds))
 
 
 def save_checkpoint(run_dir: Path, step: int, model, opt_state, metrics: xr.Dataset | None = None) -> None:
@@ -473,14 +756,17 @@ def load_metrics(run_dir: Path | str) -> xr.Dataset | None:
         raise CheckpointError(f"corrupt checkpoint: {str(path)!r} is not readable netCDF ({type(e).__name__})") from None
 
 
-def write_dataset(path: Path, ds: xr.Dataset) -> Path:
-    """Write an xarray Dataset as netCDF (h5netcdf engine), atomically."""
-    return atomic_write(Path(path), lambda p: ds.to_netcdf(p, engine="h5netcdf"))
+def write_dataset(path: Path, ds: xr.Dataset, *, replace: bool = True) -> Path:
+    """Write an xarray Dataset as netCDF (h5netcdf engine), atomically ([`netcdf_bytes`][],
+    [`atomic_write`][]; ``replace=False``: never over a file that exists)."""
+    data = netcdf_bytes(ds)
+    return atomic_write(Path(path), lambda p: p.write_bytes(data), replace=replace)
 
 
-def write_figure(path: Path, fig) -> Path:
-    """Save a matplotlib figure as PNG, atomically, and close it. No title keeps an absolute
-    file-system path: each is cut to its last name ([`dynlab.figures.without_paths`][])."""
+def write_figure(path: Path, fig, *, replace: bool = True) -> Path:
+    """Save a matplotlib figure as PNG, atomically, and close it (``replace=False``: never over a
+    file that exists, [`atomic_write`][]). No title keeps an absolute file-system path: each is
+    cut to its last name ([`dynlab.figures.without_paths`][])."""
     import matplotlib.pyplot as plt
 
     from dynlab.figures import without_paths
@@ -490,6 +776,8 @@ def write_figure(path: Path, fig) -> Path:
         if title is not None and "/" in title.get_text():
             title.set_text(without_paths(title.get_text()))
     try:
-        return atomic_write(Path(path), lambda p: fig.savefig(p, format="png", dpi=120, bbox_inches="tight"))
+        buffer = io.BytesIO()  # drawn in memory: only a plain file write meets the disk
+        fig.savefig(buffer, format="png", dpi=120, bbox_inches="tight")
     finally:
         plt.close(fig)
+    return atomic_write(Path(path), lambda p: p.write_bytes(buffer.getvalue()), replace=replace)

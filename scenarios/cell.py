@@ -40,7 +40,7 @@ import xarray as xr
 
 from dynlab import config as cfgmod
 from dynlab import experiment, registry, store
-from dynlab.errors import DivergenceError
+from dynlab.errors import DivergenceError, StorageError
 from dynlab.scenarios.spec import analysis_options, entry_stages, results_of
 
 MARKER = "cell.toml"
@@ -158,10 +158,33 @@ def one_line(text: str) -> str:
     return "".join(c if c.isprintable() else " " for c in " ".join(str(text).split()))
 
 
+class _Interrupted(Exception):
+    """Raised inside a cell's training when its sweep is being interrupted."""
+
+
+def _stop_when_interrupted(stop_file: str | Path | None):
+    """The training progress callback of a cell: it ends the training, after the chunk in
+    progress, as soon as the sweep is being interrupted ([`interrupted`][]), so that Ctrl-C stops
+    the cells in flight instead of waiting for them (their writes need no scheduler)."""
+
+    def progress(done, total, info):
+        if interrupted(stop_file):
+            raise _Interrupted(f"the sweep was interrupted at step {done} of {total}")
+
+    return progress
+
+
 def _failure(cell_dir: Path, e: Exception, what: str = "") -> tuple[str, str]:
-    """``("failed", "Type: message")``; the traceback is appended to the cell's ``error.txt``."""
-    with open(cell_dir / "error.txt", "a") as f:
-        f.write(f"--- {what or 'cell'}\n{traceback.format_exc()}")
+    """``("failed", "Type: message")``; the traceback is appended to the cell's ``error.txt``. A
+    full or read-only disk is not the cell's failure: it stops the sweep with its one line
+    ([`dynlab.errors.StorageError`][]), the cell unmarked."""
+    if isinstance(e, StorageError):
+        raise e
+    try:
+        with open(cell_dir / "error.txt", "a") as f:
+            f.write(f"--- {what or 'cell'}\n{traceback.format_exc()}")
+    except OSError as full:
+        raise store.storage_error(full, cell_dir / "error.txt") from None
     return "failed", one_line(f"{type(e).__name__}: {e}")
 
 
@@ -224,7 +247,7 @@ def run_cell(cell_dir: str | Path, config: dict, analyses: tuple[dict, ...], sto
         exp = experiment.build(config)
         initial = exp if _at_init(analyses) else None
         if do_train:
-            exp = dataclasses.replace(exp, model=train(exp, cell_dir).model)
+            exp = dataclasses.replace(exp, model=train(exp, cell_dir, progress=_stop_when_interrupted(stop_file)).model)
         else:
             store.write_config(cell_dir, exp.config)
     except DivergenceError as e:
@@ -254,7 +277,7 @@ def run_cells_vmapped(cell_dirs: list, configs: list[dict], analyses: tuple[dict
             for d, e in zip(dirs, exps):
                 store.write_config(d, e.config)
         else:
-            results = train_seeds(exps, dirs)
+            results = train_seeds(exps, dirs, progress=_stop_when_interrupted(stop_file))
     except Exception as e:
         if interrupted(stop_file):
             return [_interrupted_info(f"{type(e).__name__}: {e}") for _ in dirs]

@@ -213,11 +213,17 @@ class Program:
 
     def run(self, out_dir: Path, progress=None) -> dict:
         """Run the program into ``out_dir``; for a paper scenario, also judge its claims on the datasets
-        ([`dynlab.claims.judge`][]), write ``findings.nc`` and return it as ``"findings"``."""
+        ([`dynlab.claims.judge`][]), write ``findings.nc`` and return it as ``"findings"``.
+
+        ``out_dir`` must be new, empty, or hold only this process's claim
+        ([`dynlab.store.check_output_dir`][]): a second run into one directory is a one-line
+        ``ConfigError`` before any work, the first run's files untouched (a program does not resume).
+        """
         from dynlab import store
         from dynlab.claims import judge
 
         out_dir = Path(out_dir)
+        store.check_output_dir(out_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
         datasets = self.function(out_dir, progress=progress, **self.params)
         claims = self.claims()

@@ -128,11 +128,11 @@ def test_a_result_that_cannot_be_written_is_rescued(tmp_path, monkeypatch):
     real = store.write_dataset
     calls = []
 
-    def failing_once(path, ds):
+    def failing_once(path, ds, **options):
         calls.append(path)
         if len(calls) == 1:
             raise OSError(30, "Read-only file system")
-        return real(path, ds)
+        return real(path, ds, **options)
 
     monkeypatch.setattr(store, "write_dataset", failing_once)
     res = invoke(["analyze", "lyapunov", "--out", str(tmp_path / "l.nc"), *TINY_LYAPUNOV], tmp_path)

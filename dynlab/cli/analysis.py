@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from dynlab.errors import ConfigError, NonFiniteResult
-from dynlab.cli.options import busy
+from dynlab.cli.options import busy, overwrite_given
 
 
 def analysis_model(unit, checkpoint, task_name, sets):
@@ -36,10 +36,16 @@ def analysis_model(unit, checkpoint, task_name, sets):
 
 
 def output_paths(out, plot, checkpoint, name, unit, *, create: bool = True):
-    """Where the dataset and figure go (never overwriting earlier results).
+    """Where the dataset and figure go: ``(nc, png)``.
 
-    With ``create=False`` nothing is made: the locations are only checked to be writable (see
-    [`check_writable`][]), so that a result is never computed only to be lost.
+    ``--out`` (a ``.nc`` file) with the figure at ``--plot`` or next to it (``.png``); without
+    ``--out``, ``NAME.nc`` in the checkpoint's run directory (the first of ``NAME.nc``,
+    ``NAME-2.nc``, … that is free, with its figure), or in a new run directory under ``runs/``.
+
+    With ``create=False`` nothing is made (``nc`` is ``None`` when a new run directory would
+    hold it): the paths are checked ([`check_outputs`][]: nothing that exists is replaced
+    without ``--overwrite``, a run's own files never; the folders writable), so that a result
+    is never computed only to be lost.
     """
     from dynlab import store
 
@@ -49,20 +55,37 @@ def output_paths(out, plot, checkpoint, name, unit, *, create: bool = True):
             raise ConfigError(f"--out must name a .nc file, got {out!r}")
         folder = nc.parent
     else:
-        folder = Path(checkpoint) if checkpoint else (store.new_run_dir(f"analyze-{name}-{unit}") if create else Path("runs"))
-    png = Path(plot) if plot else None
-    if not create:
-        for where, option in ((folder, "--out"), (None if png is None else png.parent, "--plot")):
-            if where is not None:
-                check_writable(where, option)
-        return None, None
-    folder.mkdir(parents=True, exist_ok=True)
-    if out is None:
-        nc, n = folder / f"{name}.nc", 1
-        while nc.exists():
+        folder = Path(checkpoint) if checkpoint else (store.new_run_dir(f"analyze-{name}-{unit}") if create else None)
+        nc, n = (None, 1) if folder is None else (folder / f"{name}.nc", 1)
+        while nc is not None and (nc.exists() or (plot is None and nc.with_suffix(".png").exists())):
             n += 1
             nc = folder / f"{name}-{n}.nc"
-    return nc, png or nc.with_suffix(".png")
+    png = Path(plot) if plot else None if nc is None else nc.with_suffix(".png")
+    if not create:
+        check_outputs([("--out", nc), ("--plot" if plot else "--out", png)])
+        if folder is None:
+            check_writable(Path("runs"), "--out")
+        return nc, png
+    folder.mkdir(parents=True, exist_ok=True)
+    return nc, png
+
+
+def check_outputs(outputs, *, reading=()) -> None:
+    """The one check of a command's output files, before any work: ``outputs`` are
+    ``(option, path)`` pairs (``path`` ``None``: not known yet), ``reading`` the files the command reads.
+
+    Nothing that exists is replaced unless the command was given ``--overwrite``
+    ([`dynlab.cli.options.overwrite_given`][]), a run's or sweep's own files never, and each
+    folder must be writable ([`dynlab.store.check_outputs`][], [`check_writable`][]): a one-line
+    [`ConfigError`][] naming the option otherwise.
+    """
+    from dynlab import store
+    from dynlab.cli.options import overwrite_given
+
+    store.check_outputs(outputs, overwrite=overwrite_given(), reading=reading)
+    for option, path in outputs:
+        if path is not None:
+            check_writable(Path(path).parent, option)
 
 
 def check_writable(folder: Path, option: str) -> None:
@@ -90,14 +113,24 @@ def check_writable(folder: Path, option: str) -> None:
 def rescue_dataset(ds, name: str, error: OSError) -> None:
     """Save a computed dataset that could not be written where asked into the temporary
     directory, then raise a one-line error naming both places (a result is never lost silently)."""
+    import shutil
     import tempfile
 
     from dynlab import store
     from dynlab.errors import DataError
 
-    path = Path(tempfile.mkdtemp(prefix=f"dynlab-{name}-")) / f"{name}.nc"
-    store.write_dataset(path, ds)
-    raise DataError(f"could not write the result ({error.strerror or error}); it was saved to {path}") from None
+    reason = ("the file appeared while the result was computed, and was kept" if isinstance(error, FileExistsError)
+              else error.strerror or error)
+    folder = None
+    try:
+        folder = Path(tempfile.mkdtemp(prefix=f"dynlab-{name}-"))
+        path = store.write_dataset(folder / f"{name}.nc", ds)
+    except OSError as again:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise DataError(f"could not write the result ({reason}), nor save it in the temporary directory "
+                        f"({again.strerror or again})") from None
+    raise DataError(f"could not write the result ({reason}); it was saved to {path}") from None
 
 
 def run_analysis(name, exp, source, checkpoint, out, plot, quiet, **options):
@@ -137,7 +170,7 @@ def run_analysis(name, exp, source, checkpoint, out, plot, quiet, **options):
         **({"variant": variant} if variant else {})})
     try:
         nc, png = output_paths(out, plot, checkpoint, name, unit_name)  # only now: a failed analysis leaves nothing
-        store.write_dataset(nc, ds)
+        store.write_dataset(nc, ds, replace=overwrite_given())  # a file that appeared meanwhile is kept
     except OSError as e:
         rescue_dataset(ds, name, e)
     ds.attrs.update(path=str(nc), figure=str(png))
@@ -179,4 +212,17 @@ def draw_figure(png: Path, figure, ds) -> None:
         where = ds.attrs.get("path", "")
         raise NonFiniteResult(f"{', '.join(bad)} {'holds' if len(bad) == 1 else 'hold'} NaN or inf, so no figure was drawn; "
                               f"the dataset is kept{' in ' + where if where else ''}") from None
-    store.write_figure(png, fig)
+    write_figure(png, fig)
+
+
+def write_figure(png: Path, fig) -> None:
+    """Write the figure of a command's result to ``png``, over an existing file only under
+    ``--overwrite`` ([`dynlab.cli.options.overwrite_given`][]): a file that appeared while the
+    result was computed is kept, and the one-line error says how to draw the figure elsewhere."""
+    from dynlab import store
+
+    try:
+        store.write_figure(png, fig, replace=overwrite_given())
+    except FileExistsError:
+        raise ConfigError(f"{str(png)!r} appeared while the result was computed and was kept; the figure was not "
+                          "drawn: draw it elsewhere with 'dynlab plot RESULT --out FILE'") from None

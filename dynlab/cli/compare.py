@@ -11,9 +11,9 @@ from pathlib import Path
 import click
 
 from dynlab.errors import ConfigError
-from dynlab.cli.analysis import check_writable, rescue_dataset
+from dynlab.cli.analysis import check_outputs, check_writable, rescue_dataset, write_figure
 from dynlab.cli.main import _CommandGroup
-from dynlab.cli.options import progress_bar
+from dynlab.cli.options import overwrite_given, overwrite_option, progress_bar
 
 
 def int_list(name: str, text: str) -> list[int]:
@@ -83,6 +83,7 @@ def compare():
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="Data directory (default: $DYNLAB_DATA).")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Dataset file (.nc); figures go next to it. Default: runs/compare-pc-bp-<time>/pc_bp.nc.")
+@overwrite_option
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar; print only the summary.")
 def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips, activation, task_name, batches,
           batch_size, steps, seeds, energy, inference, patience, smoothing, smoothing_x64, inference_steps, activity_optimizer, beta, rtol, atol,
@@ -145,7 +146,10 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
     CompareConfig.from_options(**options)  # validate everything before loading data or creating files
     if out is not None and Path(out).suffix != ".nc":
         raise ConfigError(f"--out must name a .nc file, got {out!r}")
-    check_writable(Path(out).parent if out else Path("runs"), "--out")
+    if out:  # the dataset and its three figures: nothing that exists is replaced without --overwrite
+        check_outputs([("--out", Path(out))] + [("--out", p) for p in figure_paths(Path(out)).values()])
+    else:
+        check_writable(Path("runs"), "--out")
     if recurrent:
         task = length_task(task_name)
         describe = f"{task_name} (T = {', '.join(map(str, second))}, P = {options['batch_size']})"
@@ -170,17 +174,15 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
     try:
         nc = Path(out) if out else store.new_run_dir("compare-pc-bp") / "pc_bp.nc"
         nc.parent.mkdir(parents=True, exist_ok=True)
-        store.write_dataset(nc, ds)
+        store.write_dataset(nc, ds, replace=overwrite_given())  # a file that appeared meanwhile is kept
     except OSError as e:
         rescue_dataset(ds, "pc_bp", e)
     from dynlab.analyses import pc_bp_figures as figures_pc
 
-    figs = {}
+    figs = figure_paths(nc)
     for name, fn in (("cosine", figures_pc.cosine_heatmap), ("rescaling", figures_pc.rescaling_vs_l_over_n),
                      ("loss", figures_pc.loss_curves)):
-        path = nc.with_name(f"{nc.stem}_{name}.png")
-        store.write_figure(path, fn(ds))
-        figs[name] = path
+        write_figure(figs[name], fn(ds))
     _table(ds)
     if ds.attrs["n_unconverged"]:
         click.echo(f"warning: inference did not converge at {ds.attrs['n_unconverged']} of {ds['converged'].size} "
@@ -190,6 +192,11 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
                    f"was below {COSINE_EPS:g} (the network fits its batch); their cosine is set to 0 (the public code's "
                    "convention): see grad_norm_pc, grad_norm_bp", err=True)
     click.echo(f"dataset: {nc}\nfigures: " + ", ".join(str(p) for p in figs.values()))
+
+
+def figure_paths(nc: Path) -> dict[str, Path]:
+    """The three figures written next to the dataset ``nc``: ``<stem>_cosine.png``, ``_rescaling``, ``_loss``."""
+    return {name: nc.with_name(f"{nc.stem}_{name}.png") for name in ("cosine", "rescaling", "loss")}
 
 
 def _only(model_kind: str, **given) -> None:

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import click
 
-from dynlab.cli.analysis import check_writable, draw_figure, output_paths, rescue_dataset
+from dynlab.cli.analysis import draw_figure, output_paths, rescue_dataset
 from dynlab.cli.analyze import analyze
-from dynlab.cli.options import busy, data_dir_option, int_option, number_option, seed_option
+from dynlab.cli.options import (busy, data_dir_option, int_option, number_option, overwrite_given, overwrite_option,
+                                seed_option)
 from dynlab.errors import ConfigError
 
 
@@ -51,6 +52,7 @@ def run_directories(given, roots) -> list[Path]:
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Dataset file (.nc). Default: dsa.nc in a new directory under runs/.")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Figure file (.png). Default: next to --out.")
+@overwrite_option
 @click.option("-q", "--quiet", is_flag=True, help="No spinner; print only the summary.")
 @data_dir_option
 def dsa_cmd(run_dirs, roots, task_name, trials, delays, delay_interval, rank, pcs, ridge, iterations, restarts, tol,
@@ -78,11 +80,7 @@ def dsa_cmd(run_dirs, roots, task_name, trials, delays, delay_interval, rank, pc
         ridge=number_option("--ridge", ridge, minimum=0), iterations=int_option("--iterations", iterations, minimum=1),
         restarts=int_option("--restarts", restarts, minimum=1), tol=number_option("--tol", tol, minimum=0),
         seed=seed_option(seed))
-    if out is not None and Path(out).suffix != ".nc":
-        raise ConfigError(f"--out must name a .nc file, got {out!r}")
-    for where, option in ((None if out is None else Path(out).parent, "--out"), (None if plot is None else Path(plot).parent, "--plot")):
-        if where is not None:
-            check_writable(where, option)
+    output_paths(out, plot, None, "dsa", "runs", create=False)  # checked before any work
     task = None if task_name is None else registry.build("task", task_name)
     if not quiet:
         click.echo(f"dsa of {len(runs)} runs: " + ", ".join(str(r) for r in runs))
@@ -90,7 +88,7 @@ def dsa_cmd(run_dirs, roots, task_name, trials, delays, delay_interval, rank, pc
         ds = dsa_analysis(runs, task=task, **options)
     try:
         nc, png = output_paths(out, plot, None, "dsa", "runs")
-        store.write_dataset(nc, ds)
+        store.write_dataset(nc, ds, replace=overwrite_given())  # a file that appeared meanwhile is kept
     except OSError as e:
         rescue_dataset(ds, "dsa", e)
     ds.attrs.update(path=str(nc), figure=str(png))

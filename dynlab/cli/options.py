@@ -140,6 +140,27 @@ data_dir_option = click.option(
          "default: $DYNLAB_DATA, then ~/.cache/dynlab/data).")
 
 
+OVERWRITE = "dynlab.overwrite"
+
+
+def _record_overwrite(ctx, param, value):
+    ctx.meta[OVERWRITE] = bool(value)
+
+
+overwrite_option = click.option(
+    "--overwrite", is_flag=True, expose_value=False, callback=_record_overwrite,
+    help="Replace output files that exist (atomically). Without it an existing output is refused; "
+         "a run's own files (model, checkpoint, metrics, config, sweep, cells) are refused even with it.")
+"""``--overwrite``, the one declaration: what the command was told is read by
+[`overwrite_given`][], and the outputs are checked by [`dynlab.cli.analysis.check_outputs`][]."""
+
+
+def overwrite_given() -> bool:
+    """Whether the running command was given ``--overwrite``."""
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx is not None and ctx.meta.get(OVERWRITE))
+
+
 _COMMON = [
     click.option("--model", "unit", default=None, help="Unit name (default: aru, or the checkpoint's unit)."),
     click.option("--checkpoint", type=click.Path(file_okay=False), default=None,
@@ -151,6 +172,7 @@ _COMMON = [
     click.option("--out", type=click.Path(dir_okay=False), default=None,
                  help="Dataset file (.nc). Default: <analysis>.nc in the checkpoint's run directory, or a new one."),
     click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Figure file (.png). Default: next to --out."),
+    overwrite_option,
     click.option("--x64", is_flag=True, help="Compute in float64."),
     click.option("-q", "--quiet", is_flag=True, help="No spinner; print only the summary."),
     data_dir_option,

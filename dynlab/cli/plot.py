@@ -6,16 +6,22 @@ from pathlib import Path
 
 import click
 
-from dynlab.cli.analysis import check_writable, draw_figure, non_finite_variables
+from dynlab.cli.analysis import check_outputs, draw_figure, non_finite_variables
 from dynlab.cli.main import _first_line, main
+from dynlab.cli.options import overwrite_given, overwrite_option
 
 
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Figure file. Default: FILE with .png.")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="Figure file. Default: FILE with .png (FILE-2.png, … when that exists, unless --overwrite).")
+@overwrite_option
 def plot(file, out):
     """Draw the figure that fits a result file (.nc): training curves, Lyapunov spectrum, spectra,
-    sweep, or a generic plot of its variables."""
+    sweep, or a generic plot of its variables.
+
+    An existing --out is refused unless --overwrite is given; a run's or sweep's own files
+    (config.toml, model.eqx, sweep.nc, …) and FILE itself are refused even then."""
     import xarray as xr
 
     from dynlab import figures
@@ -28,8 +34,8 @@ def plot(file, out):
         ds = xr.load_dataset(path, engine="h5netcdf")
     except Exception as e:
         raise DataError(f"{file!r} is not a readable netCDF result file ({type(e).__name__})") from None
-    png = Path(out) if out else path.with_suffix(".png")
-    check_writable(png.parent, "--out")
+    png = Path(out) if out else default_figure(path)
+    check_outputs([("--out", png)], reading=[path])
 
     def figure(ds):
         try:
@@ -45,3 +51,13 @@ def plot(file, out):
     ds.attrs["path"] = str(path)
     draw_figure(png, figure, ds)
     click.echo(f"figure: {png}")
+
+
+def default_figure(path: Path) -> Path:
+    """``FILE.png`` beside the result file; with an existing one and no ``--overwrite``, the first
+    free ``FILE-2.png``, ``FILE-3.png``, … (a default never replaces a figure)."""
+    png, n = path.with_suffix(".png"), 1
+    while not overwrite_given() and (png.exists() or png.is_symlink()):
+        n += 1
+        png = path.with_name(f"{path.stem}-{n}.png")
+    return png

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from dynlab.cli.main import main
@@ -55,7 +53,7 @@ def _list() -> None:
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="Override a key of every scenario of the paper, e.g. params.steps=20 (repeatable).")
 @click.option("--out", type=click.Path(file_okay=False), default=None,
-              help="Output directory (one folder per scenario). Default: runs/reproduce-<paper>-<time>.")
+              help="Output directory (one folder per scenario), new or empty. Default: runs/reproduce-<paper>-<time>.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
 @data_dir_option
 def reproduce(paper, list_, preset, sets, out, quiet):
@@ -87,19 +85,23 @@ def reproduce(paper, list_, preset, sets, out, quiet):
     scenarios = paper_scenarios(paper, preset=preset, sets=sets)[paper]
     if not scenarios:
         raise ConfigError(f"paper {paper} has no scenario yet")
-    out_dir = Path(out) if out else store.new_run_dir(f"reproduce-{paper}")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    # claimed: a second reproduce into one --out is refused; one that stops with nothing written leaves nothing
+    out_dir = store.claim_run_dir(out) if out else store.new_run_dir(f"reproduce-{paper}")
     tables = []
-    for scenario in scenarios:
-        where = out_dir / scenario.name
-        if not quiet:
-            click.echo(f"scenario {scenario.name} (preset {scenario.preset}) -> {where}")
-        with progress_bar(quiet, scenario.name) as update:
-            datasets = scenario.run(where, progress=update)
-        if "findings" in datasets:
-            findings = datasets["findings"]
-            click.echo(format_verdicts(findings))
-            tables.append(findings.assign(scenario=("claim", [scenario.name] * findings.sizes["claim"])))
+    try:
+        for scenario in scenarios:
+            where = out_dir / scenario.name
+            if not quiet:
+                click.echo(f"scenario {scenario.name} (preset {scenario.preset}) -> {where}")
+            with progress_bar(quiet, scenario.name) as update:
+                datasets = scenario.run(where, progress=update)
+            if "findings" in datasets:
+                findings = datasets["findings"]
+                click.echo(format_verdicts(findings))
+                tables.append(findings.assign(scenario=("claim", [scenario.name] * findings.sizes["claim"])))
+    except BaseException:
+        store.release_claim(out_dir)
+        raise
     if tables:
         combined = xr.concat(tables, dim="claim", combine_attrs="drop")
         combined.attrs = {"analysis": "findings", "paper": paper, "preset": scenarios[0].preset,

@@ -14,8 +14,11 @@ from dynlab.cli.options import _options, data_dir_option, int_option, progress_b
 def _run_scenario(target, sets, out, workers, scheduler, resume, retry_failed, quiet, preset=None) -> int:
     """Run a scenario; the exit status: 0 when every cell is ok, 1 when any failed, diverged or is missing.
 
-    A run directory created here (no ``--out``) that is still empty (but for its claim) when the
-    run stops, say because the scheduler could not be reached, is removed.
+    A programmed scenario claims its ``--out`` ([`dynlab.store.claim_run_dir`][]): a directory
+    that holds anything (an earlier run's results included) is refused with one line, never
+    written over. A directory claimed here that still holds nothing but its claim when the run
+    stops (a refused program, a scheduler that could not be reached) is removed
+    ([`dynlab.store.release_claim`][]).
     """
     from dynlab import store
     from dynlab.scenarios import spec
@@ -33,11 +36,12 @@ def _run_scenario(target, sets, out, workers, scheduler, resume, retry_failed, q
     if isinstance(scenario, spec.Program) and (workers_v is not None or scheduler is not None or resume):
         raise ConfigError(f"scenario {scenario.name} is a programmed scenario (program {scenario.program}); "
                           "--workers, --scheduler and --resume apply to sweeps only")
-    runs_existed = Path("runs").is_dir()
-    created = None if out else store.new_run_dir(f"run-{scenario.name}")
+    program = isinstance(scenario, spec.Program)
+    # a programmed scenario writes into a directory it claims: a second run into one --out is refused
+    created = store.claim_run_dir(out) if out and program else None if out else store.new_run_dir(f"run-{scenario.name}")
     out_dir = Path(out) if out else created
     try:
-        if isinstance(scenario, spec.Program):
+        if program:
             if not quiet:
                 click.echo(f"scenario {scenario.name}: program {scenario.program} -> {out_dir}")
             with progress_bar(quiet, scenario.name) as update:
@@ -59,13 +63,8 @@ def _run_scenario(target, sets, out, workers, scheduler, resume, retry_failed, q
             merged = run_sweep(scenario, out_dir, workers=workers_v, scheduler=scheduler, resume=bool(resume),
                                retry_failed=retry_failed, progress=update)
     except BaseException:
-        claim = getattr(store, "CLAIM", None)  # the claim file new_run_dir puts in a fresh run directory
-        if created is not None and created.is_dir() and all(f.name == claim for f in created.iterdir()):
-            for f in created.iterdir():
-                f.unlink()
-            created.rmdir()
-            if not runs_existed and not any(created.parent.iterdir()):
-                created.parent.rmdir()
+        if created is not None:  # a directory left holding nothing but its claim goes again
+            store.release_claim(created)
         raise
     statuses = merged["status"].values.ravel().tolist()
     counts = {k: statuses.count(k) for k in ("ok", "diverged", "failed", "missing") if statuses.count(k)}

@@ -71,18 +71,29 @@ def new_run_dir(out: str | None, prefix: str, *, config: dict | None = None) -> 
     """``out``, or a fresh ``runs/<prefix>-<time>``, claimed atomically
     ([`dynlab.store.claim_run_dir`][]): a directory that holds a run, is claimed by another
     process or holds other files is a one-line error. With ``config``, its config.toml is written
-    at once, so that a claimed run directory can be resumed from the start."""
+    at once (read back first, [`dynlab.store.write_config`][]), so that a claimed run directory
+    can be resumed from the start; a config that cannot be written releases the claim again."""
     from dynlab import store
 
     run_dir = store.new_run_dir(prefix) if out is None else store.claim_run_dir(out)
     if config is not None:
-        store.write_config(run_dir, config)
+        try:
+            store.write_config(run_dir, config)
+        except BaseException:
+            store.release_claim(run_dir, written=(store.CONFIG,))
+            raise
     return run_dir
 
 
 def train_and_report(exp, run_dir: Path, quiet: bool, *, resume: bool = False, what: str = ""):
-    """Train ``exp`` into ``run_dir`` with a progress bar; write the learning curve; print the summary."""
+    """Train ``exp`` into ``run_dir`` with a progress bar; write the learning curve; print the summary.
+
+    A new run refused before its first checkpoint (a [`DynlabError`][dynlab.errors.DynlabError],
+    e.g. a ``train.freeze`` pattern that matches nothing) leaves no directory behind
+    ([`dynlab.store.release_claim`][]), so that the corrected command can take the same ``--out``.
+    """
     from dynlab import experiment, figures, store
+    from dynlab.errors import DynlabError
     from dynlab.train import train as run_training
 
     if not quiet:
@@ -93,8 +104,13 @@ def train_and_report(exp, run_dir: Path, quiet: bool, *, resume: bool = False, w
         if not quiet:
             click.echo(f"resuming {run_dir} from step {step} of {exp.train.steps}")
 
-    with progress_bar(quiet, "train", "compiling…") as update:
-        result = run_training(exp, run_dir, resume=resume, progress=update, on_resume=resuming)
+    try:
+        with progress_bar(quiet, "train", "compiling…") as update:
+            result = run_training(exp, run_dir, resume=resume, progress=update, on_resume=resuming)
+    except DynlabError:
+        if not resume:
+            store.release_claim(run_dir, written=(store.CONFIG,))
+        raise
     store.write_figure(run_dir / "learning_curve.png", figures.learning_curve(result.metrics))
     _summary(result)
 
