@@ -277,9 +277,9 @@ def _null_variables(nulls, layer_of) -> tuple[dict, dict]:
         return "level", np.array([getattr(t, field) for t in trends]), {"long_name": what}
 
     data = {
-        "null_selectivity_median": (pair, np.stack([np.median(nt.null, axis=0) for nt in nulls]),
+        "null_selectivity_median": (pair, np.stack([nt.quantile(0.5) for nt in nulls]),
                                     {"long_name": "median selectivity with the response time-shifted (the null)"}),
-        "null_selectivity_q95": (pair, np.stack([np.quantile(nt.null, 0.95, axis=0) for nt in nulls]),
+        "null_selectivity_q95": (pair, np.stack([nt.quantile(0.95) for nt in nulls]),
                                  {"long_name": "0.95-quantile of the selectivity under the time-shifted null"}),
         "selectivity_p": (pair, p, {"long_name": "p-value of the selectivity against the time-shifted null "
                                                  "(1 + #shifts at least as selective) / (1 + #shifts)"}),
@@ -291,8 +291,8 @@ def _null_variables(nulls, layer_of) -> tuple[dict, dict]:
         "null_clears_window": ("level", np.array([nt.clears_window for nt in nulls]),
                                {"long_name": "every shift of the null is longer than the STA window (else the "
                                              "level's selectivity cannot be told from the null)"}),
-        "null_shift_min": ("level", np.array([nt.shifts.min() for nt in nulls]), {"units": "steps"}),
-        "null_shift_max": ("level", np.array([nt.shifts.max() for nt in nulls]), {"units": "steps"}),
+        "null_shift_min": ("level", np.array([nt.shifts.min(initial=0) for nt in nulls]), {"units": "steps"}),
+        "null_shift_max": ("level", np.array([nt.shifts.max(initial=0) for nt in nulls]), {"units": "steps"}),
         "layer_trend": trend(raw, "slope", "slope of the layers' mean selectivity per layer"),
         "layer_trend_ci_low": trend(raw, "low", "95% interval over neurons (Student t, Welch)"),
         "layer_trend_ci_high": trend(raw, "high", "95% interval over neurons (Student t, Welch)"),

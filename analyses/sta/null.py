@@ -36,8 +36,6 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.stats
 
-from dynlab.errors import ConfigError
-
 __all__ = ["NullTest", "Trend", "layer_trend", "null_shifts", "shift_null", "shifted_selectivity", "trend_sentence"]
 
 N_SHIFTS = 99
@@ -49,12 +47,11 @@ NULL_LEVEL = 0.05
 def null_shifts(steps: int, window: int, item_steps: int = 1, n_shifts: int = N_SHIFTS) -> tuple[np.ndarray, bool]:
     """``(shifts, clears_window)``: up to ``n_shifts`` distinct shifts (in steps) spread evenly over
     ``[window, steps - window]``, or over ``[item_steps, steps - item_steps]`` (and ``False``)
-    when the window is longer than half the ``steps`` (module docstring)."""
+    when the window is longer than half the ``steps`` (module docstring); none for a single item."""
     clears = steps - window >= window
     low, high = (window, steps - window) if clears else (item_steps, steps - item_steps)
-    if high < low:
-        raise ConfigError(f"a time-shifted null needs at least 2 items; the stream has {steps} steps of "
-                          f"{item_steps} per item")
+    if high < low:  # a single item: nothing to shift against
+        return np.zeros(0, np.int64), False
     return np.unique(np.round(np.linspace(low, high, n_shifts)).astype(np.int64)), bool(clears)
 
 
@@ -126,16 +123,24 @@ class NullTest(NamedTuple):
     def p_value(self) -> np.ndarray:
         """``[N]``: $(1 + \\#\\{\\text{null} \\ge \\text{observed}\\}) / (1 + S)$; NaN without high steps."""
         p = (1 + np.sum(self.null >= self.observed, axis=0)) / (1 + len(self.shifts))
-        return np.where(np.isfinite(self.observed), p, np.nan)
+        return np.where(np.isfinite(self.observed) & (len(self.shifts) > 0), p, np.nan)
 
     @property
     def excess(self) -> np.ndarray:
-        """``[N]``: the selectivity minus the null's mean."""
-        return self.observed - np.mean(self.null, axis=0)
+        """``[N]``: the selectivity minus the null's mean (NaN without shifts)."""
+        return self.observed - self.quantile(None)
+
+    def quantile(self, q: float | None) -> np.ndarray:
+        """``[N]``: the null's ``q``-quantile (its mean for ``None``); NaN without shifts."""
+        if not len(self.shifts):
+            return np.full(self.observed.shape, np.nan)
+        return np.mean(self.null, axis=0) if q is None else np.quantile(self.null, q, axis=0)
 
     @property
     def z(self) -> np.ndarray:
         """``[N]``: the excess in units of the null's standard deviation."""
+        if len(self.shifts) < 2:
+            return np.full(self.observed.shape, np.nan)
         with np.errstate(invalid="ignore", divide="ignore"):
             return self.excess / np.std(self.null, axis=0, ddof=1)
 
