@@ -270,3 +270,31 @@ def test_cli_writes_dataset_and_figure_and_rejects_bad_input(tmp_path):
     assert r.exit_code == 2 and "needs an ARU model" in r.stderr and "Traceback" not in r.output + r.stderr
     r = invoke(["analyze", "adaptation", "--drives", "1,x", *tiny], tmp_path)
     assert r.exit_code == 2 and "--drives" in r.stderr
+
+
+def test_means_over_runs_that_did_not_escape_say_so_and_count_them():
+    """Issue 38 item 10: a mean over the runs that stayed bounded is conditional on not escaping.
+    4 realisations x 5 initial conditions, 9 of the 20 runs escape: the mean is over the 11 finite
+    runs, `_bounded` counts them, its long name says it is conditional, and the CLI's cell prints
+    the count of bounded runs beside the mean and that of escaping runs beside their rate."""
+    import xarray as xr
+
+    from dynlab.analyses.aru.frozen_map import Lambda1Runs, lambda_vars
+    from dynlab.cli.aru import _ci
+
+    rng = np.random.default_rng(0)
+    lam = -0.1 + 0.01 * rng.standard_normal((1, 4, 5))
+    diverged = np.zeros((1, 4, 5), bool)
+    diverged[0, :, :2] = True
+    diverged[0, 3, 2] = True
+    lam[diverged] = np.nan
+    escape = np.where(diverged, 0.3, np.nan)
+    runs = Lambda1Runs(lam, diverged, escape, np.full(lam.shape, 1e-3), True)
+    ds = xr.Dataset(lambda_vars("lambda1_fixed", runs, ("drive",), 0.95, "lambda_1", "realisations"))
+    n_bounded = int((~diverged).sum())
+    assert int(ds.lambda1_fixed_bounded[0]) == n_bounded
+    assert "conditional on not escaping" in ds.lambda1_fixed_mean.attrs["long_name"]
+    expected = np.mean([np.nanmean(row) for row in lam[0]])
+    np.testing.assert_allclose(float(ds.lambda1_fixed_mean[0]), expected, rtol=1e-12)
+    text = _ci(ds, "lambda1_fixed", 0)
+    assert f"over the {n_bounded}/20 bounded runs" in text and f"{20 - n_bounded}/20 escape at +0.3000" in text

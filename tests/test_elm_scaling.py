@@ -198,15 +198,24 @@ def test_fit_figure_legend_names_the_optima_it_does_not_draw(synthetic_fit):
     assert "theory optimum" not in labels(fit.assign(opt_interior=fit.opt_interior & False))
 
 
-def test_fit_without_bootstrap_says_it_gives_point_estimates(synthetic_fit):
+def test_fit_without_bootstrap_gives_linearised_intervals(synthetic_fit):
+    """Issue 38 item 10: no fitted number is a bare point estimate; by default the intervals are
+    linearised (Student t, n - p df) and name their method and population; here they bracket the
+    generating alpha of both experiments, and k_e_opt's interval its estimate."""
     fit, _ = synthetic_fit
-    assert fit.attrs["n_boot"] == 0 and "point estimate" in fit.attrs["uncertainty"]
-    assert "alpha_ci_low" not in fit
+    assert fit.attrs["n_boot"] == 0 and "linearised" in fit.attrs["uncertainty"]
+    for group, truth in (("P=1000", TRUE.alpha), ("weak", ALPHA_VARIANT)):
+        assert float(fit.alpha_ci_low.sel(group=group)) <= truth <= float(fit.alpha_ci_high.sel(group=group))
+    assert "linearised" in fit.alpha_ci_low.attrs["ci_method"] and "loss noise" in fit.alpha_ci_low.attrs["ci_population"]
+    inside = fit.opt_interior.values
+    assert np.all(fit.k_e_opt_ci_low.values[inside] <= fit.k_e_opt.values[inside])
+    assert np.all(fit.k_e_opt.values[inside] <= fit.k_e_opt_ci_high.values[inside])
+    assert np.isnan(fit.k_e_opt_ci_low.values[~inside]).all()
 
 
 def test_bootstrap_over_points_gives_named_intervals_around_the_truth():
-    """Issue 22: a bootstrap over the data points (local refits) brackets the generating
-    parameters of a small noisy synthetic set, and names its population and level."""
+    """Issue 22/38: a residual bootstrap (local refits) brackets the generating parameters of a
+    small noisy synthetic set, and names its population and level."""
     k_c, budget = 20.0, 4e3
     k = np.geomspace(5, 150, 12)
     n = np.floor(budget / (k + k_c))
@@ -217,8 +226,8 @@ def test_bootstrap_over_points_gives_named_intervals_around_the_truth():
     assert float(fit.alpha_ci_low[0]) <= TRUE.alpha <= float(fit.alpha_ci_high[0])
     assert float(fit.scale_ci_low) < float(fit.scale) < float(fit.scale_ci_high)
     assert float(fit.k_e_opt_ci_low[0]) <= float(fit.k_e_opt[0]) <= float(fit.k_e_opt_ci_high[0])
-    assert fit.alpha_ci_low.attrs["ci_population"] == "bootstrap over the 12 data points (local refits)"
-    assert fit.alpha_ci_low.attrs["ci_level"] == 0.95 and "basic bootstrap" in fit.alpha_ci_low.attrs["ci_method"]
+    assert fit.alpha_ci_low.attrs["ci_population"].startswith("the loss noise of these 12 points")
+    assert fit.alpha_ci_low.attrs["ci_level"] == 0.95 and "residual bootstrap" in fit.alpha_ci_low.attrs["ci_method"]
     with pytest.raises(ConfigError, match="n_boot"):
         fit_i_rep(loss, k, k_c, n, n_boot=1)
 
@@ -282,3 +291,21 @@ def test_decay_laws_reject_bad_input():
         compare_decay_laws([1, 2, 3, 4, 5], [1, 2, -3, 4, 5])
     with pytest.raises(ConfigError, match="at least 5 points"):
         compare_decay_laws([1, 2, 3, 4], [4, 3, 2, 1])
+
+
+def test_fit_intervals_cover_the_generating_parameters():
+    """Issue 38 item 10, cut down: 40 synthetic sets of 12 losses generated from the I_rep model
+    (benchmarks/coverage_irep.py, which runs 200 and prints the table): the default 95% intervals
+    of alpha, gamma, offset and scale together cover their truths in at least 0.88 of the 160 cases,
+    and k_e_opt's in at least 0.85 of 40 (the old bootstrap over points: 0.75-0.92 and about 0.6).
+    The four intervals of one data set are strongly correlated, so 40 data sets cannot bound
+    over-coverage; the benchmark's 200 do (measured 0.955-0.98, k_e_opt 0.92).
+    Differential evolution is cut to popsize 5, 60 generations (two parameters searched)."""
+    import pathlib
+    import runpy
+
+    bench = runpy.run_path(str(pathlib.Path(__file__).parents[1] / "benchmarks" / "coverage_irep.py"))
+    result = bench["coverage"](40, seed=1, n_boot=0, jobs=1, popsize=5, maxiter=60)
+    pooled = np.mean([result[name]["coverage"] for name in ("alpha", "gamma", "offset", "scale")])
+    assert pooled >= 0.88, result
+    assert result["k_e_opt"]["coverage"] >= 0.85, result

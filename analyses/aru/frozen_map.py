@@ -249,7 +249,9 @@ def lambda_vars(name: str, result: Lambda1Runs, dims: tuple[str, ...], confidenc
     [`rounding_se`][dynlab.analyses.lyapunov.rounding_se], as in
     [`lyapunov_replicates`][dynlab.analyses.lyapunov.lyapunov_replicates]), ``<name>_ic_sd`` (the sd over initial
     conditions within a realisation, averaged over realisations: multistability, not an error bar)
-    and ``<name>_escape_mean``."""
+    and ``<name>_escape_mean``. The mean and its interval are **conditional on not escaping**: they
+    are over the finite runs only, whose number is ``<name>_bounded`` (over ``dims``), so they
+    describe the runs that stayed bounded, not all runs; report the count beside them."""
     lam, diverged, escape = result.lambda1, result.diverged, result.escape
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices (every run escaped) give NaN
@@ -266,7 +268,11 @@ def lambda_vars(name: str, result: Lambda1Runs, dims: tuple[str, ...], confidenc
     run_dims = (*dims, "realisation", "ic")
     return {
         name: (run_dims, lam, attrs),
-        f"{name}_mean": (dims, ci.estimate, {**attrs, "long_name": f"mean {long_name} over {ci.population}"}),
+        f"{name}_mean": (dims, ci.estimate, {**attrs, "long_name": f"mean {long_name} over {ci.population}, "
+                                                                  "conditional on not escaping (finite runs only; "
+                                                                  f"{name}_bounded counts them)"}),
+        f"{name}_bounded": (dims, np.sum(~np.asarray(diverged, bool), axis=(-2, -1)),
+                            {"long_name": f"{long_name}: runs that did not escape (the mean is over these)"}),
         f"{name}_ci_low": (dims, ci.low, {**ci_attrs, "long_name": f"{long_name}: lower bound, {ci.label}"}),
         f"{name}_ci_high": (dims, ci.high, {**ci_attrs, "long_name": f"{long_name}: upper bound, {ci.label}"}),
         f"{name}_ic_sd": (dims, ic_sd, {**attrs, "long_name": f"{long_name}: sd over initial conditions within a "

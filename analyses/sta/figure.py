@@ -65,8 +65,35 @@ def sta_figure(ds: xr.Dataset):
     return fig
 
 
+def _null_lines(ds, level_names, names, layers, width) -> list[str]:
+    """Per layer and level the fraction of neurons beating the time-shifted null, then per level
+    the layer trend with its interval, in words ([`dynlab.analyses.sta.null.trend_sentence`][])."""
+    from dynlab.analyses.sta.null import Trend, trend_sentence
+
+    level = ds.attrs.get("null_level", 0.05)
+    lines = [f"fraction of neurons beating a time-shifted null (p <= {level:g}, {ds.attrs.get('null_shifts', '?')} "
+             f"circular shifts of the response):",
+             f"{'layer':<{width}} " + " ".join(f"{n:>10}" for n in level_names)]
+    beats = ds["fraction_beating_null"].values
+    for j, layer in enumerate(ds["layer_number"].values):
+        lines.append(f"{str(names[layers == layer][0]):<{width}} " + " ".join(f"{b:>10.2f}" for b in beats[:, j]))
+    clears = ds["null_clears_window"].values
+    if not clears.all():
+        lines.append("no shift clears the STA window at level(s) " + ", ".join(np.asarray(level_names)[~clears])
+                     + " (at most 2 x lags items): their selectivity cannot be told from the null")
+    if not np.isfinite(ds["layer_trend"].values).any():
+        return lines + ["layer trend: none (fewer than two layers with two neurons each)"]
+    for i, name in enumerate(level_names):
+        raw = Trend(*(float(ds[f"layer_trend{k}"].values[i]) for k in ("", "_ci_low", "_ci_high")), np.nan, np.nan)
+        excess = Trend(*(float(ds[f"excess_layer_trend{k}"].values[i]) for k in ("", "_ci_low", "_ci_high")),
+                       np.nan, np.nan)
+        lines.append(f"layer trend, {name}: {trend_sentence(raw, excess)}")
+    return lines
+
+
 def sta_summary(ds: xr.Dataset) -> str:
-    """Per layer, the median selectivity of its neurons at every level."""
+    """Per layer, the median selectivity of its neurons at every level; then the fraction beating
+    the time-shifted null and each level's layer trend with its 95% interval."""
     level_names = [str(v) for v in ds["level_name"].values]
     names = ds["layer_name"].values
     layers = ds["layer"].values
@@ -81,6 +108,8 @@ def sta_summary(ds: xr.Dataset) -> str:
             med = np.nanmedian(sel[:, idx], axis=1) if np.isfinite(sel[:, idx]).any() else np.full(len(level_names), np.nan)
         lines.append(f"{str(names[idx][0]):<{width}} " + " ".join(f"{m:>10.4f}" for m in med)
                      + f" {int(np.median(ds['triggers'].values[idx])):>9}")
+    if "selectivity_p" in ds:
+        lines += _null_lines(ds, level_names, names, layers, width)
     silent = int((ds["triggers"].values == 0).sum())
     if silent:
         lines.append(f"{silent} neurons never exceed their quantile (constant output): their averages are NaN")

@@ -19,6 +19,11 @@ high activity, beyond its frequency in the stream. The stream is shown twice and
 presentation measured (as ``trw``'s warm-up): lags reaching before it look into the first
 presentation, which the network did see.
 
+**A yardstick.** Every neuron has some selectivity from a finite number of high steps alone;
+each level's is compared with the same neuron's under circular time shifts of its response
+([`dynlab.analyses.sta.null`][]), and the layer trend is given with its interval, for the
+selectivity and for its excess over the null.
+
 **Any other task** (any unit): ``samples`` test samples of the task, each run from the initial
 state; the stimulus is the raw input (one level, ``input``, in steps), so one-hot symbol tasks
 (``recall``, ``charlm``) give each symbol's receptive field and continuous ones the classical STA.
@@ -35,6 +40,7 @@ import xarray as xr
 
 from dynlab.analyses.sta.core import spike_triggered_average
 from dynlab.analyses.sta.figure import sta_figure, sta_summary
+from dynlab.analyses.sta.null import N_SHIFTS, NULL_LEVEL, layer_trend, shift_null
 from dynlab.errors import ConfigError, require_positive
 from dynlab.provenance import stamp
 from dynlab.registry import register
@@ -79,6 +85,19 @@ def hierarchy_levels(task) -> list[Level]:
     return levels
 
 
+def level_stimulus(level: Level, steps: int, width: int, warmup_items: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """``(onehot [J', width], index [steps])``: the level's one-hot items (twice with
+    ``warmup_items``, the stream having been shown once before) and the item each step sees."""
+    if level.items.size * level.item_steps != steps:
+        raise ConfigError(f"level {level.name!r} covers {level.items.size * level.item_steps} steps, the responses {steps}")
+    onehot = np.eye(width, dtype=np.float32)[level.items]
+    index = np.arange(steps) // level.item_steps
+    if warmup_items:
+        onehot = np.concatenate([onehot, onehot])
+        index = index + level.items.size
+    return onehot, index
+
+
 def level_receptive_fields(levels, responses, *, lags: int, quantile: float, warmup_items: bool = True):
     """Spike-triggered averages of ``responses`` ``[T, N]`` (steps of one presentation of the
     stream) at every level: ``(sta [levels, N, lags, symbols], baseline [levels, lags, symbols],
@@ -94,13 +113,7 @@ def level_receptive_fields(levels, responses, *, lags: int, quantile: float, war
     base = np.full((len(levels), lags, width), np.nan)
     threshold = triggers = None
     for i, level in enumerate(levels):
-        if level.items.size * level.item_steps != T:
-            raise ConfigError(f"level {level.name!r} covers {level.items.size * level.item_steps} steps, the responses {T}")
-        onehot = np.eye(width, dtype=np.float32)[level.items]
-        index = np.arange(T) // level.item_steps
-        if warmup_items:
-            onehot = np.concatenate([onehot, onehot])
-            index = index + level.items.size
+        onehot, index = level_stimulus(level, T, width, warmup_items)
         # zero rows after the last item, which no index reaches: every level has one shape (one compilation)
         onehot = np.concatenate([onehot, np.zeros((2 * T - onehot.shape[0], width), np.float32)])
         res = spike_triggered_average(onehot, responses, lags=lags, quantile=quantile, index=index)
@@ -167,6 +180,15 @@ def sta_analysis(model, *, task=None, quantile: float = 0.9, lags: int = 9, samp
     - `selectivity` (`level`, `neuron`): the root mean square of the receptive field over lags
       and symbols;
     - `threshold`, `triggers` (`neuron`): the quantile and the number of high steps;
+    - the time-shifted null ([`dynlab.analyses.sta.null`][]; ``N_SHIFTS`` = 99 circular shifts of
+      the response longer than the STA window, per level): `null_selectivity_median`,
+      `null_selectivity_q95`, `selectivity_p` (p-value), `selectivity_z`, `excess_selectivity`
+      (the selectivity minus the null's mean) (`level`, `neuron`); `fraction_beating_null`
+      (`level`, `layer_number`: p ≤ 0.05); `null_clears_window`, `null_shift_min`,
+      `null_shift_max` (`level`);
+    - the layer trend per level ([`dynlab.analyses.sta.null.layer_trend`][]): `layer_trend` of
+      the selectivity and `excess_layer_trend` of the excess, each with `_ci_low`, `_ci_high`
+      (95%, Student t over the layers' neurons);
     - coordinates `layer`, `layer_name`, `index_in_layer` (`neuron`); `level_name`,
       `item_steps` (`level`); `symbol_label` (`level`, `symbol`).
     """
@@ -182,6 +204,11 @@ def sta_analysis(model, *, task=None, quantile: float = 0.9, lags: int = 9, samp
         responses = np.concatenate([np.asarray(o[T:], np.float64) for o in outs], axis=1)
         levels = hierarchy_levels(task)
         sta, base, threshold, triggers = level_receptive_fields(levels, responses, lags=lags, quantile=quantile)
+        nulls = []
+        for lv in levels:
+            onehot, index = level_stimulus(lv, T, lv.symbols)
+            nulls.append(shift_null(onehot, responses, lags=lags, quantile=quantile, index=index,
+                                    item_steps=lv.item_steps))
         config = {"task": "hierarchical-language", "stream_steps": T, "dilation": task.dilation, "mode": task.mode,
                   "levels": task.levels}
     else:
@@ -191,6 +218,7 @@ def sta_analysis(model, *, task=None, quantile: float = 0.9, lags: int = 9, samp
         res = spike_triggered_average(np.asarray(xs, np.float64), responses, lags=lags, quantile=quantile)
         sta, base, threshold, triggers = res.sta[None], res.baseline[None], res.threshold, res.triggers
         levels = [Level("input", np.arange(xs.shape[1]), 1, tuple(f"channel {d}" for d in range(xs.shape[2])))]
+        nulls = [shift_null(np.asarray(xs, np.float64), responses, lags=lags, quantile=quantile)]
         config = {"task": type(task).__name__, "samples": samples, "sample_steps": int(xs.shape[1])}
     if not np.isfinite(responses).all():
         raise ConfigError("a layer's output became NaN or inf on the task's inputs: there is no activity to average")
@@ -201,6 +229,7 @@ def sta_analysis(model, *, task=None, quantile: float = 0.9, lags: int = 9, samp
     rf = sta - base[:, None]
     with np.errstate(invalid="ignore"):
         selectivity = np.sqrt(np.nanmean(rf**2, axis=(2, 3)))
+    null_vars, null_coords = _null_variables(nulls, layer_of)
     ds = xr.Dataset(
         {
             "sta": (("level", "neuron", "lag", "symbol"), sta,
@@ -211,6 +240,7 @@ def sta_analysis(model, *, task=None, quantile: float = 0.9, lags: int = 9, samp
                             {"long_name": "root mean square of the receptive field over lags and symbols"}),
             "threshold": ("neuron", threshold, {"long_name": f"the neuron's {quantile:g}-quantile: above it is high"}),
             "triggers": ("neuron", triggers, {"long_name": "number of high steps"}),
+            **null_vars,
         },
         coords={
             "level": ("level", np.arange(len(levels))),
@@ -223,9 +253,54 @@ def sta_analysis(model, *, task=None, quantile: float = 0.9, lags: int = 9, samp
             "lag": ("lag", np.arange(lags), {"long_name": "items back (0 = the item under way)"}),
             "symbol": ("symbol", np.arange(width)),
             "symbol_label": (("level", "symbol"), labels),
+            **null_coords,
         },
     )
-    return stamp(ds, analysis="sta", seed=seed, config={"quantile": quantile, "lags": lags, **config})
+    return stamp(ds, analysis="sta", seed=seed, config={"quantile": quantile, "lags": lags, "null_shifts": N_SHIFTS,
+                                                          "null_level": NULL_LEVEL, **config})
+
+
+def _null_variables(nulls, layer_of) -> tuple[dict, dict]:
+    """The dataset variables of the levels' time-shifted nulls ([`dynlab.analyses.sta.null`][]) and
+    their layer trends, and the `layer_number` coordinate."""
+    p = np.stack([nt.p_value for nt in nulls])
+    excess = np.stack([nt.excess for nt in nulls])
+    numbers = np.unique(layer_of)
+    with np.errstate(invalid="ignore"):
+        beats = np.stack([[np.nanmean(p[i, layer_of == ell] <= NULL_LEVEL) for ell in numbers]
+                          for i in range(len(nulls))])
+    raw = [layer_trend(nt.observed, layer_of) for nt in nulls]
+    over = [layer_trend(nt.excess, layer_of) for nt in nulls]
+    pair = ("level", "neuron")
+
+    def trend(trends, field, what):
+        return "level", np.array([getattr(t, field) for t in trends]), {"long_name": what}
+
+    data = {
+        "null_selectivity_median": (pair, np.stack([nt.quantile(0.5) for nt in nulls]),
+                                    {"long_name": "median selectivity with the response time-shifted (the null)"}),
+        "null_selectivity_q95": (pair, np.stack([nt.quantile(0.95) for nt in nulls]),
+                                 {"long_name": "0.95-quantile of the selectivity under the time-shifted null"}),
+        "selectivity_p": (pair, p, {"long_name": "p-value of the selectivity against the time-shifted null "
+                                                 "(1 + #shifts at least as selective) / (1 + #shifts)"}),
+        "selectivity_z": (pair, np.stack([nt.z for nt in nulls]),
+                          {"long_name": "selectivity minus the null's mean, in the null's standard deviations"}),
+        "excess_selectivity": (pair, excess, {"long_name": "selectivity minus the mean of the time-shifted null"}),
+        "fraction_beating_null": (("level", "layer_number"), beats,
+                                  {"long_name": f"fraction of the layer's neurons with p <= {NULL_LEVEL}"}),
+        "null_clears_window": ("level", np.array([nt.clears_window for nt in nulls]),
+                               {"long_name": "every shift of the null is longer than the STA window (else the "
+                                             "level's selectivity cannot be told from the null)"}),
+        "null_shift_min": ("level", np.array([nt.shifts.min(initial=0) for nt in nulls]), {"units": "steps"}),
+        "null_shift_max": ("level", np.array([nt.shifts.max(initial=0) for nt in nulls]), {"units": "steps"}),
+        "layer_trend": trend(raw, "slope", "slope of the layers' mean selectivity per layer"),
+        "layer_trend_ci_low": trend(raw, "low", "95% interval over neurons (Student t, Welch)"),
+        "layer_trend_ci_high": trend(raw, "high", "95% interval over neurons (Student t, Welch)"),
+        "excess_layer_trend": trend(over, "slope", "slope of the layers' mean excess selectivity per layer"),
+        "excess_layer_trend_ci_low": trend(over, "low", "95% interval over neurons (Student t, Welch)"),
+        "excess_layer_trend_ci_high": trend(over, "high", "95% interval over neurons (Student t, Welch)"),
+    }
+    return data, {"layer_number": ("layer_number", numbers, {"long_name": "layer (1 = first)"})}
 
 
 sta_analysis.check = check_sta

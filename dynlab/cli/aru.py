@@ -101,11 +101,13 @@ def lyapunov_grid_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot,
 
 
 def _ci(ds, name, i):
-    """``mean [low, high]`` of the finite runs, and the escape rate of the diverged ones."""
+    """``mean [low, high]`` of the finite runs (said to be over those when some escaped: the mean is
+    conditional on not escaping), and the count and escape rate of the diverged ones."""
     n_div = int(ds[f"{name}_diverged"][i].sum())
     n = int(ds[f"{name}_diverged"][i].size)
     text = "" if n_div == n else (f"{float(ds[f'{name}_mean'][i]):+.5f} [{float(ds[f'{name}_ci_low'][i]):+.5f}, "
-                                  f"{float(ds[f'{name}_ci_high'][i]):+.5f}]")
+                                  f"{float(ds[f'{name}_ci_high'][i]):+.5f}]"
+                                  + (f" over the {n - n_div}/{n} bounded runs" if n_div else ""))
     if n_div:
         text += f"{'; ' if text else ''}{n_div}/{n} escape at {float(ds[f'{name}_escape_mean'][i]):+.4f}"
     return text

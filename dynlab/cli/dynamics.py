@@ -111,7 +111,10 @@ def spectra_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x64, 
     click.echo(f"state Jacobian: spectral radius {rho.mean():.4f} (range {rho.min():.4f}–{rho.max():.4f}), "
                f"largest singular value {float(ds.jacobian_singular_values[:, 0].mean()):.4f} (mean over {rho.size} samples)")
     if "covariance_alpha" in ds:
-        click.echo(f"activity covariance: alpha {float(ds.covariance_alpha):.3f} "
+        ranks = (f" over ranks {ds.attrs['covariance_fit_rank_min']}–{ds.attrs['covariance_fit_rank_max']} "
+                 f"(M_eff {ds.attrs['covariance_effective_samples']:.0f} of {ds.attrs['covariance_n_samples']} samples)"
+                 if "covariance_fit_rank_max" in ds.attrs else "")
+        click.echo(f"activity covariance: alpha {float(ds.covariance_alpha):.3f}{ranks} "
                    f"[{float(ds.covariance_alpha_ci_low):.3f}, {float(ds.covariance_alpha_ci_high):.3f}]"
                    f"{', ' + ds.attrs['covariance_ci_label'] if 'covariance_ci_label' in ds.attrs else ''}; R² "
                    f"{float(ds.covariance_power_law_r2):.3f}; truncated power law alpha "
