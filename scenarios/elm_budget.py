@@ -333,7 +333,7 @@ def _optimum_moves(datasets) -> Estimate:
     if np.unique(budgets).size < 2:
         raise NotTestable("needs at least 2 budgets")
     return Estimate(float(spearman(budgets, fit.k_e_opt.values)[0]),
-                    note="fitted optima, point estimates (the fit's bootstrap is off by default)")
+                    note="a rank correlation of the fitted optima (their own intervals are in i_rep_fit.nc)")
 
 
 def _pearson(datasets) -> Estimate:
