@@ -337,4 +337,5 @@ def format_verdicts(ds: xr.Dataset, width: int | None = None) -> str:
         console.print(table)
     counts = {o: int((ds.outcome == o).sum()) for o in OUTCOMES}
     summary = ", ".join(f"{n} {o}" for o, n in counts.items() if n)
-    return capture.get().rstrip() + f"\n{ds.sizes['claim']} claims: {summary}"
+    n = ds.sizes["claim"]
+    return capture.get().rstrip() + f"\n{n} claim{'s' * (n != 1)}: {summary}"

@@ -75,9 +75,9 @@ RUN_FILES = frozenset({CLAIM, CONFIG, MODEL, CHECKPOINT, METRICS, CHECKSUMS})
 SWEEP_MARKERS = frozenset({"scenario.toml", "scenario.sha256"})
 """Files that make a directory a sweep directory (written by [`dynlab.scenarios.sweep`][], which
 the core may not import; a test checks that the names agree)."""
-SWEEP_FILES = SWEEP_MARKERS | {"sweep.nc", "sweep.lock", "cells", ".interrupted", "across.toml"}
-"""The files a sweep directory keeps for itself (its result, lock, interruption and across-cells
-markers); everything under its ``cells`` too."""
+SWEEP_FILES = SWEEP_MARKERS | {"sweep.nc", "findings.nc", "sweep.lock", "cells", ".interrupted", "across.toml"}
+"""The files a sweep directory keeps for itself (its result, its claims' verdicts, lock,
+interruption and across-cells markers); everything under its ``cells`` too."""
 
 # ---------------------------------------------------------------------------------------------
 # The test hook

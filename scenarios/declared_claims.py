@@ -215,15 +215,23 @@ def parse_claims(entries) -> tuple[DeclaredClaim, ...]:
     return claims
 
 
-def check_claims(claims, coordinates: dict[str, dict[str, list]]) -> None:
+def check_claims(claims, coordinates: dict[str, dict[str, list]],
+                 prefixes: dict[str, tuple[str, ...]] | None = None) -> None:
     """Check the names the claims use before any work: each claim's dataset is one the scenario
-    writes, and each coordinate it names (``where``, ``over``, ``for_each``) is one of that
-    dataset's, with ``where`` values among the coordinate's values.
+    writes, each coordinate it names (``where``, ``over``, ``for_each``) is one of that
+    dataset's, with ``where`` values among the coordinate's values, and each variable starts
+    with one of the dataset's ``prefixes`` (the sweep's: ``train_`` and ``<analysis>_``; its
+    full name is known only once the analysis has run).
 
     ``coordinates``: dataset name -> {coordinate name -> its values, or ``None`` when the values
     are known only after the run}. A mistake is a one-line [`ConfigError`][] naming what is valid.
     """
     for claim in claims:
+        valid = (prefixes or {}).get(claim.dataset)
+        for selection in (claim.selection, claim.minus):
+            if valid and selection and not selection.variable.startswith(valid):
+                raise ConfigError(f"claims.{claim.id}: variable {selection.variable!r} is not written to "
+                                  f"{claim.dataset}; its variables start with {', '.join(valid)}")
         if claim.dataset not in coordinates:
             raise ConfigError(f"claims.{claim.id}.dataset {claim.dataset!r} is not written by this scenario; "
                               f"datasets: {', '.join(sorted(coordinates))}")

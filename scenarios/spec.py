@@ -76,8 +76,9 @@ from typing import Any
 from dynlab import config as cfgmod
 from dynlab import experiment, registry
 from dynlab.errors import ConfigError
+from dynlab.scenarios.declared_claims import check_claims, parse_claims
 
-TOP_KEYS = {"name", "description", "seed", "model", "task", "rule", "train", "analyses", "sweep"}
+TOP_KEYS = {"name", "description", "seed", "model", "task", "rule", "train", "analyses", "sweep", "claims"}
 PROGRAM_KEYS = {"name", "description", "program", "entry", "params", "paper", "presets"}
 DEFAULT_PRESET = "laptop"
 """The preset a scenario runs at when none is named: its ``[params]`` as written."""
@@ -134,6 +135,8 @@ class Scenario:
     axes: tuple[Axis, ...]
     source: str
     vmap_seeds: bool = False
+    claims: tuple = ()
+    """The ``[[claims]]`` of the file ([`dynlab.scenarios.declared_claims`][]), judged after the sweep."""
 
     @property
     def cell_analyses(self) -> tuple[dict, ...]:
@@ -476,11 +479,28 @@ def parse(doc: dict, source: str = "<dict>", preset: str = DEFAULT_PRESET) -> Sc
         names = [a.name for a in axes]
         if len(set(names)) != len(names):
             raise ConfigError(f"sweep axes must have distinct names, got {names}")
-        scenario = Scenario(name, description, base, analyses, axes, source, vmap_seeds)
+        claims = parse_claims(doc.get("claims"))
+        scenario = Scenario(name, description, base, analyses, axes, source, vmap_seeds, claims)
         check_cells(scenario)
+        check_claims(claims, claim_coordinates(scenario),
+                     {"sweep": ("train_", *(f"{e['name']}_" for e in scenario.cell_analyses))})
     except ConfigError as e:
         raise ConfigError(f"{source}: {e}") from None
     return scenario
+
+
+def claim_coordinates(scenario: Scenario) -> dict[str, dict[str, list | None]]:
+    """What the scenario's claims can select from: the sweep's dataset (its axes with their values,
+    and ``stage`` when an analysis names stages) and each analysis across cells (``run``,
+    ``run_b``, ``group`` and each swept key along ``run``)."""
+    sweep = {a.name: (next(iter(a.values.values())) if len(a.values) == 1 else list(range(a.size)))
+             for a in scenario.axes}
+    stages = [s for s in STAGES if any(s in entry_stages(e) for e in scenario.cell_analyses if "stages" in e)]
+    if stages:
+        sweep["stage"] = stages
+    keys = {k: v for a in scenario.axes for k, v in a.values.items()}
+    across = {e["name"]: {"run": None, "run_b": None, "group": None, **keys} for e in scenario.across}
+    return {"sweep": sweep, **across}
 
 
 def _cell_label(cell: Cell) -> str:

@@ -46,6 +46,7 @@ SCENARIO = "scenario.toml"
 DIGEST = "scenario.sha256"
 STOP = ".interrupted"
 RESULT = "sweep.nc"
+FINDINGS = "findings.nc"
 CONNECT_TIMEOUT = "10s"
 
 
@@ -260,7 +261,27 @@ def run_sweep(
         merged = merge(scenario, out_dir, infos)
         store.write_dataset(out_dir / RESULT, merged)
         run_across(scenario, out_dir, dirs, infos)
+        if scenario.claims:
+            judge_claims(scenario, out_dir, merged)
     return merged
+
+
+def judge_claims(scenario: Scenario, out_dir: Path, merged: xr.Dataset) -> xr.Dataset:
+    """Judge the scenario's ``[[claims]]`` on the merged sweep and the datasets of its analyses
+    across cells ([`dynlab.scenarios.declared_claims`][]); write ``findings.nc`` and its figure."""
+    from dynlab import figures
+    from dynlab.claims import judge
+    from dynlab.scenarios.declared_claims import to_claims
+
+    datasets = {"sweep": merged}
+    for entry in scenario.across:
+        path = Path(out_dir) / f"{entry['name']}.nc"
+        if path.is_file():
+            datasets[entry["name"]] = xr.load_dataset(path, engine="h5netcdf")
+    findings = judge(to_claims(scenario.claims), datasets, scenario=scenario.name)
+    store.write_dataset(Path(out_dir) / FINDINGS, findings)
+    store.write_figure(Path(out_dir) / "findings.png", figures.findings(findings))
+    return findings
 
 
 def _groups(cells: list[Cell], vmap_seeds: bool) -> list[list[Cell]]:

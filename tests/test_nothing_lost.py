@@ -179,7 +179,7 @@ def sweep_dir(tmp_path):
 def test_a_sweeps_own_files_are_refused_even_with_overwrite(sweep_dir):
     from dynlab.scenarios import sweep
 
-    named = {getattr(sweep, n) for n in ("SCENARIO", "DIGEST", "RESULT", "STOP", "LOCK") if hasattr(sweep, n)}
+    named = {getattr(sweep, n) for n in ("SCENARIO", "DIGEST", "RESULT", "FINDINGS", "STOP", "LOCK") if hasattr(sweep, n)}
     assert named | {"cells"} <= store.SWEEP_FILES  # the core's list knows every file the sweep writes
     root = sweep_dir.parent
     before = hashes(root)

@@ -77,6 +77,14 @@ def _run_scenario(target, sets, out, workers, scheduler, resume, retry_failed, q
     across = across_summary(scenario, out_dir)
     if across:
         click.echo(across)
+    from dynlab.scenarios.sweep import FINDINGS
+
+    if scenario.claims and (out_dir / FINDINGS).is_file():
+        import xarray as xr
+
+        from dynlab.claims import format_verdicts
+
+        click.echo(format_verdicts(xr.load_dataset(out_dir / FINDINGS, engine="h5netcdf")))
     click.echo(f"done: {', '.join(f'{v} {k}' for k, v in counts.items())}; merged dataset: {out_dir / RESULT}")
     from dynlab import figures
 
