@@ -313,11 +313,15 @@ def format_verdicts(ds: xr.Dataset, width: int | None = None) -> str:
 
     title = ", ".join(f"{k} {ds.attrs[k]}" for k in ("paper", "scenario", "preset") if ds.attrs.get(k))
     scales = [str(x) for x in ds.scale.values]
+    papers = [str(x) for x in ds.paper.values]
     common, n_common = collections.Counter(scales).most_common(1)[0] if scales else ("", 0)
-    shared = n_common > 1  # a scale most claims share is printed once, above the table
+    shared = n_common > 1 and common != ""  # a scale most claims share is printed once, under the table
+    # columns that say nothing for any claim (a scenario's own claims have no paper, no scale) are left out
+    columns = [("claim", 3), ("paper", 2), ("dynlab", 2), ("scale", 2), ("verdict", 3)]
+    columns = [(c, r) for c, r in columns if not (c == "paper" and not any(papers)) and not (c == "scale" and not any(scales))]
     table = Table(title=f"claims ({title})" if title else "claims", show_lines=True, expand=True,
                   caption=f"scale: {common}" if shared else None, caption_justify="left")
-    for name, ratio in (("claim", 3), ("paper", 2), ("dynlab", 2), ("scale", 2), ("verdict", 3)):
+    for name, ratio in columns:
         table.add_column(name, ratio=ratio, overflow="fold")
     for i in range(ds.sizes["claim"]):
         row = ds.isel(claim=i)
@@ -328,9 +332,9 @@ def format_verdicts(ds: xr.Dataset, width: int | None = None) -> str:
             measured = f"{value:.4g} [{float(row.ci_low):.4g}, {float(row.ci_high):.4g}]"
         else:
             measured = f"{value:.4g}"
-        scale = scales[i]
-        table.add_row(str(row.statement.values), str(row.paper.values), measured,
-                      "as below" if shared and scale == common else scale, str(row.verdict.values))
+        cells = {"claim": str(row.statement.values), "paper": papers[i], "dynlab": measured,
+                 "scale": "as below" if shared and scales[i] == common else scales[i], "verdict": str(row.verdict.values)}
+        table.add_row(*(cells[c] for c, _ in columns))
     console = Console(width=max(80, width or Console().width), record=True, force_terminal=False,
                       color_system=None)
     with console.capture() as capture:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+import numpy as np
 import xarray as xr
 
 from dynlab import config as cfgmod
@@ -70,7 +71,44 @@ def _label(ds: xr.Dataset, cells) -> xr.Dataset:
     groups = [", ".join(f"{key_label(k)}={format_value(x)}" for k, x in v.items() if k != "seed") or "all cells"
               for v in values]
     coords["group"] = ("run", groups)
-    return ds.assign_coords(coords)
+    return by_group(ds.assign_coords(coords))
+
+
+def by_group(ds: xr.Dataset) -> xr.Dataset:
+    r"""``ds`` with, for each matrix between runs (a variable over ``run`` and ``run_b``, e.g. DSA's
+    ``distance``), its means between the runs' groups, when some group has several runs:
+
+    - ``<var>_by_group`` (``run_group``, ``run_group_b``): the mean over the pairs of distinct runs
+      of the two groups (on the diagonal: between the replicates of one group, e.g. its seeds);
+    - ``<var>_within_minus_between`` (``run_group``): a group's mean within it minus its mean
+      towards the other groups, $\bar d_{gg} - \frac{1}{G-1}\sum_{h \ne g} \bar d_{gh}$. Below 0:
+      the group's replicates are closer to each other than to the other groups. A claim over
+      ``run_group`` takes the groups as the replicates of its interval (they share runs, so the
+      groups' values are not independent; the interval is then only approximate).
+    """
+    if "group" not in ds.coords or "run_b" not in ds.dims:
+        return ds
+    groups = [str(g) for g in ds["group"].values]
+    names = list(dict.fromkeys(groups))
+    if len(names) == len(groups) or len(names) < 2:
+        return ds
+    member = np.array([[g == name for g in groups] for name in names])  # [G, runs]
+    off_diagonal = ~np.eye(len(groups), dtype=bool)
+    for var in [v for v in ds.data_vars if ds[v].dims == ("run", "run_b") and ds[v].dtype.kind == "f"]:
+        d = ds[var].values
+        table = np.full((len(names), len(names)), np.nan)
+        for a in range(len(names)):
+            for b in range(len(names)):
+                pairs = np.outer(member[a], member[b]) & off_diagonal
+                if pairs.any():
+                    table[a, b] = d[pairs].mean()
+        between = np.array([np.nanmean(np.delete(table[g], g)) for g in range(len(names))])
+        attrs = dict(ds[var].attrs)
+        ds[f"{var}_by_group"] = (("run_group", "run_group_b"), table, {
+            **attrs, "long_name": f"mean {attrs.get('long_name', var)} between the runs of two groups"})
+        ds[f"{var}_within_minus_between"] = ("run_group", np.diag(table) - between, {
+            **attrs, "long_name": f"mean {var} within a group minus its mean towards the other groups"})
+    return ds.assign_coords(run_group=("run_group", names), run_group_b=("run_group_b", names))
 
 
 def run_across(scenario: Scenario, out_dir: Path, cell_dirs: list[Path], infos: list[dict | None]) -> dict[str, dict]:

@@ -322,7 +322,7 @@ def to_claims(declared, scale: str = "") -> list[Claim]:
         if c.minus:
             measure += f" minus {c.minus.variable}{_where_text(c.minus.where)}"
         measure += f", {what}" + (f", for each {', '.join(c.for_each)} (the weakest decides)" if c.for_each else "")
-        out.append(Claim(c.id, c.statement, c.paper or "declared in the scenario", measure, _statistic(c),
+        out.append(Claim(c.id, c.statement, c.paper, measure, _statistic(c),
                          lower=c.lower, upper=c.upper, strict=c.strict, why=c.why, scale=scale))
     return out
 

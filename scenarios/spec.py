@@ -499,7 +499,8 @@ def claim_coordinates(scenario: Scenario) -> dict[str, dict[str, list | None]]:
     if stages:
         sweep["stage"] = stages
     keys = {k: v for a in scenario.axes for k, v in a.values.items()}
-    across = {e["name"]: {"run": None, "run_b": None, "group": None, **keys} for e in scenario.across}
+    across = {e["name"]: {"run": None, "run_b": None, "group": None, "run_group": None, "run_group_b": None, **keys}
+              for e in scenario.across}
     return {"sweep": sweep, **across}
 
 

@@ -214,5 +214,6 @@ def test_findings_store_the_seed_interval_and_its_margin(tmp_path):
         assert back.margin.attrs["units"] == "units of value" and "straddles" in back.margin.attrs["description"]
         assert "leave-one-seed-out jackknife" in str(back.interval.values[0])
     table = format_verdicts(f, width=160)
-    assert all(h in table for h in ("claim", "paper", "dynlab", "scale", "verdict"))
+    assert all(h in table for h in ("claim", "paper", "dynlab", "verdict"))
+    assert "scale" not in table  # no claim here states a scale: the column is left out
     assert "5 claims: 4 holds, 1 undecided" in table and "straddles the threshold 0.9" in table

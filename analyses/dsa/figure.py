@@ -82,23 +82,17 @@ def dsa_summary(ds: xr.Dataset) -> str:
 
 
 def _group_lines(ds: xr.Dataset) -> list[str]:
-    """When the runs carry a ``group`` coordinate (cells of a sweep: their values other than the
-    seed, [`dynlab.scenarios.across`][]) and some group has several runs: the mean distance
-    between the runs of each pair of groups (within a group: between its replicates), as a table."""
-    if "group" not in ds.coords:
+    """When the runs carry groups (cells of a sweep: their values other than the seed,
+    [`dynlab.scenarios.across.by_group`][]): the mean distance between the runs of each pair of
+    groups (within a group: between its replicates), as a table."""
+    if "distance_by_group" not in ds:
         return []
-    groups = [str(g) for g in ds["group"].values]
-    names = list(dict.fromkeys(groups))
-    if len(names) == len(groups):
-        return []
-    d = ds["distance"].values
+    names = [str(g) for g in ds["run_group"].values]
+    table = ds["distance_by_group"].values
     width = max(len(g) for g in names)
     lines = ["mean distance between groups (within a group: between its runs)",
              " " * width + " " + " ".join(f"{g:>{max(7, len(g))}}" for g in names)]
-    for a in names:
-        cells = []
-        for b in names:
-            pairs = [d[i, j] for i, ga in enumerate(groups) for j, gb in enumerate(groups) if ga == a and gb == b and i != j]
-            cells.append(f"{np.mean(pairs):>{max(7, len(b))}.4f}" if pairs else f"{'—':>{max(7, len(b))}}")
+    for a, row in zip(names, table):
+        cells = [f"{v:>{max(7, len(b))}.4f}" if np.isfinite(v) else f"{'—':>{max(7, len(b))}}" for v, b in zip(row, names)]
         lines.append(f"{a:>{width}} " + " ".join(cells))
     return lines
