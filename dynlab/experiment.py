@@ -11,7 +11,7 @@ from typing import Any
 
 import jax
 
-from dynlab import registry
+from dynlab import budget, registry
 from dynlab.config import SECTIONS, SEED_RANGE
 from dynlab.errors import ConfigError
 from dynlab.train import TrainConfig
@@ -85,7 +85,11 @@ def check(config: dict) -> None:
 
 
 def build(config: dict) -> Experiment:
-    """Validate ``config`` and build its model (seeded), task and rule."""
+    """Validate ``config`` and build its model (seeded), task and rule.
+
+    **Enforces** that a model and a training step fit in memory before any array is made
+    ([`dynlab.budget.check_training`][]).
+    """
     config = validate(config)
     model_cfg, task_cfg, rule_cfg = dict(config["model"]), dict(config["task"]), dict(config["rule"])
     unit = model_cfg.pop("unit", DEFAULT_UNIT)
@@ -96,9 +100,11 @@ def build(config: dict) -> Experiment:
     task_defaults = {k: v for k, v in registry.defaults(registry.get("task", task_name).obj).items() if v is not None}
     config["task"] = {"name": task_name, **task_defaults, **config["task"]}
     model_key = jax.random.fold_in(jax.random.key(config["seed"]), 0)
-    model = registry.build(
+    make_model = lambda: registry.build(  # noqa: E731
         "model", unit=unit, input_size=task.input_size, output_size=task.output_size, key=model_key, **model_cfg
     )
+    budget.check_training(config, task, make_model)  # from shapes, before any array is made
+    model = make_model()
     rule = registry.build("rule", rule_cfg.pop("name", DEFAULT_RULE), loss=task.loss, **rule_cfg)
     return Experiment(config, model, task, rule, TrainConfig(**config["train"]))
 

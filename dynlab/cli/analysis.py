@@ -114,7 +114,7 @@ def run_analysis(name, exp, source, checkpoint, out, plot, quiet, **options):
     """
     import warnings
 
-    from dynlab import registry, store
+    from dynlab import budget, registry, store
     from dynlab.config import dumps
     from dynlab.provenance import stamp
 
@@ -122,6 +122,7 @@ def run_analysis(name, exp, source, checkpoint, out, plot, quiet, **options):
     function, figure = entry.obj, entry.figure
     unit_name = exp.config["model"].get("unit", "aru")
     output_paths(out, plot, checkpoint, name, unit_name, create=False)
+    budget.check_analysis(name, exp.model, options)  # sizes against memory, before any work
     if not quiet:
         click.echo(f"{name} of {source}: {unit_name}, {exp.model.param_count()['total']:,} parameters")
     with busy(quiet, name), warnings.catch_warnings(record=True) as caught:
