@@ -31,6 +31,11 @@ class CheckpointError(DynlabError):
     """A missing, corrupt or structurally mismatched checkpoint / run directory."""
 
 
+class PluginError(DynlabError):
+    """An installed plug-in that breaks its contract: it ends the process while being imported,
+    or registers an analysis without the figure every analysis draws."""
+
+
 class DivergenceError(Exception):
     """Training produced a non-finite loss or state.
 

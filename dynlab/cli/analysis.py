@@ -120,6 +120,11 @@ def run_analysis(name, exp, source, checkpoint, out, plot, quiet, **options):
 
     entry = registry.get("analysis", name)
     function, figure = entry.obj, entry.figure
+    if figure is None:  # every built-in analysis has one; a plug-in's may not
+        from dynlab.errors import PluginError
+
+        raise PluginError(f"analysis {name!r} was registered without a figure, so its result cannot be drawn; "
+                          f"its plug-in must register it with figure=... (nothing was computed)")
     unit_name = exp.config["model"].get("unit", "aru")
     output_paths(out, plot, checkpoint, name, unit_name, create=False)
     budget.check_analysis(name, exp.model, options)  # sizes against memory, before any work
