@@ -106,7 +106,7 @@ def parse_number(name: str, text, *, integer: bool = False, minimum: float | Non
         raise ConfigError(f"{name} must be {kind}, got {text!r}") from None
     if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
         raise ConfigError(f"{name} must be {kind}, got {text!r}")
-    check_numbers(name, value)  # NaN, inf, integers beyond 64 bits
+    check_numbers(name, value if isinstance(value, float) else 0)  # NaN, inf
     bounds = []
     if above is not None:
         bounds.append(f"> {above}")
@@ -117,6 +117,7 @@ def parse_number(name: str, text, *, integer: bool = False, minimum: float | Non
     if ((above is not None and not value > above) or (minimum is not None and value < minimum)
             or (maximum is not None and value > maximum)):
         raise ConfigError(f"{name} must be {kind} {' and '.join(bounds)}, got {text!r}")
+    check_numbers(name, value)  # within the bounds, still at most 64 bits (--steps 2^70 was accepted)
     return value if integer else float(value) if isinstance(value, float) else value
 
 
