@@ -10,10 +10,11 @@ and XLA never sees a shape that would abort it. The estimates are **shape-based 
 computed abstractly (``equinox.filter_eval_shape``: no array is made):
 
 - training ([`check_training`][]): parameters x 4 (parameters, gradients, two optimiser
-  moments), plus the larger of the training and held-out batches (``B x T x D`` inputs and
-  targets), plus 3 x that batch's trajectory (outputs and every layer's state at every step:
-  BPTT keeps them, and its backward pass needs as much again for cotangents and
-  intermediates);
+  moments), plus the training and held-out batches (``B x T x D`` inputs and targets), plus
+  3 x the training batch's trajectory (outputs and every layer's state at every step: BPTT
+  keeps them, and its backward pass needs as much again for cotangents and intermediates) and
+  1 x the held-out batch's (evaluation runs forward only); one sample is traced and the
+  result scaled by the batch sizes;
 - an analysis ([`check_analysis`][]): the model's parameters, plus ``(burn_in + steps) x`` one
   step's state, input and output, times the independent runs the options ask for
   (``realisations``, ``samples``, ``k`` tangent vectors, ``n_boot`` resamples);
@@ -172,22 +173,24 @@ def largest_size(config: dict, keys: tuple[str, ...] = ("model", "task")) -> str
 
 def training_bytes(build_model: Callable[[], Any], task: Any, batch_size: int, eval_size: int, *,
                    size: str) -> int:
-    """The upper bound of one training step's memory (see the module), traced abstractly:
-    ``build_model`` makes the model."""
+    """The upper bound of one training step's memory (see the module), traced abstractly for one
+    sample and scaled by the batch sizes: ``build_model`` makes the model."""
     import jax
 
-    n = max(batch_size, eval_size)
     model = _abstract(build_model, what="the model", size=size)
     params = tree_bytes(model)
     try:
-        batch = _abstract(lambda: task.batch(jax.random.key(0), n, split="test"), what="a batch", size=size)
+        sample = _abstract(lambda: task.batch(jax.random.key(0), 1, split="test"), what="a batch", size=size)
     except NotImplementedError:
         return 4 * params
-    xs = batch[0]
-    if xs.ndim != 3:  # not [B, T, D]: no trajectory to store
-        return 4 * params + tree_bytes(batch)
-    traj = _abstract(lambda x: jax.vmap(build_model().trajectory)(x), xs, what="a trajectory", size=size)
-    return 4 * params + tree_bytes(batch) + 3 * tree_bytes(traj)
+    per_sample = tree_bytes(sample)
+    xs = sample[0]
+    per_trajectory = 0
+    if xs.ndim == 3:  # [1, T, D]: a sequence, whose states BPTT keeps
+        per_trajectory = tree_bytes(_abstract(lambda x: build_model().trajectory(x[0]), xs, what="a trajectory",
+                                              size=size))
+    # training keeps its batch's trajectory for the backward pass (x3); evaluation runs forward only
+    return 4 * params + (batch_size + eval_size) * per_sample + (3 * batch_size + eval_size) * per_trajectory
 
 
 def check_training(config: dict, task: Any, build_model: Callable[[], Any]) -> None:
