@@ -193,12 +193,17 @@ def training_bytes(build_model: Callable[[], Any], task: Any, batch_size: int, e
     return 4 * params + (batch_size + eval_size) * per_sample + (3 * batch_size + eval_size) * per_trajectory
 
 
-def check_training(config: dict, task: Any, build_model: Callable[[], Any]) -> None:
-    """Refuse ``config`` ([`require`][]) when one training step would not fit; ``build_model``
-    makes the (seeded) model and is only traced here, never run."""
+def check_training(config: dict, task: Any, build_model: Callable[[], Any], *, training: bool = True) -> None:
+    """Refuse ``config`` ([`require`][]) when one training step would not fit (without
+    ``training``: when the model's parameters would not); ``build_model`` makes the (seeded)
+    model and is only traced here, never run."""
     from dynlab.train import TrainConfig
 
     size = largest_size(config)
+    if not training:
+        model = _abstract(build_model, what="the model", size=size)
+        require(tree_bytes(model), size=size, what="the model's parameters")
+        return
     train = config.get("train", {})
     batch_size = train.get("batch_size", TrainConfig.batch_size)
     eval_size = train.get("eval_size", TrainConfig.eval_size)

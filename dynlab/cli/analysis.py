@@ -31,7 +31,7 @@ def analysis_model(unit, checkpoint, task_name, sets):
             task = exp.task if stored.get("name", experiment.DEFAULT_TASK) == task_name else registry.build("task", task_name)
         return exp, task, f"checkpoint {checkpoint}"
     config = experiment.default_config(unit or experiment.DEFAULT_UNIT, task_name or experiment.DEFAULT_TASK)
-    exp = experiment.build(cfgmod.apply_sets(config, sets))
+    exp = experiment.build(cfgmod.apply_sets(config, sets), training=False)  # analysed, not trained
     return exp, (exp.task if task_name else None), "a freshly initialised model (no --checkpoint)"
 
 
