@@ -231,6 +231,13 @@ def test_data_files_whose_sizes_overflow_or_do_not_fit_are_data_errors(tmp_path)
     write_idx(mnist / "t10k-labels-idx1-ubyte.gz", np.zeros(10, np.uint8))
     one_line_error(invoke(["train", "--task", "psmnist", "--data-dir", "data", "--out", "r"], tmp_path),
                    "declares (4294967295, 4294967295, 4294967295)")
+    from dynlab.cifar import read_cifar
+    from dynlab.errors import DataError
+
+    with open(tmp_path / "sparse.bin", "wb") as f:  # 1 TB declared by its size, no blocks on disk
+        f.truncate(10**12)
+    with pytest.raises(DataError, match="1,000,000,000,000 bytes, more than"):
+        read_cifar(tmp_path / "sparse.bin")
     shd = tmp_path / "data" / "shd"
     shd.mkdir()
     for split in ("train", "test"):
