@@ -42,8 +42,9 @@ def one_line_error(result, *fragments):
     return err
 
 
-def _session_members(sid: int) -> list[int]:
-    """The live processes of session ``sid`` (zombies excluded)."""
+def _processes(field: int, value: int) -> list[int]:
+    """The live processes (zombies excluded) whose ``/proc/PID/stat`` field ``field`` (after the
+    name: 1 ppid, 3 session) is ``value``."""
     members = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -52,9 +53,18 @@ def _session_members(sid: int) -> list[int]:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[3]) == sid and fields[0] != "Z":  # fields: state, ppid, pgrp, session
+        if int(fields[field]) == value and fields[0] != "Z":
             members.append(int(entry.name))
     return members
+
+
+def _session_members(sid: int) -> list[int]:
+    return _processes(3, sid)
+
+
+def _children() -> set[int]:
+    """This test process's live children (a worker a command started would be one)."""
+    return set(_processes(1, os.getpid()))
 
 
 def run_capped(args, cwd, *, timeout=90):
@@ -195,9 +205,9 @@ def test_config_files_are_refused_by_kind_and_size_before_parsing(tmp_path, targ
     (["run", "sith-trw", "--workers", "1000"], "--workers 1000 is more than the"),
 ])
 def test_integer_options_are_bounded(tmp_path, args, fragment):
-    children = set(_session_members(os.getsid(0)))
+    children = _children()
     one_line_error(invoke(args, tmp_path), fragment)
-    assert set(_session_members(os.getsid(0))) <= children  # no worker was started
+    assert _children() <= children  # no worker was started
     assert not (tmp_path / "runs").exists()
 
 
