@@ -162,7 +162,7 @@ def largest_size(config: dict, keys: tuple[str, ...] = ("model", "task")) -> str
     """``"section.key=value"`` of the largest integer among the ``keys`` sections of ``config``
     and ``train.batch_size`` / ``train.eval_size``: the size a refusal asks to lower."""
     found = [(v, f"{s}.{k}") for s in keys for k, v in config.get(s, {}).items()
-             if isinstance(v, int) and not isinstance(v, bool) and k not in ("seed", "perm_seed")]
+             if isinstance(v, int) and not isinstance(v, bool) and not k.endswith("seed")]
     found += [(v, f"train.{k}") for k, v in config.get("train", {}).items()
               if k in ("batch_size", "eval_size") and isinstance(v, int) and not isinstance(v, bool)]
     if not found:
