@@ -30,6 +30,8 @@ from dynlab.errors import DataError
 SIDE = 32
 CHANNELS = 3
 RECORD = 1 + CHANNELS * SIDE * SIDE  # 3073 bytes: the label, then the red, green and blue planes
+MAX_CIFAR_BYTES = 1 << 30
+"""The largest batch file read (1 GiB), checked against the file's size before reading it."""
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 """The class names by label, as in ``batches.meta.txt``."""
 
@@ -58,7 +60,13 @@ def read_cifar(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
     """Read one CIFAR-10 binary batch file: ``(images[n, 3, 32, 32] uint8, labels[n] uint8)`` ([`parse_cifar`][])."""
     path = Path(path)
     try:
+        size = path.stat().st_size
+        if size > MAX_CIFAR_BYTES:  # checked before reading: a batch file is 30.7 MB
+            raise DataError(f"{path}: {size:,} bytes, more than the {MAX_CIFAR_BYTES:,} a CIFAR-10 batch file may "
+                            f"hold here (10,000 records of {RECORD} bytes is 30,730,000)")
         raw = path.read_bytes()
+    except DataError:
+        raise
     except OSError as e:
         raise DataError(f"{path}: cannot read ({e})") from None
     return parse_cifar(raw, name=str(path))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import re
 import tomllib
 from typing import Annotated, Any
@@ -105,9 +106,7 @@ def parse_number(name: str, text, *, integer: bool = False, minimum: float | Non
         raise ConfigError(f"{name} must be {kind}, got {text!r}") from None
     if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
         raise ConfigError(f"{name} must be {kind}, got {text!r}")
-    if minimum is None and maximum is None and above is None:
-        return check_numbers(name, value)
-    check_numbers(name, value if isinstance(value, float) else 0)  # NaN/inf; ints are bounded below
+    check_numbers(name, value if isinstance(value, float) else 0)  # NaN, inf
     bounds = []
     if above is not None:
         bounds.append(f"> {above}")
@@ -118,6 +117,7 @@ def parse_number(name: str, text, *, integer: bool = False, minimum: float | Non
     if ((above is not None and not value > above) or (minimum is not None and value < minimum)
             or (maximum is not None and value > maximum)):
         raise ConfigError(f"{name} must be {kind} {' and '.join(bounds)}, got {text!r}")
+    check_numbers(name, value)  # within the bounds, still at most 64 bits (--steps 2^70 was accepted)
     return value if integer else float(value) if isinstance(value, float) else value
 
 
@@ -179,11 +179,30 @@ def apply_sets(config: dict, assignments: list[str] | tuple[str, ...]) -> dict:
     return config
 
 
+MAX_TOML_BYTES = 1 << 20
+"""The largest TOML file read (1 MiB; the built-in scenarios are about 2 KB)."""
+
+
 def load_toml(path) -> dict:
-    """Read a TOML file; a missing or malformed file is a [`ConfigError`][]."""
+    """Read a TOML file; a missing or malformed file is a [`ConfigError`][].
+
+    **Enforces** "config files are refused by size before parsing": only a regular file is read
+    (not ``/dev/zero``, a pipe or a socket), and at most [`MAX_TOML_BYTES`][] of it; a longer
+    file is refused without reading the rest.
+    """
+    import stat
+
     try:
+        if stat.S_ISDIR(os.stat(path).st_mode):
+            raise IsADirectoryError(path)
+        if not stat.S_ISREG(os.stat(path).st_mode):  # before opening: a FIFO would block the open
+            raise ConfigError(f"config file {str(path)!r} is not a regular file (a device, pipe or socket)")
         with open(path, "rb") as f:
-            doc = tomllib.load(f)
+            raw = f.read(MAX_TOML_BYTES + 1)
+        if len(raw) > MAX_TOML_BYTES:
+            raise ConfigError(f"config file {str(path)!r} is larger than {MAX_TOML_BYTES // (1 << 20)} MiB, "
+                              "the most a config or scenario file may hold")
+        doc = tomllib.loads(raw.decode("utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config file {str(path)!r} does not exist") from None
     except IsADirectoryError:

@@ -38,6 +38,11 @@ class StorageError(DynlabError, OSError):
     mistake: what to change (free space, another output directory) is the user's."""
 
 
+class PluginError(DynlabError):
+    """An installed plug-in that breaks its contract: it ends the process while being imported,
+    or registers an analysis without the figure every analysis draws."""
+
+
 class DivergenceError(Exception):
     """Training produced a non-finite loss or state.
 

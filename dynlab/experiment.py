@@ -11,7 +11,7 @@ from typing import Any
 
 import jax
 
-from dynlab import registry
+from dynlab import budget, registry
 from dynlab.config import SECTIONS, SEED_RANGE
 from dynlab.errors import ConfigError
 from dynlab.train import TrainConfig
@@ -116,8 +116,13 @@ def check(config: dict) -> None:
     eqx.filter_eval_shape(lambda: build(config).model)
 
 
-def build(config: dict) -> Experiment:
-    """Validate ``config`` and build its model (seeded), task and rule."""
+def build(config: dict, *, training: bool = True) -> Experiment:
+    """Validate ``config`` and build its model (seeded), task and rule.
+
+    **Enforces** that the model, and with ``training`` one training step, fit in memory before
+    any array is made ([`dynlab.budget.check_training`][]); a model loaded to be analysed
+    (``training=False``) needs only its parameters to fit.
+    """
     config = validate(config)
     model_cfg, task_cfg, rule_cfg = dict(config["model"]), dict(config["task"]), dict(config["rule"])
     unit = model_cfg.pop("unit", DEFAULT_UNIT)
@@ -129,9 +134,11 @@ def build(config: dict) -> Experiment:
     task_defaults = {k: v for k, v in registry.defaults(registry.get("task", task_name).obj).items() if v is not None}
     config["task"] = {"name": task_name, **task_defaults, **config["task"]}
     model_key = jax.random.fold_in(jax.random.key(config["seed"]), 0)
-    model = registry.build(
+    make_model = lambda: registry.build(  # noqa: E731
         "model", unit=unit, input_size=task.input_size, output_size=task.output_size, key=model_key, **model_cfg
     )
+    budget.check_training(config, task, make_model, training=training)  # from shapes, before any array
+    model = make_model()
     rule = registry.build("rule", rule_cfg.pop("name", DEFAULT_RULE), loss=task.loss, **rule_cfg)
     return Experiment(config, model, task, rule, TrainConfig(**config["train"]))
 
@@ -154,7 +161,7 @@ def load_run(run_dir, *, unit: str | None = None) -> Experiment:
     if unit is not None and unit != stored_unit:
         raise CheckpointError(f"checkpoint {str(run_dir)!r} holds a {stored_unit!r} model, not {unit!r}")
     try:
-        exp = build(config)
+        exp = build(config, training=False)
     except ConfigError as e:
         raise CheckpointError(f"the config.toml of {str(run_dir)!r} is not valid: {e}") from None
     model = store.load_model_arrays(run_dir, exp.model)

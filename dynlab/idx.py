@@ -10,6 +10,7 @@ An IDX file is a big-endian header — two zero bytes, a type code, the number o
 from __future__ import annotations
 
 import gzip
+import math
 import os
 import zlib
 from pathlib import Path
@@ -36,29 +37,76 @@ def parse_idx(raw: bytes, *, name: str = "<bytes>", ndim: int | None = None) -> 
     if len(raw) < header:
         raise DataError(f"{name}: truncated IDX header")
     shape = tuple(int.from_bytes(raw[4 + 4 * i: 8 + 4 * i], "big") for i in range(rank))
-    expected = header + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    expected = header + declared_bytes(shape, dtype, name=name)
     if len(raw) != expected:
         raise DataError(f"{name}: IDX data has {len(raw) - header} bytes, the header {shape} says "
                         f"{expected - header} ({'truncated' if len(raw) < expected else 'trailing bytes'})")
     return np.frombuffer(raw, dtype=dtype, offset=header).reshape(shape).astype(dtype.newbyteorder("="))
 
 
+MAX_IDX_BYTES = 1 << 32
+"""The largest IDX data read (4 GiB; MNIST's training images are 47 MB), checked against the
+header before any data is read or decompressed."""
+
+
+def declared_bytes(shape: tuple[int, ...], dtype: np.dtype, *, name: str) -> int:
+    """The data bytes an IDX header of ``shape`` declares (exact: Python integers never overflow).
+
+    **Enforces** "compressed data is checked by its expanded size": more than
+    [`MAX_IDX_BYTES`][] is a [`DataError`][] before anything is read.
+    """
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes > MAX_IDX_BYTES:
+        raise DataError(f"{name}: the IDX header declares {shape} = {nbytes:,} bytes of data, more than the "
+                        f"{MAX_IDX_BYTES:,} an IDX file may hold here; is the file corrupt?")
+    return nbytes
+
+
+def _read_bounded(path: Path, ndim: int | None) -> bytes:
+    """The decompressed bytes of ``path`` (gzip), never more than its header declares plus one
+    byte (so that trailing data is still seen): a gzip bomb stops at the header's size."""
+    out = bytearray()
+    d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    limit = 4 + 4 * 255 + 1  # the longest header, until the header is known
+    known = False
+    with open(path, "rb") as f:
+        pending = b""
+        while len(out) < limit:
+            chunk = pending or f.read(1 << 20)
+            if not chunk:
+                break
+            out += d.decompress(chunk, limit - len(out))
+            pending = d.unconsumed_tail
+            if d.eof:
+                break
+            if not known and len(out) >= 4 and out[0] == 0 and out[1] == 0 and out[2] in TYPES \
+                    and len(out) >= 4 + 4 * out[3]:
+                rank = out[3]
+                shape = tuple(int.from_bytes(out[4 + 4 * i: 8 + 4 * i], "big") for i in range(rank))
+                limit = 4 + 4 * rank + declared_bytes(shape, np.dtype(TYPES[out[2]]), name=str(path)) + 1
+                known = True
+        if not d.eof and len(out) < limit:  # the input ended inside the stream: a cut-off download
+            parse_idx(bytes(out), name=f"{path} (gzip stream cut off)", ndim=ndim)  # raises when data is missing
+            raise DataError(f"{path}: gzip stream cut off after complete IDX data (no end-of-stream marker)")
+    return bytes(out)
+
+
 def read_idx(path: str | os.PathLike, *, ndim: int | None = None) -> np.ndarray:
-    """Read an IDX file; names ending in ``.gz`` are decompressed.
+    """Read an IDX file; names ending in ``.gz`` are decompressed, incrementally and never
+    beyond the size the IDX header declares ([`declared_bytes`][]).
 
     A gzip stream that ends early (a cut-off download) is decompressed as far as it goes, so the
     error says how many data bytes its IDX header promised and how many arrived.
     """
     path = Path(path)
     try:
-        raw = path.read_bytes()
         if path.suffix == ".gz":
-            try:
-                raw = gzip.decompress(raw)
-            except EOFError:
-                partial = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS).decompress(raw)
-                parse_idx(partial, name=f"{path} (gzip stream cut off)", ndim=ndim)  # raises when data is missing
-                raise DataError(f"{path}: gzip stream cut off after complete IDX data (no end-of-stream marker)") from None
+            raw = _read_bounded(path, ndim)
+        else:
+            if path.stat().st_size > MAX_IDX_BYTES + 4 + 4 * 255:
+                raise DataError(f"{path}: {path.stat().st_size:,} bytes, more than the {MAX_IDX_BYTES:,} bytes of "
+                                "data an IDX file may hold here")
+            raw = path.read_bytes()
     except DataError:
         raise
     except (OSError, gzip.BadGzipFile, zlib.error) as e:  # DataError is an OSError too: re-raised above

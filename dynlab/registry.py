@@ -78,7 +78,8 @@ def load_plugins() -> None:
     package's entry point of group [`PLUGIN_GROUP`][]; once, on the first lookup.
 
     Loading on demand keeps ``import dynlab`` and ``dynlab --help`` free of JAX. A plug-in that
-    fails to import is a warning naming it, not a failure of dynlab. Entry points are metadata of
+    fails to import is a warning naming it, not a failure of dynlab; one that calls
+    ``sys.exit`` while imported is a one-line [`PluginError`][dynlab.errors.PluginError]. Entry points are metadata of
     installed packages: nothing named in a config, scenario or option is ever imported.
     """
     global _loading
@@ -94,6 +95,11 @@ def load_plugins() -> None:
     for ep in importlib.metadata.entry_points(group=PLUGIN_GROUP):
         try:
             ep.load()
+        except SystemExit as e:  # a plug-in may not end dynlab (it exited 3, silently)
+            from dynlab.errors import PluginError
+
+            raise PluginError(f"dynlab plug-in {ep.name!r} ({ep.value}) called sys.exit({e.code!r}) while being "
+                              "imported; uninstall or fix it") from None
         except Exception as e:
             warnings.warn(f"dynlab plug-in {ep.name!r} ({ep.value}) failed to load: {type(e).__name__}: {e}",
                           RuntimeWarning, stacklevel=2)

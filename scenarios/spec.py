@@ -69,6 +69,7 @@ import copy
 import dataclasses
 import hashlib
 import itertools
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -430,6 +431,21 @@ RUNS_ARGUMENT = ("runs", "key", "self")
 """Parameters of an analysis of several runs that the sweep passes, never options of a scenario."""
 
 
+MAX_CELLS = 10_000
+"""The most cells one sweep may have (the product of its axes' lengths, seeds included): each is
+validated before work starts and written as its own directory."""
+
+
+def _check_cell_count(axes: tuple[Axis, ...]) -> None:
+    """**Enforces** "the number of cells of a sweep is checked before any is built": the product
+    of the axis lengths, against [`MAX_CELLS`][]."""
+    n = math.prod(a.size for a in axes)
+    if n > MAX_CELLS:
+        shape = " x ".join(f"{a.size:,} {a.name}" for a in axes)
+        raise ConfigError(f"the sweep has {n:,} cells ({shape}); a sweep may have at most {MAX_CELLS:,}: "
+                          "shorten its axes or split it into several scenarios")
+
+
 def _check_analysis(entry: dict) -> dict:
     if not isinstance(entry, dict) or "name" not in entry:
         raise ConfigError("each [[analyses]] entry needs a name, e.g. name = \"lyapunov\"")
@@ -476,6 +492,7 @@ def parse(doc: dict, source: str = "<dict>", preset: str = DEFAULT_PRESET) -> Sc
     try:
         analyses = tuple(_check_analysis(a) for a in analyses)
         axes, vmap_seeds = _parse_sweep(doc.get("sweep", {}))
+        _check_cell_count(axes)
         names = [a.name for a in axes]
         if len(set(names)) != len(names):
             raise ConfigError(f"sweep axes must have distinct names, got {names}")

@@ -61,7 +61,8 @@ def connect(address: str):
 
     try:
         return Client(address, timeout=CONNECT_TIMEOUT)
-    except (OSError, TimeoutError, ValueError, TypeError, AssertionError) as e:
+    # MemoryError, OverflowError, KeyError: a server that answers garbage (a frame of 6 EiB)
+    except (OSError, TimeoutError, ValueError, TypeError, AssertionError, MemoryError, OverflowError, KeyError) as e:
         reason = " ".join(str(e).split()) or type(e).__name__
         raise ConfigError(
             f"cannot reach a Dask scheduler at {address!r} ({reason}); start one ('dask scheduler', or "

@@ -31,7 +31,7 @@ def analysis_model(unit, checkpoint, task_name, sets):
             task = exp.task if stored.get("name", experiment.DEFAULT_TASK) == task_name else registry.build("task", task_name)
         return exp, task, f"checkpoint {checkpoint}"
     config = experiment.default_config(unit or experiment.DEFAULT_UNIT, task_name or experiment.DEFAULT_TASK)
-    exp = experiment.build(cfgmod.apply_sets(config, sets))
+    exp = experiment.build(cfgmod.apply_sets(config, sets), training=False)  # analysed, not trained
     return exp, (exp.task if task_name else None), "a freshly initialised model (no --checkpoint)"
 
 
@@ -147,14 +147,20 @@ def run_analysis(name, exp, source, checkpoint, out, plot, quiet, **options):
     """
     import warnings
 
-    from dynlab import registry, store
+    from dynlab import budget, registry, store
     from dynlab.config import dumps
     from dynlab.provenance import stamp
 
     entry = registry.get("analysis", name)
     function, figure = entry.obj, entry.figure
+    if figure is None:  # every built-in analysis has one; a plug-in's may not
+        from dynlab.errors import PluginError
+
+        raise PluginError(f"analysis {name!r} was registered without a figure, so its result cannot be drawn; "
+                          f"its plug-in must register it with figure=... (nothing was computed)")
     unit_name = exp.config["model"].get("unit", "aru")
     output_paths(out, plot, checkpoint, name, unit_name, create=False)
+    budget.check_analysis(name, exp.model, options)  # sizes against memory, before any work
     if not quiet:
         click.echo(f"{name} of {source}: {unit_name}, {exp.model.param_count()['total']:,} parameters")
     with busy(quiet, name), warnings.catch_warnings(record=True) as caught:

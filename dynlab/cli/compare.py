@@ -138,6 +138,12 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
         if task_name not in FEEDFORWARD_TASKS:
             raise ConfigError(f"unknown task {task_name!r} for --model mlp; valid: {', '.join(sorted(FEEDFORWARD_TASKS))}")
     w = int_list("--widths", widths)
+    from dynlab import budget
+
+    rows = options.get("batch_size") or 64  # the fixed batch of 64 images, or the stream's batch
+    budget.require(budget.dense_bytes(w, depth=1 if recurrent else max(second), batch=rows * (max(second) if recurrent else 1)),
+                   size=f"--widths {max(w)}", what=f"a {'recurrent' if recurrent else 'dense'} network of that width",
+                   lower="--widths")
     n_seeds = _number("--seeds", seeds, int)
     if n_seeds is None or n_seeds <= 0:
         raise ConfigError(f"--seeds must be a positive integer, got {seeds!r}")

@@ -25,12 +25,8 @@ def _run_scenario(target, sets, out, workers, scheduler, resume, retry_failed, q
     from dynlab.scenarios.sweep import RESULT, run_sweep
 
     # the preset, then the overrides, apply to the base config; the sweep axes still vary their keys
+    workers_v = _workers(workers)
     scenario = spec.load(target, preset=preset, sets=sets)
-    workers_v = None if workers is None else int_option("--workers", workers)
-    if workers_v is not None:
-        from dynlab.errors import require_positive
-
-        require_positive("--workers", workers_v)
     if workers_v is not None and scheduler is not None:
         raise ConfigError("use either --workers or --scheduler, not both")
     if isinstance(scenario, spec.Program) and (workers_v is not None or scheduler is not None or resume):
@@ -128,6 +124,24 @@ def failure_lines(merged) -> list[str]:
     if len(bad) > MAX_FAILURE_LINES:
         lines.append(f"… {len(bad) - MAX_FAILURE_LINES} more cells not ok (status and message in sweep.nc)")
     return lines
+
+
+def _workers(text) -> int | None:
+    """``--workers``: an integer from 1 to the cores this process may use.
+
+    **Enforces** "workers are capped at the cores, naming the cap": more worker processes than
+    cores only compete for them (and a thousand would exhaust the machine).
+    """
+    import os
+
+    if text is None:
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    value = int_option("--workers", text, minimum=1)
+    if value > cores:
+        raise ConfigError(f"--workers {value} is more than the {cores} core{'s' * (cores != 1)} this process may use; "
+                          f"give --workers 1 to {cores}")
+    return value
 
 
 def program_summary(program: str, datasets: dict) -> str:

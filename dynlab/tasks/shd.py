@@ -136,9 +136,15 @@ def read_shd(path: str | os.PathLike) -> Spikes:
             if missing:
                 raise DataError(f"{path}: not an SHD file: missing {', '.join(missing)} "
                                 f"(expected {', '.join(SCHEMA)})")
+            for name in SCHEMA:  # before reading: a scalar or a table has no entry per sample
+                if not isinstance(f[name], h5py.Dataset) or f[name].ndim != 1:
+                    shape = getattr(f[name], "shape", "a group")
+                    raise DataError(f"{path}: {name} must be a 1-D dataset with one entry per sample, got {shape}")
             times, units = f["spikes/times"][()], f["spikes/units"][()]
             labels, speakers = f["labels"][()], f["extra/speaker"][()]
-    except OSError as e:  # not HDF5, truncated, unreadable
+    except DataError:
+        raise
+    except OSError as e:  # not HDF5, truncated, unreadable (DataError is an OSError too: re-raised above)
         detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise DataError(f"{path}: cannot read as HDF5 ({detail}); is the file complete and decompressed?") from None
     n = len(labels)
