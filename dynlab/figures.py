@@ -242,21 +242,29 @@ def _sweep_panels(ds: xr.Dataset, cell_dims: list[str]) -> list[tuple[str, xr.Da
     (``eval_loss`` and ``eval_mse`` under an MSE loss) is named beside it, not drawn twice."""
     import numpy as np
 
-    panels: list[tuple[str, xr.DataArray]] = []
+    candidates: list[tuple[str, str, xr.DataArray]] = []
     for v in ds.data_vars:
         name, da = str(v), ds[v]
         extra = [d for d in da.dims if d not in cell_dims]
         if name.startswith("train_eval_") and len(extra) == 1:
             label = f"held-out {name[len('train_eval_'):].replace('_', ' ')} after training"
             da = last_finite(da, extra[0])
-        elif name.endswith("_largest_mean") and not extra:
+        elif name.endswith("_largest_mean") and extra in ([], ["stage"]):
             analysis = name[: -len("_largest_mean")]
             label = "largest Lyapunov exponent λ₁" if analysis == "lyapunov" else f"largest {analysis.replace('_', ' ')}"
-        elif name.endswith("_n_fixed") and not extra:
+        elif name.endswith("_n_fixed") and extra in ([], ["stage"]):
             label = f"fixed points found ({name[: -len('_n_fixed')]})"
         else:
             continue
-        da = da.where(result_ok(ds, name))
+        ok = result_ok(ds, name)
+        if "stage" in da.dims:  # an analysis at several stages: a panel per stage
+            for stage in da["stage"].values:
+                candidates.append((f"{label}, {'after training' if stage == 'trained' else f'at {stage}'}", name,
+                                   da.sel(stage=stage, drop=True).where(ok.sel(stage=stage, drop=True))))
+        else:
+            candidates.append((label, name, da.where(ok)))
+    panels: list[tuple[str, xr.DataArray]] = []
+    for label, name, da in candidates:
         for i, (other, shown) in enumerate(panels):
             if shown.shape == da.shape and np.allclose(shown.values, da.values, equal_nan=True):
                 what = label.split(" ")[1] if label.startswith("held-out") else label
@@ -288,7 +296,12 @@ def sweep(ds: xr.Dataset):
     line_dims = [d for d in axes_dims if d != x]
     combos = list(itertools.product(*(range(ds.sizes[d]) for d in line_dims)))
     n_seeds = ds.sizes["seed"] if "seed" in cell_dims else 1
-    fig, axs = plt.subplots(1, len(panels), figsize=(4.2 * len(panels) + 2.2, 3.6), squeeze=False, layout="constrained")
+    ncols = min(3, len(panels))
+    nrows = -(-len(panels) // ncols)
+    fig, axs = plt.subplots(nrows, ncols, figsize=(4.2 * ncols + 2.2, 3.4 * nrows + 0.2), squeeze=False,
+                            layout="constrained")
+    for ax in axs.ravel()[len(panels):]:
+        ax.set_visible(False)
     for ax, (label, da) in zip(axs.ravel(), panels):
         if x is None:
             xpos, xticks = np.zeros(1), ["all cells"]
@@ -320,10 +333,10 @@ def sweep(ds: xr.Dataset):
 
             ax.yaxis.set_major_locator(MaxNLocator(integer=True))
             ax.set_ylim(bottom=0, top=max(1.0, float(np.nanmax(np.append(da.values, 0)))) * 1.15)
-        ax.set_ylabel(label.replace(" after training", ""), fontsize=9)
+        ax.set_ylabel(label.split(", ")[0].replace(" after training", ""), fontsize=9)
         ax.set_title(label, fontsize=9)
     if line_dims and len(combos) <= 12:
-        legend_beside(axs.ravel()[-1], fontsize=7)
+        legend_beside(axs.ravel()[len(panels) - 1], fontsize=7)
     seeds = (f"lines: mean over {n_seeds} seeds, dots: each seed" if n_seeds > 1 else "one seed per cell")
     title = f"sweep {ds.attrs.get('scenario', '')}: {ds.attrs.get('n_ok', '?')}/{ds.attrs.get('n_cells', '?')} cells ok; {seeds}"
     if ds.attrs.get("description"):
