@@ -22,11 +22,14 @@ from jaxtyping import Array, ArrayLike, Float, PyTree
 from dynlab.analyses.lyapunov.core import (
     LyapunovResult, Method, StepFn, _qr_times, _run, _state_dim, lyapunov_core, num_steps,
 )
+from dynlab.analyses.lyapunov.burn_in import mser_cap, transient_blocks, truncate_running
 from dynlab.analyses.lyapunov.factorisations import Householder, QRMethod
 from dynlab.analyses.lyapunov.reortho import _reortho_attrs, _resolve_reortho, blocking_error_bound
-from dynlab.analyses.lyapunov.within_run import block_growth, rounding_se, se_of_realisation_mean, within_run_errors
+from dynlab.analyses.lyapunov.within_run import (
+    ROUNDING_FACTOR, block_growth, rounding_se, se_of_realisation_mean, within_run_errors,
+)
 from dynlab.analyses.lyapunov.spectrum import _EXPONENT_ATTRS, _RUNNING_ATTRS, _attrs, _exponent_coords, _qr_attrs
-from dynlab.analyses.lyapunov.summaries import _derived_quantities
+from dynlab.analyses.lyapunov.summaries import _derived_quantities, positive_sum_bounds
 from dynlab.errors import ConfigError
 from dynlab.statistics import t_interval
 
@@ -207,6 +210,30 @@ def _warn_unresolved(exponents: np.ndarray, x64: bool) -> None:
                   "rerun with --x64 (x64=True)", RuntimeWarning, stacklevel=3)
 
 
+def _float64_difference(step, h0s, inputs, q0, exponents, drop, times, **options) -> np.ndarray:
+    r"""$|\lambda^{(32)} - \lambda^{(64)}|$ of the first run (realisation 0, initial condition 0), per exponent.
+
+    The same run (inputs, start, initial frame, QR times and truncation) again in float64: where
+    the trajectory contracts ($\lambda_1 < 0$, so that float32 and float64 follow one trajectory
+    up to rounding) the difference is the rounding error of the float32 run, measured rather than
+    guessed; the realisations of a fixed point share it (they sit on one float32 fixed point), so
+    their spread does not show it. NaN where the float64 run diverged.
+    """
+    first = jax.tree.map(lambda a: a[:1, :1], h0s)
+    keys = options.pop("keys")
+    if q0 is None:  # the float32 run's own frame (drawn as lyapunov_core draws it), not a float64 draw
+        n, k = _state_dim(first), exponents.shape[-1]
+        first_q0 = np.asarray(jax.vmap(lambda j: jax.random.normal(jax.random.fold_in(keys[0], j), (n,), jnp.float32))(
+            jnp.arange(k)).T)
+    else:
+        first_q0 = q0[:1] if np.ndim(q0) == 3 else q0
+    result = _run(_replicates_core, step, first, jax.tree.map(lambda a: a[:1], inputs), first_q0, True,
+                  keys=keys[:1], **options)
+    running, _ = truncate_running(result.running, times, drop)
+    reference = np.where(np.asarray(result.diverged)[..., None], np.nan, running[..., -1, :])[0, 0]
+    return np.abs(exponents[0, 0] - reference)
+
+
 def lyapunov_replicates(
     step: StepFn,
     h0s: PyTree,
@@ -224,6 +251,7 @@ def lyapunov_replicates(
     key: Array | None = None,
     qr: QRMethod = Householder(),
     lu_every: int = 0,
+    truncate: bool = False,
 ) -> xr.Dataset:
     r"""Lyapunov spectra repeated over independent realisations, with intervals that say so.
 
@@ -246,18 +274,29 @@ def lyapunov_replicates(
 
     - `mean`, `ci_low`, `ci_high` (`exponent`): the mean of $\bar\lambda_r$ over realisations and
       its Student-t interval ([`dynlab.statistics.t_interval`][], $n - 1$ degrees of freedom) —
-      the uncertainty of the exponent of the process —, its standard error never below
-      `within_run_se_of_mean` (`se_floor`: the realisations' spread contains the time-averaging
-      error, so a smaller sample spread is chance, frequent with 5 realisations) nor below the
-      rounding floor [`rounding_se`][] (runs that settle on one fixed point agree to the bit); attrs
-      `ci_level`, `ci_population`, `ci_method`, `ci_n` say so. Fewer than 2 realisations is a
-      ConfigError;
+      the uncertainty of the exponent of the process —, its half-width never below
+      $t_\nu$ times the larger of `within_run_se_of_mean` (the realisations' spread contains the
+      time-averaging error, so a smaller sample spread is chance, frequent with 5 realisations)
+      and `rounding_error` (runs that settle on one fixed point agree to the bit), with $\nu$ =
+      attr `floor_dof` the batches that error was estimated from (a floor with the realisations'
+      own 4 degrees of freedom covered 99.5-100% on chaotic maps); attrs `ci_level`,
+      `ci_population`, `ci_method`, `ci_n` say so. Fewer than 2 realisations is a ConfigError;
+    - `rounding_error` (`exponent`): in float32, where every run contracts ($\lambda_1 < 0$),
+      $|\lambda^{(32)} - \lambda^{(64)}|$ of the first run repeated in float64 (the error of a fixed
+      point's exponents is the rounding of $h^*$ and $J(h^*)$, shared by all realisations: a
+      constant $4\epsilon|\lambda|$ left the quick start's intervals covering 0.83), at least
+      [`rounding_se`][]; otherwise [`rounding_se`][];
+    - ``truncate=True``: the first blocks of the accumulated window are dropped by the MSER rule
+      ([`dynlab.analyses.lyapunov.burn_in`][]); attrs `burn_in` (all steps not accumulated),
+      `burn_in_fixed`, `burn_in_truncated`. Either way `transient_drift` = 1 says the rule
+      truncated at its cap (half the window) for at least half of the exponents: the window
+      may still hold a transient;
     - `within_run_se` (`realisation`, `ic`, `exponent`): each run's batch-means standard error
       from its local exponents ([`within_run_errors`][]), and `within_run_se_of_mean`
-      (`exponent`): $\big(\sum_r \overline{\mathrm{se}}_r^2\big)^{1/2} / R$ with
-      $\overline{\mathrm{se}}_r$ the mean over realisation $r$'s initial conditions (the error
-      of $\bar\lambda_r$ if its runs were perfectly correlated, an upper bound otherwise): what
-      the time averaging alone leaves in `mean`. The across-realisation interval contains this
+      (`exponent`): $\big(\sum_r \mathrm{se}_r^2\big)^{1/2} / R$ with $\mathrm{se}_r$ the
+      batch-means error of realisation $r$'s local exponents averaged over its initial conditions
+      (so that runs that decorrelate count as such): what the time averaging alone leaves in
+      `mean`. The across-realisation interval contains this
       error and, for a driven system, the input-to-input variability as well;
     - `ic_sd` (`realisation`, `exponent`) and `ic_sd_mean`: the sample standard deviation over
       initial conditions under one realisation's inputs. It measures *multistability* (runs from
@@ -317,14 +356,36 @@ def lyapunov_replicates(
         )
     _warn_unresolved(exponents, x64)
     times = _qr_times(steps - burn_in, reortho_every)
+    drop_each = transient_blocks(result.running, times, ~diverged)
+    cap = mser_cap(times)
+    drifting = bool(cap > 0 and np.mean(drop_each >= cap) >= 0.5)
+    drop = int(drop_each.max()) if truncate else 0
+    running, kept_times = truncate_running(result.running, times, drop)
+    if drop:
+        exponents = np.where(diverged[..., None], np.nan, running[..., -1, :])
+    dropped_steps = int(times[drop - 1]) if drop else 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices give NaN by design
         per_real = np.nanmean(exponents, axis=1)  # [R, k]
         ic_sd = np.nanstd(exponents, axis=1, ddof=1) if n_ic > 1 else np.full((n_real, k), np.nan)
-        se, batch = within_run_errors(result.running, times, ~diverged)
-        se_of_mean = se_of_realisation_mean(se)
-        floor = np.fmax(se_of_mean, rounding_se(np.nanmean(per_real, axis=0), x64))
-        ci = t_interval(per_real, population=population, level=confidence, se_floor=floor)
+        se, batch = within_run_errors(running, kept_times, ~diverged)
+        # a realisation's value is the mean over its runs: its error from the runs' mean local exponents
+        real_running = np.nanmean(np.where(diverged[..., None, None], np.nan, running), axis=1)[:, None]
+        real_valid = ~diverged.all(axis=1)
+        se_real, real_batch = within_run_errors(real_running, kept_times, real_valid[:, None])
+        se_of_mean = se_of_realisation_mean(se_real)
+        rounding = rounding_se(np.nanmean(per_real, axis=0), x64)
+        measured = None
+        if not x64 and np.nanmax(exponents[..., 0], initial=-np.inf) < 0:
+            measured = _float64_difference(
+                step, h0s, inputs, q0, exponents, drop, times, k=k, burn_in=burn_in, reortho_every=reortho_every,
+                renormalise=renormalise, method=method, keys=keys, qr=qr, lu_every=lu_every,
+            )  # fmt: skip
+            rounding = np.fmax(rounding, measured)
+        floor = np.fmax(se_of_mean, rounding)
+        n_batches = int(np.sum(np.diff(np.concatenate([[0], kept_times])) == kept_times[0])) // max(real_batch, 1)
+        floor_dof = max(1, int(real_valid.sum()) * (n_batches - 1))
+        ci = t_interval(per_real, population=population, level=confidence, se_floor=floor, floor_dof=floor_dof)
         ic_sd_mean = np.nanmean(ic_sd, axis=0)
     ci_attrs = ci.attrs()
     interval = f"{ci.label}"
@@ -341,12 +402,15 @@ def lyapunov_replicates(
             **_EXPONENT_ATTRS, "long_name": "standard error of one run's time average (batch means of local exponents)"}),
         "within_run_se_of_mean": ("exponent", se_of_mean, {
             **_EXPONENT_ATTRS, "long_name": "standard error that time averaging alone leaves in the mean "
-                                            "(batch means, runs under one input taken as perfectly correlated)"}),
+                                            "(batch means of each realisation's mean local exponents)"}),
         "ic_sd": (("realisation", "exponent"), ic_sd, {
             **_EXPONENT_ATTRS, "long_name": "sd over initial conditions under one input realisation "
                                             "(multistability; not an error bar)"}),
         "ic_sd_mean": ("exponent", ic_sd_mean, {
             **_EXPONENT_ATTRS, "long_name": "mean over realisations of the sd over initial conditions (multistability)"}),
+        "rounding_error": ("exponent", rounding, {
+            **_EXPONENT_ATTRS, "long_name": "rounding error of the exponents (float32: measured against a float64 "
+                                            "run where the trajectory contracts), a floor of the interval's SE"}),
     }
     for name, (values, long_name, units) in _derived_quantities(exponents, tol).items():
         attrs = {"long_name": long_name, "units": units}
@@ -354,13 +418,16 @@ def lyapunov_replicates(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             per_run = np.nanmean(values, axis=1)
-            # a fixed point's lambda_1 agrees to the bit over runs: its interval gets the rounding floor, as exponent 1's
-            summary = t_interval(per_run, population=population, level=confidence,
-                                 se_floor=rounding_se(np.nanmean(per_run), x64) if name == "largest" else None)
+            summary = t_interval(per_run, population=population, level=confidence)
+        estimate, low, high, label = summary.estimate, summary.low, summary.high, summary.label
+        if name == "largest":  # lambda_1 itself: exponent 1's mean and interval (one quantity, one interval)
+            estimate, low, high, label = ci.estimate[0], ci.low[0], ci.high[0], f"exponent 1's {ci.label}"
+        elif name == "positive_sum":
+            estimate, low, high, label = positive_sum_bounds(ci)
         data_vars[name] = (("realisation", "ic"), values, attrs)
-        data_vars[f"{name}_mean"] = ((), summary.estimate, {**attrs, "long_name": f"mean {long_name} over {population}"})
-        data_vars[f"{name}_ci_low"] = ((), summary.low, {**attrs, "long_name": f"{long_name}: lower bound, {summary.label}"})
-        data_vars[f"{name}_ci_high"] = ((), summary.high, {**attrs, "long_name": f"{long_name}: upper bound, {summary.label}"})
+        data_vars[f"{name}_mean"] = ((), estimate, {**attrs, "long_name": f"mean {long_name} over {population}"})
+        data_vars[f"{name}_ci_low"] = ((), low, {**attrs, "long_name": f"{long_name}: lower bound, {label}"})
+        data_vars[f"{name}_ci_high"] = ((), high, {**attrs, "long_name": f"{long_name}: upper bound, {label}"})
 
     attrs = _attrs(
         k=k, n=n, steps=steps, burn_in=burn_in, reortho_every=reortho_every,
@@ -386,6 +453,19 @@ def lyapunov_replicates(
             "ci_label": interval,
             "within_run_method": "batch means of per-QR-block local exponents, Student t",
             "within_run_batch": int(batch),
+            "steps": int(steps - burn_in - dropped_steps),
+            "steps_total": int(steps),
+            "burn_in": int(burn_in + dropped_steps),
+            "burn_in_fixed": int(burn_in),
+            "burn_in_truncated": int(dropped_steps),
+            "burn_in_rule": ("fixed burn-in, then MSER-5 truncation of the window (White 1997) by "
+                             f"{dropped_steps} steps" if truncate else "fixed burn-in (MSER-5 checks it: transient_drift)"),
+            "transient_drift": int(drifting),
+            "transient_drift_exponents": int(np.sum(drop_each >= cap)) if cap else 0,
+            "floor_dof": int(floor_dof),
+            "rounding_floor": ("measured: |float32 - float64| of the first run, at least "
+                               f"{ROUNDING_FACTOR:g} eps max(1, |lambda|)" if measured is not None
+                               else f"{ROUNDING_FACTOR:g} eps max(1, |lambda|)"),
             "ic_spread": "ic_sd: sd over initial conditions under one input realisation (multistability)",
             **_reortho_attrs(requested, reortho_every, bound, auto_info, x64, renormalise, lu_every),
             **_qr_attrs(qr),

@@ -37,7 +37,8 @@ the ARU paper's Fig. 5 sweep (and of ``analyze adaptation``).
 @analyze.command("lyapunov")
 @analysis_options
 @click.option("--k", "k", metavar="INT", default="16", show_default=True, help="Number of exponents (1..state dim).")
-@click.option("--burn-in", metavar="INT", default="500", show_default=True, help="Steps not accumulated.")
+@click.option("--burn-in", metavar="INT|auto", default="auto", show_default=True,
+              help="Steps not accumulated; 'auto': steps/4, then as many more as the MSER rule finds transient.")
 @click.option("--drive", metavar="XI", default=None,
               help="Constant drive xi added to every neuron (zero input). Default: none (autonomous) for a "
                    f"--checkpoint or with --task; {FRESH_DRIVE:g} for a fresh model (--drive 0: autonomous).")
@@ -63,7 +64,8 @@ def lyapunov_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x64,
 
     seed_v = seed_option(seed)
     options = dict(k=int_option("--k", k, minimum=1), steps=int_option("--steps", steps, minimum=1),
-                   burn_in=int_option("--burn-in", burn_in, minimum=0), ics=int_option("--ics", ics, minimum=1),
+                   burn_in="auto" if burn_in == "auto" else int_option("--burn-in", burn_in, minimum=0),
+                   ics=int_option("--ics", ics, minimum=1),
                    realisations=int_option("--realisations", realisations, minimum=2),
                    reortho_every="auto" if reortho_every == "auto"
                    else int_option("--reortho-every", reortho_every, minimum=1))
