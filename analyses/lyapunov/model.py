@@ -16,7 +16,7 @@ import xarray as xr
 
 from dynlab.analyses.lyapunov.figure import plot_lyapunov
 from dynlab.analyses.lyapunov.reortho import AUTO_MIN_BURN_IN
-from dynlab.analyses.lyapunov.replicates import lyapunov_replicates
+from dynlab.analyses.lyapunov.replicates import replicate_groups
 from dynlab.analyses.state_map import initial_conditions, protocol_inputs, protocol_name, run_in, state_map
 from dynlab.errors import ConfigError, require_positive
 from dynlab.provenance import stamp
@@ -96,36 +96,59 @@ def lyapunov_analysis(
     the error that adds in ``reortho_error_bound``. Attrs also hold ``protocol``, ``drive``,
     ``ic_kind``, ``seed``, ``realisation_kind``.
     """
+    return lyapunov_analysis_seeds(
+        model, [seed], k=k, steps=steps, burn_in=burn_in, drive=drive, task=task, realisations=realisations, ics=ics,
+        ic_kind=ic_kind, ic_scale=ic_scale, reortho_every=reortho_every, x64=x64, tol=tol, confidence=confidence,
+        stacklevel=3,
+    )[0]
+
+
+def lyapunov_analysis_seeds(model, seeds, *, k=16, steps=2000, burn_in="auto", drive=None, task=None, realisations=5,
+                            ics=2, ic_kind="visited", ic_scale=1.0, reortho_every="auto", x64=False, tol=1e-3,
+                            confidence=0.95, stacklevel=2) -> list[xr.Dataset]:
+    """[`lyapunov_analysis`][] for several ``seeds`` at once: one dataset per seed, each what
+    ``lyapunov_analysis(model, seed=s, ...)`` returns (which calls this with one seed).
+
+    The seeds' runs go through one vmapped call per pass ([`replicate_groups`][]); the burn-in
+    decision (and the repeat over twice the steps) is taken per seed. Coverage measurements use
+    it to repeat the public path hundreds of times in a few compiled calls.
+    """
     check_lyapunov(model, k=k, steps=steps, burn_in=burn_in, ics=ics, realisations=realisations,
                    reortho_every=reortho_every, confidence=confidence)
     smap = state_map(model)
     auto = burn_in == "auto"
     options = dict(k=k, drive=drive, task=task, realisations=realisations, ics=ics, ic_kind=ic_kind,
-                   ic_scale=ic_scale, reortho_every=reortho_every, seed=seed, x64=x64, tol=tol, confidence=confidence)
-    ds, kind = _measure(model, smap, steps=steps, burn_in=auto_burn_in(steps) if auto else burn_in, truncate=auto,
-                        **options)
-    extended = auto and bool(ds.attrs["transient_drift"])
-    if extended:  # the transient outlasts the window: once more over twice the steps, the first run's length burnt
-        ds, kind = _measure(model, smap, steps=2 * steps, burn_in=steps, truncate=True, **options)
-    if ds.attrs["transient_drift"]:
-        capped, total = ds.attrs["transient_drift_exponents"], ds.sizes["exponent"]
-        window = ds.attrs["steps_total"] - ds.attrs["burn_in_fixed"]
-        advice = (f"rerun with more steps (steps >= {2 * ds.attrs['steps_total']})" if auto else
-                  f"use burn_in='auto' (--burn-in auto, the default) or burn_in >= {burn_in + window // 2} "
-                  f"with steps >= {burn_in + window // 2 + window}")
-        warnings.warn(f"lyapunov: the local exponents still drift after {ds.attrs['burn_in_fixed']} steps of burn-in "
-                      f"(the MSER truncation reaches its cap, half the {window}-step window, for {capped} of {total} "
-                      f"exponents): the estimates may hold a transient bias their interval does not cover; {advice}",
-                      RuntimeWarning, stacklevel=2)
-    ds.attrs["burn_in_requested"] = str(burn_in)
-    ds.attrs["burn_in_extended"] = int(extended)
-    return stamp(ds, analysis="lyapunov", config={
-        "protocol": protocol_name(drive, task),
-        "drive": float("nan") if drive is None else float(drive),
-        "ic_kind": ic_kind,
-        "state_dim": smap.dim,
-        "realisation_kind": kind,
-    }, seed=seed)
+                   ic_scale=ic_scale, reortho_every=reortho_every, x64=x64, tol=tol, confidence=confidence)
+    results = _measure(model, smap, seeds, steps=steps, burn_in=auto_burn_in(steps) if auto else burn_in,
+                       truncate=auto, stacklevel=stacklevel + 1, **options)
+    redo = [i for i, (ds, _) in enumerate(results) if auto and ds.attrs["transient_drift"]]
+    if redo:  # the transient outlasts the window: once more over twice the steps, the first run's length burnt
+        again = _measure(model, smap, [seeds[i] for i in redo], steps=2 * steps, burn_in=steps, truncate=True,
+                         stacklevel=stacklevel + 1, **options)
+        for i, result in zip(redo, again):
+            results[i] = result
+    out = []
+    for i, (seed, (ds, kind)) in enumerate(zip(seeds, results)):
+        if ds.attrs["transient_drift"]:
+            capped, total = ds.attrs["transient_drift_exponents"], ds.sizes["exponent"]
+            window = ds.attrs["steps_total"] - ds.attrs["burn_in_fixed"]
+            advice = (f"rerun with more steps (steps >= {2 * ds.attrs['steps_total']})" if auto else
+                      f"use burn_in='auto' (--burn-in auto, the default) or burn_in >= {burn_in + window // 2} "
+                      f"with steps >= {burn_in + window // 2 + window}")
+            warnings.warn(f"lyapunov: the local exponents still drift after {ds.attrs['burn_in_fixed']} steps of "
+                          f"burn-in (the MSER truncation reaches its cap, half the {window}-step window, for {capped} "
+                          f"of {total} exponents): the estimates may hold a transient bias their interval does not "
+                          f"cover; {advice}", RuntimeWarning, stacklevel=stacklevel)
+        ds.attrs["burn_in_requested"] = str(burn_in)
+        ds.attrs["burn_in_extended"] = int(i in redo)
+        out.append(stamp(ds, analysis="lyapunov", config={
+            "protocol": protocol_name(drive, task),
+            "drive": float("nan") if drive is None else float(drive),
+            "ic_kind": ic_kind,
+            "state_dim": smap.dim,
+            "realisation_kind": kind,
+        }, seed=seed))
+    return out
 
 
 def auto_burn_in(steps: int) -> int:
@@ -133,9 +156,8 @@ def auto_burn_in(steps: int) -> int:
     return max(AUTO_MIN_BURN_IN, steps // 4)
 
 
-def _measure(model, smap, *, steps, burn_in, truncate, k, drive, task, realisations, ics, ic_kind, ic_scale,
-             reortho_every, seed, x64, tol, confidence):
-    """One replicated measurement of ``steps`` steps: ``(dataset, realisation kind in words)``."""
+def _setup(model, smap, seed, *, steps, drive, task, realisations, ics, ic_kind, ic_scale):
+    """One seed's initial conditions, inputs and frame key: ``(h0s, inputs, key, population, kind)``."""
     key = jax.random.key(seed)
     k_in, k_ic, k_frame = jax.random.split(key, 3)
     if task is not None:
@@ -159,15 +181,24 @@ def _measure(model, smap, *, steps, burn_in, truncate, k, drive, task, realisati
                            visited=None if visited is None else visited[r])
         for r in range(realisations)
     ])
+    return h0s, stacked, k_frame, population, kind
+
+
+def _measure(model, smap, seeds, *, steps, burn_in, truncate, k, drive, task, realisations, ics, ic_kind, ic_scale,
+             reortho_every, x64, tol, confidence, stacklevel):
+    """One replicated measurement of ``steps`` steps per seed: ``[(dataset, realisation kind in words)]``."""
+    setups = [_setup(model, smap, seed, steps=steps, drive=drive, task=task, realisations=realisations, ics=ics,
+                     ic_kind=ic_kind, ic_scale=ic_scale) for seed in seeds]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        ds = lyapunov_replicates(
-            smap.step, h0s, stacked, k, population=population, burn_in=burn_in, reortho_every=reortho_every,
-            x64=x64, key=k_frame, tol=tol, confidence=confidence, truncate=truncate,
+        datasets = replicate_groups(
+            smap.step, [s[0] for s in setups], [s[1] for s in setups], k, keys=[s[2] for s in setups],
+            population=setups[0][3], burn_in=burn_in, reortho_every=reortho_every, x64=x64, tol=tol,
+            confidence=confidence, truncate=truncate,
         )
     for w in caught:  # re-issue from here so the user sees where it came from
-        warnings.warn(str(w.message), w.category, stacklevel=3)
-    return ds, kind
+        warnings.warn(str(w.message), w.category, stacklevel=stacklevel)
+    return [(ds, setup[4]) for ds, setup in zip(datasets, setups)]
 
 
 def check_lyapunov(model, *, k: int, steps: int, burn_in: int, ics: int, realisations: int = 5,

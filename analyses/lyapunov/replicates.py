@@ -210,28 +210,26 @@ def _warn_unresolved(exponents: np.ndarray, x64: bool) -> None:
                   "rerun with --x64 (x64=True)", RuntimeWarning, stacklevel=3)
 
 
-def _float64_difference(step, h0s, inputs, q0, exponents, drop, times, **options) -> np.ndarray:
-    r"""$|\lambda^{(32)} - \lambda^{(64)}|$ of the first run (realisation 0, initial condition 0), per exponent.
+def _float64_runs(step, h0s, inputs, q0, keys, k: int, x64: bool, **options):
+    r"""Each group's first run (realisation 0, initial condition 0) again in float64, in one vmapped call.
 
-    The same run (inputs, start, initial frame, QR times and truncation) again in float64: where
-    the trajectory contracts ($\lambda_1 < 0$, so that float32 and float64 follow one trajectory
-    up to rounding) the difference is the rounding error of the float32 run, measured rather than
-    guessed; the realisations of a fixed point share it (they sit on one float32 fixed point), so
-    their spread does not show it. NaN where the float64 run diverged.
+    Same inputs, start, initial frame (the float32 run's own draw) and QR times: where the
+    trajectory contracts ($\lambda_1 < 0$, so that float32 and float64 follow one trajectory up to
+    rounding) its difference from the float32 run is that run's rounding error, measured rather
+    than guessed; the realisations of a fixed point share it (they sit on one float32 fixed
+    point), so their spread does not show it. ``h0s``, ``inputs``, ``keys`` are lists over the
+    groups; returns a ``LyapunovResult`` with a leading group axis (and realisation, ic axes of 1).
     """
-    first = jax.tree.map(lambda a: a[:1, :1], h0s)
-    keys = options.pop("keys")
+    first = jax.tree.map(lambda *a: jnp.concatenate([x[:1, :1] for x in a]), *h0s)
+    n = _state_dim(jax.tree.map(lambda a: a[0, 0], h0s[0]))
     if q0 is None:  # the float32 run's own frame (drawn as lyapunov_core draws it), not a float64 draw
-        n, k = _state_dim(first), exponents.shape[-1]
-        first_q0 = np.asarray(jax.vmap(lambda j: jax.random.normal(jax.random.fold_in(keys[0], j), (n,), jnp.float32))(
-            jnp.arange(k)).T)
+        draw = lambda key: jax.vmap(lambda j: jax.random.normal(jax.random.fold_in(key, j), (n,), jnp.float32))(  # noqa: E731
+            jnp.arange(k)).T
+        frames = np.stack([np.asarray(draw(key[0])) for key in keys])
     else:
-        first_q0 = q0[:1] if np.ndim(q0) == 3 else q0
-    result = _run(_replicates_core, step, first, jax.tree.map(lambda a: a[:1], inputs), first_q0, True,
-                  keys=keys[:1], **options)
-    running, _ = truncate_running(result.running, times, drop)
-    reference = np.where(np.asarray(result.diverged)[..., None], np.nan, running[..., -1, :])[0, 0]
-    return np.abs(exponents[0, 0] - reference)
+        frames = np.stack([np.asarray(q0[0] if np.ndim(q0) == 3 else q0)] * len(h0s))
+    return _run(_replicates_core, step, first, jax.tree.map(lambda *a: jnp.concatenate([x[:1] for x in a]), *inputs),
+                frames, True, keys=jnp.stack([key[0] for key in keys]), k=k, **options)
 
 
 def lyapunov_replicates(
@@ -314,6 +312,14 @@ def lyapunov_replicates(
     Diverged runs get NaN, are left out of every mean and interval, and are reported by a
     `RuntimeWarning`.
     """
+    return replicate_groups(
+        step, [h0s], [inputs], k, keys=[key], population=population, tol=tol, confidence=confidence, burn_in=burn_in,
+        reortho_every=reortho_every, method=method, x64=x64, q0=q0, qr=qr, lu_every=lu_every, truncate=truncate,
+    )[0]
+
+
+def _check_group(h0s, inputs, q0, population: str, confidence: float) -> tuple[int, int, int, int]:
+    """The shapes of one group's ``h0s`` and ``inputs``, checked: ``(R, I, N, T)``."""
     leaves = jax.tree.leaves(h0s)
     if not leaves or any(np.ndim(leaf) < 2 for leaf in leaves):
         raise ConfigError("h0s must be a PyTree of arrays with leading axes [realisation, initial condition].")
@@ -331,19 +337,91 @@ def lyapunov_replicates(
     steps = num_steps(jax.tree.map(lambda a: a[0], inputs))
     if q0 is not None and np.ndim(q0) == 3 and np.shape(q0)[0] != n_real:
         raise ConfigError(f"q0 must be [N, k] or [realisation = {n_real}, N, k]; got shape {np.shape(q0)}.")
+    return n_real, n_ic, n, steps
+
+
+def replicate_groups(
+    step: StepFn,
+    h0s: list[PyTree],
+    inputs: list[PyTree],
+    k: int | None = None,
+    *,
+    keys: list[Array | None],
+    population: str = "input realisations",
+    tol: float = 1e-3,
+    confidence: float = 0.95,
+    burn_in: int = 0,
+    reortho_every: int | Literal["auto"] = 1,
+    method: Method = "auto",
+    x64: bool = False,
+    q0: Float[ArrayLike, "n k"] | None = None,
+    qr: QRMethod = Householder(),
+    lu_every: int = 0,
+    truncate: bool = False,
+) -> list[xr.Dataset]:
+    r"""Several independent [`lyapunov_replicates`][] measurements at once, one dataset per group.
+
+    Group $g$ has its own ``h0s[g]`` (`[R, I, ...]`), ``inputs[g]`` (`[R, T, ...]`) and ``keys[g]``
+    (its realisations' frames from `fold_in(keys[g], r)`); all groups share ``R``, ``I``, ``T``
+    and the other arguments. Each group's re-orthonormalisation interval is chosen from its own
+    pilot, the groups with one interval run in one vmapped call, and each group's dataset is
+    built from its own runs alone: it is what [`lyapunov_replicates`][] returns for that group
+    (which calls this with one group). Coverage measurements use it to run many measurements of
+    the public path in one compiled call.
+    """
+    if not (len(h0s) == len(inputs) == len(keys)) or not h0s:
+        raise ConfigError("h0s, inputs and keys must be lists of one entry per group (at least one)")
+    shapes = [_check_group(h, u, q0, population, confidence) for h, u in zip(h0s, inputs)]
+    if len(set(shapes)) > 1:
+        raise ConfigError(f"all groups must have the same [realisation, ic, state, T] shapes; got {sorted(set(shapes))}")
+    n_real, n_ic, n, steps = shapes[0]
     requested = reortho_every
-    reortho_every, auto_info, renormalise, lu_every = _resolve_reortho(
-        step, jax.tree.map(lambda a: a[0, 0], h0s), jax.tree.map(lambda a: a[0], inputs),
+    resolved = [_resolve_reortho(
+        step, jax.tree.map(lambda a: a[0, 0], h), jax.tree.map(lambda a: a[0], u),
         None if q0 is None else (q0[0] if np.ndim(q0) == 3 else q0), x64,
         reortho_every=reortho_every, k=k, burn_in=burn_in, method=method, key=key, lu_every=lu_every,
-    )  # fmt: skip
-    base = jax.random.key(0) if key is None else key
-    keys = jax.vmap(lambda r: jax.random.fold_in(base, r))(jnp.arange(n_real))
-    result = _run(
-        _replicates_core, step, h0s, inputs, q0, x64,
-        k=k, burn_in=burn_in, reortho_every=reortho_every, renormalise=renormalise, method=method, keys=keys,
-        qr=qr, lu_every=lu_every,
-    )  # fmt: skip
+    ) for h, u, key in zip(h0s, inputs, keys)]  # fmt: skip
+    real_keys = [jax.vmap(lambda r, b=(jax.random.key(0) if key is None else key): jax.random.fold_in(b, r))(
+        jnp.arange(n_real)) for key in keys]
+    q0_all = None if q0 is None or np.ndim(q0) == 2 else np.asarray(q0)
+    out: list[xr.Dataset | None] = [None] * len(h0s)
+    for setting in dict.fromkeys((r.every, r.renormalise, r.lu_every) for r in resolved):
+        members = [g for g, r in enumerate(resolved) if (r.every, r.renormalise, r.lu_every) == setting]
+        every, renormalise, lu = setting
+        stack = lambda trees: jax.tree.map(lambda *a: jnp.concatenate(a), *trees)  # noqa: E731
+        result = _run(
+            _replicates_core, step, stack([h0s[g] for g in members]), stack([inputs[g] for g in members]),
+            q0 if q0_all is None else np.concatenate([q0_all] * len(members)), x64,
+            k=k, burn_in=burn_in, reortho_every=every, renormalise=renormalise, method=method,
+            keys=jnp.concatenate([real_keys[g] for g in members]), qr=qr, lu_every=lu,
+        )  # fmt: skip
+        parts = [jax.tree.map(lambda a: a[j * n_real:(j + 1) * n_real], result) for j in range(len(members))]
+        k_run = result.exponents.shape[-1]
+        # float32 groups whose runs all contract: their first run again in float64, all in one call
+        contracting = [j for j, part in enumerate(parts) if not x64 and np.all(
+            np.asarray(part.diverged) | (np.asarray(part.exponents)[..., 0] < 0))]
+        reference = {}
+        if contracting:
+            ref = _float64_runs(step, [h0s[members[j]] for j in contracting], [inputs[members[j]] for j in contracting],
+                                q0, [real_keys[members[j]] for j in contracting], k_run, x64,
+                                burn_in=burn_in, reortho_every=every, renormalise=renormalise, method=method, qr=qr,
+                                lu_every=lu)  # fmt: skip
+            reference = {j: jax.tree.map(lambda a, i=i: a[i : i + 1], ref) for i, j in enumerate(contracting)}
+        for j, g in enumerate(members):
+            out[g] = _replicates_dataset(
+                parts[j], reference.get(j), k=k, n=n, n_real=n_real, n_ic=n_ic, steps=steps,
+                burn_in=burn_in, reortho_every=every, renormalise=renormalise, lu_every=lu,
+                auto_info=resolved[g].info, requested=requested, method=method, x64=x64, qr=qr,
+                population=population, tol=tol, confidence=confidence, truncate=truncate,
+            )  # fmt: skip
+    return out
+
+
+def _replicates_dataset(result, reference, *, k, n, n_real, n_ic, steps, burn_in, reortho_every,
+                        renormalise, lu_every, auto_info, requested, method, x64, qr, population, tol, confidence,
+                        truncate) -> xr.Dataset:
+    """One group's dataset from its runs ([`replicate_groups`][]) and, where it contracts in float32, its
+    first run in float64 (``reference``, [`_float64_runs`][]; else None)."""
     k = result.exponents.shape[-1]
     diverged = np.asarray(result.diverged, bool)
     exponents = np.where(diverged[..., None], np.nan, np.asarray(result.exponents, float))
@@ -376,11 +454,10 @@ def lyapunov_replicates(
         se_of_mean = se_of_realisation_mean(se_real)
         rounding = rounding_se(np.nanmean(per_real, axis=0), x64)
         measured = None
-        if not x64 and np.nanmax(exponents[..., 0], initial=-np.inf) < 0:
-            measured = _float64_difference(
-                step, h0s, inputs, q0, exponents, drop, times, k=k, burn_in=burn_in, reortho_every=reortho_every,
-                renormalise=renormalise, method=method, keys=keys, qr=qr, lu_every=lu_every,
-            )  # fmt: skip
+        if reference is not None:
+            ref_running, _ = truncate_running(reference.running, times, drop)
+            ref = np.where(np.asarray(reference.diverged)[..., None], np.nan, ref_running[..., -1, :])[0, 0]
+            measured = np.abs(exponents[0, 0] - ref)
             rounding = np.fmax(rounding, measured)
         floor = np.fmax(se_of_mean, rounding)
         n_batches = int(np.sum(np.diff(np.concatenate([[0], kept_times])) == kept_times[0])) // max(real_batch, 1)
