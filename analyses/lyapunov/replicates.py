@@ -26,7 +26,7 @@ from dynlab.analyses.lyapunov.burn_in import mser_cap, transient_blocks, truncat
 from dynlab.analyses.lyapunov.factorisations import Householder, QRMethod
 from dynlab.analyses.lyapunov.reortho import _reortho_attrs, _resolve_reortho, blocking_error_bound
 from dynlab.analyses.lyapunov.within_run import (
-    ROUNDING_FACTOR, block_growth, rounding_se, se_of_realisation_mean, within_run_errors,
+    ROUNDING_FACTOR, block_growth, boundary_error, rounding_se, se_of_realisation_mean, time_average_se, within_run_errors,
 )
 from dynlab.analyses.lyapunov.spectrum import _EXPONENT_ATTRS, _RUNNING_ATTRS, _attrs, _exponent_coords, _qr_attrs
 from dynlab.analyses.lyapunov.summaries import _derived_quantities, positive_sum_bounds
@@ -450,8 +450,10 @@ def _replicates_dataset(result, reference, *, k, n, n_real, n_ic, steps, burn_in
         # a realisation's value is the mean over its runs: its error from the runs' mean local exponents
         real_running = np.nanmean(np.where(diverged[..., None, None], np.nan, running), axis=1)[:, None]
         real_valid = ~diverged.all(axis=1)
-        se_real, real_batch = within_run_errors(real_running, kept_times, real_valid[:, None])
-        se_of_mean = se_of_realisation_mean(se_real)
+        se_of_mean, window = time_average_se(real_running, kept_times, real_valid[:, None], pool=True)
+        se_of_mean = se_of_mean.reshape(-1)
+        # the O(1/T) end terms of telescoping local exponents, shared by realisations whose frames lock
+        boundary = np.nanmean(boundary_error(real_running, kept_times, real_valid[:, None])[:, 0], axis=0)
         rounding = rounding_se(np.nanmean(per_real, axis=0), x64)
         measured = None
         if reference is not None:
@@ -459,9 +461,9 @@ def _replicates_dataset(result, reference, *, k, n, n_real, n_ic, steps, burn_in
             ref = np.where(np.asarray(reference.diverged)[..., None], np.nan, ref_running[..., -1, :])[0, 0]
             measured = np.abs(exponents[0, 0] - ref)
             rounding = np.fmax(rounding, measured)
-        floor = np.fmax(se_of_mean, rounding)
-        n_batches = int(np.sum(np.diff(np.concatenate([[0], kept_times])) == kept_times[0])) // max(real_batch, 1)
-        floor_dof = max(1, int(real_valid.sum()) * (n_batches - 1))
+        floor = np.fmax(np.fmax(se_of_mean, boundary), rounding)
+        n_blocks = int(np.sum(np.diff(np.concatenate([[0], kept_times])) == kept_times[0]))
+        floor_dof = max(1, int(real_valid.sum()) * max(1, n_blocks // (2 * window + 1) - 1))
         ci = t_interval(per_real, population=population, level=confidence, se_floor=floor, floor_dof=floor_dof)
         ic_sd_mean = np.nanmean(ic_sd, axis=0)
     ci_attrs = ci.attrs()
