@@ -110,7 +110,7 @@ def test_replicates_interval_is_the_t_interval_of_realisation_means_and_names_it
     h0s = 0.05 * rng.standard_normal((4, 3, 2))
     ds = lyapunov_replicates(henon, h0s, np.zeros((4, 400, 1)), 2, burn_in=50, x64=True, population="test stretches")
     ci = t_interval(np.nanmean(ds.exponents.values, axis=1), population="test stretches",
-                    se_floor=np.fmax(ds.within_run_se_of_mean.values, ds.rounding_error.values),
+                    se_floor=ds.se_floor.values,
                     floor_dof=ds.attrs["floor_dof"])
     np.testing.assert_allclose(ds.ci_low.values, ci.low, rtol=1e-12)
     np.testing.assert_allclose(ds.ci_high.values, ci.high, rtol=1e-12)
@@ -238,5 +238,6 @@ def test_identical_realisations_keep_the_within_run_error():
     assert float(np.ptp(ds.realisation_mean.values[:, 0])) == 0.0
     half = (ds.ci_high - ds.ci_low).values / 2
     t = scipy.stats.t.ppf(0.975, ds.attrs["floor_dof"])
-    np.testing.assert_allclose(half, t * ds.within_run_se_of_mean.values, rtol=1e-12)
+    np.testing.assert_allclose(half, t * ds.se_floor.values, rtol=1e-12)
+    assert np.all(ds.se_floor.values >= ds.within_run_se_of_mean.values)
     assert np.all(half > 0) and "within-run and rounding error" in ds.attrs["ci_method"]

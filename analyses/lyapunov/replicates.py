@@ -487,6 +487,9 @@ def _replicates_dataset(result, reference, *, k, n, n_real, n_ic, steps, burn_in
                                             "(multistability; not an error bar)"}),
         "ic_sd_mean": ("exponent", ic_sd_mean, {
             **_EXPONENT_ATTRS, "long_name": "mean over realisations of the sd over initial conditions (multistability)"}),
+        "se_floor": ("exponent", floor, {
+            **_EXPONENT_ATTRS, "long_name": "the interval's SE floor: the largest of within_run_se_of_mean, the end "
+                                            "term of telescoping local exponents and rounding_error"}),
         "rounding_error": ("exponent", rounding, {
             **_EXPONENT_ATTRS, "long_name": "rounding error of the exponents (float32: measured against a float64 "
                                             "run where the trajectory contracts), a floor of the interval's SE"}),

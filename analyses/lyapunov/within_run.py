@@ -144,7 +144,7 @@ def time_average_se(running: ArrayLike, times: ArrayLike, valid: ArrayLike | Non
     valid = np.ones(local.shape[:-2], bool) if valid is None else np.asarray(valid, bool)
     ok = valid[..., None] & np.all(np.isfinite(local), axis=-2)
     if n_full < 4 or not ok.any():
-        return np.full(shape, np.nan), 0
+        return np.full(shape[1:] if pool else shape, np.nan), 0
     x = np.swapaxes(np.where(ok[..., None, :], local, 0.0), -1, -2)  # [..., k, n]
     xc = x - x.mean(axis=-1, keepdims=True)
     spectrum = np.fft.rfft(xc, 2 * n_full, axis=-1)
