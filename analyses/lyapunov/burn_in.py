@@ -100,7 +100,7 @@ def truncate_running(running: ArrayLike, times: ArrayLike, drop: int) -> tuple[n
 
     Returns ``(running', times')`` with ``times'`` $= t_b - t_d$ ($b > d$) and ``running'`` the
     log growth accumulated from $t_d$ to $t_b$ per step (float64), so that its last row is each
-    run's estimate over the truncated window and [`within_run_errors`][] applies to it unchanged.
+    run's estimate over the truncated window and [`within_run_errors`][dynlab.analyses.lyapunov.within_run_errors] applies to it unchanged.
     ``drop = 0`` returns ``running`` (as float64) and ``times``.
     """
     r = np.asarray(running, np.float64)

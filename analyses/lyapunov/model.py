@@ -109,9 +109,10 @@ def lyapunov_analysis_seeds(model, seeds, *, k=16, steps=2000, burn_in="auto", d
     """[`lyapunov_analysis`][] for several ``seeds`` at once: one dataset per seed, each what
     ``lyapunov_analysis(model, seed=s, ...)`` returns (which calls this with one seed).
 
-    The seeds' runs go through one vmapped call per pass ([`replicate_groups`][]); the burn-in
-    decision (and the repeat over twice the steps) is taken per seed. Coverage measurements use
-    it to repeat the public path hundreds of times in a few compiled calls.
+    The seeds' runs go through one vmapped call per pass
+    ([`replicate_groups`][dynlab.analyses.lyapunov.replicate_groups]); the burn-in decision (and
+    the repeat over twice the steps) is taken per seed. Coverage measurements use it to repeat the
+    public path hundreds of times in a few compiled calls (`benchmarks/coverage.py`).
     """
     check_lyapunov(model, k=k, steps=steps, burn_in=burn_in, ics=ics, realisations=realisations,
                    reortho_every=reortho_every, confidence=confidence)

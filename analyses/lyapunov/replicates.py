@@ -421,7 +421,7 @@ def _replicates_dataset(result, reference, *, k, n, n_real, n_ic, steps, burn_in
                         renormalise, lu_every, auto_info, requested, method, x64, qr, population, tol, confidence,
                         truncate) -> xr.Dataset:
     """One group's dataset from its runs ([`replicate_groups`][]) and, where it contracts in float32, its
-    first run in float64 (``reference``, [`_float64_runs`][]; else None)."""
+    first run in float64 (``reference``, `_float64_runs`; else None)."""
     k = result.exponents.shape[-1]
     diverged = np.asarray(result.diverged, bool)
     exponents = np.where(diverged[..., None], np.nan, np.asarray(result.exponents, float))
