@@ -291,10 +291,15 @@ def lyapunov_replicates(
       may still hold a transient;
     - `within_run_se` (`realisation`, `ic`, `exponent`): each run's batch-means standard error
       from its local exponents ([`within_run_errors`][]), and `within_run_se_of_mean`
-      (`exponent`): $\big(\sum_r \mathrm{se}_r^2\big)^{1/2} / R$ with $\mathrm{se}_r$ the
-      batch-means error of realisation $r$'s local exponents averaged over its initial conditions
-      (so that runs that decorrelate count as such): what the time averaging alone leaves in
-      `mean`. The across-realisation interval contains this
+      (`exponent`): the standard error of the mean from the long-run variance of each
+      realisation's local exponents averaged over its initial conditions (so that runs that
+      decorrelate count as such), pooled over the realisations
+      ([`time_average_se`][dynlab.analyses.lyapunov.within_run.time_average_se]: negative
+      autocovariances count, so telescoping local exponents are not over-counted as batch means
+      did): what the time averaging alone leaves in `mean`; `se_floor` (`exponent`): the floor the
+      interval used, the largest of that, the $O(1/T)$ end term of telescoping local exponents
+      ([`boundary_error`][dynlab.analyses.lyapunov.within_run.boundary_error], shared by
+      realisations whose frames lock) and `rounding_error`. The across-realisation interval contains this
       error and, for a driven system, the input-to-input variability as well;
     - `ic_sd` (`realisation`, `exponent`) and `ic_sd_mean`: the sample standard deviation over
       initial conditions under one realisation's inputs. It measures *multistability* (runs from
@@ -481,7 +486,7 @@ def _replicates_dataset(result, reference, *, k, n, n_real, n_ic, steps, burn_in
             **_EXPONENT_ATTRS, "long_name": "standard error of one run's time average (batch means of local exponents)"}),
         "within_run_se_of_mean": ("exponent", se_of_mean, {
             **_EXPONENT_ATTRS, "long_name": "standard error that time averaging alone leaves in the mean "
-                                            "(batch means of each realisation's mean local exponents)"}),
+                                            "(windowed autocovariances of each realisation's mean local exponents, pooled)"}),
         "ic_sd": (("realisation", "exponent"), ic_sd, {
             **_EXPONENT_ATTRS, "long_name": "sd over initial conditions under one input realisation "
                                             "(multistability; not an error bar)"}),
