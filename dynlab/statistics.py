@@ -206,7 +206,9 @@ def t_interval(values, *, population: str, level: float = 0.95, axis: int = 0,
         if se_floor is not None and floor_dof is not None:
             half = np.fmax(half, scipy.stats.t.ppf((1 + level) / 2, floor_dof) * np.asarray(se_floor, float))
         half = np.where(n >= 2, half, np.nan)
-    method = "Student t, ddof=1" + ("" if se_floor is None else ", SE at least the within-run and rounding error")
+    method = "Student t, ddof=1" + ("" if se_floor is None else ", SE at least the within-run and rounding error"
+                                    if floor_dof is None else f", half-width at least t({floor_dof:g} dof) x the "
+                                    "within-run and rounding error")
     return Interval(mean, mean - half, mean + half, level, f"{n_asked} {population}", method, n_asked)
 
 
