@@ -110,7 +110,8 @@ def test_replicates_interval_is_the_t_interval_of_realisation_means_and_names_it
     h0s = 0.05 * rng.standard_normal((4, 3, 2))
     ds = lyapunov_replicates(henon, h0s, np.zeros((4, 400, 1)), 2, burn_in=50, x64=True, population="test stretches")
     ci = t_interval(np.nanmean(ds.exponents.values, axis=1), population="test stretches",
-                    se_floor=ds.within_run_se_of_mean.values)
+                    se_floor=ds.se_floor.values,
+                    floor_dof=ds.attrs["floor_dof"])
     np.testing.assert_allclose(ds.ci_low.values, ci.low, rtol=1e-12)
     np.testing.assert_allclose(ds.ci_high.values, ci.high, rtol=1e-12)
     assert ds.attrs["ci_population"] == "4 test stretches" and ds.attrs["ci_level"] == 0.95
@@ -229,12 +230,14 @@ def test_covariance_alpha_interval_covers_the_true_exponent(m, rho, seed, tmp_pa
 def test_identical_realisations_keep_the_within_run_error():
     """Five realisations that are one and the same run (same inputs, same start): their spread is 0,
     yet each is a finite time average of a chaotic map. The interval's standard error is the
-    batch-means error of the run (``se_floor``), not 0: the issue's collapsed intervals."""
+    time-averaging error of the run (``se_floor``, with the normal-ish quantile of the many blocks it
+    was estimated from), not 0: the issue's collapsed intervals."""
     h0s = np.broadcast_to(np.array([0.1, 0.0]), (5, 1, 2)).copy()
     ds = lyapunov_replicates(henon, h0s, np.zeros((5, 600, 1)), 2, burn_in=50, x64=True, q0=np.eye(2),
                              population="copies of one run")
     assert float(np.ptp(ds.realisation_mean.values[:, 0])) == 0.0
     half = (ds.ci_high - ds.ci_low).values / 2
-    t = scipy.stats.t.ppf(0.975, 4)
-    np.testing.assert_allclose(half, t * ds.within_run_se_of_mean.values, rtol=1e-12)
+    t = scipy.stats.t.ppf(0.975, ds.attrs["floor_dof"])
+    np.testing.assert_allclose(half, t * ds.se_floor.values, rtol=1e-12)
+    assert np.all(ds.se_floor.values >= ds.within_run_se_of_mean.values)
     assert np.all(half > 0) and "within-run and rounding error" in ds.attrs["ci_method"]

@@ -67,7 +67,7 @@ from dynlab.analyses.lyapunov.reortho import (
     unit_roundoff,
 )
 from dynlab.analyses.lyapunov.spectrum import lyapunov_spectrum
-from dynlab.analyses.lyapunov.replicates import lyapunov_ensemble, lyapunov_replicates
+from dynlab.analyses.lyapunov.replicates import lyapunov_ensemble, lyapunov_replicates, replicate_groups
 from dynlab.analyses.lyapunov.within_run import block_growth, rounding_se, se_of_realisation_mean, within_run_errors
 from dynlab.analyses.lyapunov.summaries import (
     count_positive_exponents,
@@ -78,7 +78,7 @@ from dynlab.analyses.lyapunov.summaries import (
     sum_positive_exponents,
 )
 from dynlab.analyses.lyapunov.figure import plot_lyapunov
-from dynlab.analyses.lyapunov.model import check_lyapunov, lyapunov_analysis
+from dynlab.analyses.lyapunov.model import check_lyapunov, lyapunov_analysis, lyapunov_analysis_seeds
 
 __all__ = [
     "AUTO_ERROR_FACTOR",
@@ -108,6 +108,8 @@ __all__ = [
     "lyapunov_core",
     "lyapunov_ensemble",
     "lyapunov_replicates",
+    "replicate_groups",
+    "lyapunov_analysis_seeds",
     "lyapunov_spectrum",
     "num_steps",
     "plot_lyapunov",

@@ -22,11 +22,14 @@ from jaxtyping import Array, ArrayLike, Float, PyTree
 from dynlab.analyses.lyapunov.core import (
     LyapunovResult, Method, StepFn, _qr_times, _run, _state_dim, lyapunov_core, num_steps,
 )
+from dynlab.analyses.lyapunov.burn_in import mser_cap, transient_blocks, truncate_running
 from dynlab.analyses.lyapunov.factorisations import Householder, QRMethod
 from dynlab.analyses.lyapunov.reortho import _reortho_attrs, _resolve_reortho, blocking_error_bound
-from dynlab.analyses.lyapunov.within_run import block_growth, rounding_se, se_of_realisation_mean, within_run_errors
+from dynlab.analyses.lyapunov.within_run import (
+    ROUNDING_FACTOR, block_growth, boundary_error, rounding_se, se_of_realisation_mean, time_average_se, within_run_errors,
+)
 from dynlab.analyses.lyapunov.spectrum import _EXPONENT_ATTRS, _RUNNING_ATTRS, _attrs, _exponent_coords, _qr_attrs
-from dynlab.analyses.lyapunov.summaries import _derived_quantities
+from dynlab.analyses.lyapunov.summaries import _derived_quantities, positive_sum_bounds
 from dynlab.errors import ConfigError
 from dynlab.statistics import t_interval
 
@@ -207,6 +210,28 @@ def _warn_unresolved(exponents: np.ndarray, x64: bool) -> None:
                   "rerun with --x64 (x64=True)", RuntimeWarning, stacklevel=3)
 
 
+def _float64_runs(step, h0s, inputs, q0, keys, k: int, x64: bool, **options):
+    r"""Each group's first run (realisation 0, initial condition 0) again in float64, in one vmapped call.
+
+    Same inputs, start, initial frame (the float32 run's own draw) and QR times: where the
+    trajectory contracts ($\lambda_1 < 0$, so that float32 and float64 follow one trajectory up to
+    rounding) its difference from the float32 run is that run's rounding error, measured rather
+    than guessed; the realisations of a fixed point share it (they sit on one float32 fixed
+    point), so their spread does not show it. ``h0s``, ``inputs``, ``keys`` are lists over the
+    groups; returns a ``LyapunovResult`` with a leading group axis (and realisation, ic axes of 1).
+    """
+    first = jax.tree.map(lambda *a: jnp.concatenate([x[:1, :1] for x in a]), *h0s)
+    n = _state_dim(jax.tree.map(lambda a: a[0, 0], h0s[0]))
+    if q0 is None:  # the float32 run's own frame (drawn as lyapunov_core draws it), not a float64 draw
+        draw = lambda key: jax.vmap(lambda j: jax.random.normal(jax.random.fold_in(key, j), (n,), jnp.float32))(  # noqa: E731
+            jnp.arange(k)).T
+        frames = np.stack([np.asarray(draw(key[0])) for key in keys])
+    else:
+        frames = np.stack([np.asarray(q0[0] if np.ndim(q0) == 3 else q0)] * len(h0s))
+    return _run(_replicates_core, step, first, jax.tree.map(lambda *a: jnp.concatenate([x[:1] for x in a]), *inputs),
+                frames, True, keys=jnp.stack([key[0] for key in keys]), k=k, **options)
+
+
 def lyapunov_replicates(
     step: StepFn,
     h0s: PyTree,
@@ -224,6 +249,7 @@ def lyapunov_replicates(
     key: Array | None = None,
     qr: QRMethod = Householder(),
     lu_every: int = 0,
+    truncate: bool = False,
 ) -> xr.Dataset:
     r"""Lyapunov spectra repeated over independent realisations, with intervals that say so.
 
@@ -246,18 +272,34 @@ def lyapunov_replicates(
 
     - `mean`, `ci_low`, `ci_high` (`exponent`): the mean of $\bar\lambda_r$ over realisations and
       its Student-t interval ([`dynlab.statistics.t_interval`][], $n - 1$ degrees of freedom) —
-      the uncertainty of the exponent of the process —, its standard error never below
-      `within_run_se_of_mean` (`se_floor`: the realisations' spread contains the time-averaging
-      error, so a smaller sample spread is chance, frequent with 5 realisations) nor below the
-      rounding floor [`rounding_se`][] (runs that settle on one fixed point agree to the bit); attrs
-      `ci_level`, `ci_population`, `ci_method`, `ci_n` say so. Fewer than 2 realisations is a
-      ConfigError;
+      the uncertainty of the exponent of the process —, its half-width never below
+      $t_\nu$ times the larger of `within_run_se_of_mean` (the realisations' spread contains the
+      time-averaging error, so a smaller sample spread is chance, frequent with 5 realisations)
+      and `rounding_error` (runs that settle on one fixed point agree to the bit), with $\nu$ =
+      attr `floor_dof` the batches that error was estimated from (a floor with the realisations'
+      own 4 degrees of freedom covered 99.5-100% on chaotic maps); attrs `ci_level`,
+      `ci_population`, `ci_method`, `ci_n` say so. Fewer than 2 realisations is a ConfigError;
+    - `rounding_error` (`exponent`): in float32, where every run contracts ($\lambda_1 < 0$),
+      $|\lambda^{(32)} - \lambda^{(64)}|$ of the first run repeated in float64 (the error of a fixed
+      point's exponents is the rounding of $h^*$ and $J(h^*)$, shared by all realisations: a
+      constant $4\epsilon|\lambda|$ left the quick start's intervals covering 0.83), at least
+      [`rounding_se`][]; otherwise [`rounding_se`][];
+    - ``truncate=True``: the first blocks of the accumulated window are dropped by the MSER rule
+      ([`dynlab.analyses.lyapunov.burn_in`][]); attrs `burn_in` (all steps not accumulated),
+      `burn_in_fixed`, `burn_in_truncated`. Either way `transient_drift` = 1 says the rule
+      truncated at its cap (half the window) for at least half of the exponents: the window
+      may still hold a transient;
     - `within_run_se` (`realisation`, `ic`, `exponent`): each run's batch-means standard error
       from its local exponents ([`within_run_errors`][]), and `within_run_se_of_mean`
-      (`exponent`): $\big(\sum_r \overline{\mathrm{se}}_r^2\big)^{1/2} / R$ with
-      $\overline{\mathrm{se}}_r$ the mean over realisation $r$'s initial conditions (the error
-      of $\bar\lambda_r$ if its runs were perfectly correlated, an upper bound otherwise): what
-      the time averaging alone leaves in `mean`. The across-realisation interval contains this
+      (`exponent`): the standard error of the mean from the long-run variance of each
+      realisation's local exponents averaged over its initial conditions (so that runs that
+      decorrelate count as such), pooled over the realisations
+      ([`time_average_se`][dynlab.analyses.lyapunov.within_run.time_average_se]: negative
+      autocovariances count, so telescoping local exponents are not over-counted as batch means
+      did): what the time averaging alone leaves in `mean`; `se_floor` (`exponent`): the floor the
+      interval used, the largest of that, the $O(1/T)$ end term of telescoping local exponents
+      ([`boundary_error`][dynlab.analyses.lyapunov.within_run.boundary_error], shared by
+      realisations whose frames lock) and `rounding_error`. The across-realisation interval contains this
       error and, for a driven system, the input-to-input variability as well;
     - `ic_sd` (`realisation`, `exponent`) and `ic_sd_mean`: the sample standard deviation over
       initial conditions under one realisation's inputs. It measures *multistability* (runs from
@@ -275,6 +317,14 @@ def lyapunov_replicates(
     Diverged runs get NaN, are left out of every mean and interval, and are reported by a
     `RuntimeWarning`.
     """
+    return replicate_groups(
+        step, [h0s], [inputs], k, keys=[key], population=population, tol=tol, confidence=confidence, burn_in=burn_in,
+        reortho_every=reortho_every, method=method, x64=x64, q0=q0, qr=qr, lu_every=lu_every, truncate=truncate,
+    )[0]
+
+
+def _check_group(h0s, inputs, q0, population: str, confidence: float) -> tuple[int, int, int, int]:
+    """The shapes of one group's ``h0s`` and ``inputs``, checked: ``(R, I, N, T)``."""
     leaves = jax.tree.leaves(h0s)
     if not leaves or any(np.ndim(leaf) < 2 for leaf in leaves):
         raise ConfigError("h0s must be a PyTree of arrays with leading axes [realisation, initial condition].")
@@ -292,19 +342,91 @@ def lyapunov_replicates(
     steps = num_steps(jax.tree.map(lambda a: a[0], inputs))
     if q0 is not None and np.ndim(q0) == 3 and np.shape(q0)[0] != n_real:
         raise ConfigError(f"q0 must be [N, k] or [realisation = {n_real}, N, k]; got shape {np.shape(q0)}.")
+    return n_real, n_ic, n, steps
+
+
+def replicate_groups(
+    step: StepFn,
+    h0s: list[PyTree],
+    inputs: list[PyTree],
+    k: int | None = None,
+    *,
+    keys: list[Array | None],
+    population: str = "input realisations",
+    tol: float = 1e-3,
+    confidence: float = 0.95,
+    burn_in: int = 0,
+    reortho_every: int | Literal["auto"] = 1,
+    method: Method = "auto",
+    x64: bool = False,
+    q0: Float[ArrayLike, "n k"] | None = None,
+    qr: QRMethod = Householder(),
+    lu_every: int = 0,
+    truncate: bool = False,
+) -> list[xr.Dataset]:
+    r"""Several independent [`lyapunov_replicates`][] measurements at once, one dataset per group.
+
+    Group $g$ has its own ``h0s[g]`` (`[R, I, ...]`), ``inputs[g]`` (`[R, T, ...]`) and ``keys[g]``
+    (its realisations' frames from `fold_in(keys[g], r)`); all groups share ``R``, ``I``, ``T``
+    and the other arguments. Each group's re-orthonormalisation interval is chosen from its own
+    pilot, the groups with one interval run in one vmapped call, and each group's dataset is
+    built from its own runs alone: it is what [`lyapunov_replicates`][] returns for that group
+    (which calls this with one group). Coverage measurements use it to run many measurements of
+    the public path in one compiled call.
+    """
+    if not (len(h0s) == len(inputs) == len(keys)) or not h0s:
+        raise ConfigError("h0s, inputs and keys must be lists of one entry per group (at least one)")
+    shapes = [_check_group(h, u, q0, population, confidence) for h, u in zip(h0s, inputs)]
+    if len(set(shapes)) > 1:
+        raise ConfigError(f"all groups must have the same [realisation, ic, state, T] shapes; got {sorted(set(shapes))}")
+    n_real, n_ic, n, steps = shapes[0]
     requested = reortho_every
-    reortho_every, auto_info, renormalise, lu_every = _resolve_reortho(
-        step, jax.tree.map(lambda a: a[0, 0], h0s), jax.tree.map(lambda a: a[0], inputs),
+    resolved = [_resolve_reortho(
+        step, jax.tree.map(lambda a: a[0, 0], h), jax.tree.map(lambda a: a[0], u),
         None if q0 is None else (q0[0] if np.ndim(q0) == 3 else q0), x64,
         reortho_every=reortho_every, k=k, burn_in=burn_in, method=method, key=key, lu_every=lu_every,
-    )  # fmt: skip
-    base = jax.random.key(0) if key is None else key
-    keys = jax.vmap(lambda r: jax.random.fold_in(base, r))(jnp.arange(n_real))
-    result = _run(
-        _replicates_core, step, h0s, inputs, q0, x64,
-        k=k, burn_in=burn_in, reortho_every=reortho_every, renormalise=renormalise, method=method, keys=keys,
-        qr=qr, lu_every=lu_every,
-    )  # fmt: skip
+    ) for h, u, key in zip(h0s, inputs, keys)]  # fmt: skip
+    real_keys = [jax.vmap(lambda r, b=(jax.random.key(0) if key is None else key): jax.random.fold_in(b, r))(
+        jnp.arange(n_real)) for key in keys]
+    q0_all = None if q0 is None or np.ndim(q0) == 2 else np.asarray(q0)
+    out: list[xr.Dataset | None] = [None] * len(h0s)
+    for setting in dict.fromkeys((r.every, r.renormalise, r.lu_every) for r in resolved):
+        members = [g for g, r in enumerate(resolved) if (r.every, r.renormalise, r.lu_every) == setting]
+        every, renormalise, lu = setting
+        stack = lambda trees: jax.tree.map(lambda *a: jnp.concatenate(a), *trees)  # noqa: E731
+        result = _run(
+            _replicates_core, step, stack([h0s[g] for g in members]), stack([inputs[g] for g in members]),
+            q0 if q0_all is None else np.concatenate([q0_all] * len(members)), x64,
+            k=k, burn_in=burn_in, reortho_every=every, renormalise=renormalise, method=method,
+            keys=jnp.concatenate([real_keys[g] for g in members]), qr=qr, lu_every=lu,
+        )  # fmt: skip
+        parts = [jax.tree.map(lambda a: a[j * n_real:(j + 1) * n_real], result) for j in range(len(members))]
+        k_run = result.exponents.shape[-1]
+        # float32 groups whose runs all contract: their first run again in float64, all in one call
+        contracting = [j for j, part in enumerate(parts) if not x64 and np.all(
+            np.asarray(part.diverged) | (np.asarray(part.exponents)[..., 0] < 0))]
+        reference = {}
+        if contracting:
+            ref = _float64_runs(step, [h0s[members[j]] for j in contracting], [inputs[members[j]] for j in contracting],
+                                q0, [real_keys[members[j]] for j in contracting], k_run, x64,
+                                burn_in=burn_in, reortho_every=every, renormalise=renormalise, method=method, qr=qr,
+                                lu_every=lu)  # fmt: skip
+            reference = {j: jax.tree.map(lambda a, i=i: a[i : i + 1], ref) for i, j in enumerate(contracting)}
+        for j, g in enumerate(members):
+            out[g] = _replicates_dataset(
+                parts[j], reference.get(j), k=k, n=n, n_real=n_real, n_ic=n_ic, steps=steps,
+                burn_in=burn_in, reortho_every=every, renormalise=renormalise, lu_every=lu,
+                auto_info=resolved[g].info, requested=requested, method=method, x64=x64, qr=qr,
+                population=population, tol=tol, confidence=confidence, truncate=truncate,
+            )  # fmt: skip
+    return out
+
+
+def _replicates_dataset(result, reference, *, k, n, n_real, n_ic, steps, burn_in, reortho_every,
+                        renormalise, lu_every, auto_info, requested, method, x64, qr, population, tol, confidence,
+                        truncate) -> xr.Dataset:
+    """One group's dataset from its runs ([`replicate_groups`][]) and, where it contracts in float32, its
+    first run in float64 (``reference``, `_float64_runs`; else None)."""
     k = result.exponents.shape[-1]
     diverged = np.asarray(result.diverged, bool)
     exponents = np.where(diverged[..., None], np.nan, np.asarray(result.exponents, float))
@@ -317,14 +439,37 @@ def lyapunov_replicates(
         )
     _warn_unresolved(exponents, x64)
     times = _qr_times(steps - burn_in, reortho_every)
+    drop_each = transient_blocks(result.running, times, ~diverged)
+    cap = mser_cap(times)
+    drifting = bool(cap > 0 and np.mean(drop_each >= cap) >= 0.5)
+    drop = int(drop_each.max()) if truncate else 0
+    running, kept_times = truncate_running(result.running, times, drop)
+    if drop:
+        exponents = np.where(diverged[..., None], np.nan, running[..., -1, :])
+    dropped_steps = int(times[drop - 1]) if drop else 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices give NaN by design
         per_real = np.nanmean(exponents, axis=1)  # [R, k]
         ic_sd = np.nanstd(exponents, axis=1, ddof=1) if n_ic > 1 else np.full((n_real, k), np.nan)
-        se, batch = within_run_errors(result.running, times, ~diverged)
-        se_of_mean = se_of_realisation_mean(se)
-        floor = np.fmax(se_of_mean, rounding_se(np.nanmean(per_real, axis=0), x64))
-        ci = t_interval(per_real, population=population, level=confidence, se_floor=floor)
+        se, batch = within_run_errors(running, kept_times, ~diverged)
+        # a realisation's value is the mean over its runs: its error from the runs' mean local exponents
+        real_running = np.nanmean(np.where(diverged[..., None, None], np.nan, running), axis=1)[:, None]
+        real_valid = ~diverged.all(axis=1)
+        se_of_mean, window = time_average_se(real_running, kept_times, real_valid[:, None], pool=True)
+        se_of_mean = se_of_mean.reshape(-1)
+        # the O(1/T) end terms of telescoping local exponents, shared by realisations whose frames lock
+        boundary = np.nanmean(boundary_error(real_running, kept_times, real_valid[:, None])[:, 0], axis=0)
+        rounding = rounding_se(np.nanmean(per_real, axis=0), x64)
+        measured = None
+        if reference is not None:
+            ref_running, _ = truncate_running(reference.running, times, drop)
+            ref = np.where(np.asarray(reference.diverged)[..., None], np.nan, ref_running[..., -1, :])[0, 0]
+            measured = np.abs(exponents[0, 0] - ref)
+            rounding = np.fmax(rounding, measured)
+        floor = np.fmax(np.fmax(se_of_mean, boundary), rounding)
+        n_blocks = int(np.sum(np.diff(np.concatenate([[0], kept_times])) == kept_times[0]))
+        floor_dof = max(1, int(real_valid.sum()) * max(1, n_blocks // (2 * window + 1) - 1))
+        ci = t_interval(per_real, population=population, level=confidence, se_floor=floor, floor_dof=floor_dof)
         ic_sd_mean = np.nanmean(ic_sd, axis=0)
     ci_attrs = ci.attrs()
     interval = f"{ci.label}"
@@ -341,12 +486,18 @@ def lyapunov_replicates(
             **_EXPONENT_ATTRS, "long_name": "standard error of one run's time average (batch means of local exponents)"}),
         "within_run_se_of_mean": ("exponent", se_of_mean, {
             **_EXPONENT_ATTRS, "long_name": "standard error that time averaging alone leaves in the mean "
-                                            "(batch means, runs under one input taken as perfectly correlated)"}),
+                                            "(windowed autocovariances of each realisation's mean local exponents, pooled)"}),
         "ic_sd": (("realisation", "exponent"), ic_sd, {
             **_EXPONENT_ATTRS, "long_name": "sd over initial conditions under one input realisation "
                                             "(multistability; not an error bar)"}),
         "ic_sd_mean": ("exponent", ic_sd_mean, {
             **_EXPONENT_ATTRS, "long_name": "mean over realisations of the sd over initial conditions (multistability)"}),
+        "se_floor": ("exponent", floor, {
+            **_EXPONENT_ATTRS, "long_name": "the interval's SE floor: the largest of within_run_se_of_mean, the end "
+                                            "term of telescoping local exponents and rounding_error"}),
+        "rounding_error": ("exponent", rounding, {
+            **_EXPONENT_ATTRS, "long_name": "rounding error of the exponents (float32: measured against a float64 "
+                                            "run where the trajectory contracts), a floor of the interval's SE"}),
     }
     for name, (values, long_name, units) in _derived_quantities(exponents, tol).items():
         attrs = {"long_name": long_name, "units": units}
@@ -354,13 +505,16 @@ def lyapunov_replicates(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             per_run = np.nanmean(values, axis=1)
-            # a fixed point's lambda_1 agrees to the bit over runs: its interval gets the rounding floor, as exponent 1's
-            summary = t_interval(per_run, population=population, level=confidence,
-                                 se_floor=rounding_se(np.nanmean(per_run), x64) if name == "largest" else None)
+            summary = t_interval(per_run, population=population, level=confidence)
+        estimate, low, high, label = summary.estimate, summary.low, summary.high, summary.label
+        if name == "largest":  # lambda_1 itself: exponent 1's mean and interval (one quantity, one interval)
+            estimate, low, high, label = ci.estimate[0], ci.low[0], ci.high[0], f"exponent 1's {ci.label}"
+        elif name == "positive_sum":
+            estimate, low, high, label = positive_sum_bounds(ci)
         data_vars[name] = (("realisation", "ic"), values, attrs)
-        data_vars[f"{name}_mean"] = ((), summary.estimate, {**attrs, "long_name": f"mean {long_name} over {population}"})
-        data_vars[f"{name}_ci_low"] = ((), summary.low, {**attrs, "long_name": f"{long_name}: lower bound, {summary.label}"})
-        data_vars[f"{name}_ci_high"] = ((), summary.high, {**attrs, "long_name": f"{long_name}: upper bound, {summary.label}"})
+        data_vars[f"{name}_mean"] = ((), estimate, {**attrs, "long_name": f"mean {long_name} over {population}"})
+        data_vars[f"{name}_ci_low"] = ((), low, {**attrs, "long_name": f"{long_name}: lower bound, {label}"})
+        data_vars[f"{name}_ci_high"] = ((), high, {**attrs, "long_name": f"{long_name}: upper bound, {label}"})
 
     attrs = _attrs(
         k=k, n=n, steps=steps, burn_in=burn_in, reortho_every=reortho_every,
@@ -386,6 +540,19 @@ def lyapunov_replicates(
             "ci_label": interval,
             "within_run_method": "batch means of per-QR-block local exponents, Student t",
             "within_run_batch": int(batch),
+            "steps": int(steps - burn_in - dropped_steps),
+            "steps_total": int(steps),
+            "burn_in": int(burn_in + dropped_steps),
+            "burn_in_fixed": int(burn_in),
+            "burn_in_truncated": int(dropped_steps),
+            "burn_in_rule": ("fixed burn-in, then MSER-5 truncation of the window (White 1997) by "
+                             f"{dropped_steps} steps" if truncate else "fixed burn-in (MSER-5 checks it: transient_drift)"),
+            "transient_drift": int(drifting),
+            "transient_drift_exponents": int(np.sum(drop_each >= cap)) if cap else 0,
+            "floor_dof": int(floor_dof),
+            "rounding_floor": ("measured: |float32 - float64| of the first run, at least "
+                               f"{ROUNDING_FACTOR:g} eps max(1, |lambda|)" if measured is not None
+                               else f"{ROUNDING_FACTOR:g} eps max(1, |lambda|)"),
             "ic_spread": "ic_sd: sd over initial conditions under one input realisation (multistability)",
             **_reortho_attrs(requested, reortho_every, bound, auto_info, x64, renormalise, lu_every),
             **_qr_attrs(qr),

@@ -14,7 +14,8 @@ from jaxtyping import ArrayLike
 
 from dynlab.statistics import BATCH_FACTOR, batch_means, integrated_autocorrelation_time
 
-__all__ = ["ROUNDING_FACTOR", "block_growth", "rounding_se", "se_of_realisation_mean", "unit_roundoff", "within_run_errors"]
+__all__ = ["ROUNDING_FACTOR", "block_growth", "boundary_error", "rounding_se", "se_of_realisation_mean", "time_average_se", "unit_roundoff",
+           "within_run_errors"]
 
 ROUNDING_FACTOR = 4.0
 r"""$c$ of [`rounding_se`][]."""
@@ -107,3 +108,87 @@ def rounding_se(estimate: ArrayLike, x64: bool) -> np.ndarray:
     $11\,\epsilon|\lambda|$: five times the largest seen); $\epsilon$ = $2^{-24}$ or $2^{-53}$.
     """
     return ROUNDING_FACTOR * unit_roundoff(x64) * np.fmax(1.0, np.abs(np.asarray(estimate, float)))
+
+
+def time_average_se(running: ArrayLike, times: ArrayLike, valid: ArrayLike | None = None,
+                    pool: bool = False) -> tuple[np.ndarray, int]:
+    r"""Standard error of each run's time average from the autocovariances of its local exponents.
+
+    With $\hat\gamma_t$ the sample autocovariances of the local exponents $x_b$ of the $n$ full QR
+    blocks ([`block_growth`][] / block length),
+
+    $$\mathrm{SE}^2 = \frac{1}{n}\Big(\hat\gamma_0 + 2\sum_{t=1}^{W}\hat\gamma_t\Big)^+,$$
+
+    $W$ Sokal's window (the first $W$ with $W \ge 5\,\hat\tau(W)$, $\hat\tau(W) = \tfrac12 +
+    \sum_{t \le W}\hat\gamma_t/\hat\gamma_0$), the largest over the `valid` series. Unlike batch
+    means ([`within_run_errors`][]) and the clamped $\tau_{\rm int} \ge 1/2$ of
+    [`dynlab.statistics.integrated_autocorrelation_time`][], negative autocovariances count: where
+    the local exponents telescope (a frame that rotates in the plane of a complex pair, the
+    logistic map's conjugacy to the tent map, whose local exponents are $\ln 2$ plus a
+    coboundary), the time average's error falls like $1/T$, and this estimate falls with it.
+    Measured (95% intervals over 5 realisations, 200 repetitions, as the interval's floor): batch
+    means made the logistic map's interval 27x and the Henon map's 1.5x wider than needed (both
+    covered 100%).
+
+    ``pool=True``: the runs on the leading axis are independent repeats of one measurement (the
+    realisations), and the standard error of *their mean* is returned (`[k]`), from the mean of
+    their long-run variances before the clamp at 0: where the true value is near 0 (telescoping)
+    the runs' sampling noise then cancels instead of piling up as positive parts. Returns
+    `(se [..., k], W)`; not valid or non-finite series get NaN.
+    """
+    times = np.asarray(times)
+    m = int(times[0])
+    n_full = int(np.sum(np.diff(np.concatenate([[0], times])) == m))
+    local = block_growth(running, times)[..., :n_full, :] / m
+    shape = local.shape[:-2] + local.shape[-1:]
+    valid = np.ones(local.shape[:-2], bool) if valid is None else np.asarray(valid, bool)
+    ok = valid[..., None] & np.all(np.isfinite(local), axis=-2)
+    if n_full < 4 or not ok.any():
+        return np.full(shape[1:] if pool else shape, np.nan), 0
+    x = np.swapaxes(np.where(ok[..., None, :], local, 0.0), -1, -2)  # [..., k, n]
+    xc = x - x.mean(axis=-1, keepdims=True)
+    spectrum = np.fft.rfft(xc, 2 * n_full, axis=-1)
+    acov = np.fft.irfft(spectrum * np.conj(spectrum), axis=-1)[..., :n_full] / n_full
+    var = acov[..., :1]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tau = 0.5 + np.cumsum(np.where(var > 0, acov[..., 1:] / np.where(var > 0, var, 1), 0.0), axis=-1)
+    lags = np.arange(1, n_full)
+    reached = lags >= 5.0 * tau
+    first = np.where(reached.any(axis=-1), np.argmax(reached, axis=-1), n_full - 2)
+    window = int(min(np.max(first[ok]) + 1, n_full // 2))
+    long_run = acov[..., 0] + 2 * acov[..., 1 : window + 1].sum(axis=-1)
+    if pool:
+        used = ok.reshape(ok.shape[0], -1, ok.shape[-1])
+        lrv = np.where(ok, long_run, 0.0).reshape(used.shape)
+        count = used.sum(axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            pooled = lrv.sum(axis=0) / count  # mean long-run variance of one run, [..., k]
+            se = np.sqrt(np.maximum(pooled, 0.0) / n_full / count)
+        return np.where(count > 0, se, np.nan).reshape(ok.shape[1:]), window
+    se = np.sqrt(np.maximum(long_run, 0.0) / n_full)
+    return np.where(ok, se, np.nan), window
+
+
+def boundary_error(running: ArrayLike, times: ArrayLike, valid: ArrayLike | None = None) -> np.ndarray:
+    r"""The $O(1/T)$ error a telescoping time average keeps: $\mathrm{sd}_t(S_t)/n$ per run.
+
+    $S_t = \sum_{b \le t} (x_b - \bar x)$ are the cumulative deviations of the $n$ local exponents
+    $x_b$ from their mean. Where the local exponents telescope ($x_b = \lambda + \phi_b -
+    \phi_{b-1}$: a frame rotating in the plane of a complex pair), the time average's error is
+    $(\phi_n - \phi_0)/n$, which [`time_average_se`][] cannot see, and $S_t = \phi_t - \phi_0 -
+    t(\ldots)$ shows the size of $\phi$. At a fixed point the frames of all realisations lock to
+    one rotation, so the realisations share this error and their spread does not show it either:
+    measured on float32 tanh networks at fixed points, pairs missed by 2.4 half-widths. For a
+    series that does not telescope (a random walk $S_t$) this is about $0.4$ of one run's standard
+    error, below the $t$ half-width of the mean over 5 realisations in most samples (the Henon
+    map's printed interval covers 0.985 with it). Returns `[..., k]`; not valid runs get NaN.
+    """
+    times = np.asarray(times)
+    m = int(times[0])
+    n_full = int(np.sum(np.diff(np.concatenate([[0], times])) == m))
+    local = block_growth(running, times)[..., :n_full, :] / m
+    valid = np.ones(local.shape[:-2], bool) if valid is None else np.asarray(valid, bool)
+    if n_full < 2:
+        return np.full(local.shape[:-2] + local.shape[-1:], np.nan)
+    cumulative = np.cumsum(local - local.mean(axis=-2, keepdims=True), axis=-2)
+    return np.where(valid[..., None], cumulative.std(axis=-2) / n_full, np.nan)

@@ -37,7 +37,8 @@ the ARU paper's Fig. 5 sweep (and of ``analyze adaptation``).
 @analyze.command("lyapunov")
 @analysis_options
 @click.option("--k", "k", metavar="INT", default="16", show_default=True, help="Number of exponents (1..state dim).")
-@click.option("--burn-in", metavar="INT", default="500", show_default=True, help="Steps not accumulated.")
+@click.option("--burn-in", metavar="INT|auto", default="auto", show_default=True,
+              help="Steps not accumulated; 'auto': steps/4, then as many more as the MSER rule finds transient.")
 @click.option("--drive", metavar="XI", default=None,
               help="Constant drive xi added to every neuron (zero input). Default: none (autonomous) for a "
                    f"--checkpoint or with --task; {FRESH_DRIVE:g} for a fresh model (--drive 0: autonomous).")
@@ -63,7 +64,8 @@ def lyapunov_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x64,
 
     seed_v = seed_option(seed)
     options = dict(k=int_option("--k", k, minimum=1), steps=int_option("--steps", steps, minimum=1),
-                   burn_in=int_option("--burn-in", burn_in, minimum=0), ics=int_option("--ics", ics, minimum=1),
+                   burn_in="auto" if burn_in == "auto" else int_option("--burn-in", burn_in, minimum=0),
+                   ics=int_option("--ics", ics, minimum=1),
                    realisations=int_option("--realisations", realisations, minimum=2),
                    reortho_every="auto" if reortho_every == "auto"
                    else int_option("--reortho-every", reortho_every, minimum=1))
@@ -123,9 +125,15 @@ def spectra_cmd(unit, checkpoint, task_name, steps, seed, sets, out, plot, x64, 
     click.echo(f"dataset: {ds.attrs['path']}\nfigure:  {ds.attrs['figure']}")
 
 
+def _interval_counts(ds) -> str:
+    """How many exponents' intervals lie above 0, contain 0, lie below 0: "a / b / c"."""
+    low, high = np.asarray(ds.ci_low), np.asarray(ds.ci_high)
+    return f"{int((low > 0).sum())} / {int(((low <= 0) & (high >= 0)).sum())} / {int((high < 0).sum())}"
+
+
 def _lyapunov_table(ds, show: int = 12, glossary: bool = True):
     """The table of exponents, the summary line and the reading line; with ``glossary``, the line
-    saying what the columns mean and how the QR steps were chosen (left out under ``-q``)."""
+    saying what the columns mean, how the QR steps and the burn-in were chosen (left out under ``-q``)."""
     from rich.console import Console
 
     from dynlab.analyses.lyapunov import interpret_spectrum
@@ -153,18 +161,23 @@ def _lyapunov_table(ds, show: int = 12, glossary: bool = True):
         table.add_row("…", f"({k - show} more in the dataset)", "", "", "")
     console = Console(width=120)
     console.print(table)
+    counts = _interval_counts(ds)
     console.print(
-        f"largest {float(ds.largest_mean):+.5f} ± {number((float(ds.largest_ci_high) - float(ds.largest_ci_low)) / 2, '.1e')}   "
-        f"sum of positive {float(ds.positive_sum_mean):.5f}   "
-        f"Kaplan–Yorke dim {float(ds.ky_dimension_mean):.3f}   positive {float(ds.n_positive_mean):.1f}   "
-        f"near-zero {float(ds.n_zero_mean):.1f}   (sum over the k={k} computed: {float(ds['mean'].sum()):+.5f})"
+        f"largest = λ1, row 1 above   sum of positive exponents {float(ds.positive_sum_mean):.5f} "
+        f"in [{float(ds.positive_sum_ci_low):.5f}, {float(ds.positive_sum_ci_high):.5f}] (from the rows' intervals; "
+        f"the sum of the exponents resolved > 0)   Kaplan–Yorke dim {float(ds.ky_dimension_mean):.3f}   "
+        f"intervals above / containing / below 0: {counts}   (sum over the k={k} computed: {float(ds['mean'].sum()):+.5f})"
         + ("   [lower bounds: not all exponents computed]" if k < ds.attrs["state_dim"] else "")
     )
+    burn = (f"burn-in {ds.attrs['burn_in']} of {ds.attrs['steps_total']} steps ({ds.attrs['burn_in_fixed']} fixed"
+            + (f" + {ds.attrs['burn_in_truncated']} dropped by the MSER rule" if ds.attrs.get("burn_in_requested") == "auto"
+               else "") + (", repeated over twice the steps: the transient outlasted the first window"
+                           if ds.attrs.get("burn_in_extended") else "") + ")") if "burn_in_fixed" in ds.attrs else ""
     if glossary:
         console.print(
             f"within-run SE: batch-means standard error that time averaging alone leaves in the mean; "
             f"IC sd: spread over initial conditions under one input (multistability, not an error bar); "
             f"QR every {ds.attrs['reortho_every']} steps ({ds.attrs['reortho_requested']}), "
-            f"blocking error <= {ds.attrs['reortho_error_bound']:.1e}"
+            f"blocking error <= {ds.attrs['reortho_error_bound']:.1e}; {burn}"
         )
     click.echo(interpret_spectrum(ds))
