@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from dynlab.claims import Claim, Estimate, NotTestable, margin
+from dynlab.claims import FAILS, HOLDS, UNDECIDED, Claim, Estimate, NotTestable, verdict
 from dynlab.errors import ConfigError
 
 LEVEL = 0.95
@@ -262,12 +262,21 @@ def _replicates(da: xr.DataArray, over: str | None, where: str) -> np.ndarray:
 
 
 def _estimate(a: xr.DataArray, b: xr.DataArray | None, over: str | None, what: str, level: float) -> Estimate:
+    """The mean over the replicates with its interval. A replicate without a value (NaN: a run
+    that diverged or failed) is not dropped: the sample would then be the runs that behaved, so
+    the estimate keeps no interval and the claim is undecided, saying how many are missing."""
     over_a = over if over in a.dims else None
     x = _replicates(a, over_a, what)
+    y = None if b is None else _replicates(b, over if over in b.dims else None, what)
+    missing = sum(int(np.isnan(v).sum()) for v in (x, y) if v is not None)
+    if missing and np.isfinite(x).any():
+        size = x.size + (0 if y is None else y.size)
+        value = float(np.nanmean(x) - (0.0 if y is None else np.nanmean(y)))
+        return Estimate(value, note=f"{missing} of {size} {over or 'replicate'} values are missing (a run that "
+                                    "diverged or failed): the rest are not a sample of the population")
     if b is None:
         return Estimate.mean_of(x, population=over or "replicates", level=level)
     over_b = over if over in b.dims else None
-    y = _replicates(b, over_b, what)
     if over_a and over_b and a[over].size == b[over].size and (a[over].values == b[over].values).all():
         return Estimate.mean_of(x - y, f"paired over {over}", population=over, level=level)
     from dynlab.statistics import welch_interval
@@ -293,19 +302,17 @@ def _statistic(claim: DeclaredClaim):
                 raise NotTestable(f"{claim.selection.variable} has no dim {dim!r} to take each value of")
         groups = list(itertools.product(*(a[d].values.tolist() for d in claim.for_each)))
         level = 1 - (1 - LEVEL) / len(groups)  # Bonferroni: every group's interval at once covers at LEVEL
-        weakest, weakest_margin, label = None, math.inf, ""
-        n = 0
+        probe = Claim(claim.id, claim.statement, "", "", None, lower=claim.lower, upper=claim.upper, strict=claim.strict)
+        rank = {FAILS: 0, UNDECIDED: 1, HOLDS: 2}  # the group that decides: one that fails, else one undecided
+        judged = []
         for values in groups:
             at = dict(zip(claim.for_each, values))
             e = _estimate(a.sel(at), None if b is None else (b.sel(at) if all(d in b.dims for d in at) else b),
                           claim.over, f"{claim.id} at {at}", level)
-            lo, hi = (e.low, e.high) if e.has_interval else (e.value, e.value)
-            m = margin(lo, hi, claim.lower, claim.upper)
-            m = -math.inf if not math.isfinite(e.value) else (0.0 if math.isnan(m) else m)
-            n += 1
-            if weakest is None or m < weakest_margin or (not e.has_interval and m == weakest_margin):
-                weakest, weakest_margin = e, m
-                label = ", ".join(f"{k}={v}" for k, v in at.items())
+            outcome, _, m, _ = verdict(probe, e)
+            judged.append((rank[outcome], 0.0 if math.isnan(m) else m, ", ".join(f"{k}={v}" for k, v in at.items()), e))
+        _, _, label, weakest = min(judged, key=lambda j: (j[0], j[1]))
+        n = len(judged)
         note = f"weakest of {n} groups: {label}; each interval at {100 * level:.3g}% (Bonferroni)"
         return dataclasses.replace(weakest, note="; ".join(filter(None, [weakest.note, note])),
                                    method="; ".join(filter(None, [weakest.method, note])))

@@ -125,3 +125,16 @@ def test_declared_claims_are_checked_before_any_work():
         assert message is None or message in str(e.value), str(e.value)
     with pytest.raises(ConfigError, match="claim id 'stable' is given twice"):
         parse_claims([STABLE, STABLE])
+
+
+def test_a_replicate_without_a_value_leaves_the_claim_undecided_and_says_so():
+    """A diverged run (NaN) is not dropped: the seeds that behaved are not a sample of the unit, so
+    a claim about every unit cannot hold on them; it is undecided and names what is missing."""
+    ds = sweep({u: -0.2 for u in UNITS})
+    ds["lyapunov_largest_mean"].loc[{"model.unit": "aru", "seed": 3}] = np.nan
+    f = judge(to_claims(parse_claims([STABLE])), {"sweep": ds})
+    assert str(f.outcome.values[0]) == "undecided"
+    assert "1 of 4 seed values are missing" in str(f.verdict.values[0]) and "model.unit=aru" in str(f.verdict.values[0])
+    # a unit that fails decisively still decides, whatever another unit lacks
+    ds["lyapunov_largest_mean"].loc[{"model.unit": "gru"}] = 0.5
+    assert str(judge(to_claims(parse_claims([STABLE])), {"sweep": ds}).outcome.values[0]) == "does not hold"
