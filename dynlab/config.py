@@ -155,7 +155,13 @@ def parse_set(assignment: str) -> tuple[list[str], Any]:
 
 
 def apply_values(config: dict, values: dict[str, Any]) -> dict:
-    """A copy of ``config`` with each dotted key (``"model.hidden"``) set to its value."""
+    """A copy of ``config`` with each dotted key (``"model.hidden"``) set to its value.
+
+    A table given for a whole run-config section (``model = {hidden = 8}``, one of
+    [`SECTIONS`][]) sets its keys in that section and keeps the others: ``--model rnn --set
+    'model={hidden=8}'`` trains an RNN of 8 units, as ``--set model.hidden=8`` does, rather than
+    dropping the unit and training the default one. Any other key is replaced by its value (a
+    program's ``params.networks = {…}`` is the whole table it names)."""
     config = copy.deepcopy(config)
     for dotted, value in values.items():
         keys = dotted.split(".")
@@ -167,7 +173,10 @@ def apply_values(config: dict, values: dict[str, Any]) -> dict:
             if not isinstance(child, dict):
                 raise ConfigError(f"{dotted!r}: {k!r} is a value, not a section")
             node = child
-        node[keys[-1]] = value
+        if len(keys) == 1 and keys[0] in SECTIONS and isinstance(value, dict) and isinstance(node.get(keys[0]), dict):
+            node[keys[0]] = {**node[keys[0]], **value}
+        else:
+            node[keys[-1]] = value
     return config
 
 

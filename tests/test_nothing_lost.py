@@ -384,3 +384,19 @@ def test_an_absurd_option_value_loses_no_computed_result(work):
     else:
         assert res.exit_code == 0, res.output
         assert xr.load_dataset(work / "l.nc", engine="h5netcdf").attrs["analysis"] == "lyapunov"
+
+
+def test_a_table_for_a_whole_section_sets_its_keys_and_keeps_the_unit(tmp_path):
+    """#37: ``--model rnn --set 'model={hidden=8}'`` trained the default ARU (the table replaced the
+    section, --model's unit with it). A section's table sets its keys; a program's dict parameter
+    is still replaced whole."""
+    from dynlab.config import apply_sets
+
+    assert apply_sets({"model": {"unit": "rnn"}}, ["model={hidden=8}"]) == {"model": {"unit": "rnn", "hidden": 8}}
+    assert apply_sets({"params": {"networks": {"a": 1, "b": 2}}}, ["params.networks={a=3}"]) == {
+        "params": {"networks": {"a": 3}}}
+    r = invoke(["train", "--model", "rnn", "--set", "model={hidden=8}", "--steps", "1", "--out", "r", "-q"], tmp_path)
+    assert r.exit_code == 0, r.output
+    from dynlab import store
+
+    assert store.read_config(tmp_path / "r")["model"] == {"unit": "rnn", "hidden": 8}
