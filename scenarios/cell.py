@@ -41,17 +41,9 @@ import xarray as xr
 from dynlab import config as cfgmod
 from dynlab import experiment, registry, store
 from dynlab.errors import DivergenceError, StorageError
-from dynlab.scenarios.spec import analysis_options, entry_stages, results_of
+from dynlab.scenarios.spec import analysis_options, entry_stages, results_of, without_training
 
 MARKER = "cell.toml"
-
-
-def without_training(config: dict) -> tuple[dict, bool]:
-    """``train.steps = 0`` in a scenario means "analyse the freshly initialised model"."""
-    if config.get("train", {}).get("steps") == 0:
-        train = {k: v for k, v in config["train"].items() if k != "steps"}
-        return {**config, "train": train}, False
-    return config, True
 
 
 def _sha256(path: Path) -> str:

@@ -117,6 +117,14 @@ class Cell:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def without_training(config: dict) -> tuple[dict, bool]:
+    """``train.steps = 0`` in a scenario means "analyse the freshly initialised model"."""
+    if config.get("train", {}).get("steps") == 0:
+        train = {k: v for k, v in config["train"].items() if k != "steps"}
+        return {**config, "train": train}, False
+    return config, True
+
+
 def takes_runs(entry: dict) -> bool:
     """Does this ``[[analyses]]`` entry name an analysis of several runs (``takes="runs"``, e.g.
     ``dsa``), which a scenario runs once across its cells rather than in each cell?"""
@@ -537,8 +545,6 @@ def check_cells(scenario: Scenario) -> None:
     """
     import equinox as eqx
 
-    from dynlab.scenarios.cell import without_training
-
     hooks = []
     for entry in scenario.cell_analyses:
         fn = registry.get("analysis", entry["name"]).obj
@@ -581,8 +587,6 @@ def _check_across(scenario: Scenario) -> None:
     ``task = "train"`` meaning the cells' common task) accepts the cells' configs: at least two
     cells, one task to drive them, options that task allows.
     """
-    from dynlab.scenarios.cell import without_training
-
     if not scenario.across:
         return
     cells = scenario.cells

@@ -73,7 +73,11 @@ class _Group(_CommandGroup):
             click.echo(f"error: {message}", err=True)
             sys.exit(2)
         except Exception as e:  # a bug, not a user mistake: still one line, the traceback in a file
-            _internal_error(e)
+            message = _exhausted(e)  # XLA reports some failed allocations as a ValueError
+            if message is None:
+                _internal_error(e)
+            click.echo(f"error: {message}", err=True)
+            sys.exit(2)
         finally:
             warnings.showwarning = shown
         sys.exit(result if isinstance(result, int) else 0)
