@@ -26,7 +26,7 @@ from dynlab.analyses.lyapunov.burn_in import mser_cap, transient_blocks, truncat
 from dynlab.analyses.lyapunov.factorisations import Householder, QRMethod
 from dynlab.analyses.lyapunov.reortho import _reortho_attrs, _resolve_reortho, blocking_error_bound
 from dynlab.analyses.lyapunov.within_run import (
-    ROUNDING_FACTOR, block_growth, boundary_error, rounding_se, se_of_realisation_mean, time_average_se, within_run_errors,
+    ROUNDING_FACTOR, block_growth, boundary_error, rounding_se, time_average_se, within_run_errors,
 )
 from dynlab.analyses.lyapunov.spectrum import _EXPONENT_ATTRS, _RUNNING_ATTRS, _attrs, _exponent_coords, _qr_attrs
 from dynlab.analyses.lyapunov.summaries import _derived_quantities, positive_sum_bounds

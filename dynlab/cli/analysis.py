@@ -205,8 +205,6 @@ def non_finite_variables(ds) -> list[str]:
 def draw_figure(png: Path, figure, ds) -> None:
     """Write ``figure(ds)`` to ``png``; if it fails on a result holding NaN or inf, raise
     [`NonFiniteResult`][dynlab.errors.NonFiniteResult] naming those variables (the dataset is already on disk)."""
-    from dynlab import store
-
     from dynlab.figures import with_note
 
     try:

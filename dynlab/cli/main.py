@@ -128,8 +128,8 @@ def _unusable_path(e: OSError) -> str | None:
     try:
         os.getcwd()
     except FileNotFoundError:
-        return (f"the working directory no longer exists (deleted while dynlab ran or before it started); "
-                f"cd to an existing directory")
+        return ("the working directory no longer exists (deleted while dynlab ran or before it started); "
+                "cd to an existing directory")
     return f"cannot use {str(name)!r}: {reasons[e.errno]}" if name else f"{reasons[e.errno]} ({_first_line(e)})"
 
 

@@ -22,8 +22,6 @@ def plot(file, out):
 
     An existing --out is refused unless --overwrite is given; a run's or sweep's own files
     (config.toml, model.eqx, sweep.nc, …) and FILE itself are refused even then."""
-    import xarray as xr
-
     from dynlab import figures
     from dynlab.errors import DataError
 
