@@ -335,8 +335,7 @@ def run_cross_fingerprint(
     shape = (len(units), len(seeds))
     n_points, n_fixed = np.full(shape, -1), np.full(shape, -1)
     class_count = np.zeros(shape + (len(STABILITY),), int)
-    per_point = {"n_unstable": np.full(shape + (fp_ics,), -1), "q": np.full(shape + (fp_ics,), np.nan),
-                 "stability_code": np.full(shape + (fp_ics,), -1)}
+    found: dict[tuple[int, int], xr.Dataset] = {}  # the points of each network (rounds of runs may find more than fp_ics)
     loss, min_q = np.full(shape, np.nan), np.full(shape, np.nan)
     angle_med, angle_min, readout_med = np.full(shape, np.nan), np.full(shape, np.nan), np.full(shape, np.nan)
     clv_exponent, readout_vec = np.full(shape + (clv_k,), np.nan), np.full(shape + (clv_k,), np.nan)
@@ -369,8 +368,7 @@ def run_cross_fingerprint(
                 min_q[i, j] = float(np.nanmin(fp.ic_q.values))
                 for c, cls in enumerate(STABILITY):
                     class_count[i, j, c] = int((fp.stability.values == cls).sum())
-                for name, arr in per_point.items():
-                    arr[i, j, :n] = fp[name].values
+                found[i, j] = fp[["n_unstable", "q", "stability_code"]]
                 state_dim[i] = fp.attrs["state_dim"]
             except DynlabError as e:
                 status[i, j] = f"fixed-points: {e}"
@@ -396,6 +394,12 @@ def run_cross_fingerprint(
     fp_defaults = registry.defaults(_analysis("fixed-points"))
     common = {"scenario": "cross-fingerprint", "task": task_obj.describe(), "width": width, "steps": steps, "lr": lr,
               "protocol": "task inputs", "n_test": n_test}
+    n_max = max([1, *(ds.sizes["point"] for ds in found.values())])
+    per_point = {"n_unstable": np.full(shape + (n_max,), -1), "q": np.full(shape + (n_max,), np.nan),
+                 "stability_code": np.full(shape + (n_max,), -1)}
+    for (i, j), ds in found.items():
+        for name, arr in per_point.items():
+            arr[i, j, : ds.sizes["point"]] = ds[name].values
     fp_ds = stamp(xr.Dataset(
         {
             "n_points": (("unit", "seed"), n_points, {"long_name": "fixed and slow points found (-1: not run)"}),
@@ -415,7 +419,7 @@ def run_cross_fingerprint(
             "status": (("unit", "seed"), status.astype(str), {"long_name": "ok, diverged, or the analysis that failed"}),
             "seconds": (("unit", "seed"), seconds, {"long_name": "wall time (train + loss + fixed points + CLV)", "units": "s"}),
         },
-        coords={"unit": units, "seed": seeds, "stability": list(STABILITY), "point": np.arange(fp_ics)},
+        coords={"unit": units, "seed": seeds, "stability": list(STABILITY), "point": np.arange(n_max)},
     ), analysis="cross-fingerprint", config={**common, **{f"fp_{k}": v for k, v in fp_options.items()},
                                               **{k: fp_defaults[k] for k in ("q_tol", "q_max", "marginal_tol")}})
     rad, us, usv = {"units": "rad"}, ("unit", "seed"), ("unit", "seed", "vector")
