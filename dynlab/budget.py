@@ -181,7 +181,7 @@ def training_bytes(build_model: Callable[[], Any], task: Any, batch_size: int, e
     params = tree_bytes(model)
     try:
         sample = _abstract(lambda: task.batch(jax.random.key(0), 1, split="test"), what="a batch", size=size)
-    except NotImplementedError:
+    except NotImplementedError:  # a task that cannot draw a test batch: only the parameters and Adam's state are known
         return 4 * params
     per_sample = tree_bytes(sample)
     xs = sample[0]
