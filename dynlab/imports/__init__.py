@@ -1,0 +1,11 @@
+"""Models trained elsewhere, as dynlab run directories (``dynlab import``).
+
+[`weights`][dynlab.imports.weights] reads a weight file (safetensors, or PyTorch's
+``torch.save`` with ``weights_only=True``) without executing anything;
+[`run`][dynlab.imports.run] defines a weight format (a registered builder of kind ``"format"``)
+and writes an imported model as a run directory; each other module is the formats of one
+source: [`torch_rnn`][dynlab.imports.torch_rnn] (``torch-rnn``, ``torch-gru``, ``torch-lstm``).
+``dynlab list formats`` lists them.
+"""
+
+from dynlab.imports import torch_rnn  # noqa: F401  (registers its formats)
