@@ -258,3 +258,21 @@ def test_unknown_suffix_and_missing_file(tmp_path):
         imported_model(tmp_path / "w.npz", "torch-gru")
     one_line_error(invoke(["import", "nothing.pt", "--format", "torch-gru"], tmp_path), "no weights file")
     assert not os.path.exists(tmp_path / "runs")
+
+
+def test_the_task_it_was_trained_on_must_have_its_widths(tmp_path):
+    """``--task adding`` (2 inputs, 1 output) fits a GRU on 2 inputs with a 1-wide read-out; a
+    task of other widths is one line, and no directory is left."""
+    torch.manual_seed(0)
+    net = torch.nn.ModuleDict({"rnn": torch.nn.GRU(2, H), "head": torch.nn.Linear(H, 1)})
+    path = save(tmp_path, net.state_dict())
+    res = invoke(["import", str(path), "--format", "torch-gru", "--task", "adding", "--set", "task.length=9",
+                  "--out", "run", "-q"], tmp_path)
+    assert res.exit_code == 0, res.output
+    from dynlab import experiment
+
+    exp = experiment.load_run(tmp_path / "run")
+    assert exp.config["task"]["name"] == "adding" and exp.task.length == 9
+    one_line_error(invoke(["import", str(path), "--format", "torch-gru", "--task", "recall", "--out", "other"], tmp_path),
+                   "task 'recall' has input_size 5 and output_size 4", "2 inputs and has 1 outputs")
+    assert not (tmp_path / "other").exists()

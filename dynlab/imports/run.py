@@ -29,9 +29,9 @@ import datetime
 from pathlib import Path
 from typing import Any
 
-from dynlab.errors import DataError
+from dynlab.errors import ConfigError, DataError
 
-__all__ = ["import_run", "imported_model", "set_arrays", "skeleton"]
+__all__ = ["import_run", "imported_model", "set_arrays", "skeleton", "with_task"]
 
 
 
@@ -78,6 +78,24 @@ def imported_model(path: Path | str, format: str, **options):
         raise DataError(f"{str(path)!r} as {format}: {e}") from None
 
 
+def with_task(config: dict, task: dict) -> dict:
+    """``config`` with its ``[task]`` replaced by ``task`` (a table with ``name`` and the task's
+    keys): the task the model was trained on, which analyses then use (``--task`` of an analysis,
+    ``dynlab analyze dsa``). **Enforces** that it has the imported model's input and output widths
+    (one-line [`ConfigError`][dynlab.errors.ConfigError] naming both otherwise)."""
+    from dynlab import registry
+
+    section = dict(task)
+    name = section.pop("name")
+    built = registry.build("task", name, **section)
+    widths = config["task"]["input_size"], config["task"]["output_size"]
+    if (built.input_size, built.output_size) != widths:
+        raise ConfigError(f"task {name!r} has input_size {built.input_size} and output_size {built.output_size}, but the "
+                          f"imported model reads {widths[0]} inputs and has {widths[1]} outputs: give a task of these "
+                          "widths, or no --task (task 'external')")
+    return {**config, "task": {"name": name, **section}}
+
+
 def _check_rebuilds(config: dict, model) -> None:
     """The stored config must rebuild exactly this model's structure (else ``--checkpoint`` could not load it)."""
     import equinox as eqx
@@ -91,9 +109,12 @@ def _check_rebuilds(config: dict, model) -> None:
         raise RuntimeError("an import format returned a model that its config does not rebuild")
 
 
-def import_run(path: Path | str, format: str, out: Path | str | None, **options) -> tuple[Path, dict, Any]:
-    """Import the weights in ``path`` as ``format`` into the new run directory ``out`` (``None``:
-    a fresh ``runs/import-<format>-<time>``).
+def import_run(path: Path | str, format: str, out: Path | str | None, *, task: dict | None = None,
+               **options) -> tuple[Path, dict, Any]:
+    """Import the weights in ``path`` as ``format`` (with the format's ``options``) into the new
+    run directory ``out`` (``None``: a fresh ``runs/import-<format>-<time>``); ``task``: the
+    ``[task]`` table of the task it was trained on ([`with_task`][]; default the format's, the
+    widths-only ``external``).
 
     Returns ``(run directory, config, model)``. ``out`` is checked first (a directory holding
     anything is refused before the file is read), and claimed only once the model is built, so a
@@ -107,6 +128,8 @@ def import_run(path: Path | str, format: str, out: Path | str | None, **options)
         store.check_output_dir(out)
     source = Path(path)
     config, model = imported_model(source, format, **options)
+    if task is not None:
+        config = with_task(config, task)
     _check_rebuilds(config, model)
     run_dir = store.new_run_dir(f"import-{format}") if out is None else store.claim_run_dir(out)
     import dynlab
