@@ -20,7 +20,7 @@ in float32, 1 and 2 layers, with and without biases, both ``batch_first``):
   are Equinox's equations with one input bias and ``bias_n`` inside the reset product, so
   ``weight_ih``, ``weight_hh`` are PyTorch's and
   $\text{bias} = b_{ih} + (b_{hr}, b_{hz}, 0)$, $\text{bias\_n} = b_{hn}$ (dynlab's GRU has
-  $H$ fewer biases than PyTorch's $6H$: $b_{ir} + b_{hr}$ and $b_{iz} + b_{hz}$ only ever enter as sums).
+  $2H$ fewer biases than PyTorch's $6H$: $b_{ir} + b_{hr}$ and $b_{iz} + b_{hz}$ only ever enter as sums).
 - **LSTM** ([`dynlab.units.gated.LSTM`][], Equinox's ``LSTMCell``, the same gate order
   $i, f, g, o$): ``weight_ih``, ``weight_hh`` are PyTorch's and $\text{bias} = b_{ih} + b_{hh}$;
   the state is $(h, c)$, both starting at zero.

@@ -1,8 +1,9 @@
 r"""Gated baselines: GRU and LSTM, as `equinox.nn.GRUCell` / `equinox.nn.LSTMCell`.
 
 The gate equations are Equinox's own (PyTorch's convention, except that Equinox's GRU has one
-bias vector for the three input gates plus ``bias_n`` inside the reset product, so it has $H$
-fewer parameters than ``torch.nn.GRU``'s $6H$ biases). The ``drive`` $\xi$ is added to the
+bias vector for the three input gates plus ``bias_n`` inside the reset product, so it has $2H$
+fewer parameters than ``torch.nn.GRU``'s $6H$ biases, which enter the reset and update gates
+only as sums: the same function, [`dynlab.imports.torch_rnn`][]). The ``drive`` $\xi$ is added to the
 pre-activation of the *candidate* — the GRU's new-state candidate
 $n = \tanh(W_{in} x + b_{in} + \xi + r \odot (W_{hn} h + b_{hn}))$, the LSTM's cell input
 $g = \tanh(W_{ig} x + W_{hg} h + b_g + \xi)$ — i.e. the current that drives each neuron, not its
