@@ -15,7 +15,7 @@ parameter mapping as math.
 [`import_run`][] turns a file into a run directory like ``dynlab train``'s: ``config.toml``,
 ``model.eqx`` (with its checksum in ``checksums.toml``) and ``import.toml`` ([`dynlab.store.IMPORTED`][]: the source file,
 its SHA-256, the format and its options). Every analysis (``--checkpoint RUN``), ``dynlab plot``
-of their results, and ``dynlab dsa`` read it as they read a trained run; none needs torch.
+of their results, and ``dynlab analyze dsa`` read it as they read a trained run; none needs torch.
 
 **Enforces**: the run directory is claimed before anything is written and never replaces what
 exists ([`dynlab.store.claim_run_dir`][]); a refused import leaves no directory behind
@@ -32,7 +32,6 @@ from typing import Any
 from dynlab.errors import ConfigError, DataError
 
 __all__ = ["import_run", "imported_model", "set_arrays", "skeleton", "with_task"]
-
 
 
 def skeleton(config: dict):
@@ -120,6 +119,7 @@ def import_run(path: Path | str, format: str, out: Path | str | None, *, task: d
     anything is refused before the file is read), and claimed only once the model is built, so a
     refused file leaves nothing behind.
     """
+    import dynlab
     from dynlab import config as cfgmod
     from dynlab import store
     from dynlab.imports.weights import sha256
@@ -132,8 +132,6 @@ def import_run(path: Path | str, format: str, out: Path | str | None, *, task: d
         config = with_task(config, task)
     _check_rebuilds(config, model)
     run_dir = store.new_run_dir(f"import-{format}") if out is None else store.claim_run_dir(out)
-    import dynlab
-
     provenance = {"source": str(source.absolute()), "sha256": sha256(source), "format": format,
                   "time": datetime.datetime.now().isoformat(timespec="seconds"), "dynlab_version": dynlab.__version__}
     if options:
@@ -148,4 +146,3 @@ def import_run(path: Path | str, format: str, out: Path | str | None, *, task: d
         store.release_claim(run_dir, written=written)
         raise
     return run_dir, config, model
-

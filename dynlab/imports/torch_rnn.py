@@ -56,7 +56,7 @@ from typing import Literal
 
 import numpy as np
 
-from dynlab.errors import ConfigError, DataError
+from dynlab.errors import ConfigError, DataError, require_positive
 from dynlab.imports.run import set_arrays, skeleton
 from dynlab.imports.weights import Keys
 from dynlab.registry import register
@@ -105,8 +105,7 @@ def _layers(keys: Keys, num_layers: int | None) -> int:
     found = {int(m.group(1)) for k in keys.weights if k.startswith(keys.prefix)
              and (m := re.fullmatch(r"weight_ih_l(\d+)", k[len(keys.prefix):]))}
     if num_layers is not None:
-        if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 1:
-            raise ConfigError(f"num_layers must be a positive integer, got {num_layers!r}")
+        require_positive("num_layers", num_layers)
         return num_layers
     n = 0
     while n in found:
