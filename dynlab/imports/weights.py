@@ -99,7 +99,8 @@ def _read_torch(path: Path, shown: str) -> dict:
             return torch.load(str(path), weights_only=True, map_location="cpu")
     except pickle.UnpicklingError as e:
         needs = str(e).split("WeightsUnpickler error:", 1)[-1].strip().splitlines()
-        detail = needs[0] if needs else "it is not a state dict"
+        # torch's own text goes on to say how to allow the global: not advice dynlab gives
+        detail = needs[0].split(" Please use", 1)[0].rstrip(". ") if needs else "it is not a state dict"
         raise DataError(f"{shown!r} is a pickle that needs code to load ({detail}); dynlab runs no code from a "
                         "file: save model.state_dict() (torch.save) or safetensors instead") from None
     except Exception as e:  # not a torch file, truncated, corrupt zip
