@@ -404,6 +404,16 @@ STAGES = ("init", "trained")
 training) and ``trained`` (after training; the default)."""
 ENTRY_KEYS = ("name", "stages")
 """Keys of an ``[[analyses]]`` entry that are not options of the analysis."""
+CELL_SEED = "cell"
+"""``seed = "cell"`` in an ``[[analyses]]`` entry: the analysis draws its randomness (inputs,
+initial conditions, noise) from the cell's own ``seed``, so that replicate cells are independent
+in their analyses too, not only in their weights."""
+
+
+def _cell_seed(options: dict) -> dict:
+    """``options`` without a ``seed = "cell"`` (which the cell fills in) for checks against the
+    analysis's signature."""
+    return {k: v for k, v in options.items() if not (k == "seed" and v == CELL_SEED)}
 
 
 def entry_stages(entry: dict) -> tuple[str, ...]:
@@ -465,15 +475,19 @@ def _check_analysis(entry: dict) -> dict:
             registry.get("task", options["task"])
         options = {k: v for k, v in options.items() if k != "task"}
     exclude = RUNS_ARGUMENT if takes_runs(entry) else ("key", "self")
-    registry.check_config(f"analyses.{entry['name']}", fn, options, exclude=exclude)
+    if options.get("seed") == CELL_SEED and (takes_runs(entry) or "seed" not in registry.config_keys(fn, exclude=exclude)):
+        raise ConfigError(f"analyses.{entry['name']}.seed = \"cell\": this analysis takes no seed of one cell")
+    registry.check_config(f"analyses.{entry['name']}", fn, _cell_seed(options), exclude=exclude)
     return dict(entry)
 
 
-def analysis_options(entry: dict, own_task=None) -> dict:
+def analysis_options(entry: dict, own_task=None, own_seed: int | None = None) -> dict:
     """An ``[[analyses]]`` entry's options as the analysis takes them: ``task = "train"`` becomes
     ``own_task`` (a cell's own task; ``None`` for an analysis of several runs: the runs' common
-    task), another task name that task, built."""
+    task), another task name that task, built; ``seed = "cell"`` ([`CELL_SEED`][]) becomes ``own_seed``."""
     options = {k: v for k, v in entry.items() if k not in ENTRY_KEYS}
+    if options.get("seed") == CELL_SEED:
+        options["seed"] = own_seed
     task = options.get("task")
     if task == "train":
         options["task"] = own_task
@@ -551,7 +565,7 @@ def check_cells(scenario: Scenario) -> None:
         hook = getattr(fn, "check", None)
         if hook is not None:
             options = {**registry.defaults(fn, exclude=("model", "key", "self")),
-                       **{k: v for k, v in entry.items() if k not in ENTRY_KEYS}}
+                       **_cell_seed({k: v for k, v in entry.items() if k not in ENTRY_KEYS})}
             options.pop("task", None)
             hooks.append((entry["name"], hook, options))
     checked = set()
