@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import xarray as xr
 
 from dynlab import config as cfgmod
 from dynlab.scenarios import spec
@@ -46,3 +47,29 @@ def test_cross_lyapunov_file_reproduces_the_program(tmp_path):
                       ("lyapunov_largest_mean", "largest")):
         same(ds[new], old[name], name)
     same(ds.perturb_loss.squeeze("perturb_strength"), old["eval_loss"], "eval_loss")
+
+
+def test_cross_fingerprint_file_reproduces_the_program(tmp_path):
+    """The old program's toy run (gru and rnn at width 8, 3 steps, seed 0; small fixed-point, CLV and
+    DSA settings): fixed-point counts by class, CLV angles, held-out loss, DSA distances."""
+    scenario = reduced("cross-fingerprint", ["model.width=8", "train.steps=3", "train.eval_every=1", "train.log_every=3",
+                                             "train.checkpoint_every=3"],
+                       {"model.unit": ["gru", "rnn"], "seed": [0]},
+                       [dict(ics=8, steps=60, burn_in=10, max_steps=100),
+                        dict(k=3, steps=60, window=60, transient_forward=20, transient_backward=20), dict(n=64),
+                        dict(trials=4, n_delays=2, rank=4, pcs=4, iterations=50, restarts=1)])
+    ds = run_sweep(scenario, tmp_path / "sweep").transpose("model.unit", "seed", ...)
+    old = OLD["cross-fingerprint"]
+    fp, clv = old["fixed_points.nc"], old["clv.nc"]
+    for name in ("n_fixed", "n_slow"):
+        same(ds[f"fixed-points_{name}"], fp[name], name)
+    classes = [ds[f"fixed-points_n_points_{c}"] for c in ("stable", "marginal", "saddle", "unstable")]
+    same(np.stack(classes, -1), fp["class_count"], "class_count")
+    same(ds["fixed-points_ic_q"].min("fixed-points_ic"), fp["min_q"], "min_q")
+    for name in ("median_angle_rest", "min_angle_rest"):
+        same(ds[f"clv_{name}"], clv[name], name)
+    same(ds.clv_clv_exponent, clv["clv_exponent"], "clv_exponent")
+    same(ds.clv_readout_angle.median("clv_time"), clv["readout_angle"], "readout_angle")
+    same(ds.perturb_loss.squeeze("perturb_strength"), clv["eval_loss"], "eval_loss")
+    dsa = xr.load_dataset(tmp_path / "sweep" / "dsa.nc")
+    same(dsa.distance, old["dsa.nc"]["distance"], "distance")
