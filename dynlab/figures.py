@@ -224,7 +224,10 @@ def result_ok(ds: xr.Dataset, name: str):
     without per-result status, where the cell's ``status`` is ``ok``."""
     if "result_status" in ds:
         results = [str(r) for r in ds["result"].values]
-        owner = next((r for r in sorted(results, key=len, reverse=True) if name.startswith(f"{r}_")), None)
+        stages = [str(x) for x in ds["stage"].values] if "stage" in ds.coords else []
+        # the analyses by name: one run only at stages other than trained has no result of its bare name
+        analyses = {next((r[: -len(x) - 1] for x in stages if r.endswith(f"-{x}")), r) for r in results}
+        owner = next((r for r in sorted(analyses, key=len, reverse=True) if name.startswith(f"{r}_")), None)
         if owner is not None and name in ds and "stage" in ds[name].dims:  # one result per stage
             stages = [str(x) for x in ds["stage"].values]
             per_stage = [owner if x == "trained" else f"{owner}-{x}" for x in stages]

@@ -1,75 +1,48 @@
-"""The cross-unit studies as scenario files (issue 34, item 2): each file reproduces, at the same
-seeds, the numbers its old program wrote (``tests/reference/scenarios.json``, recorded with the
-programs at toy size by ``tests/scenario_snapshots.py``)."""
+"""The language the cross-unit studies are written in (issue 34, item 2): an analysis seeded by its
+cell (``seed = "cell"``), named model variants as one sweep axis; and the built-in cross-unit files
+themselves, which run from the files alone."""
 
 from __future__ import annotations
 
-import json
-
-import numpy as np
+import pytest
 import xarray as xr
 
-from dynlab import config as cfgmod
+from dynlab import experiment, registry
+from dynlab.errors import ConfigError
 from dynlab.scenarios import spec
-from dynlab.scenarios.sweep import run_sweep
-from scenario_snapshots import REFERENCE
 
-OLD = json.loads(REFERENCE.read_text())
+from cli_runner import TINY_CELL, invoke
 
-
-def reduced(name: str, sets: list[str], sweep: dict, analyses: list[dict]):
-    """The built-in scenario ``name`` with ``--set``-style ``sets``, ``sweep`` axes replaced and each
-    ``[[analyses]]`` entry updated by the matching dict of ``analyses``."""
-    doc = cfgmod.apply_sets(cfgmod.load_toml(spec.builtin_names()[name]), sets)
-    doc["sweep"].update(sweep)
-    for entry, update in zip(doc["analyses"], analyses):
-        entry.update(update)
-    return spec.parse(doc, name)
+SEEDED = ('[[analyses]]\nname = "lyapunov"\nk = 2\nsteps = 40\nburn_in = 10\nrealisations = 2\ntask = "train"\n'
+          'seed = "cell"\nstages = ["init"]\n[sweep]\nseed = [0, 1]\n')
 
 
-def same(got, old: dict, where: str):
-    """``got`` (flattened in the old dataset's order) equals the old program's recorded sample."""
-    flat = np.asarray(got, dtype=float).ravel()
-    assert list(np.shape(got)) == old["shape"], where
-    idx = np.unique(np.linspace(0, flat.size - 1, min(48, flat.size)).round().astype(int))
-    np.testing.assert_allclose(flat[idx], np.array(old["values"], dtype=float), rtol=1e-4, atol=1e-6, err_msg=where)
+def test_an_analysis_seeded_by_its_cell_is_the_analysis_at_the_cells_seed(tmp_path):
+    """Each cell's spectrum is the analysis run at that cell's seed (its own input realisations),
+    not at the analysis's default seed 0."""
+    (tmp_path / "s.toml").write_text(f'name = "s"\n{TINY_CELL.replace("steps = 10", "steps = 0")}{SEEDED}')
+    r = invoke(["run", "s.toml", "--out", "out", "-q"], tmp_path)
+    assert r.exit_code == 0, r.output
+    lam = xr.load_dataset(tmp_path / "out" / "sweep.nc")["lyapunov_mean"]
+    fn = registry.get("analysis", "lyapunov").obj
+    options = dict(k=2, steps=40, burn_in=10, realisations=2)
+    for cell in spec.load(str(tmp_path / "s.toml")).cells:
+        exp = experiment.build(spec.without_training(cell.config)[0])
+        seed = cell.coords["seed"]
+        at = {s: fn(exp.model, task=exp.task, seed=s, **options)["mean"].values for s in (0, seed)}
+        assert lam.sel(seed=seed, stage="init").values == pytest.approx(at[seed], rel=1e-5)
+        if seed:  # the cell's seed drew other inputs than seed 0 would have
+            assert lam.sel(seed=seed, stage="init").values != pytest.approx(at[0], rel=1e-3)
 
 
-def test_cross_lyapunov_file_reproduces_the_program(tmp_path):
-    """The old program's toy run (aru and sith-rnn at width 8, 3 steps, seed 0; k = 3 over 60 steps)."""
-    scenario = reduced("cross-lyapunov", ["model.width=8", "train.steps=3", "train.eval_every=1", "train.log_every=3",
-                                          "train.checkpoint_every=3"],
-                       {"model.unit": ["aru", "sith-rnn"], "seed": [0]},
-                       [dict(k=3, steps=60, burn_in=10, ics=2), {}])
-    ds = run_sweep(scenario, tmp_path / "sweep").transpose("model.unit", "seed", "stage", ...)
-    old = OLD["cross-lyapunov"]["lyapunov.nc"]
-    for new, name in (("lyapunov_mean", "mean"), ("lyapunov_ci_low", "ci_low"), ("lyapunov_ci_high", "ci_high"),
-                      ("lyapunov_largest_mean", "largest")):
-        same(ds[new], old[name], name)
-    same(ds.perturb_loss.squeeze("perturb_strength"), old["eval_loss"], "eval_loss")
-
-
-def test_cross_fingerprint_file_reproduces_the_program(tmp_path):
-    """The old program's toy run (gru and rnn at width 8, 3 steps, seed 0; small fixed-point, CLV and
-    DSA settings): fixed-point counts by class, CLV angles, held-out loss, DSA distances."""
-    scenario = reduced("cross-fingerprint", ["model.width=8", "train.steps=3", "train.eval_every=1", "train.log_every=3",
-                                             "train.checkpoint_every=3"],
-                       {"model.unit": ["gru", "rnn"], "seed": [0]},
-                       [dict(ics=8, steps=60, burn_in=10, max_steps=100),
-                        dict(k=3, steps=60, window=60, transient_forward=20, transient_backward=20), dict(n=64),
-                        dict(trials=4, n_delays=2, rank=4, pcs=4, iterations=50, restarts=1)])
-    ds = run_sweep(scenario, tmp_path / "sweep").transpose("model.unit", "seed", ...)
-    old = OLD["cross-fingerprint"]
-    fp, clv = old["fixed_points.nc"], old["clv.nc"]
-    for name in ("n_fixed", "n_slow"):
-        same(ds[f"fixed-points_{name}"], fp[name], name)
-    classes = [ds[f"fixed-points_n_points_{c}"] for c in ("stable", "marginal", "saddle", "unstable")]
-    same(np.stack(classes, -1), fp["class_count"], "class_count")
-    same(ds["fixed-points_ic_q"].min("fixed-points_ic"), fp["min_q"], "min_q")
-    for name in ("median_angle_rest", "min_angle_rest"):
-        same(ds[f"clv_{name}"], clv[name], name)
-    same(ds.clv_clv_exponent, clv["clv_exponent"], "clv_exponent")
-    same(ds.clv_readout_angle.median("clv_time"), clv["readout_angle"], "readout_angle")
-    same(ds.perturb_loss.squeeze("perturb_strength"), clv["eval_loss"], "eval_loss")
-    dsa = xr.load_dataset(tmp_path / "sweep" / "dsa.nc")
-    same(dsa.distance, old["dsa.nc"]["distance"], "distance")
+@pytest.mark.parametrize("extra, message", [
+    ('[[analyses]]\nname = "dsa"\nseed = "cell"\n', "analyses.dsa.seed = \"cell\": this analysis takes no seed of one cell"),
+    ('[[analyses]]\nname = "weight-eigs"\nseed = "cell"\n', "analyses.weight-eigs.seed = \"cell\""),
+])
+def test_a_cell_seed_where_none_is_taken_is_one_line_before_any_work(tmp_path, extra, message):
+    (tmp_path / "s.toml").write_text(f'name = "s"\n{TINY_CELL}{extra}[sweep]\nseed = [0, 1]\n')
+    r = invoke(["run", "s.toml", "--out", "out", "-q"], tmp_path)
+    assert r.exit_code == 2 and message in r.output and len(r.output.strip().splitlines()) == 1, r.output
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ConfigError):
+        spec.load(str(tmp_path / "s.toml"))

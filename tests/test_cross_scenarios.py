@@ -42,25 +42,6 @@ def test_cross_adaptation_builds_the_elm_variants_before_training():
         model_sections(["bad"], 8, 2, 0.05, {"bad": {"unit": "elm-net", "adaptation": "yes"}})
 
 
-def test_cross_lyapunov_matches_the_analysis_run_directly(tmp_path):
-    from dynlab.analyses.lyapunov import lyapunov_analysis
-    from dynlab.scenarios.cross_lyapunov import run_cross_lyapunov
-
-    lyap = dict(k=2, lyapunov_steps=60, burn_in=10, ics=2)
-    ds = run_cross_lyapunov(tmp_path, units=["rnn", "elm"], width=4, seeds=[0], length=5, steps=4, batch_size=8,
-                            n_test=16, **lyap)["lyapunov"]
-    assert {"lyapunov.nc", "spectra.png", "largest.png"} <= {p.name for p in tmp_path.iterdir()}
-    assert (ds.status == "ok").all() and list(ds.stage.values) == ["init", "trained"]
-    options = dict(k=2, steps=60, burn_in=10, ics=2, seed=0)
-    for unit in ("rnn", "elm"):
-        fresh = experiment.build({"seed": 0, "model": model_section(unit, 4), "task": {"name": "adding", "length": 5}})
-        trained = experiment.load_run(tmp_path / "runs" / f"{unit}-seed0")
-        for stage, model in (("init", fresh.model), ("trained", trained.model)):
-            direct = lyapunov_analysis(model, task=fresh.task, **options)
-            np.testing.assert_allclose(ds["mean"].sel(unit=unit, seed=0, stage=stage), direct["mean"], rtol=1e-5)
-        assert not np.allclose(ds["mean"].sel(unit=unit, stage="init"), ds["mean"].sel(unit=unit, stage="trained"))
-
-
 def test_cross_pc_alignment_cosine_is_that_of_the_two_gradients(tmp_path):
     from dynlab.analyses.pc_bp import cosine
     from dynlab.rules import pc, pc_time
