@@ -467,6 +467,7 @@ def impulse_responses(cell, *, steps: int | None = None, feature: int = 0, margi
 # accuracy vs dilation, parameter counts
 
 
+@register("analysis", "dilation", "zero-shot accuracy on the hierarchical language at time dilations 3^m")
 def accuracy_vs_dilation(model, *, task=None, dilations=range(7), mode: str | None = None,
                          extend: bool = True, method: str = "scan", how: str = "shift") -> xr.Dataset:
     """Accuracy on the 9 sequences at each time dilation $3^m$ (zero-shot; no training).
