@@ -17,7 +17,6 @@ from dynlab.scenarios import (  # noqa: E402,F401
     aru_table1,
     cross_pc,
     cross_pc_law,
-    cross_trw,
     elm_budget,
     elm_shd,
     pc_width_depth,
