@@ -136,10 +136,11 @@ def generic(ds: xr.Dataset, *, max_panels: int = 6):
             if np.nanmin(da.values) > 0 and np.nanmax(da.values) / max(np.nanmin(da.values), 1e-300) > 100:
                 ax.set_yscale("log")
         elif da.ndim == 2:
-            da.plot(ax=ax, cbar_kwargs={"label": name})
+            categories = {d: da[d].values for d in da.dims if d in da.coords and da[d].dtype.kind not in "iuf"}
+            da.assign_coords({d: np.arange(len(v)) for d, v in categories.items()}).plot(ax=ax, cbar_kwargs={"label": name})
             for dim, setter in zip(da.dims, (ax.set_yticks, ax.set_xticks)):
-                if da[dim].dtype.kind not in "iuf":
-                    setter(np.arange(da.sizes[dim]), [str(c) for c in da[dim].values], fontsize=8)
+                if dim in categories:  # names (units, variants) at integer positions
+                    setter(np.arange(da.sizes[dim]), [str(c) for c in categories[dim]], fontsize=8)
         elif da.ndim == 0:
             ax.text(0.5, 0.5, f"{float(da):.5g}", ha="center", va="center", fontsize=14)
             ax.axis("off")

@@ -46,3 +46,44 @@ def test_a_cell_seed_where_none_is_taken_is_one_line_before_any_work(tmp_path, e
     assert not (tmp_path / "out").exists()
     with pytest.raises(ConfigError):
         spec.load(str(tmp_path / "s.toml"))
+
+
+VARIANTS = """[sweep.variants.network.tanh]
+model = { unit = "rnn", hidden = 4 }
+[sweep.variants.network.relu-wide]
+model = { unit = "rnn", activation = "relu", hidden = 6 }
+"train.lr" = 1e-2
+"""
+EIGS = '[[analyses]]\nname = "weight-eigs"\nstages = ["init"]\n'
+
+
+def test_each_variant_sets_its_own_keys_and_is_a_coordinate_by_its_name(tmp_path):
+    """A variant axis: every cell has its variant's keys and the base's others; the sweep's
+    coordinate is the variants' names, and what they build differs as their keys say (the
+    recurrent matrix of an RNN of 4 and of 6 neurons: 4 and 6 eigenvalues)."""
+    cell = TINY_CELL.replace("steps = 10", "steps = 0")
+    (tmp_path / "s.toml").write_text(f'name = "s"\n{cell}{EIGS}{VARIANTS}[sweep]\nseed = [0]\n')
+    cells = spec.load(str(tmp_path / "s.toml")).cells
+    assert [c.coords["network"] for c in cells] == ["tanh", "relu-wide"]
+    assert cells[1].config["model"] == {"unit": "rnn", "activation": "relu", "hidden": 6}
+    assert cells[1].config["train"]["lr"] == 1e-2 and "lr" not in cells[0].config["train"]
+    assert cells[0].config["task"] == cells[1].config["task"]  # the base's sections stay
+    r = invoke(["run", "s.toml", "--out", "out", "-q"], tmp_path)
+    assert r.exit_code == 0, r.output
+    ds = xr.load_dataset(tmp_path / "out" / "sweep.nc")
+    assert list(ds["network"].values) == ["tanh", "relu-wide"]
+    n = ds["weight-eigs_n_eigenvalues"].sel(stage="init", seed=0).squeeze("weight-eigs_matrix")
+    assert dict(zip(ds["network"].values, n.values.tolist())) == {"tanh": 4, "relu-wide": 6}
+
+
+@pytest.mark.parametrize("sweep, message", [
+    ('[sweep.variants.network.tanh]\nmodel = { unit = "rnn", hiden = 4 }\n', "hiden"),
+    ('[sweep.variants.network."a b"]\nmodel = { unit = "rnn" }\n', "variant name 'a b' must be letters"),
+    ('[sweep.variants.network.tanh]\n', "[sweep.variants.network.tanh] must be a non-empty table"),
+    ('[sweep.variants]\nnetwork = 3\n', "[sweep.variants.network] must hold one table per variant"),
+])
+def test_a_bad_variant_is_one_line_before_any_work(tmp_path, sweep, message):
+    (tmp_path / "s.toml").write_text(f'name = "s"\n{TINY_CELL}{sweep}')
+    r = invoke(["run", "s.toml", "--out", "out", "-q"], tmp_path)
+    assert r.exit_code == 2 and message in r.output and len(r.output.strip().splitlines()) == 1, r.output
+    assert not (tmp_path / "out").exists()
