@@ -3,7 +3,7 @@
 [`trw_curves`][] is the registered figure of the ``trw`` analysis (``dynlab plot``); the others
 draw the datasets of [`accuracy_vs_dilation`][dynlab.analyses.trw.accuracy_vs_dilation],
 [`parameter_counts`][dynlab.analyses.trw.parameter_counts], [`impulse_responses`][dynlab.analyses.trw.impulse_responses] and
-[`recurrence_plots`][dynlab.analyses.trw.recurrence_plots], as the ``sith-trw`` and ``cross-trw`` scenarios use them.
+[`recurrence_plots`][dynlab.analyses.trw.recurrence_plots], as the ``sith-trw`` scenario uses them.
 """
 
 from __future__ import annotations

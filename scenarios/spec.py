@@ -236,8 +236,8 @@ class Program:
 
     def claims(self) -> list:
         """The program's claims at these parameters ([`dynlab.claims.Claim`][]) when the scenario names
-        the paper they belong to; none otherwise (a cross-paper scenario reusing a paper's program,
-        e.g. ``cross-adaptation`` on ``aru-table1``, is not judged against that paper)."""
+        the paper they belong to; none otherwise (a scenario reusing a paper's program is not judged
+        against that paper)."""
         make = registry.get("program", self.program).claims
         return [] if make is None or not self.paper else list(make(self.resolved_params()))
 
