@@ -13,26 +13,25 @@ from dynlab.scenarios import spec
 
 from cli_runner import TINY_CELL, invoke
 
-SEEDED = ('[[analyses]]\nname = "lyapunov"\nk = 2\nsteps = 40\nburn_in = 10\nrealisations = 2\ntask = "train"\n'
-          'seed = "cell"\nstages = ["init"]\n[sweep]\nseed = [0, 1]\n')
+SEEDED = ('[[analyses]]\nname = "perturb"\nstrengths = [1.0]\nn = 16\ntask = "train"\nseed = "cell"\n'
+          'stages = ["init"]\n[sweep]\nseed = [0, 1]\n')
 
 
 def test_an_analysis_seeded_by_its_cell_is_the_analysis_at_the_cells_seed(tmp_path):
-    """Each cell's spectrum is the analysis run at that cell's seed (its own input realisations),
-    not at the analysis's default seed 0."""
+    """Each cell's held-out loss under a noisy drive is the analysis run at that cell's seed (its own
+    test samples and noise), not at the analysis's default seed 0."""
     (tmp_path / "s.toml").write_text(f'name = "s"\n{TINY_CELL.replace("steps = 10", "steps = 0")}{SEEDED}')
     r = invoke(["run", "s.toml", "--out", "out", "-q"], tmp_path)
     assert r.exit_code == 0, r.output
-    lam = xr.load_dataset(tmp_path / "out" / "sweep.nc")["lyapunov_mean"]
-    fn = registry.get("analysis", "lyapunov").obj
-    options = dict(k=2, steps=40, burn_in=10, realisations=2)
+    loss = xr.load_dataset(tmp_path / "out" / "sweep.nc")["perturb_loss"].sel(stage="init", perturb_strength=1.0)
+    fn = registry.get("analysis", "perturb").obj
     for cell in spec.load(str(tmp_path / "s.toml")).cells:
         exp = experiment.build(spec.without_training(cell.config)[0])
         seed = cell.coords["seed"]
-        at = {s: fn(exp.model, task=exp.task, seed=s, **options)["mean"].values for s in (0, seed)}
-        assert lam.sel(seed=seed, stage="init").values == pytest.approx(at[seed], rel=1e-5)
-        if seed:  # the cell's seed drew other inputs than seed 0 would have
-            assert lam.sel(seed=seed, stage="init").values != pytest.approx(at[0], rel=1e-3)
+        at = {s: float(fn(exp.model, task=exp.task, strengths=[1.0], n=16, seed=s).loss[0]) for s in (0, seed)}
+        assert float(loss.sel(seed=seed)) == pytest.approx(at[seed], rel=1e-6)
+        if seed:  # the cell's seed drew other samples than seed 0 would have
+            assert float(loss.sel(seed=seed)) != pytest.approx(at[0], rel=1e-3)
 
 
 @pytest.mark.parametrize("extra, message", [
