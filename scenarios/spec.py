@@ -36,8 +36,8 @@ each with its own learning rate. Its coordinate is the variant's label.
 
 Every combination of the sweep axes is a *cell*: one run config, one training run, its analyses.
 
-**Programmed scenarios.** Experiments whose steps are not "train, then analyse" (train several
-networks, transplant a controller, fit a model across budgets, …) are registered **programs**
+**Programmed scenarios.** Experiments whose steps are not "train, analyse and compare" (transplant
+a controller, fit a model across budgets, …) are registered **programs**
 (``@register("program", NAME)`` on a Python function, see ``dynlab list program``) that the file
 chooses by name, with the program's keyword arguments in ``[params]``:
 
@@ -682,7 +682,8 @@ def cell_name(cell: Cell) -> str:
 
 
 def cell_values(cell: Cell) -> dict[str, Any]:
-    """The config values a cell's sweep axes set, key by key (a zipped axis: each of its keys)."""
+    """The values a cell's sweep axes set, key by key (a zipped axis: each of its keys; a variant
+    axis: the variant's name under the axis's name)."""
     out = {}
     for axis, i in zip(cell.axes, cell.index):
         out.update({axis.name: axis.values[axis.name][i]} if axis.variants else axis.config_values(i))
