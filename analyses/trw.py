@@ -56,7 +56,7 @@ import xarray as xr
 from dynlab.errors import ConfigError, require_positive
 from dynlab.units.base import TauExtensible
 from dynlab.units.stack import LayerStack
-from dynlab.analyses.trw_figures import trw_curves
+from dynlab.analyses.trw_figures import accuracy_vs_dilation as dilation_figure, trw_curves
 from dynlab.provenance import stamp_attrs
 from dynlab.registry import register
 
@@ -467,6 +467,8 @@ def impulse_responses(cell, *, steps: int | None = None, feature: int = 0, margi
 # accuracy vs dilation, parameter counts
 
 
+@register("analysis", "dilation", "zero-shot accuracy on the hierarchical language at time dilations 3^m",
+          figure=dilation_figure)
 def accuracy_vs_dilation(model, *, task=None, dilations=range(7), mode: str | None = None,
                          extend: bool = True, method: str = "scan", how: str = "shift") -> xr.Dataset:
     """Accuracy on the 9 sequences at each time dilation $3^m$ (zero-shot; no training).
@@ -499,7 +501,7 @@ def accuracy_vs_dilation(model, *, task=None, dilations=range(7), mode: str | No
          "prediction": (("dilation", "sequence"), np.stack(preds))},
         coords={"dilation": ("dilation", np.asarray(list(dilations)), {"long_name": "exponent m of the dilation 3^m"}),
                 "factor": ("dilation", 3 ** np.asarray(list(dilations))), "sequence": np.arange(9)},
-        attrs=stamp_attrs(analysis="accuracy_vs_dilation", config=dict(
+        attrs=stamp_attrs(analysis="dilation", config=dict(
             mode=task.mode if mode is None else mode, extend=int(extend), how=how, chance=1 / 9)),
     )
 

@@ -3,7 +3,7 @@
 [`trw_curves`][] is the registered figure of the ``trw`` analysis (``dynlab plot``); the others
 draw the datasets of [`accuracy_vs_dilation`][dynlab.analyses.trw.accuracy_vs_dilation],
 [`parameter_counts`][dynlab.analyses.trw.parameter_counts], [`impulse_responses`][dynlab.analyses.trw.impulse_responses] and
-[`recurrence_plots`][dynlab.analyses.trw.recurrence_plots], as the ``sith-trw`` and ``cross-trw`` scenarios use them.
+[`recurrence_plots`][dynlab.analyses.trw.recurrence_plots], as the ``sith-trw`` scenario uses them.
 """
 
 from __future__ import annotations
@@ -59,26 +59,27 @@ def trw_curves(ds: xr.Dataset):
 
 def accuracy_vs_dilation(ds: xr.Dataset):
     """Accuracy vs dilation exponent, one line per network (``ds.accuracy[network, dilation]``,
-    optional ``seed``). Seeds are replicates, never an axis: the line is their mean, the dots each
+    optional ``seed``; one line without ``network``: the ``dilation`` analysis of one model). Seeds are replicates, never an axis: the line is their mean, the dots each
     seed; networks are nudged apart along x so that equal accuracies (e.g. several at 1.00) stay visible."""
     from dynlab.figures import legend_beside
 
     fig, ax = plt.subplots(figsize=(8, 4))
     acc = ds.accuracy
-    nets = list(acc.network.values)
+    nets = list(acc.network.values) if "network" in acc.dims else [None]
     markers = "osD^vP*Xh<>"
     width = 0.3  # total spread of the networks around each dilation
     for k, net in enumerate(nets):
-        a = acc.sel(network=net)
+        a = acc if net is None else acc.sel(network=net)
+        label = "model" if net is None else str(net)
         shift = (k - (len(nets) - 1) / 2) * width / max(1, len(nets) - 1)
         x = a.dilation.values + shift
         colour, marker = f"C{k % 10}", markers[k % len(markers)]
         if "seed" in a.dims:
-            ax.plot(x, a.mean("seed"), marker=marker, ls="-", ms=5, color=colour, label=str(net))
+            ax.plot(x, a.mean("seed"), marker=marker, ls="-", ms=5, color=colour, label=label)
             per_seed = a.transpose("dilation", "seed").values
             ax.plot(np.repeat(x, per_seed.shape[1]), per_seed.ravel(), ".", ms=4, alpha=0.4, color=colour)
         else:
-            ax.plot(x, a, marker=marker, ls="-", ms=5, color=colour, label=str(net))
+            ax.plot(x, a, marker=marker, ls="-", ms=5, color=colour, label=label)
     ax.axhline(1 / 9, color="grey", ls="--", lw=0.8, label="chance (1/9)")
     dil = acc.dilation.values
     ax.set_xticks(dil, [f"3^{int(m)}" for m in dil])

@@ -136,17 +136,17 @@ ENTRIES: tuple[Entry, ...] = (
               "--set 'params.rotation={network=\"aru\",steps=50}' "
               "--set 'params.adaptation={realisations=2,steps=300,burn_in=50}'", paper=True),
     _scenario("cross-adaptation", "Scenario cross-adaptation", "The ARU's gain control inside the ELM network "
-              "under the noisy drive (two networks, 50 steps).",
-              "--set 'params.networks=[\"aru\",\"elm-aru\"]' --set params.steps=50 --set params.batch_size=32 "
-              "--set 'params.seeds=[0]' --set params.n_test=256"),
+              "under the noisy drive (six networks, 50 steps).",
+              "--set 'sweep.seed=[0]' --set train.steps=50 --set train.batch_size=32 --set train.eval_every=25 "
+              "--set train.checkpoint_every=50"),
     _scenario("cross-lyapunov", "Scenario cross-lyapunov", "Lyapunov spectra of three units at initialisation "
               "and after training on the adding task.",
-              "--set 'params.units=[\"aru\",\"gru\",\"sith-rnn\"]' --set params.steps=100 --set 'params.seeds=[0]' "
-              "--set params.width=16 --set params.lyapunov_steps=200 --set params.burn_in=50 --set params.k=4"),
-    _scenario("cross-fingerprint", "Scenario cross-fingerprint", "Fixed and slow points by stability, the "
-              "leading CLV's angles and the DSA distances of two units trained on the adding task.",
-              "--set 'params.units=[\"gru\",\"rnn\"]' --set 'params.seeds=[0]' --set params.steps=200 "
-              "--set params.fp_ics=16 --set params.clv_steps=300 --set params.clv_transient=100 --set params.dsa_trials=8"),
+              "--set 'sweep={\"model.unit\"=[\"aru\",\"gru\",\"sith-rnn\"],seed=[0]}' --set train.steps=100 "
+              "--set train.eval_every=50 --set train.checkpoint_every=100 --set model.width=16"),
+    _scenario("cross-fingerprint", "Scenario cross-fingerprint", "The fixed points found per unit and "
+              "seed (sweep.png) and the DSA distances between two units trained on the adding task (dsa.png).",
+              "--set 'sweep={\"model.unit\"=[\"gru\",\"rnn\"],seed=[0]}' --set train.steps=200 "
+              "--set train.eval_every=100 --set train.checkpoint_every=200"),
     _scenario("cross-pc-alignment", "Scenario cross-pc-alignment", "PC through time against BPTT on two units "
               "over width and length, with the convergence of inference.",
               "--set 'params.units=[\"gru\",\"blockdiag\"]' --set 'params.widths=[8,16]' --set 'params.lengths=[4,8]' "
@@ -157,9 +157,9 @@ ENTRIES: tuple[Entry, ...] = (
               "--set 'params.units=[\"rnn\"]' --set 'params.widths=[8,32]' --set 'params.lengths=[4,8]' "
               "--set 'params.seeds=[0]' --set params.batch_size=4"),
     _scenario("cross-trw", "Scenario cross-trw", "TRWs per layer of an ARU stack against SITH-RNN.",
-              "--set params.steps=20 --set 'params.seeds=[0]' --set params.n_shuffle=6 "
-              "--set 'params.networks={aru={unit=\"aru\",hidden=8,n_g=2,layers=2,lr=3e-3},"
-              "sith-rnn={unit=\"sith-rnn\",lr=1e-2}}'"),
+              "--set train.steps=20 --set train.eval_every=20 --set train.checkpoint_every=20 "
+              "--set 'sweep={seed=[0],variants={network={aru={model={unit=\"aru\",hidden=8,n_g=2,layers=2},"
+              "train={lr=3e-3}},sith-rnn={model={unit=\"sith-rnn\"},train={lr=1e-2}}}}}'"),
     _scenario("elm-budget", "Scenario elm-budget (ELM scaling laws)", "Held-out loss against k_e at one "
               "fixed budget, with the joint I_rep fit; the loss along N and along k_e alone, and the "
               "feed-forward ablation.",

@@ -136,10 +136,11 @@ def generic(ds: xr.Dataset, *, max_panels: int = 6):
             if np.nanmin(da.values) > 0 and np.nanmax(da.values) / max(np.nanmin(da.values), 1e-300) > 100:
                 ax.set_yscale("log")
         elif da.ndim == 2:
-            da.plot(ax=ax, cbar_kwargs={"label": name})
+            categories = {d: da[d].values for d in da.dims if d in da.coords and da[d].dtype.kind not in "iuf"}
+            da.assign_coords({d: np.arange(len(v)) for d, v in categories.items()}).plot(ax=ax, cbar_kwargs={"label": name})
             for dim, setter in zip(da.dims, (ax.set_yticks, ax.set_xticks)):
-                if da[dim].dtype.kind not in "iuf":
-                    setter(np.arange(da.sizes[dim]), [str(c) for c in da[dim].values], fontsize=8)
+                if dim in categories:  # names (units, variants) at integer positions
+                    setter(np.arange(da.sizes[dim]), [str(c) for c in categories[dim]], fontsize=8)
         elif da.ndim == 0:
             ax.text(0.5, 0.5, f"{float(da):.5g}", ha="center", va="center", fontsize=14)
             ax.axis("off")
@@ -224,7 +225,10 @@ def result_ok(ds: xr.Dataset, name: str):
     without per-result status, where the cell's ``status`` is ``ok``."""
     if "result_status" in ds:
         results = [str(r) for r in ds["result"].values]
-        owner = next((r for r in sorted(results, key=len, reverse=True) if name.startswith(f"{r}_")), None)
+        stages = [str(x) for x in ds["stage"].values] if "stage" in ds.coords else []
+        # the analyses by name: one run only at stages other than trained has no result of its bare name
+        analyses = {next((r[: -len(x) - 1] for x in stages if r.endswith(f"-{x}")), r) for r in results}
+        owner = next((r for r in sorted(analyses, key=len, reverse=True) if name.startswith(f"{r}_")), None)
         if owner is not None and name in ds and "stage" in ds[name].dims:  # one result per stage
             stages = [str(x) for x in ds["stage"].values]
             per_stage = [owner if x == "trained" else f"{owner}-{x}" for x in stages]

@@ -67,7 +67,7 @@ def stamp(ds: xr.Dataset, *, analysis: str, config: Mapping[str, Any] | None = N
     Arguments:
         ds: the result.
         analysis: the name of what produced it: a registered analysis or program (``"lyapunov"``,
-            ``"cross-trw"``), or ``"training"``, ``"sweep"``, or the name of a numerical core's
+            ``"sith-trw"``), or ``"training"``, ``"sweep"``, or the name of a numerical core's
             result (``"covariance_spectrum"``). ``dynlab plot`` dispatches on it.
         config: the options that produced it, one attribute per key, values made netCDF-safe by
             [`attr_value`][] (booleans as 0/1); keys whose value is ``None`` are left out. A

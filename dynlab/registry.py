@@ -214,7 +214,7 @@ def _unwrap(annotation: Any) -> tuple[Any, bool]:
 
 def _is_table(annotation: Any) -> bool:
     """Is this a table-typed key (``dict``, ``dict | None``)? Tables are configs passed on to other
-    constructors (e.g. a program's ``extra_networks``), whose own signatures check their numbers."""
+    constructors (e.g. a program's ``adaptation`` options), whose own signatures check their numbers."""
     annotation = _unwrap(annotation)[0]
     options = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) else (annotation,)
     return any(a is dict or typing.get_origin(a) is dict for a in options)

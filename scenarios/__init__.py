@@ -15,11 +15,8 @@ from dynlab.scenarios.spec import builtin_names, load, parse
 # Registers the built-in programs (light modules: their heavy imports are inside the functions).
 from dynlab.scenarios import (  # noqa: E402,F401
     aru_table1,
-    cross_fingerprint,
-    cross_lyapunov,
     cross_pc,
     cross_pc_law,
-    cross_trw,
     elm_budget,
     elm_shd,
     pc_width_depth,

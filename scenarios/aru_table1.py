@@ -45,31 +45,17 @@ NETWORKS = {  # name -> (model section without hidden, label in the table)
 NOT_PERTURBED_IN_PAPER = ("gru", "lstm")
 
 
-def model_sections(networks, hidden: int, n_g: int, match_tol: float, extra: dict | None = None) -> dict[str, dict]:
-    """Each network's ``[model]`` section; GRU/LSTM widths matched to the ARUN's parameter count.
-
-    ``extra`` maps further network names to their own ``[model]`` sections (used as given, except
-    ``label``, which only names the row; ``hidden`` defaults to ``hidden``).
-    """
-    from dynlab import experiment, registry
+def model_sections(networks, hidden: int, n_g: int, match_tol: float) -> dict[str, dict]:
+    """Each network's ``[model]`` section; GRU/LSTM widths matched to the ARUN's parameter count."""
     from dynlab.errors import ConfigError
     from dynlab.sizing import hidden_for_budget, model_params
 
-    extra = extra or {}
-    unknown = [n for n in networks if n not in NETWORKS and n not in extra]
+    unknown = [n for n in networks if n not in NETWORKS]
     if unknown:
-        raise ConfigError(f"unknown network(s) {', '.join(unknown)}; valid: {', '.join([*NETWORKS, *extra])} "
-                          "(add others as [params.extra_networks.NAME] model sections)")
+        raise ConfigError(f"unknown network(s) {', '.join(unknown)}; valid: {', '.join(NETWORKS)}")
     budget = model_params("aru", hidden, 1, 10, n_g=n_g)
     sections = {}
     for name in networks:
-        if name in extra:
-            section = {k: v for k, v in extra[name].items() if k != "label"}
-            experiment.validate({"model": section})  # a bad key fails here, before any training
-            if "hidden" in registry.config_keys(registry.get("unit", section.get("unit", "aru")).obj):
-                section = {"hidden": hidden, **section}
-            sections[name] = section
-            continue
         section = dict(NETWORKS[name][0])
         if section["unit"] == "aru":
             section["n_g"] = n_g
@@ -94,11 +80,10 @@ def run_configs(
     lr: float,
     eval_size: int,
     match_tol: float = 0.05,
-    extra_networks: dict | None = None,
 ) -> dict[str, list[dict]]:
     """The runs [`run_aru_table1`][] trains: network -> one run config per seed (what
     [`dynlab.experiment.build`][] takes), the ``[model]`` sections from [`model_sections`][]."""
-    sections = model_sections(list(networks), hidden, n_g, match_tol, extra_networks)
+    sections = model_sections(list(networks), hidden, n_g, match_tol)
     task = {"name": "psmnist", "downsample": downsample, "perm_seed": perm_seed}
     train_cfg = {"steps": steps, "batch_size": batch_size, "lr": lr, "clip": 1.0, "eval_every": max(steps // 4, 1),
                  "eval_size": eval_size, "log_every": min(50, steps), "checkpoint_every": steps}
@@ -125,17 +110,11 @@ def run_aru_table1(
     std_ratio: float = 0.4,
     n_test: int = 2000,
     match_tol: float = 0.05,
-    extra_networks: dict | None = None,
-    scenario: str = "aru-table1",
     adaptation: dict | None = None,
     rotation: dict | None = None,
 ) -> dict:
     r"""Train every network for every seed, evaluate clean and under the noisy drive, print the
     table; returns ``{"table1": dataset}`` (also written to ``out_dir``).
-
-    ``extra_networks``: more networks by name, each a ``[model]`` section plus an optional
-    ``label`` (e.g. the ELM network with and without the ARU's adaptation in ``cross-adaptation``);
-    list their names in ``networks``. ``scenario`` names the result (attr and table title).
 
     ``adaptation``: if given (a table, ``{}`` for the defaults), every trained ARU seed is also
     analysed with [`adaptation_lambda1`][]: the Fig. 5c/d $\lambda_1$ adapted vs fixed, under both
@@ -158,13 +137,12 @@ def run_aru_table1(
     if 0.0 not in strengths:
         raise ConfigError(f"strengths must include 0 (the clean accuracy), got {strengths}")
     networks, seeds = list(networks), list(seeds)
-    check_params(networks=networks, adaptation=adaptation, rotation=rotation, extra_networks=extra_networks)
+    check_params(networks=networks, adaptation=adaptation, rotation=rotation)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     configs = run_configs(networks, seeds, hidden=hidden, n_g=n_g, downsample=downsample, perm_seed=perm_seed,
-                          steps=steps, batch_size=batch_size, lr=lr, eval_size=eval_size, match_tol=match_tol,
-                          extra_networks=extra_networks)
-    labels = [extra_networks[n].get("label", n) if n in (extra_networks or {}) else NETWORKS[n][1] for n in networks]
+                          steps=steps, batch_size=batch_size, lr=lr, eval_size=eval_size, match_tol=match_tol)
+    labels = [NETWORKS[n][1] for n in networks]
     shape = (len(networks), len(seeds), len(strengths))
     acc, loss = np.full(shape, np.nan), np.full(shape, np.nan)
     status = np.full(shape[:2], "ok", dtype=object)
@@ -210,8 +188,7 @@ def run_aru_table1(
                                     "downsample": downsample, "perm_seed": perm_seed, "steps": steps,
                                     "batch_size": batch_size, "lr": lr, "eval_size": eval_size, "strengths": strengths,
                                     "table_strength": table_strength, "std_ratio": std_ratio, "n_test": n_test,
-                                    "match_tol": match_tol, "extra_networks": extra_networks or {},
-                                    "scenario": scenario}})
+                                    "match_tol": match_tol}})
     result = xr.Dataset(
         {
             "accuracy": (("network", "seed", "strength"), acc, {"long_name": "held-out accuracy under the noisy drive"}),
@@ -225,7 +202,7 @@ def run_aru_table1(
                 "strength": ("strength", strengths, {"long_name": "noisy drive mean mu (std = std_ratio * mu)"}),
                 "label": ("network", labels)},
     )
-    result = stamp(result, analysis="perturb", config={**attrs, "scenario": scenario, "table_strength": float(table_strength),
+    result = stamp(result, analysis="perturb", config={**attrs, "scenario": "aru-table1", "table_strength": float(table_strength),
                                                        "params_toml": params_text, "seconds": time.perf_counter() - t_start})
     store.write_dataset(out / "table1.nc", result)
     store.write_figure(out / "accuracy_vs_noise.png", perturbation_curve(result))
@@ -259,7 +236,7 @@ ADAPTATION_FIXED = ("model", "task", "drive_in_map")
 both readings of the frozen map are run."""
 
 
-def check_params(*, networks=(), adaptation=None, rotation=None, extra_networks=None, **_) -> None:
+def check_params(*, networks=(), adaptation=None, rotation=None, **_) -> None:
     """What [`run_aru_table1`][] checks before any training: ``adaptation`` needs the ARU among
     the networks and takes the adaptation analysis's options; ``rotation`` names a trained network
     with per-neuron activation parameters, a finite angle and a positive number of steps."""
@@ -282,7 +259,7 @@ def check_params(*, networks=(), adaptation=None, rotation=None, extra_networks=
         net = r["network"]
         if net not in networks:
             raise ConfigError(f"params.rotation.network {net!r} is not among params.networks {list(networks)}")
-        unit = NETWORKS[net][0]["unit"] if net in NETWORKS else (extra_networks or {}).get(net, {}).get("unit")
+        unit = NETWORKS.get(net, ({},))[0].get("unit")
         if unit not in ACTIVATION:
             raise ConfigError(f"params.rotation.network {net!r} (unit {unit!r}) has no per-neuron activation "
                               f"parameters to retrain; units that do: {', '.join(ACTIVATION)}")

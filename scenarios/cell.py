@@ -200,7 +200,7 @@ def _finish(cell_dir: Path, exp, analyses: tuple[dict, ...], status: str, messag
                 continue
             try:
                 fn = registry.get("analysis", entry["name"]).obj
-                ds = fn(at.model, **analysis_options(entry, at.task))
+                ds = fn(at.model, **analysis_options(entry, at.task, at.seed))
                 store.write_dataset(cell_dir / f"{result}.nc", ds)
                 results[result] = {"status": "ok", "message": ""}
             except Exception as e:  # a failed analysis stops neither the cell's other results nor the sweep

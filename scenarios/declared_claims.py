@@ -224,7 +224,9 @@ def check_claims(claims, coordinates: dict[str, dict[str, list]],
     full name is known only once the analysis has run).
 
     ``coordinates``: dataset name -> {coordinate name -> its values, or ``None`` when the values
-    are known only after the run}. A mistake is a one-line [`ConfigError`][] naming what is valid.
+    are known only after the run}; a name with one of the dataset's prefixes (``perturb_strength``)
+    is a dim of that analysis's own, its values known only after the run. A mistake is a one-line
+    [`ConfigError`][] naming what is valid.
     """
     for claim in claims:
         valid = (prefixes or {}).get(claim.dataset)
@@ -235,7 +237,8 @@ def check_claims(claims, coordinates: dict[str, dict[str, list]],
         if claim.dataset not in coordinates:
             raise ConfigError(f"claims.{claim.id}.dataset {claim.dataset!r} is not written by this scenario; "
                               f"datasets: {', '.join(sorted(coordinates))}")
-        known = coordinates[claim.dataset]
+        own = {n: None for n in claim.names if valid and n.startswith(valid)}  # an analysis's own dims
+        known = {**own, **coordinates[claim.dataset]}
         over_default = claim.over == "seed" and "seed" not in known  # the default: no seeds, no reduction over them
         for name in sorted(claim.names - ({"seed"} if over_default else set())):
             if name not in known:

@@ -21,14 +21,23 @@ A scenario is a TOML file with the sections of a run config plus analyses and an
     [sweep.zip.size]                      # a zipped axis "size": these keys vary together
     "model.n_g" = [4, 8]
     "train.lr" = [3e-3, 1e-3]
+    [sweep.variants.network.aru]          # a variant axis "network": named sets of config values
+    model = {unit = "aru", hidden = 32, n_g = 4}
+    [sweep.variants.network.gru-slow]     # ... each sets its own keys (the cell's other keys stay)
+    model = {unit = "gru", hidden = 32}
+    "train.lr" = 1e-3
+
+A *variant axis* (``[sweep.variants.NAME.LABEL]``) is for what one list per key cannot say:
+networks whose config keys differ (a SITH-RNN has no ``hidden``, a layer stack has ``layers``),
+each with its own learning rate. Its coordinate is the variant's label.
 
 ``vmap_seeds = true`` in ``[sweep]`` trains the cells that differ only in ``seed`` as one
 ``jax.vmap``-ed computation (faster; equal to separate runs up to float32 rounding only).
 
 Every combination of the sweep axes is a *cell*: one run config, one training run, its analyses.
 
-**Programmed scenarios.** Experiments whose steps are not "train, then analyse" (train several
-networks, transplant a controller, fit a model across budgets, …) are registered **programs**
+**Programmed scenarios.** Experiments whose steps are not "train, analyse and compare" (transplant
+a controller, fit a model across budgets, …) are registered **programs**
 (``@register("program", NAME)`` on a Python function, see ``dynlab list program``) that the file
 chooses by name, with the program's keyword arguments in ``[params]``:
 
@@ -94,10 +103,17 @@ class Axis:
 
     name: str
     values: dict[str, list]
+    variants: tuple[dict, ...] = ()
+    """A variant axis: ``values`` is ``{name: labels}`` and ``variants[i]`` the config values
+    (dotted key -> value) that label ``i`` sets."""
 
     @property
     def size(self) -> int:
         return len(next(iter(self.values.values())))
+
+    def config_values(self, i: int) -> dict[str, Any]:
+        """The config values (dotted key -> value) that point ``i`` of the axis sets."""
+        return dict(self.variants[i]) if self.variants else {k: v[i] for k, v in self.values.items()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,7 +187,9 @@ class Scenario:
         doc = {
             "base": self.base,
             "analyses": {str(i): a for i, a in enumerate(self.analyses)},
-            "axes": {str(i): {"name": a.name, "values": a.values} for i, a in enumerate(self.axes)},
+            "axes": {str(i): {"name": a.name, "values": a.values,
+                              **({"variants": {str(j): v for j, v in enumerate(a.variants)}} if a.variants else {})}
+                     for i, a in enumerate(self.axes)},
             "vmap_seeds": self.vmap_seeds,
         }
         return hashlib.sha256(cfgmod.dumps(canonical(doc)).encode()).hexdigest()
@@ -184,7 +202,7 @@ class Scenario:
             coords = {}
             for axis, i in zip(self.axes, index):
                 coords[axis.name] = i if len(axis.values) > 1 else next(iter(axis.values.values()))[i]
-                config = cfgmod.apply_values(config, {k: v[i] for k, v in axis.values.items()})
+                config = cfgmod.apply_values(config, axis.config_values(i))
             out.append(Cell(index, coords, config, self.cell_analyses, self.axes))
         return out
 
@@ -218,8 +236,8 @@ class Program:
 
     def claims(self) -> list:
         """The program's claims at these parameters ([`dynlab.claims.Claim`][]) when the scenario names
-        the paper they belong to; none otherwise (a cross-paper scenario reusing a paper's program,
-        e.g. ``cross-adaptation`` on ``aru-table1``, is not judged against that paper)."""
+        the paper they belong to; none otherwise (a scenario reusing a paper's program is not judged
+        against that paper)."""
         make = registry.get("program", self.program).claims
         return [] if make is None or not self.paper else list(make(self.resolved_params()))
 
@@ -374,6 +392,36 @@ def _axis_values(where: str, key: str, values) -> list:
     return values
 
 
+def _flat(table: dict, prefix: str = "") -> dict[str, Any]:
+    """A variant's table as dotted keys: ``model = {unit = "gru"}`` -> ``{"model.unit": "gru"}``."""
+    out = {}
+    for k, v in table.items():
+        out.update(_flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
+    return out
+
+
+def _variant_axes(tables) -> list[Axis]:
+    """**Enforces** "a variant axis names its variants by slugs, and each sets at least one config
+    value": ``[sweep.variants.NAME.LABEL]`` tables, each a non-empty table of config keys (dotted,
+    or a section's table); what they set is checked as every cell's config is."""
+    if not isinstance(tables, dict) or not tables:
+        raise ConfigError("[sweep.variants] must hold variant axes, e.g. [sweep.variants.network.aru]")
+    axes = []
+    for name, variants in tables.items():
+        if not isinstance(variants, dict) or not variants:
+            raise ConfigError(f"[sweep.variants.{name}] must hold one table per variant, e.g. "
+                              f"[sweep.variants.{name}.aru] with model = {{unit = \"aru\"}}")
+        for label, table in variants.items():
+            if not SAFE_NAME.fullmatch(label):
+                raise ConfigError(f"[sweep.variants.{name}]: variant name {label!r} must be letters, digits, '.', "
+                                  "'_' or '-'")
+            if not isinstance(table, dict) or not table:
+                raise ConfigError(f"[sweep.variants.{name}.{label}] must be a non-empty table of config values, "
+                                  "e.g. model = {unit = \"gru\"}")
+        axes.append(Axis(name, {name: list(variants)}, tuple(_flat(t) for t in variants.values())))
+    return axes
+
+
 def _parse_sweep(sweep: dict) -> tuple[tuple[Axis, ...], bool]:
     if not isinstance(sweep, dict):
         raise ConfigError("[sweep] must be a table of axes")
@@ -394,6 +442,8 @@ def _parse_sweep(sweep: dict) -> tuple[tuple[Axis, ...], bool]:
                     sizes = ", ".join(f"{k}: {len(v)}" for k, v in lists.items())
                     raise ConfigError(f"[sweep.zip.{name}]: zipped axes need equal lengths, got {sizes}")
                 axes.append(Axis(name, lists))
+        elif key == "variants":
+            axes.extend(_variant_axes(values))
         else:
             axes.append(Axis(key, {key: _axis_values("[sweep]", key, values)}))
     return tuple(axes), vmap_seeds
@@ -404,6 +454,16 @@ STAGES = ("init", "trained")
 training) and ``trained`` (after training; the default)."""
 ENTRY_KEYS = ("name", "stages")
 """Keys of an ``[[analyses]]`` entry that are not options of the analysis."""
+CELL_SEED = "cell"
+"""``seed = "cell"`` in an ``[[analyses]]`` entry: the analysis draws its randomness (inputs,
+initial conditions, noise) from the cell's own ``seed``, so that replicate cells are independent
+in their analyses too, not only in their weights."""
+
+
+def _cell_seed(options: dict) -> dict:
+    """``options`` without a ``seed = "cell"`` (which the cell fills in) for checks against the
+    analysis's signature."""
+    return {k: v for k, v in options.items() if not (k == "seed" and v == CELL_SEED)}
 
 
 def entry_stages(entry: dict) -> tuple[str, ...]:
@@ -465,15 +525,19 @@ def _check_analysis(entry: dict) -> dict:
             registry.get("task", options["task"])
         options = {k: v for k, v in options.items() if k != "task"}
     exclude = RUNS_ARGUMENT if takes_runs(entry) else ("key", "self")
-    registry.check_config(f"analyses.{entry['name']}", fn, options, exclude=exclude)
+    if options.get("seed") == CELL_SEED and (takes_runs(entry) or "seed" not in registry.config_keys(fn, exclude=exclude)):
+        raise ConfigError(f"analyses.{entry['name']}.seed = \"cell\": this analysis takes no seed of one cell")
+    registry.check_config(f"analyses.{entry['name']}", fn, _cell_seed(options), exclude=exclude)
     return dict(entry)
 
 
-def analysis_options(entry: dict, own_task=None) -> dict:
+def analysis_options(entry: dict, own_task=None, own_seed: int | None = None) -> dict:
     """An ``[[analyses]]`` entry's options as the analysis takes them: ``task = "train"`` becomes
     ``own_task`` (a cell's own task; ``None`` for an analysis of several runs: the runs' common
-    task), another task name that task, built."""
+    task), another task name that task, built; ``seed = "cell"`` ([`CELL_SEED`][]) becomes ``own_seed``."""
     options = {k: v for k, v in entry.items() if k not in ENTRY_KEYS}
+    if options.get("seed") == CELL_SEED:
+        options["seed"] = own_seed
     task = options.get("task")
     if task == "train":
         options["task"] = own_task
@@ -551,7 +615,7 @@ def check_cells(scenario: Scenario) -> None:
         hook = getattr(fn, "check", None)
         if hook is not None:
             options = {**registry.defaults(fn, exclude=("model", "key", "self")),
-                       **{k: v for k, v in entry.items() if k not in ENTRY_KEYS}}
+                       **_cell_seed({k: v for k, v in entry.items() if k not in ENTRY_KEYS})}
             options.pop("task", None)
             hooks.append((entry["name"], hook, options))
     checked = set()
@@ -618,10 +682,11 @@ def cell_name(cell: Cell) -> str:
 
 
 def cell_values(cell: Cell) -> dict[str, Any]:
-    """The config values a cell's sweep axes set, key by key (a zipped axis: each of its keys)."""
+    """The values a cell's sweep axes set, key by key (a zipped axis: each of its keys; a variant
+    axis: the variant's name under the axis's name)."""
     out = {}
     for axis, i in zip(cell.axes, cell.index):
-        out.update({k: v[i] for k, v in axis.values.items()})
+        out.update({axis.name: axis.values[axis.name][i]} if axis.variants else axis.config_values(i))
     return out
 
 

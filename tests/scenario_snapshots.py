@@ -5,7 +5,7 @@ below (the smallest sizes that still exercise every code path of the program) an
 numbers of every dataset it produced to ``tests/reference/scenarios.json``;
 ``tests/test_scenario_snapshots.py`` reruns them and compares at float32 round-off. Recorded
 (on the 2-core CPU machine, jax 0.10.2, ``DYNLAB_DATA`` = the shared data directory: real MNIST
-for aru-table1, cross-adaptation and pc-width-depth) before the redesign steps of issue 18
+for aru-table1 and pc-width-depth) before the redesign steps of issue 18
 (layout, one rule contract, values not flags), so a refactor that changes a number fails the
 test. The verdicts (``findings.nc``) are left out since issue #38 decided them by their intervals:
 their rule is tested as properties in ``tests/test_claims.py``, not pinned here.
@@ -34,16 +34,9 @@ TOY: dict[str, list[str]] = {
                    "params.n_test=64", "params.strengths=[0.0,5.0]", "params.downsample=4",
                    "params.rotation={network=\"aru\",steps=2}",
                    "params.adaptation={onset=10,duration=40,window=10,realisations=2,ics=2,steps=60,burn_in=10}"],
-    "cross-adaptation": ["params.networks=[\"rnn-relu\",\"aru\",\"elm-aru\"]", "params.steps=3", "params.seeds=[0]", "params.hidden=16", "params.eval_size=32",
-                         "params.n_test=64", "params.strengths=[0.0,5.0]"],
-    "cross-lyapunov": ["params.units=[\"aru\",\"sith-rnn\"]", "params.steps=3", "params.seeds=[0]",
-                       "params.width=8", "params.lyapunov_steps=60",
-                       "params.burn_in=10", "params.k=3", "params.ics=2"],
     "cross-pc-alignment": ["params.units=[\"aru\",\"elm\"]", "params.widths=[8]", "params.lengths=[4]", "params.seeds=[0]",
                            "params.reference_widths=[]", "params.steps=2", "params.inference_steps=30",
                            "params.workers=1"],
-    "cross-trw": ["params.steps=3", "params.seeds=[0]", "params.n_shuffle=4",
-                  'params.networks={aru={unit="aru",hidden=8,n_g=2,layers=2,lr=3e-3},sith-rnn={unit="sith-rnn",lr=1e-2}}'],
     "elm-budget": ["params.budgets=[2000]", "params.d_ms=[2,3,5,10]", "params.seeds=[0]", "params.steps=3",
                    "params.n_sweep={d_m=2,hidden=[2,3,4]}", "params.k_e_sweep={hidden=3,d_ms=[2,3,5]}"],
     "elm-shd-adding": ["params.seeds=[0]", "params.steps=3", "params.eval_size=32", "params.batch_size=8",

@@ -28,7 +28,7 @@ from scenario_snapshots import REFERENCE, TOY, run
 RECORDED = json.loads(REFERENCE.read_text())
 
 
-NEEDS_DATA = {"aru-table1", "cross-adaptation", "pc-width-depth"}
+NEEDS_DATA = {"aru-table1", "pc-width-depth"}
 """Recorded on the real MNIST files (psMNIST has no synthetic stand-in; pc-width-depth's would differ)."""
 
 
