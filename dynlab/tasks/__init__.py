@@ -2,9 +2,11 @@
 ``pc-toy``, ``pc-mnist`` and ``pc-cifar10`` (fixed-batch feed-forward tasks of the PC paper),
 ``smnist`` and ``psmnist`` (sequential and permuted sequential MNIST or Fashion-MNIST),
 ``scifar10`` (sequential CIFAR-10), ``shd`` and ``shd-adding`` (Spiking Heidelberg Digits),
-``charlm`` (character-level language modelling, stateful truncated BPTT)."""
+``charlm`` (character-level language modelling, stateful truncated BPTT); the cognitive tasks
+``flipflop``, ``context-integration``, ``perceptual-decision``, ``delayed-match`` and
+``sine-generation`` ([`dynlab.tasks.cognitive`][])."""
 
-from dynlab.tasks import charlm, cifar, hierarchical, mnist, pc_tasks, shd, synthetic
+from dynlab.tasks import charlm, cifar, cognitive, hierarchical, mnist, pc_tasks, shd, synthetic
 from dynlab.tasks.base import Task
 
-__all__ = ["Task", "charlm", "cifar", "hierarchical", "mnist", "pc_tasks", "shd", "synthetic"]
+__all__ = ["Task", "charlm", "cifar", "cognitive", "hierarchical", "mnist", "pc_tasks", "shd", "synthetic"]
