@@ -124,3 +124,52 @@ def test_bad_flipflop_settings_are_one_line(bad):
 def test_bad_trial_settings_are_one_line(bad):
     with pytest.raises(ConfigError):
         dynlab.build("task", "context-integration", **bad)
+
+
+def _neurogym_task(**kw):
+    return dynlab.build("task", "neurogym", **kw)
+
+
+def test_neurogym_batches_are_seeded_by_the_key_also_inside_jit():
+    task = _neurogym_task(env="ContextDecisionMaking-v0", kwargs={"use_expl_context": True})
+    assert (task.input_size, task.output_size, task.length) == (7, 3, 42)   # 300+750+3000+100 ms at dt 100
+    a = task.batch(jax.random.key(0), 8)
+    b = jax.jit(task.batch, static_argnums=1)(jax.random.key(0), 8)
+    c = task.batch(jax.random.key(1), 8)
+    for u, v in zip(a, b):
+        np.testing.assert_array_equal(u, v)
+    assert not np.array_equal(a[0], c[0])
+    lengths = np.asarray(a[2]).sum(1)                 # variable delays: rows of different lengths, padding unscored
+    assert len(set(lengths)) > 1 and lengths.max() <= 42
+
+
+def test_neurogym_perceptual_decision_matches_the_native_task():
+    """Same task described twice: the evidence means and noise per coherence agree."""
+    ngym = _neurogym_task(env="PerceptualDecisionMaking-v0")
+    native = dynlab.build("task", "perceptual-decision", score_fixation=True)
+    assert (ngym.length, ngym.input_size, ngym.output_size) == (native.length, native.input_size, native.output_size)
+    stats = []
+    for task in (ngym, native):
+        x, y, mask = map(np.asarray, task.batch(jax.random.key(2), 2000))
+        np.testing.assert_array_equal(x[:, 0, 0], 1.0)
+        choice = y[:, -1]
+        stim = x[:, 1:21, 1:]
+        right = np.take_along_axis(stim, (choice - 1)[:, None, None].repeat(20, 1), axis=2)[..., 0]
+        wrong = np.take_along_axis(stim, (2 - choice)[:, None, None].repeat(20, 1), axis=2)[..., 0]
+        coh = (right - wrong).mean(1) * 100
+        level = np.array([0, 6.4, 12.8, 25.6, 51.2])[np.argmin(np.abs(coh[:, None] - [0, 6.4, 12.8, 25.6, 51.2]), 1)]
+        stats.append({c: (right[level == c].mean(), right[level == c].std(), (level == c).mean()) for c in (0, 25.6, 51.2)})
+    for c in (0, 25.6, 51.2):
+        (m1, s1, p1), (m2, s2, p2) = stats[0][c], stats[1][c]
+        assert abs(m1 - m2) < 0.006 and abs(s1 - s2) < 0.004 and abs(p1 - p2) < 0.06
+
+
+def test_neurogym_errors_are_one_line(monkeypatch):
+    with pytest.raises(ConfigError, match="unknown neurogym environment 'Nope-v0'; valid: .*PerceptualDecisionMaking-v0"):
+        _neurogym_task(env="Nope-v0")
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "neurogym" else real(name, *a))
+    with pytest.raises(ConfigError, match=r"dynlab\[neurogym\]"):
+        _neurogym_task(env="PerceptualDecisionMaking-v0")

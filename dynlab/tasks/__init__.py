@@ -4,9 +4,10 @@
 ``scifar10`` (sequential CIFAR-10), ``shd`` and ``shd-adding`` (Spiking Heidelberg Digits),
 ``charlm`` (character-level language modelling, stateful truncated BPTT); the cognitive tasks
 ``flipflop``, ``context-integration``, ``perceptual-decision``, ``delayed-match`` and
-``sine-generation`` ([`dynlab.tasks.cognitive`][])."""
+``sine-generation`` ([`dynlab.tasks.cognitive`][]); ``neurogym`` (any neurogym environment,
+[`dynlab.tasks.neurogym_env`][])."""
 
-from dynlab.tasks import charlm, cifar, cognitive, hierarchical, mnist, pc_tasks, shd, synthetic
+from dynlab.tasks import charlm, cifar, cognitive, hierarchical, mnist, neurogym_env, pc_tasks, shd, synthetic
 from dynlab.tasks.base import Task
 
-__all__ = ["Task", "charlm", "cifar", "cognitive", "hierarchical", "mnist", "pc_tasks", "shd", "synthetic"]
+__all__ = ["Task", "charlm", "cifar", "cognitive", "hierarchical", "mnist", "neurogym_env", "pc_tasks", "shd", "synthetic"]
