@@ -38,6 +38,10 @@ class Loss:
     metric: Callable[[Array, Array, Array], Array]
     metric_name: str
     higher_is_better: bool
+    objective: str | None = None
+    """The registered loss whose objective this one computes, when it differs only in its metric
+    (``mse_sign`` is ``mse``); rules whose energies know a fixed set of objectives (predictive
+    coding through time) read this."""
 
 
 def _masked_mean(values: Array, mask: Array) -> Array:
@@ -81,11 +85,17 @@ register("loss", "ce_all", "cross-entropy at every masked step (sequence-to-sequ
 )
 register("loss", "mse", "mean squared error at every masked step (regression)")(Loss(_mse, _mse, "mse", False))
 register("loss", "mse_sign", "mean squared error at every masked step, metric the fraction with the target's sign")(
-    Loss(_mse, _sign_accuracy, "sign_accuracy", True)
+    Loss(_mse, _sign_accuracy, "sign_accuracy", True, objective="mse")
 )
 register("loss", "ce_bits", "cross-entropy at every masked step, metric in bits per character (language models)")(
     Loss(_ce_all, _bits_all, "bpc", False)
 )
+
+
+def objective_of(name: str) -> str:
+    """The name of the objective the registered loss ``name`` computes (its own name, or its
+    [`Loss.objective`][dynlab.losses.Loss.objective])."""
+    return get_loss(name).objective or name
 
 
 def get_loss(name: str | Loss) -> Loss:

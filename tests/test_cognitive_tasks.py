@@ -173,3 +173,37 @@ def test_neurogym_errors_are_one_line(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "neurogym" else real(name, *a))
     with pytest.raises(ConfigError, match=r"dynlab\[neurogym\]"):
         _neurogym_task(env="PerceptualDecisionMaking-v0")
+
+
+TRAINING = [("flipflop", {"length": 12}), ("context-integration", {"timing": {"delay": 200}}),
+            ("perceptual-decision", {"timing": {"stimulus": 500}}), ("delayed-match", {"timing": {"delay": 300}}),
+            ("sine-generation", {"timing": {"generation": 200}})]
+
+
+def _grads(name, options, rule):
+    from dynlab import experiment
+
+    config = {"seed": 0, "model": {"unit": "gru", "hidden": 8}, "task": {"name": name, **options},
+              "rule": {"name": rule}, "train": {}}
+    exp = experiment.build(config)
+    grads, _ = exp.rule.grads(exp.model, exp.task.batch(jax.random.key(0), 16), jax.random.key(1))
+    flat = np.concatenate([np.ravel(g) for g in jax.tree.leaves(grads)])
+    assert np.all(np.isfinite(flat)) and np.linalg.norm(flat) > 0
+    return flat
+
+
+@pytest.mark.parametrize("name,options", TRAINING, ids=[t for t, _ in TRAINING])
+def test_every_task_trains_under_bptt(name, options):
+    _grads(name, options, "bptt")
+
+
+@pytest.mark.parametrize("name,options", TRAINING[:2], ids=[t for t, _ in TRAINING[:2]])
+def test_pc_through_time_trains_on_the_squared_and_the_choice_tasks(name, options):
+    """PC through time on the flip-flop (loss ``mse_sign``, whose energy is ``mse``'s) and on
+    context integration (``ce_all``, trials of different lengths): finite gradients that descend
+    the task loss (positive cosine with BPTT's; PC's inferred errors are O(1) at initialisation,
+    so the two are not expected to agree closely)."""
+    a, b = _grads(name, options, "bptt"), _grads(name, options, "pc-time")
+    cos = a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
+    print(name, cos)
+    assert cos > 0
