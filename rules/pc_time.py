@@ -70,7 +70,7 @@ from jaxtyping import Array, PyTree
 
 from dynlab import ffmodels
 from dynlab.errors import ConfigError
-from dynlab.losses import Loss
+from dynlab.losses import Loss, objective_of
 from dynlab.models import SequenceModel
 from dynlab.registry import register
 from dynlab.rules import pc, pc_inference
@@ -307,11 +307,16 @@ class PCTime(pc.PC):
     """
 
     def __check_init__(self):
-        _check_output(self.loss)
+        _check_output(self.output)
+
+    @property
+    def output(self) -> str:
+        """The energy's output term: the objective of the task's loss (``mse_sign`` trains on ``mse``)."""
+        return objective_of(self.loss)
 
     def equilibrate(self, model, x, y, mask) -> pc.Inference:
         """Inferred activities (the rule's inference method) for a task batch."""
-        return self.inference(problem(model, x, y, mask, self.loss))
+        return self.inference(problem(model, x, y, mask, self.output))
 
     def grads(self, model, batch, key):
         if not isinstance(model, SequenceModel):
@@ -319,11 +324,11 @@ class PCTime(pc.PC):
                               "for feed-forward models use rule 'pc'")
         x, y, mask = batch
         inf = self.equilibrate(model, x, y, mask)
-        f_value, grads = weight_grads(model, inf.z, x, y, mask, self.loss)
+        f_value, grads = weight_grads(model, inf.z, x, y, mask, self.output)
         metrics = self.evaluate(model, batch)
         metrics.update(energy=f_value, **pc.inference_metrics(inf, x.dtype))
         if self.diagnostics is not None:
-            metrics.update(self.diagnostics(model, x, y, mask, self.loss, inf))
+            metrics.update(self.diagnostics(model, x, y, mask, self.output, inf))
         return grads, metrics
 
 

@@ -2,10 +2,14 @@
 ``pc-toy``, ``pc-mnist`` and ``pc-cifar10`` (fixed-batch feed-forward tasks of the PC paper),
 ``smnist`` and ``psmnist`` (sequential and permuted sequential MNIST or Fashion-MNIST),
 ``scifar10`` (sequential CIFAR-10), ``shd`` and ``shd-adding`` (Spiking Heidelberg Digits),
-``charlm`` (character-level language modelling, stateful truncated BPTT), ``external`` (the widths of a
-model trained elsewhere, [`dynlab.imports`][])."""
+``charlm`` (character-level language modelling, stateful truncated BPTT); the cognitive tasks
+``flipflop``, ``context-integration``, ``perceptual-decision``, ``delayed-match`` and
+``sine-generation`` ([`dynlab.tasks.cognitive`][]); ``neurogym`` (any neurogym environment,
+[`dynlab.tasks.neurogym_env`][]); ``external`` (the widths of a model trained elsewhere,
+[`dynlab.imports`][])."""
 
-from dynlab.tasks import charlm, cifar, external, hierarchical, mnist, pc_tasks, shd, synthetic
+from dynlab.tasks import charlm, cifar, cognitive, external, hierarchical, mnist, neurogym_env, pc_tasks, shd, synthetic
 from dynlab.tasks.base import Task
 
-__all__ = ["Task", "charlm", "cifar", "external", "hierarchical", "mnist", "pc_tasks", "shd", "synthetic"]
+__all__ = ["Task", "charlm", "cifar", "cognitive", "external", "hierarchical", "mnist", "neurogym_env", "pc_tasks",
+           "shd", "synthetic"]

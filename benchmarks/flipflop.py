@@ -1,0 +1,110 @@
+"""The flip-flop, one run: batched dynlab training against a plain PyTorch loop of the same GRU,
+and the fixed points of the trained network (the acceptance form of `tests/test_flipflop_truth.py`).
+
+**Speed.** ``--seeds`` networks of the same size (a GRU of ``--hidden`` units with a linear
+read-out, Adam at dynlab's default learning rate, batch 64, trials of 64 steps, 3 bits) are
+trained for ``--steps`` steps: dynlab with ``train_seeds`` (one ``jax.vmap``-ed, ``lax.scan``-ned
+computation over seeds, chunks of steps compiled once), and PyTorch as its users write it, one
+network after another, each step a ``torch.nn.GRU`` forward over the batch (its fused C++
+kernel), MSE, backward and ``torch.optim.Adam``, on batches made by the same task definition in
+NumPy. Both are timed after one warm-up (compilation) step; the ratio is PyTorch's time per
+network-step over dynlab's. Needs the ``bench`` extra (torch 2.13.0).
+
+**Truth.** One network of the batch (seed 0, ``--truth-steps`` of dynlab's default training) is
+searched for fixed points at zero input: a trained 3-bit flip-flop must have 8 stable points, one
+at each corner of the output cube (Sussillo & Barak 2013), which is printed with the saddles.
+
+Run: ``python benchmarks/flipflop.py`` (a few minutes on 2 cores).
+"""
+
+import argparse
+import itertools
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dynlab import experiment
+from dynlab.analyses.fixed_points import fixed_points_analysis
+from dynlab.train import train_seeds
+
+
+def config(seed, hidden, steps):
+    return {"seed": seed, "model": {"unit": "gru", "hidden": hidden}, "task": {"name": "flipflop"},
+            "rule": {"name": "bptt"}, "train": {"steps": steps, "eval_every": steps, "log_every": steps}}
+
+
+def dynlab_seconds(seeds, hidden, steps):
+    warm = [experiment.build(config(s, hidden, 1)) for s in range(seeds)]
+    train_seeds(warm)                                            # compiles the one-step chunk
+    runs = [experiment.build(config(s, hidden, steps)) for s in range(seeds)]
+    start = time.perf_counter()
+    results = train_seeds(runs)
+    return time.perf_counter() - start, results
+
+
+def torch_seconds(seeds, hidden, steps, task):
+    import torch
+
+    batches = [tuple(np.asarray(a) for a in task.batch(jax.random.key(i), 64)[:2]) for i in range(steps + 1)]
+    total = 0.0
+    for seed in range(seeds):
+        torch.manual_seed(seed)
+        gru, readout = torch.nn.GRU(3, hidden, batch_first=True), torch.nn.Linear(hidden, 3)
+        params = list(gru.parameters()) + list(readout.parameters())
+        opt = torch.optim.Adam(params, lr=3e-3)
+
+        def step(x, y):
+            opt.zero_grad()
+            out, _ = gru(torch.from_numpy(x.copy()))
+            loss = torch.mean((readout(out) - torch.from_numpy(y.copy())) ** 2)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            return loss
+
+        step(*batches[0])                                        # warm-up
+        start = time.perf_counter()
+        for x, y in batches[1:]:
+            loss = step(x, y)
+        total += time.perf_counter() - start
+    return total, float(loss)
+
+
+def truth(model, task):
+    ds = fixed_points_analysis(model, steps=1000, burn_in=100, ics=128, task=task, at="zero")
+    classes = ds.stability.values
+    stable = ds.points.values[classes == "stable"]
+    readouts = np.array([np.asarray(model.readout(jnp.asarray(p, jnp.float32))) for p in stable])
+    corners = {tuple(np.sign(r).astype(int)) for r in readouts if np.all(np.abs(np.abs(r) - 1) < 0.2)}
+    print(f"fixed points at zero input: {len(stable)} stable, {int((classes == 'saddle').sum())} saddle(s), "
+          f"{int((classes == 'marginal').sum())} marginal (of them far outside the visited states: "
+          f"{int((np.abs(ds.points.values).max(1) > 1.0).sum())})")
+    print(f"corners of the output cube with a stable point: {len(corners)} of 8"
+          f"{' (all)' if corners == set(itertools.product((-1, 1), repeat=3)) else ''}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seeds", type=int, default=8)
+    parser.add_argument("--hidden", type=int, default=64)
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--truth-steps", type=int, default=1500)
+    args = parser.parse_args()
+    task = experiment.build(config(0, args.hidden, 1)).task
+    t_jax, _ = dynlab_seconds(args.seeds, args.hidden, args.steps)
+    t_torch, _ = torch_seconds(args.seeds, args.hidden, args.steps, task)
+    per = lambda t: 1e3 * t / (args.seeds * args.steps)  # noqa: E731
+    print(f"{args.seeds} GRU-{args.hidden} networks x {args.steps} steps (batch 64, T = 64, 3 bits)")
+    print(f"dynlab train_seeds: {per(t_jax):.2f} ms per network-step; PyTorch loop: {per(t_torch):.2f} ms; "
+          f"ratio {t_torch / t_jax:.1f}x")
+    _, results = dynlab_seconds(1, args.hidden, args.truth_steps)
+    result = results[0]
+    print(f"seed 0 after {args.truth_steps} steps: held-out bit accuracy "
+          f"{float(result.metrics['eval_sign_accuracy'].values[-1]):.4f}")
+    truth(result.model, task)
+
+
+if __name__ == "__main__":
+    main()
