@@ -280,6 +280,33 @@ def test_elm_scaling_claims_follow_the_losses_and_the_fit():
     assert outcomes(judge(claims(params), elm_budget(edge, [220.0, 150.0, 100.0], 0.85)))["i-rep-fit"] == "undecided"
 
 
+def test_elm_budget_optimum_moves_up_has_an_interval_from_the_optima_intervals():
+    """#38 item 10: the rank correlation of the fitted optima with the budget is no longer a bare point
+    estimate. Optima whose intervals are far apart (100 [90, 110], 150 [135, 165], 220 [200, 240]): every
+    draw orders them, the interval is [1, 1] and the claim holds. The same optima with intervals that
+    overlap widely: the order is not resolved, the interval reaches below 0.8, undecided. Reversed and
+    separated: does not hold."""
+    from dynlab.scenarios.elm_budget import claims
+
+    params = spec.load("elm-budget").resolved_params()
+    bowl = np.array([[1.0, 0.8, 0.9, 1.1]] * 3)
+
+    def judged(opt, half):
+        data = elm_budget(bowl, opt, 0.98)
+        opt = np.asarray(opt)
+        data["i_rep_fit"]["k_e_opt_ci_low"] = ("group", opt * (1 - half))
+        data["i_rep_fit"]["k_e_opt_ci_high"] = ("group", opt * (1 + half))
+        return judge(claims(params), data).sel(claim="optimum-moves-up")
+
+    row = judged([100.0, 150.0, 220.0], 0.1)
+    assert str(row.outcome.values) == "holds" and float(row.ci_low) == float(row.ci_high) == 1.0
+    assert "draws of the optima" in str(row.interval.values)
+    row = judged([100.0, 150.0, 220.0], 0.6)
+    assert str(row.outcome.values) == "undecided" and float(row.ci_low) < 0.8 <= float(row.ci_high)
+    row = judged([220.0, 150.0, 100.0], 0.1)
+    assert str(row.outcome.values) == "does not hold" and float(row.ci_high) == -1.0
+
+
 def test_elm_scaling_axis_and_feed_forward_claims_follow_their_losses():
     """Fig. 3a/b (monotone along one axis) and Fig. 12 (rho_rec = 0 worse), on datasets of the program's layout:
     falling losses hold, one swap of neighbours still holds (Spearman 0.8), two do not; a feed-forward loss
