@@ -2,7 +2,8 @@
 
     python benchmarks/clv_angle.py [--hidden 32] [--gain 2.5] [--k 4] [--steps 2000] [--stretches 8]
 
-A tanh RNN (``unit="rnn"``, its orthogonal W_hh scaled by ``--gain``, so chaotic) runs autonomously;
+A tanh RNN (``unit="rnn"``, its orthogonal W_hh scaled by ``--gain``, so chaotic) runs under a constant
+``--drive`` (autonomous, it would stay at its fixed point h = 0);
 `clv_analysis` (the public path, what `dynlab analyze clv` runs) measures ``--stretches`` stretches of
 ``--steps`` steps of the same trajectory, stretch j after a forward transient of ``1000 + j * steps`` steps.
 Printed per stretch: the stretch's minimum angle between CLV 1 and the span of the rest (what was printed
@@ -32,18 +33,20 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--stretches", type=int, default=8)
+    parser.add_argument("--drive", type=float, default=0.5, help="constant drive (0 leaves the RNN at its fixed point h = 0)")
     args = parser.parse_args(argv)
     model = dynlab.build("model", unit="rnn", input_size=2, output_size=2, key=jax.random.key(0), hidden=args.hidden)
     model = eqx.tree_at(lambda m: m.cells[0].w_hh, model, model.cells[0].w_hh * args.gain)
     rows, t0 = [], time.time()
     for j in range(args.stretches):
         ds = clv_analysis(model, k=args.k, steps=args.steps, window=min(args.steps, 1000),
-                          transient_forward=1000 + j * args.steps, transient_backward=500, snapshots=0)
+                          transient_forward=1000 + j * args.steps, transient_backward=500, snapshots=0,
+                          drive=args.drive)
         parts = np.degrees(ds.min_angle_parts.values)
         rows.append(dict(stretch=j, minimum=float(np.degrees(ds.min_angle_rest)), parts_median=float(np.median(parts)),
                          parts_low=float(parts.min()), parts_high=float(parts.max()),
                          median=float(np.degrees(ds.median_angle_rest)), lambda1=float(ds.qr_exponent[0])))
-    print(f"tanh RNN N = {args.hidden}, W_hh x {args.gain}, autonomous; k = {args.k}; {args.stretches} stretches of "
+    print(f"tanh RNN N = {args.hidden}, W_hh x {args.gain}, drive {args.drive:g}; k = {args.k}; {args.stretches} stretches of "
           f"{args.steps} steps ({time.time() - t0:.0f} s)")
     print(f"{'stretch':>7} {'lambda_1':>9} {'min (deg)':>10} {'parts: median':>14} {'range':>22} {'median angle':>12}")
     for r in rows:

@@ -324,7 +324,7 @@ def _interior_gap(datasets) -> Estimate:
 
 
 OPTIMUM_DRAWS = 2000
-"""Draws of the fitted optima for the interval of their rank correlation with the budget ([`_optimum_moves`][])."""
+"""Draws of the fitted optima for the interval of their rank correlation with the budget (claim ``optimum-moves-up``)."""
 
 
 def _optimum_moves(datasets) -> Estimate:

@@ -22,7 +22,7 @@ from dynlab.provenance import stamp
 from dynlab.registry import register
 from dynlab.statistics import batch_means
 
-__all__ = ["check_clv", "clv_analysis", "readout_matrix"]
+__all__ = ["ANGLE_PARTS", "check_clv", "clv_analysis", "readout_matrix"]
 
 
 def readout_matrix(model, smap) -> tuple[np.ndarray | None, str]:
