@@ -390,37 +390,53 @@ def adaptation_lambda1(models, seeds, out: Path, **options) -> xr.Dataset:
             store.write_dataset(out / "runs" / f"aru-seed{seed}" / f"adaptation-{reading}.nc", ds)
             ds = ds.sel(drive=ds.drive > 0)
             drives = ds.drive.values
+            runs = ds.sizes["realisation"] * ds.sizes["ic"]
             for name in ("adapted", "fixed"):
                 values[reading, j, name] = ds[f"lambda1_{name}_mean"].values
+                values[reading, j, f"{name}_bounded"] = ds[f"lambda1_{name}_bounded"].values
     shape = (len(READINGS), len(seeds), 0 if drives is None else drives.size)
-    lam = {name: np.full(shape, np.nan) for name in ("adapted", "fixed")}
+    names = ("adapted", "fixed", "adapted_bounded", "fixed_bounded")
+    lam = {name: np.full(shape, np.nan) for name in names}
     for (reading, j, name), v in values.items():
         lam[name][list(READINGS).index(reading), j] = v
+    dims = ("reading", "seed", "drive")
     ds = xr.Dataset(
-        {f"lambda1_{name}": (("reading", "seed", "drive"), lam[name],
-                             {"long_name": f"lambda_1 with the {name} (n, s), mean over realisations"})
-         for name in ("adapted", "fixed")},
+        {**{f"lambda1_{name}": (dims, lam[name], {
+            "long_name": f"lambda_1 with the {name} (n, s), mean over realisations of the runs that did not escape "
+                         f"(lambda1_{name}_bounded counts them)"}) for name in ("adapted", "fixed")},
+         **{f"lambda1_{name}_bounded": (dims, lam[f"{name}_bounded"], {
+             "long_name": f"runs with the {name} (n, s) that did not escape to infinity, of runs_per_point"})
+            for name in ("adapted", "fixed")}},
         coords={"reading": ("reading", list(READINGS), {"long_name": "the drive xi in the frozen map or not"}),
                 "seed": seeds, "drive": ("drive", np.asarray([] if drives is None else drives, float),
                                          {"long_name": "step drive xi"})},
     )
     ds["closer"] = (abs(ds.lambda1_fixed) - abs(ds.lambda1_adapted)).assign_attrs(
         long_name="|lambda_1 fixed| - |lambda_1 adapted| (> 0: adapted closer to 0)")
-    ds = stamp(ds, analysis="adaptation-lambda1", config={k: str(v) for k, v in options.items()})
+    ds = stamp(ds, analysis="adaptation-lambda1", config={**{k: str(v) for k, v in options.items()},
+                                                          "runs_per_point": 0 if drives is None else runs})
     store.write_dataset(out / "adaptation.nc", ds)
     return ds
 
 
 def adaptation_text(ds: xr.Dataset) -> str:
     """lambda_1 adapted vs fixed as lines of text, per reading, seed and drive."""
-    lines = ["ARU lambda_1 with (n, s) frozen (Fig. 5c/d), zero input:",
-             f"{'frozen map':<16}{'seed':>6}{'drive':>7}{'adapted':>10}{'fixed':>10}"]
+    total = ds.attrs.get("runs_per_point")
+    lines = ["ARU lambda_1 with (n, s) frozen (Fig. 5c/d), zero input; means over the runs that did not escape "
+             f"to infinity (bounded / {total} runs beside each)" if total else
+             "ARU lambda_1 with (n, s) frozen (Fig. 5c/d), zero input:",
+             f"{'frozen map':<16}{'seed':>6}{'drive':>7}{'adapted':>10}{'':>6}{'fixed':>10}{'':>6}"]
+
+    def count(v, name):
+        bounded = f"lambda1_{name}_bounded"
+        return f" ({int(v[bounded])})" if bounded in v and np.isfinite(float(v[bounded])) else ""
+
     for r in ds.reading.values:
         for s in ds.seed.values:
             for d in ds.drive.values:
                 v = ds.sel(reading=r, seed=s, drive=d)
                 lines.append(f"{str(r):<16}{int(s):>6}{float(d):>7g}{float(v.lambda1_adapted):>10.4f}"
-                             f"{float(v.lambda1_fixed):>10.4f}")
+                             f"{count(v, 'adapted'):<6}{float(v.lambda1_fixed):>10.4f}{count(v, 'fixed'):<6}")
     return "\n".join(lines)
 
 

@@ -437,3 +437,18 @@ def test_reproduce_runs_the_papers_scenarios_and_writes_their_verdicts(tmp_path)
         assert "data the PC toy task (paper CIFAR-10)" in str(f.scale.values[1])
         assert math.isnan(float(f.value.sel(claim="mf-wide-aligned")))  # no N >= 512 in this grid
     assert (tmp_path / "out" / "pc-width-depth" / "findings.nc").is_file()
+
+
+def test_adaptation_text_says_its_means_are_over_the_runs_that_did_not_escape():
+    """#38 item 10: the fixed-(n, s) arm's means are over the runs that stayed bounded; the text says so and
+    counts them beside each mean (here 3 of 8 runs with the fixed (n, s) escaped at drive 5)."""
+    from dynlab.scenarios.aru_table1 import adaptation_text
+
+    dims = ("reading", "seed", "drive")
+    coords = {"reading": ["with-drive"], "seed": [0], "drive": [1.0, 5.0]}
+    ds = xr.Dataset({"lambda1_adapted": (dims, [[[-0.01, -0.02]]]), "lambda1_fixed": (dims, [[[-0.3, -0.1]]]),
+                     "lambda1_adapted_bounded": (dims, [[[8, 8]]]), "lambda1_fixed_bounded": (dims, [[[8, 5]]])},
+                    coords=coords, attrs={"runs_per_point": 8})
+    text = adaptation_text(ds)
+    assert "means over the runs that did not escape to infinity (bounded / 8 runs beside each)" in text
+    assert text.splitlines()[-1].split() == ["with-drive", "0", "5", "-0.0200", "(8)", "-0.1000", "(5)"]
