@@ -22,6 +22,14 @@ median half-width, the mean bias of the value, the fraction of wrong verdict wor
 against the truth's side of -0.8; acceptance <= 0.05) and the fraction undecided. ``before``: the previous
 interval (cells not pooled, leave-one-seed-out jackknife) against the previous statistic's truth (cells
 not pooled). ``table(reps, seeds, rng)`` is importable (tests/test_pc_findings.py runs a cut-down form).
+
+Measured (``--reps 400``, 2 shared CPU cores, 23 min): coverage 0.927-1.000 in all 18 cases (3 seeds:
+0.965-1.000; 5 seeds: 0.927-1.000; the lowest, 0.927 [0.898, 0.951], is flat noise 0.05 with truth -1);
+wrong verdict words 0-0.3% per case; undecided 0-95% (it decides where the grid is clear: 0-11% undecided
+for heteroscedastic noise with truth -1, and cannot where flat noise hides the wide cells' order). Before:
+0.00-0.02 where the truth is -1 and the noise heteroscedastic (tied L/N), 0.38-0.69 with flat noise at truth
+-1, 0.80-0.97 elsewhere. Coverage 1.000 occurs only at truth -1, the end of the range, where the interval
+is clipped and can miss on one side only.
 """
 
 from __future__ import annotations
