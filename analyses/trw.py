@@ -21,7 +21,8 @@ Sarkar & Howard (Methods; notes §3). For a layer with output $o^l(t) \in \mathb
   grammar seeds its sd in $\log_3$ steps was 0.20, 0.23, 0.09 and 0.04 in layers 0–3 of a fresh
   SITH-RNN (seed 0, 50 shuffles per scale; `benchmarks/trw_spread.py` prints the table), and
   0.16–0.26 on the networks measured in issue 38. The spread over shuffles
-  (``correlation_std``) only describes the permutations of this one stream. For an error bar, repeat the analysis over task seeds (and training seeds)
+  (``correlation_std``) only describes the permutations of this one stream. For an error bar,
+  repeat the analysis over task seeds (and training seeds)
   and use [`dynlab.statistics.t_interval`][] over them.
 
 The correlation of two $T \times T$ recurrence matrices is computed without forming them when

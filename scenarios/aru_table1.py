@@ -555,7 +555,7 @@ def claims(params: dict) -> list[Claim]:
               _per_seed(lambda a: _drop(a, "aru"), ("aru",), "per seed: the drop"), upper=2.0,
               why="the paper's 0.7 points with room for a smaller network's noise; RNN+gamma drops 11.4", scale=scale),
         Claim("arun-most-robust", "ARUN is the most accurate network at every drive mean mu > 0",
-              "§3 / Fig. 3: the ARUN stays the most robust as mu grows",
+              "Fig. 2: ARUN accuracy is the most robust as the perturbation grows (no numbers given); Table 1 at mu = 5",
               "ARUN - each other network's accuracy at each mu > 0, % points, paired over seeds; the weakest "
               "(network, mu) decides, Bonferroni-adjusted", _most_robust, lower=0.0, strict=True,
               why="above every other network everywhere: each gap positive", scale=scale),
