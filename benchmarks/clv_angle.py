@@ -11,6 +11,12 @@ bare before), the median and range of the minima of its 10 parts (``min_angle_pa
 now) and the median angle. Then: the spread of the stretch minima (max / min), and how many of the other
 stretches' minima fall inside each stretch's range of part minima (the range is what a user reads as
 "another stretch gives something in here").
+
+Measured (``--hidden 16 --steps 1000 --stretches 6``, drive 0.5, 2 shared cores, 132 s): lambda_1 0.148-0.173;
+the stretch minima 0.114-1.15 deg (a factor 10 between stretches of one attractor), each stretch's part
+minima spanning e.g. 0.114-7.39 deg (median 1.42), median angle 19.6-31.2 deg. The range of a stretch's part
+minima held 15 of the 30 other stretches' minima: the stretch minimum is the lower end of its own range and
+another stretch can go lower, which is what the printed "another stretch gives another min" says.
 """
 
 from __future__ import annotations

@@ -8,6 +8,10 @@ over N in {12 (full spectrum), 40 (k = 4)}, g in {0.9, 1.2, 1.6, 2.0}, float32 a
 Printed per (N, k, dtype): the runs, the interval m chosen, how many exceed the reported bound
 (``reortho_error_bound``), and the largest ratio |difference| / bound over the runs (the bound is honest where
 this stays below 1; its constant ``AUTO_ERROR_FACTOR`` divided by this ratio is what the constant could be).
+
+Measured with C = 10 (``--seeds 5``: 20 runs per row, 2 shared cores, 396 s): no run exceeded the bound; largest
+ratios 0.36 (N = 12 float32, m 1-2), 0.026 (N = 12 float64, m 2-10), 0.66 (N = 40 k = 4 float32, m 10-25),
+0.36 (N = 40 k = 4 float64, m 25). Issue 38 had one run of 39 at 1.07, so C is now 20.
 """
 
 from __future__ import annotations
