@@ -17,9 +17,12 @@ Sarkar & Howard (Methods; notes §3). For a layer with output $o^l(t) \in \mathb
   scale, $s_{50}$ is that scale and ``s50_censored`` is set: the true value is *at or below the
   smallest scale* (left-censored; the curve's maximum is always reached, so $s_{50}$ is never
   beyond the largest scale). $s_{50}$ is a **point estimate** for one stream (one grammar seed)
-  and one network: measured over 10 grammar seeds its sd in $\log_3$ steps was 0.07–0.14, larger
-  than the spread over shuffles (``correlation_std``), which only describes the permutations of
-  this one stream. For an error bar, repeat the analysis over task seeds (and training seeds)
+  and one network. How far it moves with the stream depends on the network and the layer: over 10
+  grammar seeds its sd in $\log_3$ steps was 0.20, 0.23, 0.09 and 0.04 in layers 0–3 of a fresh
+  SITH-RNN (seed 0, 50 shuffles per scale; `benchmarks/trw_spread.py` prints the table), and
+  0.16–0.26 on the networks measured in issue 38. The spread over shuffles
+  (``correlation_std``) only describes the permutations of this one stream. For an error bar,
+  repeat the analysis over task seeds (and training seeds)
   and use [`dynlab.statistics.t_interval`][] over them.
 
 The correlation of two $T \times T$ recurrence matrices is computed without forming them when
@@ -167,8 +170,11 @@ def scramble_correlations(layer_fn, x, scales, n_shuffle: int, key, *, entries: 
     return c.reshape(len(scales), n_shuffle, -1).transpose(2, 0, 1)
 
 
-_S50_NOTE = ("point estimate for this one stream and network (no interval): over 10 grammar seeds its sd (log3) was "
-             "0.07-0.14, larger than the spread over shuffles; repeat over task/training seeds for an error bar")
+_S50_NOTE = ("point estimate for this one stream and network (no interval). Its spread over grammar seeds depends on the "
+             "network and the layer: sd (log3 steps) over 10 grammar seeds 0.20, 0.23, 0.09, 0.04 in layers 0-3 of a "
+             "fresh SITH-RNN (seed 0, 50 shuffles; benchmarks/trw_spread.py), 0.16-0.26 on the networks of issue 38; "
+             "the spread over shuffles (correlation_std) describes only this stream. Repeat over task and training "
+             "seeds for an error bar")
 
 
 def s50(scales, curve, frac: float = 0.5) -> tuple[float, bool]:

@@ -37,7 +37,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-__all__ = ["Claim", "Estimate", "NotTestable", "OUTCOMES", "format_verdicts", "judge", "margin", "scale_text", "verdict"]
+__all__ = ["Claim", "Estimate", "NotTestable", "OUTCOMES", "format_verdicts", "judge", "margin", "scale_text", "verdict",
+           "weakest"]
 
 HOLDS, FAILS, UNDECIDED, UNTESTABLE = "holds", "does not hold", "undecided", "not testable here"
 """The four verdict classes (``findings.nc`` variable ``outcome``)."""
@@ -234,6 +235,24 @@ def verdict(claim: Claim, estimate: Estimate) -> tuple[str, str, float, bool]:
         return outcome, (f"{outcome}: the {what} {where}, where the claim {side}; a point estimate "
                          "cannot decide it"), m, False
     return outcome, f"{outcome}: the {what} {where}", m, from_interval
+
+
+def weakest(claim: Claim, estimates: Mapping[str, Estimate]) -> Estimate:
+    """The estimate that decides a claim about every group at once: ``estimates`` (``{group label:
+    Estimate}``, each interval at the adjusted level the caller chose, e.g. Bonferroni's
+    $1 - (1 - c)/G$ for $G$ groups) -> the first group whose interval lies where the claim does not
+    hold, else one that straddles, else the one with the smallest margin ([`margin`][]). The claim
+    then holds only when every group's interval clears the threshold. Its note and method name the
+    group and how many there were."""
+    rank = {FAILS: 0, UNDECIDED: 1, HOLDS: 2}
+    judged = []
+    for label, e in estimates.items():
+        outcome, _, m, _ = verdict(claim, e)
+        judged.append((rank[outcome], 0.0 if math.isnan(m) else m, label, e))
+    _, _, label, chosen = min(judged, key=lambda j: (j[0], j[1]))
+    note = f"weakest of {len(judged)} groups: {label}"
+    return dataclasses.replace(chosen, note="; ".join(filter(None, [chosen.note, note])),
+                               method="; ".join(filter(None, [chosen.method, note])))
 
 
 def judge(claims: list[Claim], datasets: Mapping[str, Any], *, paper: str = "", scenario: str = "",

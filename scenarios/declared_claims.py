@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from dynlab.claims import FAILS, HOLDS, UNDECIDED, Claim, Estimate, NotTestable, verdict
+from dynlab.claims import Claim, Estimate, NotTestable, weakest
 from dynlab.errors import ConfigError
 
 LEVEL = 0.95
@@ -306,19 +306,15 @@ def _statistic(claim: DeclaredClaim):
         groups = list(itertools.product(*(a[d].values.tolist() for d in claim.for_each)))
         level = 1 - (1 - LEVEL) / len(groups)  # Bonferroni: every group's interval at once covers at LEVEL
         probe = Claim(claim.id, claim.statement, "", "", None, lower=claim.lower, upper=claim.upper, strict=claim.strict)
-        rank = {FAILS: 0, UNDECIDED: 1, HOLDS: 2}  # the group that decides: one that fails, else one undecided
-        judged = []
+        estimates = {}
         for values in groups:
             at = dict(zip(claim.for_each, values))
-            e = _estimate(a.sel(at), None if b is None else (b.sel(at) if all(d in b.dims for d in at) else b),
-                          claim.over, f"{claim.id} at {at}", level)
-            outcome, _, m, _ = verdict(probe, e)
-            judged.append((rank[outcome], 0.0 if math.isnan(m) else m, ", ".join(f"{k}={v}" for k, v in at.items()), e))
-        _, _, label, weakest = min(judged, key=lambda j: (j[0], j[1]))
-        n = len(judged)
-        note = f"weakest of {n} groups: {label}; each interval at {100 * level:.3g}% (Bonferroni)"
-        return dataclasses.replace(weakest, note="; ".join(filter(None, [weakest.note, note])),
-                                   method="; ".join(filter(None, [weakest.method, note])))
+            estimates[", ".join(f"{k}={v}" for k, v in at.items())] = _estimate(
+                a.sel(at), None if b is None else (b.sel(at) if all(d in b.dims for d in at) else b),
+                claim.over, f"{claim.id} at {at}", level)
+        chosen = weakest(probe, estimates)
+        adjusted = f"each interval at {100 * level:.3g}% (Bonferroni)"
+        return dataclasses.replace(chosen, note=f"{chosen.note}; {adjusted}", method=f"{chosen.method}; {adjusted}")
 
     return measure
 

@@ -170,3 +170,22 @@ def test_cli_run_and_plot(tmp_path):
     assert "clv:" in ran.output and nc.is_file()
     plotted = invoke(["plot", str(nc), "--out", str(tmp_path / "again.png")], tmp_path)
     assert plotted.exit_code == 0 and (tmp_path / "again.png").is_file(), plotted.output
+
+
+def test_the_minimum_angle_is_printed_with_its_spread_over_parts_of_the_stretch():
+    """#38 item 10: the smallest angle between CLV 1 and the rest is a tail value (on the Henon attractor
+    it moves by orders of magnitude between stretches), so the dataset keeps the minimum of each of 10
+    consecutive parts and the summary prints their median and range beside the stretch's minimum."""
+    from dynlab.analyses.clv.model import clv_dataset
+
+    with jax.enable_x64(True):
+        result = clv_core(_henon, jnp.array([0.1, 0.1]), jnp.zeros((200 + 3000 + 200, 1)), 2, window=3200,
+                          transient_forward=200, transient_backward=200, snapshots=0)
+    ds = clv_dataset(result)
+    parts = ds.min_angle_parts.values
+    expected = [a.min() for a in np.split(np.asarray(result.angle_rest), 10)]  # 300 steps each
+    np.testing.assert_array_equal(parts, expected)
+    assert parts.min() == float(ds.min_angle_rest) and parts.max() > 3 * parts.min()  # they do spread
+    text = clv_summary(ds)
+    assert (f"range {np.degrees(parts.min()):.3g}°-{np.degrees(parts.max()):.3g}°" in text
+            and "10 parts of 300 steps" in text), text

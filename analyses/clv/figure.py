@@ -100,8 +100,15 @@ def clv_summary(ds: xr.Dataset) -> str:
             row += f" {np.degrees(float(ds.readout_angle[:, j].median())):>16.1f}°"
         lines.append(row)
     if ds.sizes["vector"] > 1:
-        lines.append(f"angle between CLV 1 and the span of the rest: min {np.degrees(float(ds.min_angle_rest)):.3g}°, "
-                     f"median {np.degrees(float(ds.median_angle_rest)):.3g}°")
+        line = (f"angle between CLV 1 and the span of the rest: median {np.degrees(float(ds.median_angle_rest)):.3g}°, "
+                f"min {np.degrees(float(ds.min_angle_rest)):.3g}°")
+        parts = np.degrees(ds.min_angle_parts.values) if "min_angle_parts" in ds else np.array([])
+        parts = parts[np.isfinite(parts)]
+        if parts.size > 1:  # the minimum is a tail value: how far it moves between parts of the stretch
+            line += (f" (the min of each of {parts.size} parts of {ds.sizes['time'] // ds.sizes['part']} steps: median "
+                     f"{np.median(parts):.3g}°, range {parts.min():.3g}°-{parts.max():.3g}°; another stretch "
+                     f"gives another min)")
+        lines.append(line)
     if readout and "readout_random_angle" in ds.attrs:
         lines.append(f"read-out: {ds.attrs.get('readout', '')}; a random direction would be at about "
                      f"{np.degrees(ds.attrs['readout_random_angle']):.1f}°")

@@ -22,7 +22,7 @@ from dynlab.provenance import stamp
 from dynlab.registry import register
 from dynlab.statistics import batch_means
 
-__all__ = ["check_clv", "clv_analysis", "readout_matrix"]
+__all__ = ["ANGLE_PARTS", "check_clv", "clv_analysis", "readout_matrix"]
 
 
 def readout_matrix(model, smap) -> tuple[np.ndarray | None, str]:
@@ -108,7 +108,9 @@ def clv_analysis(
       $\gamma_i(t)$ over time (the spread of the local rates, not an error bar);
     - `angle_rest` (`time`): the angle between $v_1$ and the span of $v_2..v_k$ (hyperbolicity);
       `angle_pairs` (`time`, `pair`): between $v_1$ and $v_j$; `min_angle_rest`,
-      `median_angle_rest`: over the stretch;
+      `median_angle_rest`: over the stretch; `min_angle_parts` (`part`): the smallest angle in each
+      of [`ANGLE_PARTS`][] consecutive parts, whose spread says how much the stretch's minimum
+      (a tail value) would move in another stretch;
     - `readout_angle` (`time`, `vector`): between $v_i$ and the read-out subspace, when the
       model has one (attr `readout` says what it is, or why there is none; `readout_dim` $m$ its
       dimension and `readout_random_angle` $\arccos\sqrt{m/N}$, the typical angle of a random
@@ -166,6 +168,19 @@ def _standard_error(series: np.ndarray) -> np.ndarray:
         return np.full(series.shape[1], np.nan)
 
 
+ANGLE_PARTS = 10
+r"""The stretch is cut into this many consecutive parts for `min_angle_parts`. The smallest angle over a
+stretch is a tail value: on one attractor it varied from $0.0002°$ to $0.8°$ between stretches (issue 38),
+so it is reported with its spread over the parts, never alone."""
+
+
+def _part_minima(angle: np.ndarray) -> np.ndarray:
+    """The smallest finite angle in each of [`ANGLE_PARTS`][] consecutive parts (fewer for shorter stretches)."""
+    parts = np.array_split(np.asarray(angle, float), min(ANGLE_PARTS, max(1, angle.size)))
+    with np.errstate(invalid="ignore"):
+        return np.array([p[np.isfinite(p)].min() if np.isfinite(p).any() else np.nan for p in parts])
+
+
 def clv_dataset(result, labels=None) -> xr.Dataset:
     """A [`CLVResult`][dynlab.analyses.clv.CLVResult] as a labelled dataset (without the read-out angles)."""
     steps, k = result.growth.shape
@@ -190,6 +205,9 @@ def clv_dataset(result, labels=None) -> xr.Dataset:
                            {"units": "rad", "long_name": "smallest angle between CLV 1 and the span of the rest"}),
         "median_angle_rest": ((), float(np.median(finite)) if finite.size else np.nan,
                               {"units": "rad", "long_name": "median angle between CLV 1 and the span of the rest"}),
+        "min_angle_parts": ("part", _part_minima(angle), {
+            "units": "rad", "long_name": f"smallest angle between CLV 1 and the span of the rest in each of "
+                                         f"{ANGLE_PARTS} consecutive parts of the stretch (NaN: none finite)"}),
         "clv": (("snapshot", "state", "vector"), result.clv, {"long_name": "covariant Lyapunov vectors (unit norm)"}),
         "gram_schmidt": (("snapshot", "state", "vector"), result.gram_schmidt,
                          {"long_name": "Gram-Schmidt vectors Q_t of the QR method"}),
@@ -198,6 +216,8 @@ def clv_dataset(result, labels=None) -> xr.Dataset:
         "time": ("time", np.arange(steps), {"units": "steps", "long_name": "step of the stretch (after the forward transient)"}),
         "vector": ("vector", np.arange(1, k + 1), {"long_name": "CLV index i (by decreasing exponent)"}),
         "pair": ("pair", np.arange(2, k + 1), {"long_name": "CLV j paired with CLV 1"}),
+        "part": ("part", np.arange(1, min(ANGLE_PARTS, max(1, steps)) + 1),
+                 {"long_name": "consecutive part of the stretch (for min_angle_parts)"}),
         "snapshot_time": ("snapshot", result.snapshot_times, {"units": "steps", "long_name": "step of the snapshot"}),
         "state": ("state", np.arange(n), {"long_name": "state component"}),
     }
