@@ -68,6 +68,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from dynlab.analyses.aru.frozen_map import number_grid  # noqa: E402
 from dynlab.analyses.aru.plotting import drive_colors, title  # noqa: E402
 from dynlab.analyses.state_map import protocol_inputs, run_in, state_map  # noqa: E402
+from dynlab.config import Count  # noqa: E402
 from dynlab.errors import ConfigError, require_positive  # noqa: E402
 from dynlab.provenance import stamp  # noqa: E402
 from dynlab.registry import register  # noqa: E402
@@ -258,7 +259,7 @@ def fractional_order_analysis(
     drives: Sequence[float] = (20.0,),
     onset: int = 100,
     duration: int = 100,
-    steps: int = 400,
+    steps: Count = 400,
     task=None,
     isolated: bool = False,
     alphas: Sequence[float] = tuple(ALPHAS),

@@ -19,7 +19,7 @@ from dynlab.analyses.aru.frozen_map import (  # noqa: E402
 )
 from dynlab.analyses.aru.plotting import ci_line, drive_colors, title  # noqa: E402
 from dynlab.analyses.aru.traces import step_drive_traces, with_zero  # noqa: E402
-from dynlab.config import Range  # noqa: E402
+from dynlab.config import Count, Range  # noqa: E402
 from dynlab.errors import ConfigError, require_positive  # noqa: E402
 from dynlab.provenance import stamp  # noqa: E402
 from dynlab.registry import register  # noqa: E402
@@ -106,8 +106,8 @@ def adaptation_analysis(
     duration: int = 400,
     window: int = 50,
     realisations: Annotated[int, Range(minimum=2)] = 5,
-    ics: int = 4,
-    steps: int = 1000,
+    ics: Count = 4,
+    steps: Count = 1000,
     burn_in: int = 200,
     task=None,
     drive_in_map: bool = True,

@@ -20,7 +20,7 @@ from dynlab.analyses.aru.frozen_map import (  # noqa: E402
     recurrent_layer,
 )
 from dynlab.analyses.aru.plotting import grid_image, title  # noqa: E402
-from dynlab.config import Range  # noqa: E402
+from dynlab.config import Count, Range  # noqa: E402
 from dynlab.errors import require_positive  # noqa: E402
 from dynlab.provenance import stamp  # noqa: E402
 from dynlab.registry import register  # noqa: E402
@@ -63,8 +63,8 @@ def lyapunov_grid_analysis(
     n_values: Sequence[float] = PAPER_N,
     s_values: Sequence[float] = PAPER_S,
     realisations: Annotated[int, Range(minimum=2)] = 5,
-    ics: int = 2,
-    steps: int = 1000,
+    ics: Count = 2,
+    steps: Count = 1000,
     burn_in: int = 200,
     h_range: float = 5.0,
     drive: float = 0.0,

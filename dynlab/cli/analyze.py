@@ -82,6 +82,10 @@ def option_value(name: str, annotation, text: str):
         return text
     if text.strip().lower() == "none" and kinds["none"]:
         return None
+    if kinds["words"] and not kinds["scalars"] and kinds["list"] is None:
+        from dynlab.errors import ConfigError
+
+        raise ConfigError(f"{name} must be one of {', '.join(kinds['words'])}, got {text!r}")
     if kinds["list"] is not None:
         return parse_numbers(name, text, integer=kinds["list"] is int, **bounds)
     if int in kinds["scalars"] or float in kinds["scalars"]:
@@ -94,7 +98,7 @@ def _kinds(annotation) -> dict:
     import collections.abc
     import types
 
-    found = {"scalars": set(), "words": set(), "none": False, "list": None}
+    found = {"scalars": set(), "words": [], "none": False, "list": None}
 
     def visit(a):
         if typing.get_origin(a) is typing.Annotated:
@@ -104,7 +108,7 @@ def _kinds(annotation) -> dict:
             for arg in typing.get_args(a):
                 visit(arg)
         elif origin is typing.Literal:
-            found["words"].update(str(w) for w in typing.get_args(a))
+            found["words"] += [str(w) for w in typing.get_args(a) if str(w) not in found["words"]]
         elif a is type(None):
             found["none"] = True
         elif origin in (list, tuple, collections.abc.Sequence) or a in (list, tuple):
