@@ -186,8 +186,11 @@ def generated_command(name: str) -> click.Command:
         fresh_task = task_name or (task_default if isinstance(task_default, str) and task_default != "train" else None)
         exp, source = analysis_model(unit, checkpoint, fresh_task,
                                      list(sets) + ([] if checkpoint else [f"seed={seed_v or 0}"]))
-        if task_name is not None and "task" in accepts:
-            values["task"] = "train" if task_name == exp.config["task"].get("name", DEFAULT_TASK) else task_name
+        own_task = exp.config["task"].get("name", DEFAULT_TASK)
+        if "task" in accepts and (task_name or task_default) == own_task:
+            values["task"] = "train"  # the model's own task, with its config (a checkpoint's, --set task.*)
+        elif task_name is not None and "task" in accepts:
+            values["task"] = task_name
         ds = run_analysis(name, exp, source, checkpoint, out, plot, quiet, **resolve({"name": name, **values}, exp.task))
         if entry.summary is not None:
             click.echo(entry.summary(ds, quiet=quiet) if quiet_summary else entry.summary(ds))
