@@ -15,7 +15,7 @@ from dynlab.cli.options import busy, overwrite_given
 def analysis_model(unit, checkpoint, task_name, sets):
     """The model to analyse and where it came from, ``(experiment, source description)``: a
     trained one from ``checkpoint``, or a fresh one from the config of ``unit`` on ``task_name``
-    (default: [`dynlab.experiment.DEFAULT_UNIT`][], [`dynlab.experiment.DEFAULT_TASK`][])."""
+    (default: ``aru`` on ``adding``, the defaults of [`dynlab.experiment.default_config`][])."""
     from dynlab import config as cfgmod
     from dynlab import experiment
 
