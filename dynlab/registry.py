@@ -345,19 +345,37 @@ PARSED = (bool, int, float, str)
 """The value types a command-line option or a TOML value can give (and lists of numbers)."""
 
 
+def value_kinds(annotation: Any) -> dict:
+    """What an annotation admits, for parsing its text: ``scalars`` (the other types), ``words``
+    (``Literal`` values, in order), ``none`` (``None`` allowed) and ``list`` (the item type of a
+    ``Sequence``/``list``/``tuple``, ``None`` when it is not one); ``Annotated`` and unions are looked through."""
+    found: dict = {"scalars": set(), "words": [], "none": False, "list": None}
+
+    def visit(a):
+        a = _unwrap(a)[0]
+        origin = typing.get_origin(a)
+        if origin in (typing.Union, types.UnionType):
+            for arg in typing.get_args(a):
+                visit(arg)
+        elif origin is Literal:
+            found["words"] += [str(w) for w in typing.get_args(a) if str(w) not in found["words"]]
+        elif a is type(None):
+            found["none"] = True
+        elif origin in (list, tuple, collections.abc.Sequence) or a in (list, tuple):
+            items = [i for i in typing.get_args(a) if i is not Ellipsis]
+            found["list"] = _unwrap(items[0])[0] if items else float
+        else:
+            found["scalars"].add(a)
+
+    visit(annotation)
+    return found
+
+
 def parsable(annotation: Any) -> bool:
     """Can an option of this annotation be given as text ([`dynlab.cli.analyze`][]) and as a TOML
     value? Booleans, numbers, strings, ``Literal``s, ``None``, and sequences of numbers."""
-    annotation = _unwrap(annotation)[0]
-    origin = typing.get_origin(annotation)
-    if annotation in PARSED or annotation is type(None) or origin is Literal:
-        return True
-    if origin in (typing.Union, types.UnionType):
-        return all(parsable(a) for a in typing.get_args(annotation))
-    if origin in (list, tuple, collections.abc.Sequence) or annotation in (list, tuple):
-        items = [a for a in typing.get_args(annotation) if a is not Ellipsis]
-        return all(_unwrap(a)[0] in (int, float) for a in items)
-    return False
+    kinds = value_kinds(annotation)
+    return kinds["scalars"] <= set(PARSED) and kinds["list"] in (None, int, float)
 
 
 def check_analysis_signature(name: str, fn: Callable, takes: str) -> None:

@@ -120,6 +120,25 @@ def lyapunov_analysis(
     the spread $\lambda_1 - \lambda_k$ measured over the burn-in allows, and records the bound on
     the error that adds in ``reortho_error_bound``. Attrs also hold ``protocol``, ``drive``,
     ``ic_kind``, ``seed``, ``realisation_kind``.
+
+    Args:
+        k: number of exponents (1 .. state dim).
+        steps: steps per trajectory.
+        burn_in: steps not accumulated; "auto": steps/4, then as many more as the MSER rule finds
+            transient.
+        drive: constant drive xi added to every neuron (without a task: 1 unless given; 0: autonomous).
+        task: the task whose input stream drives the map (non-autonomous exponents).
+        realisations: independent realisations the CI is over (task input sequences; otherwise
+            trajectory stretches).
+        ics: initial conditions per realisation (their spread measures multistability, not error).
+        ic_kind: initial conditions visited after a run-in, or random perturbations of the start.
+        ic_scale: std of the random initial conditions.
+        reortho_every: steps between QR steps; "auto" picks them from the spread of the exponents
+            (error bound in attrs).
+        seed: seed of the inputs and initial conditions.
+        x64: compute in float64.
+        tol: exponents with |lambda| < tol count as zero.
+        confidence: level of the Student-t interval.
     """
     if drive is None and task is None:
         drive = DEFAULT_DRIVE

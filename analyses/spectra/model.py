@@ -97,6 +97,17 @@ def spectra_analysis(
     [`dynlab.analyses.lyapunov.lyapunov_analysis`][]. Under autonomous dynamics most units
     settle to a fixed point, whose activity covariance is zero: use a task or a drive for a
     meaningful covariance spectrum (a warning says so).
+
+    Args:
+        steps: steps of the analysed window.
+        burn_in: steps before the analysed window.
+        every: Jacobian sampled every this many steps (default: 20 samples).
+        drive: constant drive xi added to every neuron.
+        task: the task whose input stream drives the trajectory (default: zero input).
+        n_boot: bootstrap resamples for the CI of alpha.
+        block_size: steps per bootstrap block ("auto": ten autocorrelation times).
+        seed: seed of the task's inputs and the bootstrap.
+        x64: compute in float64.
     """
     require_positive("steps", steps)
     if isinstance(burn_in, bool) or not isinstance(burn_in, int) or burn_in < 0:

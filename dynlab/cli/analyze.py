@@ -73,11 +73,11 @@ def option_value(name: str, annotation, text: str):
     """Command-line text as a value of the parameter's type: numbers (and comma-separated lists of
     numbers) through [`dynlab.config.parse_number`][] within the bounds the annotation declares
     ([`dynlab.registry.value_range`][]), a ``Literal`` word or ``None`` as itself, else the text."""
+    from dynlab import registry
     from dynlab.config import Range, parse_number, parse_numbers
-    from dynlab.registry import value_range
 
-    bounds = (value_range(annotation) or Range()).bounds()
-    kinds = _kinds(annotation)
+    bounds = (registry.value_range(annotation) or Range()).bounds()
+    kinds = registry.value_kinds(annotation)
     if text in kinds["words"]:
         return text
     if text.strip().lower() == "none" and kinds["none"]:
@@ -91,36 +91,6 @@ def option_value(name: str, annotation, text: str):
     if int in kinds["scalars"] or float in kinds["scalars"]:
         return parse_number(name, text, integer=float not in kinds["scalars"], **bounds)
     return text
-
-
-def _kinds(annotation) -> dict:
-    """What an annotation admits: scalar types, ``Literal`` words, ``None``, a list's item type."""
-    import collections.abc
-    import types
-
-    found = {"scalars": set(), "words": [], "none": False, "list": None}
-
-    def visit(a):
-        if typing.get_origin(a) is typing.Annotated:
-            a = typing.get_args(a)[0]
-        origin = typing.get_origin(a)
-        if origin in (typing.Union, types.UnionType):
-            for arg in typing.get_args(a):
-                visit(arg)
-        elif origin is typing.Literal:
-            found["words"] += [str(w) for w in typing.get_args(a) if str(w) not in found["words"]]
-        elif a is type(None):
-            found["none"] = True
-        elif origin in (list, tuple, collections.abc.Sequence) or a in (list, tuple):
-            items = [i for i in typing.get_args(a) if i is not Ellipsis]
-            base = typing.get_args(items[0])[0] if items and typing.get_origin(items[0]) is typing.Annotated else (
-                items[0] if items else float)
-            found["list"] = int if base is int else float
-        else:
-            found["scalars"].add(a)
-
-    visit(annotation)
-    return found
 
 
 def parameter_help(doc: str) -> dict[str, str]:
@@ -204,12 +174,13 @@ def generated_command(name: str) -> click.Command:
     for key, p in reversed(own.items()):
         annotation = hints.get(key, p.annotation)
         text = helps.get(key, "")
-        if _kinds(annotation)["scalars"] == {bool}:
+        kinds = registry.value_kinds(annotation)
+        if kinds["scalars"] == {bool}:
             callback = click.option(f"{flag(key)}/--no-{flag(key)[2:]}", key, default=None,
                                     help=f"{text} (default: {p.default})".strip())(callback)
         else:
-            kind = "comma-separated numbers" if _kinds(annotation)["list"] else registry.describe(annotation)
-            metavar = "LIST" if _kinds(annotation)["list"] else "VALUE" if " " in kind else kind.upper()
+            kind = "comma-separated numbers" if kinds["list"] else registry.describe(annotation)
+            metavar = "LIST" if kinds["list"] else "VALUE" if " " in kind else kind.upper()
             callback = click.option(*names[key], key, metavar=metavar, default=None,
                                     help=f"{text} [{kind}; default {_shown(p.default)}]".strip())(callback)
     summary = doc.split("\n\n")[0]
@@ -226,9 +197,10 @@ def _spellings(annotation) -> list[str]:
 
 
 def _shown(default) -> str:
-    """A default as the option's text would spell it (lists comma-separated)."""
+    """A default as the option's text would spell it (lists comma-separated, long ones cut)."""
     if isinstance(default, (list, tuple)):
-        return ",".join(f"{float(v):g}" if not isinstance(v, int) else str(v) for v in default)
+        items = [str(v) if isinstance(v, int) else f"{float(v):g}" for v in default]
+        return ",".join(items) if len(items) <= 10 else f"{','.join(items[:3])},…,{items[-1]} ({len(items)} values)"
     return repr(default)
 
 
