@@ -48,6 +48,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from dynlab.config import Count  # noqa: E402
 from dynlab.errors import ConfigError, require_positive  # noqa: E402
 from dynlab.provenance import stamp, stamp_attrs  # noqa: E402
 from dynlab.registry import register  # noqa: E402
@@ -253,7 +254,7 @@ def activity_analysis(
     model,
     *,
     component: str = "layer0.h",
-    steps: int = 2000,
+    steps: Count = 2000,
     burn_in: int = 200,
     drive: float | None = None,
     task=None,

@@ -68,6 +68,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from dynlab.analyses.aru.frozen_map import number_grid  # noqa: E402
 from dynlab.analyses.aru.plotting import drive_colors, title  # noqa: E402
 from dynlab.analyses.state_map import protocol_inputs, run_in, state_map  # noqa: E402
+from dynlab.config import Count  # noqa: E402
 from dynlab.errors import ConfigError, require_positive  # noqa: E402
 from dynlab.provenance import stamp  # noqa: E402
 from dynlab.registry import register  # noqa: E402
@@ -232,11 +233,25 @@ def plot_fractional_order(ds: xr.Dataset):
     return fig
 
 
+def fractional_order_summary(ds: xr.Dataset) -> str:
+    """What ``dynlab analyze fractional-order`` prints: per drive, alpha of the mean response and
+    the spread of the neurons' alphas."""
+    lines = []
+    for i, xi in enumerate(ds.drive.values):
+        a = ds.alpha_hat[i]
+        lines.append(f"xi = {xi:<6g} alpha of the mean response {float(ds.alpha_mean_response[i]):+.2f} "
+                     f"(error {float(ds.error_mean_response[i]):.3f}); per neuron median {float(a.median()):+.2f}, "
+                     f"range {float(a.min()):+.2f} – {float(a.max()):+.2f}, alpha > 0 for "
+                     f"{100 * float(ds.fraction_positive[i]):.0f}%")
+    return "\n".join(lines)
+
+
 @register(
     "analysis",
     "fractional-order",
     "ARU Fig. 4b-d: fractional order of each neuron's response to a step drive",
     figure=plot_fractional_order,
+    summary=fractional_order_summary,
 )
 def fractional_order_analysis(
     model,
@@ -244,7 +259,7 @@ def fractional_order_analysis(
     drives: Sequence[float] = (20.0,),
     onset: int = 100,
     duration: int = 100,
-    steps: int = 400,
+    steps: Count = 400,
     task=None,
     isolated: bool = False,
     alphas: Sequence[float] = tuple(ALPHAS),
@@ -270,6 +285,18 @@ def fractional_order_analysis(
     ``fraction_positive`` (``drive``): the share of fitted neurons with $\hat\alpha > 0$
     (fractional differentiation under the equations' convention, see the module docstring).
     Neurons whose response is identically zero get NaN.
+
+    Args:
+        drives: step drive amplitudes xi.
+        onset: first driven step.
+        duration: driven steps.
+        steps: length of the window.
+        task: the task whose input stream drives the model (default: zero input).
+        isolated: keep only the diagonal of W_hh (isolated units, Fig. 4c).
+        alphas: the grid of orders alpha searched.
+        extension: boundary handling of the FFT operator (periodic: the paper's plain FFT).
+        gain: fit a gain with each alpha.
+        seed: seed of the task's inputs.
     """
     require_positive("steps", steps)
     require_positive("duration", duration)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from typing import Literal
 
 import jax
 import jax.numpy as jnp
@@ -147,11 +148,34 @@ def plot_gain_scaling(ds: xr.Dataset):
     return fig
 
 
+def gain_scaling_summary(ds: xr.Dataset) -> str:
+    """What ``dynlab analyze gain-scaling`` prints: (n_inf, s_inf) per noise std and both fits,
+    with their standard errors and intervals over noise seeds."""
+    lines = [f"std {xi:<6g} n_inf {n:.5g}   s_inf {s:+.5g}"
+             for xi, n, s in zip(ds["std"].values, ds.n_inf_mean.values, ds.s_inf_mean.values)]
+
+    def seed_ci(name):
+        if f"{name}_ci_low" not in ds:
+            return ""
+        return (f"; 95% CI over {ds.sizes['seed']} noise seeds [{float(ds[name + '_ci_low']):.4g}, "
+                f"{float(ds[name + '_ci_high']):.4g}]")
+
+    if "power_b" in ds:
+        lines.append(f"power law  n_inf = {float(ds.power_a):.4g} * std^({float(ds.power_b):.4g} ± "
+                     f"{float(ds.power_b_se):.2g} (1 SE of the fit: misfit, not seed spread){seed_ci('power_b')})"
+                     f"   R² {float(ds.power_r2):.4f}")
+    if "exp_k" in ds:
+        lines.append(f"exponential s_inf = {float(ds.exp_c):.4g} + {float(ds.exp_a):.4g} * exp(({float(ds.exp_k):.4g} ± "
+                     f"{float(ds.exp_k_se):.2g} (1 SE of the fit){seed_ci('exp_k')}) std)   R² {float(ds.exp_r2):.4f}")
+    return "\n".join(lines)
+
+
 @register(
     "analysis",
     "gain-scaling",
     "ARU Fig. 3b: steady-state gain, saturation vs noise std (power-law, exponential fits)",
     figure=plot_gain_scaling,
+    summary=gain_scaling_summary,
 )
 def gain_scaling_analysis(
     model,
@@ -163,7 +187,7 @@ def gain_scaling_analysis(
     post: int = 200,
     window: int = 100,
     seeds: int = 3,
-    channel: str = "drive",
+    channel: Literal["drive", "input"] = "drive",
     seed: int = 0,
 ) -> xr.Dataset:
     r"""The gain-scaling probe of an ARU model (§2.3): $n_\infty(\xi)$ and $s_\infty(\xi)$ against the noise std $\xi$.
@@ -188,6 +212,17 @@ def gain_scaling_analysis(
     error from the noise draws, for this one trained network.
     ``n_trace``/``s_trace`` (``std``, ``time`` = steps since the high noise began) are the
     neuron- and seed-mean traces.
+
+    Args:
+        stds: noise stds xi.
+        base_std: low-noise std before and after.
+        pre: low-noise steps before.
+        duration: high-noise steps.
+        post: low-noise steps after.
+        window: last high-noise steps averaged.
+        seeds: noise draws.
+        channel: noise on every neuron's pre-activation (drive), or on the input.
+        seed: seed of the noise draws.
     """
     for name, value in (("pre", pre), ("duration", duration), ("window", window), ("seeds", seeds)):
         require_positive(name, value)

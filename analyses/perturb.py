@@ -7,7 +7,7 @@ draws the result ([`perturbation_curve`][]).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import jax
 import matplotlib
@@ -17,6 +17,7 @@ import xarray as xr
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from dynlab.config import Count, Flag  # noqa: E402
 from dynlab.errors import ConfigError, require_positive  # noqa: E402
 from dynlab.losses import get_loss  # noqa: E402
 from dynlab.perturbations import default_window, evaluate_under, perturbation  # noqa: E402
@@ -55,19 +56,26 @@ def perturbation_curve(ds: xr.Dataset):
     return fig
 
 
+def perturb_summary(ds: xr.Dataset) -> str:
+    """What ``dynlab analyze perturb`` prints: the metric at every strength."""
+    metric = ds.attrs["metric"]
+    return "\n".join(f"strength {s:8.3g}   {metric} {v:.4f}" for s, v in zip(ds.strength.values, ds[metric].values))
+
+
 @register(
     "analysis",
     "perturb",
     "task metric of a model under a perturbation (step/noisy drive, contrast) vs strength",
     figure=perturbation_curve,
+    summary=perturb_summary,
 )
 def perturb_analysis(
     model,
     *,
-    task,
+    task="train",
     kind: Literal["step", "noisy", "contrast"] = "noisy",
-    strengths: tuple[float, ...] | list[float] = (0.0, 1.0, 2.0, 3.0, 4.0, 5.0),
-    n: int = 1000,
+    strengths: Annotated[tuple[float, ...] | list[float], Flag("--strength")] = (0.0, 1.0, 2.0, 3.0, 4.0, 5.0),
+    n: Count = 1000,
     seed: int = 0,
     onset: int | None = None,
     duration: int | None = None,
@@ -81,8 +89,22 @@ def perturb_analysis(
 
     Returns a dataset over ``strength`` with the metric (e.g. ``accuracy``) and ``loss``; attrs
     give the protocol (kind, window, ``std_ratio`` / ``freq`` / ``phase``), the task and chance.
+
+    Args:
+        task: the task evaluated ("train": the model's own task).
+        kind: step: drive xi on every neuron in a window; noisy: N(mu, (std_ratio*mu)^2) i.i.d. per neuron
+            and step in the window; contrast: x_t (1 + alpha sin(2 pi f t/T + phase)).
+        strengths: xi (step), mu (noisy) or alpha (contrast); 0 is the clean model.
+        n: held-out samples per strength.
+        seed: seed of the samples and noise draws.
+        onset: first drive step (default: 200/784 of the sequence).
+        duration: drive steps (default: 200/784 of the sequence).
+        std_ratio: noisy drive: std = std_ratio * mu.
+        freq: contrast: cycles per sequence.
+        phase: contrast: phase (radians).
+        chunk: samples evaluated at once.
     """
-    if task is None:
+    if task is None or isinstance(task, str):
         raise ConfigError("the perturb analysis needs a task (in a scenario: task = \"train\")")
     require_positive("n", n)
     require_positive("chunk", chunk)

@@ -49,6 +49,8 @@ for any other cell, that cell's output over time. Layers are numbered 1, 2, … 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import Literal
 
 import equinox as eqx
 import jax
@@ -56,12 +58,16 @@ import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
+from dynlab.config import Count, Fraction
 from dynlab.errors import ConfigError, require_positive
 from dynlab.units.base import TauExtensible
 from dynlab.units.stack import LayerStack
 from dynlab.analyses.trw_figures import accuracy_vs_dilation as dilation_figure, trw_curves
 from dynlab.provenance import stamp_attrs
 from dynlab.registry import register
+
+TASK = "hierarchical-language"
+"""The task whose stream the analysis scrambles (its default ``task``)."""
 
 # ---------------------------------------------------------------------------------------------
 # numerical cores
@@ -255,14 +261,35 @@ def extended_model(model, factor: float, how: str = "shift"):
 
 
 def default_task(model, task=None):
+    """The hierarchical-language task the TRW stream comes from: ``task`` when it is one, a fresh
+    one for ``None`` or its name; any other task is a one-line [`ConfigError`][]."""
     from dynlab.tasks.hierarchical import HierarchicalLanguageTask
 
-    if task is None or not isinstance(task, HierarchicalLanguageTask):
+    if task is None or task == TASK:
         task = HierarchicalLanguageTask()
+    if not isinstance(task, HierarchicalLanguageTask):
+        raise ConfigError(f"the trw analysis runs on the {TASK!r} stream, got the task "
+                          f"{getattr(task, 'describe', lambda: task)()!r}")
     if model.input_size != task.input_size:
         raise ConfigError(f"the TRW stream has {task.input_size} input channels but the model expects "
                           f"{model.input_size}; build the model for the hierarchical-language task")
     return task
+
+
+def trw_summary(ds: xr.Dataset) -> str:
+    """What ``dynlab analyze trw`` prints: s50 per layer (a bound where censored), and the
+    timescales selected where the units pool over tau."""
+    lines = []
+    for i in range(ds.sizes["layer"]):
+        censored = bool(ds.s50_censored[i])
+        cens = " (censored: at or below the smallest scale, a bound)" if censored else ""
+        sel = ""
+        if "tau_selected_quantile" in ds:
+            q = ds.tau_selected_quantile[i].values
+            sel = f"; tau at the max over tau: median {q[1]:.1f} (10-90%: {q[0]:.1f}-{q[2]:.1f})"
+        lines.append(f"{ds.layer_name.values[i]:<16} s50 {'≤' if censored else '='} {float(ds.s50[i]):8.2f} steps "
+                     f"= 3^{float(ds.log3_s50[i]):.2f}{cens}{sel}")
+    return "\n".join(lines)
 
 
 @register(
@@ -270,15 +297,22 @@ def default_task(model, task=None):
     "trw",
     "temporal receptive windows: block scrambling, recurrence-matrix correlation, s50 per layer",
     figure=trw_curves,
+    summary=trw_summary,
 )
-def trw_analysis(model, *, task=None, n_shuffle: int = 200, scales=None, dilation: int = 0, mode: str | None = None,
-                 entries: str = "offdiag", warmup: str = "stream", frac: float = 0.5, seed: int = 0, batch_size: int = 200,
-                 extend: bool = True, how: str = "shift") -> xr.Dataset:
+def trw_analysis(model, *, task=TASK, n_shuffle: Count = 200, scales: Sequence[int] | None = None, dilation: int = 0,
+                 mode: Literal["pulse", "hold"] | None = None, entries: Literal["offdiag", "all"] = "offdiag",
+                 warmup: Literal["stream", "none"] = "stream", frac: Fraction = 0.5, seed: int = 0,
+                 batch_size: Count = 200, extend: bool = True, how: Literal["shift", "extend"] = "shift") -> xr.Dataset:
     """TRW scrambling analysis of any dynlab model on the hierarchical-language stream.
 
     Args:
         task: a ``hierarchical-language`` task (its grammar seed and mode); default a fresh one.
         n_shuffle: permutations per scale (paper: 200).
+        mode: dilation mode, pulse or hold (default: the task's).
+        entries: recurrence-matrix entries correlated (offdiag or all).
+        warmup: present the intact stream once before each measured one (stream) or start from the zero
+            state (none).
+        frac: s50 threshold as a fraction of the maximum.
         scales: block lengths (default $3^0 \\dots 3^6$ times the dilation factor); each must divide
             the stream length.
         dilation: exponent m; the stream is dilated by $3^m$ (τ-extensible units rescaled when

@@ -16,6 +16,7 @@ booleans, strings, arrays), never evaluated as code. A bare word that is not val
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import os
 import re
@@ -40,6 +41,41 @@ class _MayBeInfinite:
 MAY_BE_INFINITE = _MayBeInfinite()
 FloatOrInf = Annotated[float, MAY_BE_INFINITE]
 """The annotation of a float key for which ±inf is meaningful; every other number must be finite."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """Marker of a numeric key's bounds, ``Annotated[int, Range(minimum=1)]``: ``minimum`` and
+    ``maximum`` inclusive, ``above`` and ``below`` exclusive.
+
+    **Enforces** one range check wherever the value is parsed: the command line's text
+    ([`parse_number`][]) and a TOML value checked against a signature
+    ([`dynlab.registry.check_config`][]) give the same one-line [`ConfigError`][].
+    """
+
+    minimum: float | None = None
+    maximum: float | None = None
+    above: float | None = None
+    below: float | None = None
+
+    def bounds(self) -> dict:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
+@dataclasses.dataclass(frozen=True)
+class Flag:
+    """Marker of another command-line spelling of a key, ``Annotated[list[float], Flag("--strength")]``:
+    the option's name before its command was generated from the key, kept working."""
+
+    name: str
+
+
+Count = Annotated[int, Range(minimum=1)]
+"""A positive integer (a number of steps, exponents, samples, …)."""
+NonNegative = Annotated[int, Range(minimum=0)]
+"""An integer >= 0 (a burn-in, an onset)."""
+Fraction = Annotated[float, Range(above=0, below=1)]
+"""A number strictly between 0 and 1."""
 
 
 def check_numbers(where: str, value: Any, *, allow_inf: bool = False) -> Any:
@@ -90,10 +126,10 @@ def parse_value(text: str, where: str = "value") -> Any:
 
 
 def parse_number(name: str, text, *, integer: bool = False, minimum: float | None = None,
-                 maximum: float | None = None, above: float | None = None):
+                 maximum: float | None = None, above: float | None = None, below: float | None = None):
     """One numeric command-line option: ``text`` as a finite int (``integer``) or float in range.
 
-    ``minimum``/``maximum`` are inclusive bounds, ``above`` an exclusive lower bound. ``None``
+    ``minimum``/``maximum`` are inclusive bounds, ``above``/``below`` exclusive ones ([`Range`][]). ``None``
     stays ``None`` (the option was not given). Anything else is a one-line [`ConfigError`][]
     naming the option and what is valid. The one number parser of the command line.
     """
@@ -114,8 +150,10 @@ def parse_number(name: str, text, *, integer: bool = False, minimum: float | Non
         bounds.append(f">= {minimum}")
     if maximum is not None:
         bounds.append(f"<= {maximum}")
+    if below is not None:
+        bounds.append(f"< {below}")
     if ((above is not None and not value > above) or (minimum is not None and value < minimum)
-            or (maximum is not None and value > maximum)):
+            or (maximum is not None and value > maximum) or (below is not None and not value < below)):
         raise ConfigError(f"{name} must be {kind} {' and '.join(bounds)}, got {text!r}")
     check_numbers(name, value)  # within the bounds, still at most 64 bits (--steps 2^70 was accepted)
     return value if integer else float(value) if isinstance(value, float) else value

@@ -18,13 +18,14 @@ values; the registry builds it through that and takes its config keys from it
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import inspect
 import types
 import typing
 from typing import Any, Callable, Literal
 
-from dynlab.config import MAY_BE_INFINITE, check_numbers
+from dynlab.config import MAY_BE_INFINITE, Range, check_numbers, parse_number
 from dynlab.errors import ConfigError, UnknownNameError
 
 KINDS = ("unit", "model", "rule", "task", "analysis", "loss", "scenario", "program", "format")
@@ -56,6 +57,10 @@ class Entry:
     ``fn(runs, **options)`` with ``runs`` a sequence of run directories (at least 2), returning a
     dataset with a ``run`` dim in the order given (DSA). A scenario runs such an analysis once,
     across its cells, after the sweep ([`dynlab.scenarios.across`][]).
+
+    ``finite`` (analyses) names the result variables that must hold finite numbers: the command
+    line prints the summary, keeps the dataset and then exits with
+    [`NonFiniteResult`][dynlab.errors.NonFiniteResult] when one does not.
     """
 
     kind: str
@@ -66,6 +71,7 @@ class Entry:
     summary: Callable | None = None
     claims: Callable | None = None
     takes: str = "model"
+    finite: tuple[str, ...] = ()
 
 
 _REGISTRY: dict[str, dict[str, Entry]] = {kind: {} for kind in KINDS}
@@ -116,12 +122,15 @@ ANALYSIS_TAKES = ("model", "runs")
 
 
 def register(kind: str, name: str, description: str | None = None, *, figure: Callable | None = None,
-             summary: Callable | None = None, claims: Callable | None = None, takes: str = "model") -> Callable:
+             summary: Callable | None = None, claims: Callable | None = None, takes: str = "model",
+             finite: tuple[str, ...] = ()) -> Callable:
     """Decorator registering ``obj`` under ``kind``/``name``.
 
     The description defaults to the first line of the object's docstring. ``figure`` and
-    ``summary`` (analyses and programs), ``claims`` (programs) and ``takes`` (analyses) are
-    described on [`Entry`][].
+    ``summary`` (analyses and programs), ``claims`` (programs), ``takes`` and ``finite``
+    (analyses) are described on [`Entry`][]. An analysis is checked here, once: every parameter
+    without a default must be one the command line and a scenario can give
+    ([`check_analysis_signature`][]).
     """
     if claims is not None and kind != "program":
         raise ValueError("only programs declare claims")
@@ -134,7 +143,9 @@ def register(kind: str, name: str, description: str | None = None, *, figure: Ca
             raise ValueError(f"{kind} {name!r} is registered twice")
         doc = description or (inspect.getdoc(obj) or "").strip().splitlines()[0:1]
         text = doc if isinstance(doc, str) else (doc[0] if doc else "")
-        _REGISTRY[kind][name] = Entry(kind, name, obj, text, figure, summary, claims, takes)
+        if kind == "analysis":
+            check_analysis_signature(name, obj, takes)
+        _REGISTRY[kind][name] = Entry(kind, name, obj, text, figure, summary, claims, takes, tuple(finite))
         return obj
 
     return decorate
@@ -280,6 +291,30 @@ def check_config(where: str, obj: Any, config: dict[str, Any], *, extra: dict | 
         check_numbers(f"{where}.{k}", v, allow_inf=_unwrap(annotation)[1] or _is_table(annotation))
         if not _matches(v, annotation):
             raise ConfigError(f"{where}.{k} must be {describe(annotation)}, got {v!r}")
+        check_range(f"{where}.{k}", v, annotation)
+
+
+def value_range(annotation: Any) -> Range | None:
+    """The [`dynlab.config.Range`][] an annotation declares (``Annotated[int, Range(...)]``, also
+    inside ``X | None`` and as the item type of ``Sequence[...]``/``tuple[..., ...]``), or ``None``."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        return next((a for a in typing.get_args(annotation)[1:] if isinstance(a, Range)), None)
+    for arg in typing.get_args(annotation):
+        found = value_range(arg) if arg is not Ellipsis else None
+        if found is not None:
+            return found
+    return None
+
+
+def check_range(where: str, value: Any, annotation: Any) -> None:
+    """A number (or each number of a list) within the bounds its annotation declares
+    ([`value_range`][]); the one-line [`ConfigError`][] of [`dynlab.config.parse_number`][] otherwise."""
+    bounds = value_range(annotation)
+    if bounds is None:
+        return
+    for item in value if isinstance(value, (list, tuple)) else [value]:
+        if isinstance(item, (int, float)) and not isinstance(item, bool):
+            parse_number(where, repr(item), integer=isinstance(item, int), **bounds.bounds())
 
 
 def _type_hints(obj: Any) -> dict[str, Any]:
@@ -302,3 +337,63 @@ def build(kind: str, name: str | None = None, /, **kwargs) -> Any:
     entry = get(kind, name)
     check_config(kind, entry.obj, {k: v for k, v in kwargs.items() if k != "key"})
     return constructor(entry.obj)(**kwargs)
+
+
+ANALYSIS_ARGUMENTS = {"model": ("model",), "runs": ("runs",)}
+"""The first parameter of an analysis, by what it takes ([`Entry`][] ``takes``); a function whose
+first parameter is something else (``compare_pc_bp(task, widths, ...)``) has a command of its own."""
+PARSED = (bool, int, float, str)
+"""The value types a command-line option or a TOML value can give (and lists of numbers)."""
+
+
+def value_kinds(annotation: Any) -> dict:
+    """What an annotation admits, for parsing its text: ``scalars`` (the other types), ``words``
+    (``Literal`` values, in order), ``none`` (``None`` allowed) and ``list`` (the item type of a
+    ``Sequence``/``list``/``tuple``, ``None`` when it is not one); ``Annotated`` and unions are looked through."""
+    found: dict = {"scalars": set(), "words": [], "none": False, "list": None}
+
+    def visit(a):
+        a = _unwrap(a)[0]
+        origin = typing.get_origin(a)
+        if origin in (typing.Union, types.UnionType):
+            for arg in typing.get_args(a):
+                visit(arg)
+        elif origin is Literal:
+            found["words"] += [str(w) for w in typing.get_args(a) if str(w) not in found["words"]]
+        elif a is type(None):
+            found["none"] = True
+        elif origin in (list, tuple, collections.abc.Sequence) or a in (list, tuple):
+            items = [i for i in typing.get_args(a) if i is not Ellipsis]
+            found["list"] = _unwrap(items[0])[0] if items else float
+        else:
+            found["scalars"].add(a)
+
+    visit(annotation)
+    return found
+
+
+def parsable(annotation: Any) -> bool:
+    """Can an option of this annotation be given as text ([`dynlab.cli.analyze`][]) and as a TOML
+    value? Booleans, numbers, strings, ``Literal``s, ``None``, and sequences of numbers."""
+    kinds = value_kinds(annotation)
+    return kinds["scalars"] <= set(PARSED) and kinds["list"] in (None, int, float)
+
+
+def check_analysis_signature(name: str, fn: Callable, takes: str) -> None:
+    """**Enforces** "an analysis that cannot be given its options fails when it is registered,
+    not when it is used": every parameter after the model (or runs) that has no default, other
+    than ``task`` (a task name), must be of a type the command line and a scenario can give
+    ([`parsable`][]). A ``ValueError`` naming the parameter otherwise."""
+    parameters = list(inspect.signature(fn).parameters.values())
+    if not parameters or parameters[0].name not in ANALYSIS_ARGUMENTS[takes]:
+        return  # not a function of a model or of runs: it brings its own command (pc-bp)
+    hints = _type_hints(fn)
+    for p in parameters[1:]:
+        if p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL) or p.default is not p.empty or p.name == "task":
+            continue
+        annotation = hints.get(p.name, p.annotation)
+        if annotation is p.empty or not parsable(annotation):
+            raise ValueError(f"analysis {name!r}: parameter {p.name!r} has no default and its type "
+                             f"({describe(annotation) if annotation is not p.empty else 'not annotated'}) cannot be "
+                             "given on the command line or in a scenario: give it a default or a type of "
+                             "bool, int, float, str, a Literal or a list of numbers")

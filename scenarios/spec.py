@@ -534,10 +534,19 @@ def _check_analysis(entry: dict) -> dict:
 def analysis_options(entry: dict, own_task=None, own_seed: int | None = None) -> dict:
     """An ``[[analyses]]`` entry's options as the analysis takes them: ``task = "train"`` becomes
     ``own_task`` (a cell's own task; ``None`` for an analysis of several runs: the runs' common
-    task), another task name that task, built; ``seed = "cell"`` ([`CELL_SEED`][]) becomes ``own_seed``."""
+    task), another task name that task, built; ``seed = "cell"`` ([`CELL_SEED`][]) becomes ``own_seed``.
+    Without ``task`` in the entry, the analysis's own default (its signature's) is resolved the same way.
+
+    **Enforces** "an analysis with no options runs the same configuration from the command line
+    and from a scenario": ``dynlab analyze NAME`` passes its options through this function too
+    ([`dynlab.cli.analyze`][]).
+    """
     options = {k: v for k, v in entry.items() if k not in ENTRY_KEYS}
     if options.get("seed") == CELL_SEED:
         options["seed"] = own_seed
+    default = registry.defaults(registry.get("analysis", entry["name"]).obj).get("task")
+    if "task" not in options and isinstance(default, str):
+        options["task"] = default
     task = options.get("task")
     if task == "train":
         options["task"] = own_task

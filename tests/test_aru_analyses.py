@@ -280,7 +280,7 @@ def test_means_over_runs_that_did_not_escape_say_so_and_count_them():
     import xarray as xr
 
     from dynlab.analyses.aru.frozen_map import Lambda1Runs, lambda_vars
-    from dynlab.cli.aru import _ci
+    from dynlab.analyses.aru.adaptation import _ci
 
     rng = np.random.default_rng(0)
     lam = -0.1 + 0.01 * rng.standard_normal((1, 4, 5))

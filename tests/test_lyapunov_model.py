@@ -12,7 +12,7 @@ from dynlab.analyses.lyapunov import lyapunov_analysis
 from dynlab.analyses.state_map import protocol_inputs, run_in, state_map
 from dynlab.analyses.lyapunov import interpret_spectrum
 from dynlab.cli import main
-from dynlab.cli.dynamics import FRESH_DRIVE
+from dynlab.analyses.lyapunov import DEFAULT_DRIVE as FRESH_DRIVE
 from dynlab.errors import ConfigError
 
 
@@ -24,7 +24,7 @@ def test_fixed_point_exponents_are_log_eigenvalue_moduli():
     """At a stable fixed point every trajectory ends up at h*, and lambda_i = ln|eig_i(J(h*))|."""
     model = fresh("aru", hidden=6, n_g=3)
     smap = state_map(model)
-    ds = lyapunov_analysis(model, k=smap.dim, steps=3000, burn_in=1000, ics=3, x64=True)
+    ds = lyapunov_analysis(model, k=smap.dim, steps=3000, burn_in=1000, ics=3, x64=True, drive=0.0)
     with jax.enable_x64(True):
         inputs = protocol_inputs(model, 4000)
         h_star = run_in(smap, inputs)[-1]

@@ -130,7 +130,7 @@ def test_cli_trw(tmp_path):
 @pytest.mark.parametrize("args, fragment", [
     (["--dilation", "-1"], "dilation must be a non-negative integer exponent"),
     (["--task", "adding"], "runs on the 'hierarchical-language' stream"),
-    (["--n-shuffle", "0"], "n_shuffle must be a positive integer"),
+    (["--n-shuffle", "0"], "--n-shuffle must be an integer >= 1"),
 ])
 def test_cli_trw_bad_input(args, fragment, tmp_path):
     res = invoke(["analyze", "trw", "--model", "sith-rnn", "--set", "model.n_taus=4", "-q", *args], tmp_path)

@@ -4,6 +4,7 @@ step drive, adapted vs fixed, with its figure."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Annotated
 
 import jax
 import numpy as np
@@ -18,6 +19,7 @@ from dynlab.analyses.aru.frozen_map import (  # noqa: E402
 )
 from dynlab.analyses.aru.plotting import ci_line, drive_colors, title  # noqa: E402
 from dynlab.analyses.aru.traces import step_drive_traces, with_zero  # noqa: E402
+from dynlab.config import Count, Range  # noqa: E402
 from dynlab.errors import ConfigError, require_positive  # noqa: E402
 from dynlab.provenance import stamp  # noqa: E402
 from dynlab.registry import register  # noqa: E402
@@ -54,11 +56,46 @@ def plot_adaptation(ds: xr.Dataset):
     return fig
 
 
+def _ci(ds, name, i):
+    """``mean [low, high]`` of the finite runs (said to be over those when some escaped: the mean is
+    conditional on not escaping), and the count and escape rate of the diverged ones."""
+    n_div = int(ds[f"{name}_diverged"][i].sum())
+    n = int(ds[f"{name}_diverged"][i].size)
+    text = "" if n_div == n else (f"{float(ds[f'{name}_mean'][i]):+.5f} [{float(ds[f'{name}_ci_low'][i]):+.5f}, "
+                                  f"{float(ds[f'{name}_ci_high'][i]):+.5f}]"
+                                  + (f" over the {n - n_div}/{n} bounded runs" if n_div else ""))
+    if n_div:
+        text += f"{'; ' if text else ''}{n_div}/{n} escape at {float(ds[f'{name}_escape_mean'][i]):+.4f}"
+    return text
+
+
+def adaptation_summary(ds: xr.Dataset) -> str:
+    """What ``dynlab analyze adaptation`` prints: lambda_1 adapted against fixed per drive, with
+    intervals, and how far (n, s) still drift at the end of the driven run."""
+    from rich.table import Table
+
+    from dynlab.analyses.tables import render
+
+    conf = int(100 * ds.attrs["confidence"])
+    table = Table(title=f"lambda_1 per step, mean [{conf}% CI over {ds.attrs['ci_population']}, Student t; "
+                        f"{ds.sizes['ic']} initial conditions each] (runs escaping to infinity: their growth rate) "
+                        f"— {ds.attrs['inputs']}")
+    for col in ("xi", "adapted (n_inf(xi), s_inf(xi))", "fixed (n_inf(0), s_inf(0))", "|adapted| / |fixed|"):
+        table.add_column(col, justify="right")
+    for i, xi in enumerate(ds.drive.values):
+        ratio = abs(float(ds.lambda1_adapted_mean[i])) / max(abs(float(ds.lambda1_fixed_mean[i])), 1e-300)
+        table.add_row(f"{xi:g}", _ci(ds, "lambda1_adapted", i), _ci(ds, "lambda1_fixed", i),
+                      "–" if np.isnan(ratio) else f"{ratio:.4g}")
+    return render(table) + "\n" + ("steady-state check, max |n_T - n_(T-window)| per drive (worst realisation): "
+                                   + ", ".join(f"{v:.2g}" for v in ds.n_drift.max("realisation").values))
+
+
 @register(
     "analysis",
     "adaptation",
     "ARU Fig. 5c/d: lambda_1 with (n, s) frozen where the ARU sets them under a drive",
     figure=plot_adaptation,
+    summary=adaptation_summary,
 )
 def adaptation_analysis(
     model,
@@ -68,9 +105,9 @@ def adaptation_analysis(
     onset: int = 100,
     duration: int = 400,
     window: int = 50,
-    realisations: int = 5,
-    ics: int = 4,
-    steps: int = 1000,
+    realisations: Annotated[int, Range(minimum=2)] = 5,
+    ics: Count = 4,
+    steps: Count = 1000,
     burn_in: int = 200,
     task=None,
     drive_in_map: bool = True,
@@ -114,6 +151,22 @@ def adaptation_analysis(
     whose state escaped to infinity (their [`escape_rate`][], a positive $\lambda_1$); ``n_drift``
     (``realisation``, ``drive``): the largest change of $n$ over the last ``window`` steps, a check
     that the steady state was reached. Fewer than 2 realisations is a ConfigError.
+
+    Args:
+        drives: step drives xi (0 is always added).
+        t_hats: steps after onset at which to freeze (n, s).
+        onset: undriven steps before the drive.
+        duration: driven steps.
+        window: last driven steps averaged for (n_inf, s_inf).
+        realisations: independent input streams the CI is over; (n_inf, s_inf) are re-estimated in each.
+        ics: initial conditions per realisation, from its driven run (their spread: multistability).
+        steps: length of each Lyapunov run.
+        burn_in: Lyapunov steps not accumulated.
+        task: the task whose input stream drives the model (default: zero input).
+        drive_in_map: keep the drive xi in the frozen map whose lambda_1 is computed.
+        confidence: level of the Student-t interval.
+        seed: seed of the inputs and initial conditions.
+        x64: compute in float64.
     """
     check_steps(steps, burn_in)
     require_positive("ics", ics)

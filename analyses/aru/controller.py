@@ -55,11 +55,24 @@ def plot_controller(ds: xr.Dataset, neuron: int = 0):
     return fig
 
 
+def controller_summary(ds: xr.Dataset) -> str:
+    """What ``dynlab analyze controller`` prints: the explained variance of the PCs and (n, s) at
+    onset and at the end per drive, with the limit residual."""
+    evr = ds.explained_variance_ratio.values
+    lines = ["explained variance: " + ", ".join(f"PC{i + 1} {100 * v:.1f}%" for i, v in enumerate(evr))]
+    for i, xi in enumerate(ds.drive.values):
+        lines.append(f"xi = {xi:<6g} n onset {float(ds.n_onset[i].mean()):.4f} -> end {float(ds.n_inf[i].mean()):.4f}, "
+                     f"s onset {float(ds.s_onset[i].mean()):+.4f} -> end {float(ds.s_inf[i].mean()):+.4f} "
+                     f"(means over neurons); limit residual {float(ds.limit_residual[i]):.2g}")
+    return "\n".join(lines)
+
+
 @register(
     "analysis",
     "controller",
     "ARU Fig. 5a/b: controller-state PCA with limit points; (n, s) paths",
     figure=plot_controller,
+    summary=controller_summary,
 )
 def controller_analysis(
     model,
@@ -85,6 +98,16 @@ def controller_analysis(
     are Fig. 5b's triangles and squares; ``gamma_prime`` (``drive``, ``n_mesh``, ``s_mesh``) is
     $\gamma'(\xi; n, s)$ on a mesh spanning the paths, whose level set $1 - \epsilon$ (``eps``) the
     paper overlays.
+
+    Args:
+        drives: constant drives xi (0 is always added).
+        onset: undriven steps before the drive.
+        duration: driven steps.
+        n_pc: principal components kept.
+        eps: level curves gamma' = 1 - eps.
+        mesh: points per axis of the gamma' mesh.
+        task: the task whose inputs drive the model (default: zero input).
+        seed: seed of the task's inputs.
     """
     require_positive("n_pc", n_pc)
     require_positive("mesh", mesh)

@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from dynlab.analyses.aru.frozen_map import recurrent_layer  # noqa: E402
 from dynlab.analyses.aru.plotting import title  # noqa: E402
+from dynlab.config import Count  # noqa: E402
 from dynlab.errors import ConfigError, require_positive  # noqa: E402
 from dynlab.losses import get_loss  # noqa: E402
 from dynlab.provenance import stamp  # noqa: E402
@@ -63,13 +64,26 @@ def _position_grads(model, xs: Array, ys: Array, masks: Array, loss_name: str):
     return jax.vmap(one)(xs, ys, masks)
 
 
+def gradient_by_position_summary(ds: xr.Dataset) -> str:
+    """What ``dynlab analyze gradient-by-position`` prints: the gradient norms at the first and
+    last position and their maximum, and the whole sequence's |dL/dW_hh|."""
+    lines = []
+    for name in ("input_grad", "preact_grad", "w_hh_grad"):
+        m = ds[f"{name}_mean"].values
+        lines.append(f"{name:<12} mean over samples: first position {m[0]:.3g}, last {m[-1]:.3g}, "
+                     f"max {m.max():.3g} at t = {int(m.argmax())}")
+    lines.append(f"|dL/dW_hh| of the batch-mean loss, whole sequence: {float(ds.w_hh_grad_from[0]):.4g}")
+    return "\n".join(lines)
+
+
 @register(
     "analysis",
     "gradient-by-position",
     "ARU Fig. 18: gradient norms by input position",
     figure=plot_gradient_by_position,
+    summary=gradient_by_position_summary,
 )
-def gradient_by_position_analysis(model, *, task=None, batch: int = 16, seed: int = 0) -> xr.Dataset:
+def gradient_by_position_analysis(model, *, task="train", batch: Count = 16, seed: int = 0) -> xr.Dataset:
     r"""How much each input position contributes to the gradient of the task loss (App. C.5, Fig. 18).
 
     For a one-layer model of the ARU family, ``batch`` held-out samples of ``task`` (required) and
@@ -88,8 +102,13 @@ def gradient_by_position_analysis(model, *, task=None, batch: int = 16, seed: in
       paper's other reading ("starting the gradient accumulation at different points").
 
     Each per-sample variable also comes as ``<name>_mean`` and ``<name>_std`` over samples.
+
+    Args:
+        task: the task whose samples and loss are used (default: the model's own task).
+        batch: held-out samples.
+        seed: seed of the samples.
     """
-    if task is None:
+    if task is None or isinstance(task, str):
         raise ConfigError("gradient-by-position needs a task (its inputs and loss), e.g. --task adding")
     require_positive("batch", batch)
     cell = recurrent_layer(model)

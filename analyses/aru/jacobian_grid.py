@@ -4,6 +4,7 @@ $(n, s)$ grid, with its figure."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 import equinox as eqx
 import jax
@@ -21,6 +22,7 @@ from dynlab.analyses.aru.frozen_map import (  # noqa: E402
     PAPER_N, PAPER_S, GammaMap, cast_floats, frozen_gamma_cell, number_grid, numerics, recurrent_layer,
 )
 from dynlab.analyses.aru.plotting import grid_image, title  # noqa: E402
+from dynlab.config import Count  # noqa: E402
 from dynlab.errors import ConfigError, require_positive  # noqa: E402
 from dynlab.provenance import stamp  # noqa: E402
 from dynlab.registry import register  # noqa: E402
@@ -63,20 +65,30 @@ def _jacobian_norms(fmap: GammaMap, n: Array, s: Array, hs: Array, xi: Array, no
     return jax.lax.map(at, (n, s), batch_size=8)
 
 
+def jacobian_grid_summary(ds: xr.Dataset) -> str:
+    """What ``dynlab analyze jacobian-grid`` prints: the range of the mean Jacobian norm and where it is largest."""
+    jn = ds.jacobian_norm
+    where = jn.where(jn == jn.max(), drop=True)
+    return (f"mean Jacobian norm: {float(jn.min()):.4f} – {float(jn.max()):.4f}; above 1 at "
+            f"{int((jn > 1).sum())} of {jn.size} grid points; largest at n = {float(where.n[0]):g}, "
+            f"s = {float(where.s[0]):g}")
+
+
 @register(
     "analysis",
     "jacobian-grid",
     "ARU App. Fig. 6A: mean Jacobian norm of the static gamma net over (n, s)",
     figure=plot_jacobian_grid,
+    summary=jacobian_grid_summary,
 )
 def jacobian_grid_analysis(
     model,
     *,
     n_values: Sequence[float] = PAPER_N,
     s_values: Sequence[float] = PAPER_S,
-    samples: int = 100,
+    samples: Count = 100,
     h_range: float = 5.0,
-    norm: str = "spectral",
+    norm: Literal["spectral", "rms"] = "spectral",
     drive: float = 0.0,
     seed: int = 0,
 ) -> xr.Dataset:
@@ -93,6 +105,15 @@ def jacobian_grid_analysis(
 
     **Returns:** ``jacobian_norm`` (mean), ``jacobian_norm_std`` over (``n``, ``s``), and the
     samples ``jacobian_norm_samples`` (``n``, ``s``, ``sample``).
+
+    Args:
+        n_values: gains n (default: the paper's 1, 1.25, ..., 20).
+        s_values: saturations s.
+        h_range: states h ~ U(-X, X) (5: the paper's).
+        drive: constant drive xi in the map.
+        samples: states h per grid point.
+        norm: operator 2-norm (spectral), or |J|_F / sqrt(N) (rms).
+        seed: seed of the sampled states.
     """
     require_positive("samples", samples)
     require_positive("h_range", h_range, integer=False)

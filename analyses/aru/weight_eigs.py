@@ -34,11 +34,23 @@ def plot_weight_eigs(ds: xr.Dataset):
     return fig
 
 
+def weight_eigs_summary(ds: xr.Dataset) -> str:
+    """What ``dynlab analyze weight-eigs`` prints: each recurrent matrix's spectral radius and how
+    many eigenvalues lie outside the unit circle."""
+    lines = []
+    for name in ds.matrix.values:
+        sel = ds.sel(matrix=name)
+        lines.append(f"{name}: spectral radius {float(sel.spectral_radius):.4f}, {int(sel.n_outside)} of "
+                     f"{int(sel.n_eigenvalues)} eigenvalues outside the unit circle")
+    return "\n".join(lines)
+
+
 @register(
     "analysis",
     "weight-eigs",
     "ARU Fig. 5e: eigenvalues of W_hh against the unit circle",
     figure=plot_weight_eigs,
+    summary=weight_eigs_summary,
 )
 def weight_eigs_analysis(
     model, *, others: Mapping[str, object] | None = None, label: str = "model", tol: float = 1e-4

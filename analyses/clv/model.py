@@ -17,6 +17,7 @@ from jax.flatten_util import ravel_pytree
 
 from dynlab.analyses.clv.core import clv_core
 from dynlab.analyses.clv.figure import clv_figure, clv_summary
+from dynlab.config import Count
 from dynlab.errors import ConfigError
 from dynlab.provenance import stamp
 from dynlab.registry import register
@@ -79,7 +80,7 @@ def clv_analysis(
     model,
     *,
     k: int = 8,
-    steps: int = 2000,
+    steps: Count = 2000,
     window: int = 500,
     transient_forward: int = 1000,
     transient_backward: int = 1000,

@@ -20,6 +20,7 @@ import xarray as xr
 from dynlab.analyses.fixed_points.core import fixed_points_from_visited
 from dynlab.analyses.fixed_points.coverage import PERTURBATION_SCALES
 from dynlab.analyses.fixed_points.figure import fixed_points_figure, fixed_points_summary
+from dynlab.config import Count
 from dynlab.errors import ConfigError, require_positive
 from dynlab.provenance import stamp
 from dynlab.registry import register
@@ -86,8 +87,8 @@ def check_fixed_points(model, *, steps: int, burn_in: int, ics: int, at: str = "
 def fixed_points_analysis(
     model,
     *,
-    ics: int = 64,
-    steps: int = 2000,
+    ics: Count = 64,
+    steps: Count = 2000,
     burn_in: int = 200,
     drive: float | None = None,
     task=None,

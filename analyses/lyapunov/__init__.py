@@ -75,12 +75,14 @@ from dynlab.analyses.lyapunov.summaries import (
     interpret_spectrum,
     kaplan_yorke_dimension,
     largest_exponent,
+    lyapunov_summary,
     sum_positive_exponents,
 )
 from dynlab.analyses.lyapunov.figure import plot_lyapunov
-from dynlab.analyses.lyapunov.model import check_lyapunov, lyapunov_analysis, lyapunov_analysis_seeds
+from dynlab.analyses.lyapunov.model import DEFAULT_DRIVE, check_lyapunov, lyapunov_analysis, lyapunov_analysis_seeds
 
 __all__ = [
+    "DEFAULT_DRIVE",
     "AUTO_ERROR_FACTOR",
     "AUTO_LU_COST",
     "AUTO_LU_ERROR_FACTOR",
@@ -102,6 +104,7 @@ __all__ = [
     "count_zero_exponents",
     "flatten_step",
     "interpret_spectrum",
+    "lyapunov_summary",
     "kaplan_yorke_dimension",
     "largest_exponent",
     "lyapunov_analysis",

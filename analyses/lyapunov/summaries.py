@@ -170,3 +170,58 @@ def interpret_spectrum(ds) -> str:
                 f"{1 / lam:.3g} steps), {n_up} of {k} exponents > 0, Kaplan–Yorke dim {'>= ' if bound else ''}{ky:.2f}")
     return (f"{head} contains 0: marginal, the leading perturbation neither grows nor shrinks measurably "
             f"(e^λ1 = {growth:.4f} per step; a neutral direction or the edge of chaos); chaos neither shown nor excluded")
+
+
+def _interval_counts(ds) -> str:
+    """How many exponents' intervals lie above 0, contain 0, lie below 0: "a / b / c"."""
+    low, high = np.asarray(ds.ci_low), np.asarray(ds.ci_high)
+    return f"{int((low > 0).sum())} / {int(((low <= 0) & (high >= 0)).sum())} / {int((high < 0).sum())}"
+
+
+def lyapunov_summary(ds, quiet: bool = False, show: int = 12) -> str:
+    """What ``dynlab analyze lyapunov`` prints: the table of exponents, the summary line and the
+    reading line ([`interpret_spectrum`][]); unless ``quiet``, the line saying what the columns
+    mean, how the QR steps and the burn-in were chosen."""
+    from rich.table import Table
+
+    from dynlab.analyses.tables import render
+
+    level = f"{100 * ds.attrs['ci_level']:g}%"
+    table = Table(title=f"Lyapunov exponents per step — {ds.attrs['protocol']}, state dim {ds.attrs['state_dim']}\n"
+                        f"mean and {level} CI over {ds.attrs['ci_population']} (Student t); "
+                        f"{ds.attrs['n_ic']} initial conditions each")
+    table.add_column("i", justify="right")
+    table.add_column("mean λ_i", justify="right")
+    table.add_column(f"± {level} CI half-width ({ds.attrs['n_realisations']} realisations)", justify="right")
+    table.add_column("within-run SE", justify="right")
+    table.add_column("IC sd (multistab.)", justify="right")
+    k = ds.sizes["exponent"]
+
+    def number(x, fmt="+.5f"):
+        return "—" if not np.isfinite(x) else format(x, fmt)
+
+    for i in range(min(k, show)):
+        table.add_row(str(i + 1), number(float(ds["mean"][i])),
+                      number((float(ds.ci_high[i]) - float(ds.ci_low[i])) / 2, ".1e"),
+                      number(float(ds.within_run_se_of_mean[i]), ".1e"), number(float(ds.ic_sd_mean[i]), ".1e"))
+    if k > show:
+        table.add_row("…", f"({k - show} more in the dataset)", "", "", "")
+    counts = _interval_counts(ds)
+    lines = [table, (
+        f"largest = λ1, row 1 above   sum of positive exponents {float(ds.positive_sum_mean):.5f} "
+        f"in [{float(ds.positive_sum_ci_low):.5f}, {float(ds.positive_sum_ci_high):.5f}] (from the rows' intervals; "
+        f"the sum of the exponents resolved > 0)   Kaplan–Yorke dim {float(ds.ky_dimension_mean):.3f}   "
+        f"intervals above / containing / below 0: {counts}   (sum over the k={k} computed: {float(ds['mean'].sum()):+.5f})"
+        + ("   [lower bounds: not all exponents computed]" if k < ds.attrs["state_dim"] else ""))]
+    burn = (f"burn-in {ds.attrs['burn_in']} of {ds.attrs['steps_total']} steps ({ds.attrs['burn_in_fixed']} fixed"
+            + (f" + {ds.attrs['burn_in_truncated']} dropped by the MSER rule" if ds.attrs.get("burn_in_requested") == "auto"
+               else "") + (", repeated over twice the steps: the transient outlasted the first window"
+                           if ds.attrs.get("burn_in_extended") else "") + ")") if "burn_in_fixed" in ds.attrs else ""
+    if not quiet:
+        lines.append(
+            f"within-run SE: batch-means standard error that time averaging alone leaves in the mean; "
+            f"IC sd: spread over initial conditions under one input (multistability, not an error bar); "
+            f"QR every {ds.attrs['reortho_every']} steps ({ds.attrs['reortho_requested']}), "
+            f"blocking error <= {ds.attrs['reortho_error_bound']:.1e}; {burn}"
+        )
+    return render(*lines) + "\n" + interpret_spectrum(ds)

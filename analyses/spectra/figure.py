@@ -55,3 +55,24 @@ def plot_spectra(ds: xr.Dataset):
     ax_c.set(xlabel="rank n", ylabel="variance λ_n", title="activity covariance spectrum")
     fig.suptitle(f"{ds.attrs.get('model', '')} — {ds.attrs.get('protocol', '')}", fontsize=9)
     return fig
+
+
+def spectra_summary(ds: xr.Dataset) -> str:
+    """What ``dynlab analyze spectra`` prints: the spectral radii of the recurrent matrices and of
+    the state Jacobian, and the covariance spectrum's power-law fit with its interval."""
+    rho = ds.jacobian_spectral_radius.values
+    lines = ["spectral radius of recurrent matrices: " + ", ".join(
+                 f"{m} {float(r):.4f}" for m, r in zip(ds.matrix.values, ds.weight_spectral_radius.values)),
+             f"state Jacobian: spectral radius {rho.mean():.4f} (range {rho.min():.4f}–{rho.max():.4f}), "
+             f"largest singular value {float(ds.jacobian_singular_values[:, 0].mean()):.4f} (mean over {rho.size} samples)"]
+    if "covariance_alpha" in ds:
+        ranks = (f" over ranks {ds.attrs['covariance_fit_rank_min']}–{ds.attrs['covariance_fit_rank_max']} "
+                 f"(M_eff {ds.attrs['covariance_effective_samples']:.0f} of {ds.attrs['covariance_n_samples']} samples)"
+                 if "covariance_fit_rank_max" in ds.attrs else "")
+        lines.append(f"activity covariance: alpha {float(ds.covariance_alpha):.3f}{ranks} "
+                     f"[{float(ds.covariance_alpha_ci_low):.3f}, {float(ds.covariance_alpha_ci_high):.3f}]"
+                     f"{', ' + ds.attrs['covariance_ci_label'] if 'covariance_ci_label' in ds.attrs else ''}; R² "
+                     f"{float(ds.covariance_power_law_r2):.3f}; truncated power law alpha "
+                     f"{float(ds.covariance_truncated_alpha):.3f}, n_c {float(ds.covariance_truncated_n_c):.3g}; "
+                     f"participation ratio {float(ds.covariance_participation_ratio):.2f}")
+    return "\n".join(lines)

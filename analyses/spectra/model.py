@@ -17,8 +17,9 @@ import xarray as xr
 
 from dynlab.analyses.spectra.covariance import covariance_spectrum
 from dynlab.analyses.spectra.eigenvalues import jacobian_spectra, weight_eigenvalues
-from dynlab.analyses.spectra.figure import plot_spectra
+from dynlab.analyses.spectra.figure import plot_spectra, spectra_summary
 from dynlab.analyses.state_map import protocol_inputs, protocol_name, run_in, state_map
+from dynlab.config import Count, NonNegative
 from dynlab.errors import ConfigError, require_positive
 from dynlab.provenance import stamp
 from dynlab.registry import register
@@ -57,17 +58,18 @@ def _eigenvalues_without_fit(activity: np.ndarray, error: Exception) -> tuple[np
     "spectra",
     "eigenvalues of recurrent weights and state Jacobians; activity covariance spectrum",
     figure=plot_spectra,
+    summary=spectra_summary,
 )
 def spectra_analysis(
     model,
     *,
-    steps: int = 2000,
-    burn_in: int = 200,
-    every: int | None = None,
+    steps: Count = 2000,
+    burn_in: NonNegative = 200,
+    every: Count | None = None,
     drive: float | None = None,
     task=None,
-    n_boot: int = 200,
-    block_size: int | Literal["auto"] = "auto",
+    n_boot: NonNegative = 200,
+    block_size: Count | Literal["auto"] = "auto",
     seed: int = 0,
     x64: bool = False,
 ) -> xr.Dataset:
@@ -95,6 +97,17 @@ def spectra_analysis(
     [`dynlab.analyses.lyapunov.lyapunov_analysis`][]. Under autonomous dynamics most units
     settle to a fixed point, whose activity covariance is zero: use a task or a drive for a
     meaningful covariance spectrum (a warning says so).
+
+    Args:
+        steps: steps of the analysed window.
+        burn_in: steps before the analysed window.
+        every: Jacobian sampled every this many steps (default: 20 samples).
+        drive: constant drive xi added to every neuron.
+        task: the task whose input stream drives the trajectory (default: zero input).
+        n_boot: bootstrap resamples for the CI of alpha.
+        block_size: steps per bootstrap block ("auto": ten autocorrelation times).
+        seed: seed of the task's inputs and the bootstrap.
+        x64: compute in float64.
     """
     require_positive("steps", steps)
     if isinstance(burn_in, bool) or not isinstance(burn_in, int) or burn_in < 0:

@@ -32,6 +32,7 @@ state; the stimulus is the raw input (one level, ``input``, in steps), so one-ho
 from __future__ import annotations
 
 import dataclasses
+from typing import Annotated
 
 import jax
 import jax.numpy as jnp
@@ -41,6 +42,7 @@ import xarray as xr
 from dynlab.analyses.sta.core import spike_triggered_average
 from dynlab.analyses.sta.figure import sta_figure, sta_summary
 from dynlab.analyses.sta.null import N_SHIFTS, NULL_LEVEL, layer_trend, shift_null
+from dynlab.config import Count, Range
 from dynlab.errors import ConfigError, require_positive
 from dynlab.provenance import stamp
 from dynlab.registry import register
@@ -142,10 +144,14 @@ def _hierarchical(task) -> bool:
     return isinstance(task, HierarchicalLanguageTask)
 
 
+TASK = "hierarchical-language"
+"""The default task of the analysis (by name: a fresh one, for a model reading its 9 inputs)."""
+
+
 def _task(model, task):
     from dynlab.tasks.hierarchical import N_SYMBOLS, HierarchicalLanguageTask
 
-    if task is not None:
+    if task is not None and task != TASK:
         return task
     if model.input_size != N_SYMBOLS:
         raise ConfigError(f"the model reads {model.input_size} inputs per step, not the hierarchical language's "
@@ -160,7 +166,8 @@ def _task(model, task):
     figure=sta_figure,
     summary=sta_summary,
 )
-def sta_analysis(model, *, task=None, quantile: float = 0.9, lags: int = 9, samples: int = 64,
+def sta_analysis(model, *, task=TASK, quantile: Annotated[float, Range(minimum=0, below=1)] = 0.9, lags: Count = 9,
+                 samples: Count = 64,
                  seed: int = 0) -> xr.Dataset:
     r"""Receptive fields of every neuron of every layer of ``model`` by spike-triggered averaging.
 

@@ -13,26 +13,20 @@ from dynlab.cli.options import busy, overwrite_given
 
 
 def analysis_model(unit, checkpoint, task_name, sets):
-    """The model to analyse: a trained one from ``checkpoint``, or a fresh one from the config.
-
-    Returns ``(experiment, task or None, source description)``.
-    """
+    """The model to analyse and where it came from, ``(experiment, source description)``: a
+    trained one from ``checkpoint``, or a fresh one from the config of ``unit`` on ``task_name``
+    (default: ``aru`` on ``adding``, the defaults of [`dynlab.experiment.default_config`][])."""
     from dynlab import config as cfgmod
-    from dynlab import experiment, registry
+    from dynlab import experiment
 
     if checkpoint:
         if any(s.split("=", 1)[0].startswith("model.") for s in sets):
             raise ConfigError("--checkpoint fixes the model: drop the --set model.* overrides")
         exp = experiment.load_run(checkpoint, unit=unit)
-        exp = dataclasses.replace(exp, config=cfgmod.apply_sets(exp.config, sets))
-        task = None
-        if task_name is not None:
-            stored = exp.config["task"]
-            task = exp.task if stored.get("name", experiment.DEFAULT_TASK) == task_name else registry.build("task", task_name)
-        return exp, task, f"checkpoint {checkpoint}"
+        return dataclasses.replace(exp, config=cfgmod.apply_sets(exp.config, sets)), f"checkpoint {checkpoint}"
     config = experiment.default_config(unit or experiment.DEFAULT_UNIT, task_name or experiment.DEFAULT_TASK)
     exp = experiment.build(cfgmod.apply_sets(config, sets), training=False)  # analysed, not trained
-    return exp, (exp.task if task_name else None), "a freshly initialised model (no --checkpoint)"
+    return exp, "a freshly initialised model (no --checkpoint)"
 
 
 def output_paths(out, plot, checkpoint, name, unit, *, create: bool = True):
@@ -160,7 +154,7 @@ def run_analysis(name, exp, source, checkpoint, out, plot, quiet, **options):
                           f"its plug-in must register it with figure=... (nothing was computed)")
     unit_name = exp.config["model"].get("unit", "aru")
     output_paths(out, plot, checkpoint, name, unit_name, create=False)
-    budget.check_analysis(name, exp.model, options)  # sizes against memory, before any work
+    budget.check_analysis(name, exp.model, {**registry.defaults(function), **options})  # before any work
     if not quiet:
         click.echo(f"{name} of {source}: {unit_name}, {exp.model.param_count()['total']:,} parameters")
     with busy(quiet, name), warnings.catch_warnings(record=True) as caught:

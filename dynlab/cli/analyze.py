@@ -1,12 +1,20 @@
-r"""``dynlab analyze NAME``: every registered analysis is a command.
+r"""``dynlab analyze NAME``: every registered analysis of a model is a command, generated from it.
 
-Analyses with a hand-written command (their own options, a printed summary) register it on
-[`analyze`][]; every other registered analysis of a model, a plug-in's included, gets a command
-generated from its typed signature ([`generated_command`][]): one option per keyword
-parameter (``n_values`` -> ``--n-values``), parsed by the one number parser and validated against
-the signature, the common options of [`dynlab.cli.options.analysis_options`][], its docstring
-as ``--help``, and its registered figure and summary. Nothing is imported until a command is
-looked up, so ``dynlab --help`` stays fast.
+[`generated_command`][] builds the command of a registered analysis ``fn(model, *, ...)``, a
+plug-in's included, from the function alone: one option per keyword parameter of a type the
+command line can give ([`dynlab.registry.parsable`][]; ``n_values`` -> ``--n-values``, booleans
+as ``--x/--no-x``), with no default of its own: an option not given is not passed, so the
+signature holds the only default. Its text becomes a value through the one number parser
+([`dynlab.config.parse_number`][], with the bounds the annotation declares) and is checked
+against the signature ([`dynlab.registry.check_config`][]), before any work. ``--task``
+(a task name, the model's own task when it names it) and the analysis's default task are
+resolved by the function a scenario uses ([`dynlab.scenarios.spec.analysis_options`][]), so the
+command with no options and an ``[[analyses]]`` entry with no options run the same configuration.
+The help is the docstring: its first paragraph, and a line per parameter where the docstring's
+``Args:`` section has one. What is printed is the analysis's registered summary; the figure its
+registered figure. Analyses that are not functions of one model have their own commands
+(``dsa``: [`dynlab.cli.dsa`][]; ``pc-bp``, ``pc-bptt``: [`dynlab.cli.compare`][]). Nothing is
+imported until a command is looked up, so ``dynlab --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -19,11 +27,11 @@ import click
 
 from dynlab.cli.analysis import analysis_model, run_analysis
 from dynlab.cli.main import _CommandGroup
-from dynlab.cli.options import analysis_options, int_option, seed_option
+from dynlab.cli.options import analysis_options, seed_option
 
-COMMON = ("model", "steps", "seed", "x64", "task")
-"""Parameters filled from the common options (``--model/--checkpoint``, ``--steps``, ``--seed``,
-``--x64``, ``--task``), not given options of their own."""
+COMMON = ("model", "task", "seed")
+"""Parameters filled from the common options (the model from ``--model``/``--checkpoint``/``--set``,
+``--task``, ``--seed``), not given options of their own."""
 
 
 class _AnalyzeGroup(_CommandGroup):
@@ -56,30 +64,66 @@ def _analyses_a_model(fn) -> bool:
     return bool(parameters) and parameters[0] == "model"
 
 
-def _base(annotation):
-    """``X | None`` -> ``X``; ``Annotated[X, ...]`` -> ``X``."""
-    if typing.get_origin(annotation) is typing.Annotated:
-        annotation = typing.get_args(annotation)[0]
-    if typing.get_origin(annotation) in (typing.Union, getattr(__import__("types"), "UnionType")):
-        options = [a for a in typing.get_args(annotation) if a is not type(None)]
-        annotation = options[0] if len(options) == 1 else annotation
-    return annotation
+def flag(key: str) -> str:
+    """A parameter's option: ``n_values`` -> ``--n-values``."""
+    return "--" + key.replace("_", "-")
 
 
-def _parse(name: str, annotation, text: str):
-    """A command-line string as the parameter's type (numbers through the one number parser)."""
-    from dynlab.config import parse_number, parse_numbers
+def option_value(name: str, annotation, text: str):
+    """Command-line text as a value of the parameter's type: numbers (and comma-separated lists of
+    numbers) through [`dynlab.config.parse_number`][] within the bounds the annotation declares
+    ([`dynlab.registry.value_range`][]), a ``Literal`` word or ``None`` as itself, else the text."""
+    from dynlab import registry
+    from dynlab.config import Range, parse_number, parse_numbers
 
-    base = _base(annotation)
-    origin = typing.get_origin(base)
-    if base is int:
-        return parse_number(name, text, integer=True)
-    if base is float:
-        return parse_number(name, text)
-    if origin in (list, tuple) or base in (list, tuple):
-        items = typing.get_args(base)
-        return parse_numbers(name, text, integer=bool(items) and items[0] is int)
+    bounds = (registry.value_range(annotation) or Range()).bounds()
+    kinds = registry.value_kinds(annotation)
+    if text in kinds["words"]:
+        return text
+    if text.strip().lower() == "none" and kinds["none"]:
+        return None
+    if kinds["words"] and not kinds["scalars"] and kinds["list"] is None:
+        from dynlab.errors import ConfigError
+
+        raise ConfigError(f"{name} must be one of {', '.join(kinds['words'])}, got {text!r}")
+    if kinds["list"] is not None:
+        return parse_numbers(name, text, integer=kinds["list"] is int, **bounds)
+    if int in kinds["scalars"] or float in kinds["scalars"]:
+        return parse_number(name, text, integer=float not in kinds["scalars"], **bounds)
     return text
+
+
+def parameter_help(doc: str) -> dict[str, str]:
+    """The docstring's ``Args:`` section as ``{parameter: its text}`` (``a, b: text`` gives both)."""
+    helps: dict[str, str] = {}
+    lines = iter(doc.splitlines())
+    for line in lines:
+        if line.strip() in ("Args:", "Arguments:", "Parameters:"):
+            break
+    else:
+        return helps
+    indent, current = None, []
+    for line in lines:
+        if not line.strip():
+            break
+        depth = len(line) - len(line.lstrip())
+        indent = depth if indent is None else indent
+        match = re.match(r"\s*([A-Za-z_][\w, ]*):\s*(.*)", line)
+        if depth == indent and match:
+            current = [n.strip() for n in match.group(1).split(",")]
+            for n in current:
+                helps[n] = match.group(2)
+        elif depth > indent:
+            for n in current:
+                helps[n] += " " + line.strip()
+        else:
+            break
+    return {n: _plain(t) for n, t in helps.items()}
+
+
+def _plain(text: str) -> str:
+    """Docs-site cross-references (``[`name`][target]``) as plain ``name`` in a terminal."""
+    return re.sub(r"\[(`[^`]+`)\]\[[^\]]*\]", r"\1", text)
 
 
 def generated_command(name: str) -> click.Command:
@@ -89,36 +133,78 @@ def generated_command(name: str) -> click.Command:
     entry = registry.get("analysis", name)
     fn = entry.obj
     hints = typing.get_type_hints(fn, include_extras=True)
-    own = {n: p for n, p in registry.config_keys(fn, exclude=COMMON).items() if p.default is not p.empty}
-    accepts = set(inspect.signature(fn).parameters)
+    keys = registry.config_keys(fn, exclude=COMMON)
+    own = {n: p for n, p in keys.items()
+           if p.default is not p.empty and registry.parsable(hints.get(n, p.annotation))}
+    accepts = registry.config_keys(fn, exclude=("model",))
+    task_default = accepts["task"].default if "task" in accepts else None
+    doc = inspect.getdoc(fn) or entry.description
+    helps = parameter_help(doc)
+    quiet_summary = entry.summary is not None and "quiet" in inspect.signature(entry.summary).parameters
 
-    def callback(unit, checkpoint, task_name, steps, seed, sets, out, plot, x64, quiet, **given):
-        seed_v = seed_option(seed)
-        options = {}
-        for key, value in given.items():
-            if value is None or value is False:
-                continue
-            flag = "--" + key.replace("_", "-")
-            options[key] = True if value is True else _parse(flag, hints.get(key, own[key].annotation), value)
-        registry.check_config(f"analyze {name}", fn, options, exclude=COMMON)
-        exp, task, source = analysis_model(unit, checkpoint, task_name,
-                                           list(sets) + ([] if checkpoint else [f"seed={seed_v}"]))
-        common = {"steps": int_option("--steps", steps, minimum=1), "seed": seed_v, "x64": x64, "task": task}
-        options.update({k: v for k, v in common.items() if k in accepts})
-        ds = run_analysis(name, exp, source, checkpoint, out, plot, quiet, **options)
+    def callback(unit, checkpoint, task_name, seed, sets, out, plot, quiet, **given):
+        from dynlab.errors import NonFiniteResult
+        from dynlab.experiment import DEFAULT_TASK
+        from dynlab.scenarios.spec import analysis_options as resolve
+
+        values = {key: text if isinstance(text, bool) else option_value(names[key][0], hints.get(key, own[key].annotation), text)
+                  for key, text in given.items() if text is not None}
+        seed_v = None if seed is None else seed_option(seed)
+        if seed_v is not None and "seed" in accepts:
+            values["seed"] = seed_v
+        registry.check_config(f"analyze {name}", fn, values, exclude=("model",))
+        fresh_task = task_name or (task_default if isinstance(task_default, str) and task_default != "train" else None)
+        exp, source = analysis_model(unit, checkpoint, fresh_task,
+                                     list(sets) + ([] if checkpoint else [f"seed={seed_v or 0}"]))
+        own_task = exp.config["task"].get("name", DEFAULT_TASK)
+        if "task" in accepts and (task_name or task_default) == own_task:
+            values["task"] = "train"  # the model's own task, with its config (a checkpoint's, --set task.*)
+        elif task_name is not None and "task" in accepts:
+            values["task"] = task_name
+        ds = run_analysis(name, exp, source, checkpoint, out, plot, quiet, **resolve({"name": name, **values}, exp.task))
         if entry.summary is not None:
-            click.echo(entry.summary(ds))
+            click.echo(entry.summary(ds, quiet=quiet) if quiet_summary else entry.summary(ds))
         click.echo(f"dataset: {ds.attrs['path']}\nfigure:  {ds.attrs['figure']}")
+        bad = [v for v in entry.finite if v in ds and not bool(_finite(ds[v]))]
+        if bad:
+            raise NonFiniteResult(f"{', '.join(bad)} of the result {'holds' if len(bad) == 1 else 'hold'} NaN or inf "
+                                  f"(the trajectory left the finite range); the dataset is kept in {ds.attrs['path']}")
 
+    names = {key: [*_spellings(hints.get(key, p.annotation)), flag(key)] for key, p in own.items()}
     for key, p in reversed(own.items()):
         annotation = hints.get(key, p.annotation)
-        flag = "--" + key.replace("_", "-")
-        if _base(annotation) is bool:
-            callback = click.option(flag, key, is_flag=True, default=None, help=f"(default: {p.default})")(callback)
+        text = helps.get(key, "")
+        kinds = registry.value_kinds(annotation)
+        if kinds["scalars"] == {bool}:
+            callback = click.option(f"{flag(key)}/--no-{flag(key)[2:]}", key, default=None,
+                                    help=f"{text} (default: {p.default})".strip())(callback)
         else:
-            kind = registry.describe(annotation)
-            callback = click.option(flag, key, metavar="VALUE" if " " in kind else kind.upper(), default=None,
-                                    help=f"{kind}; default {p.default!r}")(callback)
-    # the docstring's cross-references ([`name`][target], for the docs site) read as plain `name` in a terminal
-    doc = re.sub(r"\[(`[^`]+`)\]\[[^\]]*\]", r"\1", inspect.getdoc(fn) or entry.description)
-    return click.command(name, help=doc, short_help=entry.description)(analysis_options(callback))
+            kind = "comma-separated numbers" if kinds["list"] else registry.describe(annotation)
+            metavar = "LIST" if kinds["list"] else "VALUE" if " " in kind else kind.upper()
+            callback = click.option(*names[key], key, metavar=metavar, default=None,
+                                    help=f"{text} [{kind}; default {_shown(p.default)}]".strip())(callback)
+    summary = doc.split("\n\n")[0]
+    return click.command(name, help=_plain(summary), short_help=entry.description)(analysis_options(callback))
+
+
+def _spellings(annotation) -> list[str]:
+    """Other names of an option, declared with [`dynlab.config.Flag`][] (kept from before its command was generated)."""
+    from dynlab.config import Flag
+
+    if typing.get_origin(annotation) is not typing.Annotated:
+        return []
+    return [a.name for a in typing.get_args(annotation)[1:] if isinstance(a, Flag)]
+
+
+def _shown(default) -> str:
+    """A default as the option's text would spell it (lists comma-separated, long ones cut)."""
+    if isinstance(default, (list, tuple)):
+        items = [str(v) if isinstance(v, int) else f"{float(v):g}" for v in default]
+        return ",".join(items) if len(items) <= 10 else f"{','.join(items[:3])},…,{items[-1]} ({len(items)} values)"
+    return repr(default)
+
+
+def _finite(variable) -> bool:
+    import numpy as np
+
+    return np.isfinite(np.asarray(variable.values, dtype=float)).all()

@@ -1,0 +1,130 @@
+"""Issue 34, item 3: ``dynlab analyze NAME`` is generated from the registered analysis, so the
+command with no options and a scenario's ``[[analyses]]`` entry ``{name = NAME}`` with no options
+run the same configuration, for every registered analysis of a model (a plug-in's included).
+
+Each analysis is replaced in the registry by a recorder with its signature: the keyword arguments
+it is called with, its defaults filled in, are what both paths resolved. Nothing is computed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+
+import pytest
+import xarray as xr
+
+from cli_runner import invoke
+from dynlab import registry
+
+
+class Recorded(Exception):
+    """Raised by the recorder once it has the arguments: neither path needs a result."""
+
+
+def _comparable(value):
+    """Arguments as values to compare: a task by its type and description, sequences as tuples."""
+    if hasattr(value, "batch") and hasattr(value, "describe"):
+        return ("task", type(value).__name__, value.describe())
+    if isinstance(value, (list, tuple)):
+        return tuple(_comparable(v) for v in value)
+    return value
+
+
+def _recorder(fn, calls: list):
+    @functools.wraps(fn)
+    def record(model, **kwargs):
+        bound = inspect.signature(fn).bind(model, **kwargs)
+        bound.apply_defaults()
+        calls.append({k: _comparable(v) for k, v in bound.arguments.items() if k != "model"})
+        raise Recorded
+
+    return record
+
+
+def plugin_steps(model, *, steps: int = 200, gain: float = 1.5, task=None, seed: int = 0) -> xr.Dataset:
+    """A plug-in analysis defined here: its command must run its own ``steps = 200``."""
+    raise AssertionError("replaced by the recorder")
+
+
+def plugin_figure(ds):
+    raise AssertionError("never drawn")
+
+
+@pytest.fixture(scope="module")
+def plugin():
+    registry.load_plugins()
+    registry.register("analysis", "test-plugin-steps", figure=plugin_figure)(plugin_steps)
+    yield "test-plugin-steps"
+    del registry._REGISTRY["analysis"]["test-plugin-steps"]
+
+
+def _analyses_of_a_model() -> list[str]:
+    return [e.name for e in registry.entries("analysis")
+            if list(inspect.signature(e.obj).parameters)[:1] == ["model"]]
+
+
+def _task_of_fresh_model(fn) -> str:
+    """The task a fresh model is built for: the analysis's own default task when it names one."""
+    default = registry.defaults(fn).get("task")
+    return default if isinstance(default, str) and default != "train" else "adding"
+
+
+def _scenario(name: str, task: str) -> dict:
+    return {"name": f"defaults-{name}", "description": "one analysis with no options on a fresh model",
+            "model": {"unit": "aru"}, "task": {"name": task}, "train": {"steps": 0},
+            "analyses": [{"name": name}]}
+
+
+@pytest.mark.parametrize("name", [*sorted(set(_analyses_of_a_model())), "test-plugin-steps"])
+def test_the_command_and_a_scenario_entry_with_no_options_run_the_same_configuration(name, plugin, tmp_path,
+                                                                                    monkeypatch):
+    from dynlab.scenarios.cell import run_cell
+    from dynlab.scenarios.spec import parse
+
+    entry = registry.get("analysis", name)
+    calls: list[dict] = []
+    monkeypatch.setitem(registry._REGISTRY["analysis"], name,
+                        dataclasses.replace(entry, obj=_recorder(entry.obj, calls)))
+
+    invoke(["analyze", name], tmp_path)  # ends in the recorder's exception: an internal error, exit 1
+    assert len(calls) == 1, f"dynlab analyze {name} did not reach the analysis"
+    scenario = parse(_scenario(name, _task_of_fresh_model(entry.obj)))
+    cell = scenario.cells[0]
+    run_cell(tmp_path / "cell", cell.config, cell.analyses)  # records the analysis's failure, carries on
+    assert len(calls) == 2, f"the scenario entry {{name = {name!r}}} did not reach the analysis"
+    command, in_scenario = calls
+    assert command == in_scenario
+    if name == "test-plugin-steps":
+        assert command["steps"] == 200  # the plug-in's own default, not a command-line one
+
+
+def test_an_analysis_whose_options_cannot_be_given_fails_when_registered():
+    """A parameter without a default of a type neither the command line nor TOML can give is an
+    error at registration, naming it, not a failure when the command is first used."""
+    from collections.abc import Callable
+
+    def needs_a_callable(model, *, callback: Callable, steps: int = 10) -> xr.Dataset: ...
+
+    with pytest.raises(ValueError, match="parameter 'callback' has no default"):
+        registry.register("analysis", "test-needs-a-callable", figure=plugin_figure)(needs_a_callable)
+    assert "test-needs-a-callable" not in registry._REGISTRY["analysis"]
+
+
+@pytest.mark.parametrize("where, args, message", [
+    ("command", ["analyze", "lyapunov", "--k", "0"], "--k must be an integer >= 1, got '0'"),
+    ("scenario", None, "analyses.lyapunov.k must be an integer >= 1, got '0'"),
+])
+def test_a_bound_is_declared_once_and_checked_for_text_and_toml_alike(where, args, message, tmp_path):
+    """``k: Count`` in the signature: the command's text and a scenario's TOML value get the same
+    check, one line and exit 2 before any work."""
+    from dynlab.errors import ConfigError
+    from dynlab.scenarios.spec import parse
+
+    if where == "command":
+        result = invoke(args, tmp_path)
+        assert result.exit_code == 2 and result.stderr.strip() == f"error: {message}"
+        return
+    with pytest.raises(ConfigError, match=message):
+        parse({**_scenario("lyapunov", "adding"), "analyses": [{"name": "lyapunov", "k": 0}]})
