@@ -1,0 +1,76 @@
+"""Taking the arrays of one network out of a flat state dict, with one-line errors.
+
+**Enforces** one-line [`DataError`][dynlab.errors.DataError]s naming the key and what was
+expected: a missing key, a wrong shape, a non-floating or non-finite array, keys left over.
+Arrays keep their dtype (a float64 file stays float64).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dynlab.errors import DataError
+
+
+class StateDict:
+    """The keys under ``prefix`` of ``weights``, taken one by one (``what`` names the network in errors)."""
+
+    def __init__(self, weights: dict[str, np.ndarray], prefix: str, *, what: str):
+        self.weights, self.prefix, self.what = weights, prefix, what
+        self.taken: set[str] = set()
+
+    def has(self, name: str) -> bool:
+        return self.prefix + name in self.weights
+
+    def shape(self, name: str) -> tuple[int, ...] | None:
+        a = self.weights.get(self.prefix + name)
+        return None if a is None else tuple(np.shape(a))
+
+    def take(self, name: str, shape: tuple[int, ...], why: str = "", *, integer: bool = False) -> np.ndarray:
+        """The array ``prefix + name`` of ``shape``; floating and finite (or integer, ``integer=True``)."""
+        key = self.prefix + name
+        if key not in self.weights:
+            raise DataError(f"{self.what}: missing key {key!r} (expected shape {list(shape)}{why})")
+        array = np.asarray(self.weights[key])
+        if tuple(array.shape) != tuple(shape):
+            raise DataError(f"{self.what}: {key!r} has shape {list(array.shape)}, expected {list(shape)}{why}")
+        kind = "iu" if integer else "f"
+        if array.dtype.kind not in kind:
+            raise DataError(f"{self.what}: {key!r} holds {array.dtype} values; "
+                            f"{'integer indices' if integer else 'floating-point weights'} were expected")
+        if not integer and not np.isfinite(array).all():
+            raise DataError(f"{self.what}: {key!r} holds NaN or infinite values")
+        self.taken.add(key)
+        return array
+
+    def finish(self) -> None:
+        """Refuse keys under the prefix that were not taken (a part the format does not build)."""
+        extra = [k for k in self.weights if k.startswith(self.prefix) and k not in self.taken]
+        if extra:
+            shown = ", ".join(f"{k} {list(np.shape(self.weights[k]))}" for k in extra[:4]) + (", …" if len(extra) > 4 else "")
+            raise DataError(f"{self.what}: {len(extra)} key{'s' if len(extra) > 1 else ''} that dynlab cannot "
+                            f"build: {shown}")
+
+
+def set_leaves(model, arrays: dict[str, np.ndarray]):
+    """``model`` with the leaves at the given attribute paths (``"cells.0.w_hh"``; an integer part
+    indexes a tuple) replaced by ``arrays``, in the leaf's dtype where the leaf is floating and
+    the array float64 is not asked for."""
+    import equinox as eqx
+    import jax.numpy as jnp
+
+    def get(m, path):
+        for part in path.split("."):
+            m = m[int(part)] if part.isdigit() else getattr(m, part)
+        return m
+
+    paths = list(arrays)
+    old = [get(model, p) for p in paths]
+    new = []
+    for p, o in zip(paths, old):
+        a = np.asarray(arrays[p])
+        if a.shape != o.shape:
+            raise RuntimeError(f"imported array {p} has shape {a.shape}, the model's {o.shape}")
+        dtype = jnp.result_type(o.dtype, a.dtype) if o.dtype.kind == "f" else o.dtype
+        new.append(jnp.asarray(a, dtype=dtype))
+    return eqx.tree_at(lambda m: [get(m, p) for p in paths], model, new)
