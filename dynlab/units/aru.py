@@ -80,12 +80,12 @@ def henaff_orthogonal(key: PRNGKeyArray, n: int) -> Array:
 
 
 def kaiming_normal(key: PRNGKeyArray, shape: tuple[int, ...]) -> Array:
-    """PyTorch's ``kaiming_normal_`` (fan-in = the last axis, ReLU gain): $N(0, 2/\text{fan-in})$."""
+    r"""PyTorch's ``kaiming_normal_`` (fan-in = the last axis, ReLU gain): $N(0, 2/\text{fan-in})$."""
     return (2.0 / shape[-1]) ** 0.5 * jax.random.normal(key, shape)
 
 
 def public_code_gain(key: PRNGKeyArray) -> Array:
-    """The public code's gain bias: one draw of $5 + 2\,U(0, 1)$."""
+    r"""The public code's gain bias: one draw of $5 + 2\,U(0, 1)$."""
     return 5.0 + 2.0 * jax.random.uniform(key, (), dtype=float)
 
 

@@ -311,7 +311,7 @@ class ELMCell(Cell):
     def tau_m(self) -> Array:
         r"""$\tau_m = \tau_{lo} + (\tau_{hi}-\tau_{lo})\sigma(\theta)$ (learnable) or the fixed log-spaced grid."""
         if self.theta_tau is None:
-            return jnp.asarray(self._tau_grid(), jnp.float32)
+            return jnp.asarray(self._tau_grid())  # the default float dtype: float64 under x64
         lo, hi = self.tau_bounds
         return jnp.maximum(lo + (hi - lo) * jax.nn.sigmoid(self.theta_tau), TAU_EPS)
 
