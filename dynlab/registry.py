@@ -1,4 +1,5 @@
-"""The registry of plug-ins: units, models, rules, tasks, analyses, losses and scenarios.
+"""The registry of plug-ins: units, models, rules, tasks, analyses, losses, scenarios, programs and
+the weight formats of models trained elsewhere ([`dynlab.imports`][]).
 
 Each kind maps short names (the ones used on the CLI and in scenario files) to a constructor and
 a one-line description. Registering a new plug-in is one decorator line:
@@ -26,16 +27,16 @@ from typing import Any, Callable, Literal
 from dynlab.config import MAY_BE_INFINITE, check_numbers
 from dynlab.errors import ConfigError, UnknownNameError
 
-KINDS = ("unit", "model", "rule", "task", "analysis", "loss", "scenario", "program")
+KINDS = ("unit", "model", "rule", "task", "analysis", "loss", "scenario", "program", "format")
 BUILTIN_MODULES = ("dynlab.losses", "dynlab.models", "dynlab.ffmodels", "dynlab.rnn_param", "dynlab.rnn_residual", "dynlab.units",
-                   "dynlab.tasks", "dynlab.rules", "dynlab.analyses", "dynlab.scenarios")
+                   "dynlab.tasks", "dynlab.imports", "dynlab.rules", "dynlab.analyses", "dynlab.scenarios")
 """The packages whose modules register dynlab's own plug-ins when imported."""
 PLUGIN_GROUP = "dynlab.plugins"
 """The entry-point group of third-party plug-ins: an installed package declares e.g.
 ``[project.entry-points."dynlab.plugins"] mypkg = "mypkg.dynlab_plugins"``; that module is
 imported and its ``@register`` lines add units, rules, tasks, analyses or programs."""
 PLURALS = {"unit": "units", "model": "models", "rule": "rules", "task": "tasks", "analysis": "analyses",
-           "loss": "losses", "scenario": "scenarios", "program": "programs"}
+           "loss": "losses", "scenario": "scenarios", "program": "programs", "format": "formats"}
 
 
 @dataclasses.dataclass(frozen=True)

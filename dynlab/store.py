@@ -8,6 +8,7 @@ A run directory holds:
     model.eqx          the model's arrays (equinox.tree_serialise_leaves; no pickle)
     metrics.nc         training curves, an xarray Dataset
     checksums.toml     SHA-256 of checkpoint.eqx, model.eqx and metrics.nc
+    import.toml        an imported model's source file and its SHA-256 (``dynlab import``)
     *.nc, *.png        analyses and figures
 
 Guarantees, each enforced by one function here:
@@ -69,8 +70,10 @@ MODEL = "model.eqx"
 CHECKPOINT = "checkpoint.eqx"
 METRICS = "metrics.nc"
 CHECKSUMS = "checksums.toml"
+IMPORTED = "import.toml"
+"""Where an imported run's weights came from ([`dynlab.imports.run`][])."""
 
-RUN_FILES = frozenset({CLAIM, CONFIG, MODEL, CHECKPOINT, METRICS, CHECKSUMS})
+RUN_FILES = frozenset({CLAIM, CONFIG, MODEL, CHECKPOINT, METRICS, CHECKSUMS, IMPORTED})
 """The files a run directory keeps for itself: no result is ever written over one ([`own_file`][])."""
 SWEEP_MARKERS = frozenset({"scenario.toml", "scenario.sha256"})
 """Files that make a directory a sweep directory (written by [`dynlab.scenarios.sweep`][], which

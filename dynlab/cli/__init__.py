@@ -1,13 +1,13 @@
 """The ``dynlab`` command line (console script ``dynlab = dynlab.cli:main``).
 
 [`main`][dynlab.cli.main] holds the top-level group and its error handling; every other module
-adds its commands to it (``train``, ``analyze …``, ``run``/``sweep``, ``plot``, ``compare``,
+adds its commands to it (``train``, ``import``, ``analyze …``, ``run``/``sweep``, ``plot``, ``compare``,
 ``transfer``) and imports only downwards. Importing this package assembles them; nothing here
 imports JAX, so ``dynlab --help`` is fast.
 """
 
 from dynlab.cli.main import main
-from dynlab.cli import aru, dsa, dynamics, perturb, plot, reproduce, run, sta, train, transfer, trw  # noqa: F401  (they register their commands)
+from dynlab.cli import aru, dsa, dynamics, importer, perturb, plot, reproduce, run, sta, train, transfer, trw  # noqa: F401  (they register their commands)
 from dynlab.cli.analyze import analyze
 from dynlab.cli.compare import compare, pc_bptt_command
 

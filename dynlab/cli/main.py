@@ -16,7 +16,7 @@ from dynlab.errors import ConfigError, DivergenceError, DynlabError, NonFiniteRe
 
 
 PLURALS = {"units": "unit", "rules": "rule", "tasks": "task", "analyses": "analysis", "scenarios": "scenario",
-           "programs": "program", "losses": "loss", "models": "model"}
+           "programs": "program", "losses": "loss", "models": "model", "formats": "format"}
 
 
 class _CommandGroup(click.Group):
@@ -174,7 +174,7 @@ def list_cmd(kind):
 
     **Enforces** that without KIND every kind is listed, under its plural as a heading.
 
-    KIND is one of: units, rules, tasks, analyses, scenarios, programs, losses, models (default: all).
+    KIND is one of: units, rules, tasks, analyses, scenarios, programs, losses, models, formats (default: all).
     """
     import dynlab
     from dynlab import registry

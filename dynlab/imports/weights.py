@@ -1,0 +1,186 @@
+r"""Reading the weights of a model trained elsewhere, without executing anything.
+
+[`read_weights`][] returns a flat ``{name: numpy array}`` from
+
+- **safetensors** (``.safetensors``): a JSON header and raw arrays, read with
+  ``safetensors.numpy.load_file``; no code can be in such a file;
+- **PyTorch** files (``.pt``, ``.pth``, ``.bin``: ``torch.save(model.state_dict(), path)`` or a
+  checkpoint dict holding one), read with ``torch.load(path, weights_only=True,
+  map_location="cpu")`` when torch is installed (the extra ``dynlab[torch]``). Its unpickler
+  builds tensors, dicts, lists and numbers only; a pickle whose loading needs any other code (a
+  whole ``nn.Module``, an object with a ``__reduce__``) is refused before anything runs.
+
+**Enforces**, each as one-line [`DataError`][dynlab.errors.DataError]s: a missing or unreadable
+file; an unknown suffix (valid: [`SUFFIXES`][]); a pickle that needs code; a PyTorch file while
+torch is not installed (naming the extra and safetensors); a file that holds no arrays. Nothing
+named in the file is imported.
+
+**Nested state dicts.** A file may hold the state dict itself or a checkpoint around it
+(``{"state_dict": {...}, "epoch": 3}``, ``{"model": {...}, "optimizer": {...}}``). Nested
+mappings are flattened with dots (``state_dict.rnn.weight_ih_l0``), as ``nn.Module.state_dict``
+names submodules; entries that are not arrays (epoch numbers, strings, hyper-parameters) are
+left out. Which keys belong to the network is the format's business ([`Keys`][]): it finds the
+prefix of the network's keys (``rnn.``, ``model.rnn.``, ``module.``), or is told it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from dynlab.errors import DataError
+
+__all__ = ["SUFFIXES", "Keys", "read_weights", "sha256"]
+
+SUFFIXES = (".safetensors", ".pt", ".pth", ".bin")
+"""The weight files [`read_weights`][] reads: safetensors, and PyTorch's ``torch.save`` files."""
+
+TORCH_EXTRA = ("PyTorch is not installed: install it with pip install 'dynlab[torch]', or save the weights "
+               "as safetensors (safetensors.torch.save_file(model.state_dict(), 'weights.safetensors')), "
+               "which dynlab reads without torch")
+
+
+def sha256(path: Path | str) -> str:
+    """The SHA-256 of a file's bytes, in hex (what an import's provenance names)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_weights(path: Path | str) -> dict[str, np.ndarray]:
+    """The arrays stored in a weight file, by flattened name (see the module doc); nothing executed."""
+    path = Path(path)
+    shown = str(path)
+    if not path.is_file():
+        raise DataError(f"no weights file {shown!r}")
+    suffix = path.suffix.lower()
+    if suffix == ".safetensors":
+        tree = _read_safetensors(path, shown)
+    elif suffix in (".pt", ".pth", ".bin"):
+        tree = _read_torch(path, shown)
+    else:
+        raise DataError(f"{shown!r}: unknown weights format {path.suffix or '(no suffix)'!r}; "
+                        f"valid: {', '.join(SUFFIXES)}")
+    flat = _flatten(tree)
+    if not flat:
+        raise DataError(f"{shown!r} holds no arrays (a state dict of tensors was expected)")
+    return flat
+
+
+def _read_safetensors(path: Path, shown: str) -> dict:
+    try:
+        from safetensors.numpy import load_file
+    except ImportError:
+        raise DataError("reading safetensors needs the safetensors package: pip install 'dynlab[torch]' "
+                        "or pip install safetensors") from None
+    try:
+        return load_file(str(path))
+    except Exception as e:  # a header that is not JSON, a truncated file, a dtype numpy lacks (bf16)
+        detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise DataError(f"{shown!r} is not a readable safetensors file ({detail})") from None
+
+
+def _read_torch(path: Path, shown: str) -> dict:
+    try:
+        import torch
+    except ImportError:
+        raise DataError(f"{shown!r} is a PyTorch file and {TORCH_EXTRA}") from None
+    import pickle
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return torch.load(str(path), weights_only=True, map_location="cpu")
+    except pickle.UnpicklingError as e:
+        needs = str(e).split("WeightsUnpickler error:", 1)[-1].strip().splitlines()
+        detail = needs[0] if needs else "it is not a state dict"
+        raise DataError(f"{shown!r} is a pickle that needs code to load ({detail}); dynlab runs no code from a "
+                        "file: save model.state_dict() (torch.save) or safetensors instead") from None
+    except Exception as e:  # not a torch file, truncated, corrupt zip
+        detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise DataError(f"{shown!r} is not a readable PyTorch file ({detail})") from None
+
+
+def _as_array(value) -> np.ndarray | None:
+    """A tensor or array as a NumPy array (``None`` for anything else); torch's bfloat16, which
+    NumPy lacks, goes through float32."""
+    if isinstance(value, np.ndarray):
+        return value
+    if type(value).__module__.startswith("torch") and hasattr(value, "detach"):
+        tensor = value.detach().cpu()
+        if str(tensor.dtype) == "torch.bfloat16":
+            tensor = tensor.float()
+        return tensor.numpy()
+    return None
+
+
+def _flatten(tree, prefix: str = "") -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    if isinstance(tree, Mapping):
+        for key, value in tree.items():
+            name = f"{prefix}{key}"
+            array = _as_array(value)
+            if array is not None:
+                out[name] = array
+            elif isinstance(value, Mapping):
+                out.update(_flatten(value, name + "."))
+    return out
+
+
+class Keys:
+    r"""The network's part of a flat state dict, taken key by key, so that what is wrong is said exactly.
+
+    ``Keys(weights, prefix, what=...)`` looks at the keys starting with ``prefix`` (given without
+    it). [`take`][] returns one array, checked for its shape, a floating dtype and finite values;
+    [`finish`][] then refuses keys that were not taken. Keys outside the *container* of the
+    prefix (its first dotted part when the network sits inside a checkpoint mapping, e.g.
+    ``model_state_dict.`` of ``model_state_dict.rnn.``) are not the network's: an optimizer's
+    state beside it is left alone, with a warning naming what was ignored. Keys inside it that
+    are not taken are an error: they belong to a part of the model that the format does not build.
+
+    **Enforces** one-line [`DataError`][dynlab.errors.DataError]s naming the key and what was
+    expected: a missing key, a wrong shape, a non-floating or non-finite array, extra keys.
+    """
+
+    def __init__(self, weights: Mapping[str, np.ndarray], prefix: str, *, what: str):
+        self.weights, self.prefix, self.what = weights, prefix, what
+        container = prefix.split(".", 1)[0] + "." if "." in prefix.rstrip(".") else ""
+        self.scope = [k for k in weights if k.startswith(container)]
+        self.ignored = [k for k in weights if not k.startswith(container)]
+        self.taken: set[str] = set()
+
+    def has(self, name: str) -> bool:
+        return self.prefix + name in self.weights
+
+    def take(self, name: str, shape: tuple[int, ...], why: str = "") -> np.ndarray:
+        """The array ``prefix + name``, which must have ``shape`` (``why`` says where it comes from)."""
+        key = self.prefix + name
+        if key not in self.weights:
+            raise DataError(f"{self.what}: missing key {key!r} (expected shape {list(shape)}{why})")
+        array = self.weights[key]
+        if tuple(array.shape) != tuple(shape):
+            raise DataError(f"{self.what}: {key!r} has shape {list(array.shape)}, expected {list(shape)}{why}")
+        if array.dtype.kind != "f":
+            raise DataError(f"{self.what}: {key!r} holds {array.dtype} values; floating-point weights were expected")
+        if not np.isfinite(array).all():
+            raise DataError(f"{self.what}: {key!r} holds NaN or infinite values")
+        self.taken.add(key)
+        return array.astype(np.float32)
+
+    def finish(self, hint: str = "") -> None:
+        """Refuse keys in scope that were not taken; warn about keys outside it."""
+        extra = [k for k in self.scope if k not in self.taken]
+        if extra:
+            shown = ", ".join(f"{k} {list(self.weights[k].shape)}" for k in extra[:4]) + (", …" if len(extra) > 4 else "")
+            raise DataError(f"{self.what}: {len(extra)} extra key{'s' if len(extra) > 1 else ''} that it does not "
+                            f"use: {shown}{hint}")
+        if self.ignored:
+            shown = ", ".join(self.ignored[:3]) + (", …" if len(self.ignored) > 3 else "")
+            warnings.warn(f"ignored {len(self.ignored)} arrays outside {self.prefix.split('.', 1)[0]!r} "
+                          f"(not the network's): {shown}", stacklevel=2)
