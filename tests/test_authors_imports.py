@@ -15,6 +15,7 @@ import math
 import jax
 import numpy as np
 import pytest
+from scipy.special import expit
 
 import dynlab
 from dynlab.errors import ConfigError, DataError
@@ -42,7 +43,7 @@ def _trainable(model) -> int:
 
 
 def _sigmoid(x):
-    return 1.0 / (1.0 + np.exp(-x))
+    return expit(x)
 
 
 # ---------------------------------------------------------------- ELM neuron (src/expressive_leaky_memory_neuron*.py)
@@ -421,3 +422,29 @@ def test_aru_public_code_initialisation():
     assert abs(w_xh.std() / math.sqrt(2 / 40) - 1) < 0.1  # 800 draws: the std's standard error is 2.5%
     paper = dynlab.build("unit", "aru", input_size=4, key=jax.random.key(0), hidden=10, n_g=5)
     assert np.ptp(np.asarray(paper.b_n)) > 1  # the paper's prior: one gain per neuron from N(5, 2^2)
+
+
+# ---------------------------------------------------------------- through `dynlab import`
+
+def test_dynlab_import_of_an_authors_file(tmp_path):
+    """A published-format ELM file (here as safetensors) becomes a run directory whose model is
+    the format's; the same file read as ARUN is refused with one line and exit status 2, leaving
+    no directory."""
+    from safetensors.numpy import save_file
+
+    from cli_runner import invoke
+    from dynlab import experiment
+
+    sd = elm_state_dict(np.random.default_rng(6), version=1, num_input=6, num_output=2, num_memory=3,
+                        mlp_num_layers=1)
+    path = tmp_path / "elm.safetensors"
+    save_file({k: (v.astype(np.float32) if v.dtype.kind == "f" else v) for k, v in sd.items()}, str(path))
+    result = invoke(["import", str(path), "--format", "elm-neuron", "--option", "num_memory=3", "--out", "run"], tmp_path)
+    assert result.exit_code == 0, result.output
+    model = experiment.load_run(tmp_path / "run").model
+    _, expected = elm_neuron({k: (v.astype(np.float32) if v.dtype.kind == "f" else v) for k, v in sd.items()})
+    for a, b in zip(jax.tree_util.tree_leaves(model), jax.tree_util.tree_leaves(expected)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    refused = invoke(["import", str(path), "--format", "arun", "--out", "wrong"], tmp_path)
+    assert refused.exit_code == 2 and refused.stderr.count("\n") == 1 and "ARUN" in refused.stderr
+    assert not (tmp_path / "wrong").exists()

@@ -3,7 +3,8 @@ r"""NonlinMod's ARUN and RNN+γ (vgeadah/NonlinMod, ``NetworkCreation/Networks.p
 code's conventions selected: no gain floor (``n_min = 0``), the softplus linear above $n x > 20$
 (``softplus_threshold = 20``), ``init = "public-code"``.
 
-**ARUN** (``arun``; keys under ``prefix``, ``"rnn."`` in the task's ``Model``): ``Uxh``
+**ARUN** (``arun``; keys under ``prefix``, ``"rnn."`` in the task's ``Model`` and
+``"state_dict.rnn."`` in its checkpoints, found from the keys): ``Uxh``
 $[H, D]$, ``Whh`` $[H, H]$, the controller's ``Uag`` $[n_g, 1]$, ``Wgg`` $[n_g, n_g]$, ``Wgn``,
 ``Wgs`` $[1, n_g]$, each a ``torch.nn.Linear`` with ``.weight`` and ``.bias``. Mapped to ``aru``
 with ``prior = "shared"`` (``Wgn.bias`` is one gain bias for all neurons): $W_{xh}$ = ``Uxh``,
@@ -32,6 +33,7 @@ import numpy as np
 
 from dynlab.errors import ConfigError, DataError
 from dynlab.imports.state_dict import StateDict, set_leaves
+from dynlab.registry import register
 
 __all__ = ["arun", "rnn_gamma"]
 
@@ -50,6 +52,23 @@ def _model(unit, input_size, output_size, cfg, arrays, readout_bias):
               "task": {"name": "external", "input_size": int(input_size), "output_size": int(output_size)},
               "rule": {"name": "bptt"}, "train": {}}
     return config, set_leaves(model, arrays)
+
+
+def _prefixes(weights, marker: str, prefix: str | None, readout_prefix: str | None, what: str) -> tuple[str, str]:
+    """``(prefix, readout_prefix)``: as given, or found from the one key ending in ``marker``
+    (``"rnn.Whh.weight"`` in the task's ``Model``, ``"state_dict.rnn.Whh.weight"`` in its
+    checkpoints) and the read-out ``lin.`` beside it."""
+    if prefix is None:
+        found = sorted(k[: -len(marker)] for k in weights if k == marker or k.endswith("." + marker))
+        if len(found) != 1:
+            raise DataError(f"{what}: {'no' if not found else len(found)} keys ending in {marker!r}"
+                            f"{'' if not found else ' (' + ', '.join(found) + ')'}; "
+                            f"is this NonlinMod's {what}? give --prefix where its keys start")
+        prefix = found[0]
+    if readout_prefix is None:
+        parent = prefix.rstrip(".").rpartition(".")[0]
+        readout_prefix = (parent + "." if parent else "") + "lin."
+    return prefix, readout_prefix
 
 
 def _readout(weights, readout_prefix, hidden, arrays):
@@ -74,8 +93,12 @@ def _linear(sd, name, out, inp, bias=True):
     return w, b
 
 
-def arun(weights: dict[str, np.ndarray], *, prefix: str = "rnn.", readout_prefix: str = "lin.") -> tuple[dict, object]:
-    """NonlinMod's ``ARUN`` as ``aru`` (module doc)."""
+@register("format", "arun", "NonlinMod's ARUN (vgeadah/NonlinMod) as the unit aru with the public code's conventions")
+def arun(weights: dict[str, np.ndarray], *, prefix: str | None = None,
+         readout_prefix: str | None = None) -> tuple[dict, object]:
+    """NonlinMod's ``ARUN`` as ``aru`` (module doc); ``prefix`` (default: found from the keys, e.g.
+    ``"rnn."``), ``readout_prefix`` (default: ``lin.`` beside it)."""
+    prefix, readout_prefix = _prefixes(weights, "Whh.weight", prefix, readout_prefix, "ARUN")
     sd = StateDict(weights, prefix, what="ARUN")
     whh, wgg = sd.shape("Whh.weight"), sd.shape("Wgg.weight")
     uxh = sd.shape("Uxh.weight")
@@ -99,10 +122,12 @@ def arun(weights: dict[str, np.ndarray], *, prefix: str = "rnn.", readout_prefix
     return _model("aru", d_in, out, cfg, arrays, bias)
 
 
-def rnn_gamma(weights: dict[str, np.ndarray], *, n: float | None = None, s: float | None = None, prefix: str = "rnn.",
-              readout_prefix: str = "lin.") -> tuple[dict, object]:
+@register("format", "rnn-gamma", "NonlinMod's RNN with the gamma nonlinearity as the unit rnn-gamma (public-code conventions)")
+def rnn_gamma(weights: dict[str, np.ndarray], *, n: float | None = None, s: float | None = None,
+              prefix: str | None = None, readout_prefix: str | None = None) -> tuple[dict, object]:
     """NonlinMod's ``RNN`` with the γ nonlinearity as ``rnn-gamma`` (module doc); ``n``, ``s``:
-    its shape parameters when the file does not hold them."""
+    its shape parameters when the file does not hold them; prefixes as [`arun`][]."""
+    prefix, readout_prefix = _prefixes(weights, "V.weight", prefix, readout_prefix, "RNN+gamma")
     sd = StateDict(weights, prefix, what="RNN+gamma")
     v, u = sd.shape("V.weight"), sd.shape("U.weight")
     if v is None or u is None or len(v) != 2 or len(u) != 2:

@@ -30,10 +30,13 @@ model.parameters() if p.requires_grad)`` (tested; 54,002 for ``models/best_elm_n
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 
 from dynlab.errors import ConfigError, DataError
 from dynlab.imports.state_dict import StateDict, set_leaves
+from dynlab.registry import register
 from dynlab.units.elm import neuronio_routing
 
 __all__ = ["elm_neuron"]
@@ -45,12 +48,13 @@ def _scaled_sigmoid(x, lo, hi):
     return lo + (hi - lo) / (1.0 + np.exp(-x))
 
 
+@register("format", "elm-neuron", "the ELM neuron / Branch-ELM of AaronSpieler/elmneuron (v1, v2; the published NeuronIO models)")
 def elm_neuron(weights: dict[str, np.ndarray], *, num_input: int | None = None, num_output: int | None = None,
                num_memory: int | None = None, lambda_value: float = 5.0, mlp_num_layers: int | None = None,
-               mlp_hidden_size: int | None = None, mlp_activation: str = "relu", tau_s_value: float | None = None,
+               mlp_hidden_size: int | None = None, mlp_activation: Literal["relu", "silu"] = "relu", tau_s_value: float | None = None,
                tau_b_value: float | None = None, memory_tau_min: float = 1.0, memory_tau_max: float = 1000.0,
                learn_memory_tau: bool = False, w_s_value: float = 0.5, num_branch: int | None = None,
-               num_synapse_per_branch: int = 1, input_to_synapse_routing: str | None = None, delta_t: float = 1.0,
+               num_synapse_per_branch: int = 1, input_to_synapse_routing: Literal["random_routing", "neuronio_routing"] | None = None, delta_t: float = 1.0,
                prefix: str = "") -> tuple[dict, object]:
     """The authors' ``ELM`` (v1 or v2) as a [`SequenceModel`][dynlab.models.SequenceModel] of one
     ``elm`` cell; options: the code's ``model_config.json`` keys (module doc) and ``prefix``

@@ -27,10 +27,13 @@ supported), and ``act_func`` (``"none"`` or ``"relu"``). The code truncates its 
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 
 from dynlab.errors import ConfigError, DataError
 from dynlab.imports.state_dict import StateDict, set_leaves
+from dynlab.registry import register
 from dynlab.units.sith import public_code
 
 __all__ = ["sithcon"]
@@ -50,8 +53,9 @@ def _conv_weight(sd: StateDict, layer: int) -> np.ndarray:
     return g * v / np.sqrt(np.sum(v * v, axis=(1, 2, 3), keepdims=True))
 
 
+@register("format", "sithcon", "compmem/SITHCon layers (width-1 convolution shared by all layers) as the unit sithcon")
 def sithcon(weights: dict[str, np.ndarray], *, tau_min: float = 0.1, tau_max: float = 100.0, ntau: int = 50,
-            k: int = 50, dt: float = 1.0, g: float = 0.0, act_func: str = "none", prefix: str = "sithcon_layers.",
+            k: int = 50, dt: float = 1.0, g: float = 0.0, act_func: Literal["none", "relu"] = "none", prefix: str = "sithcon_layers.",
             readout_prefix: str = "to_out.") -> tuple[dict, object]:
     """A stack of the public code's ``SITHCon_Layer`` s as ``sithcon`` (module doc); the ``iSITH``
     defaults are the code's."""
