@@ -32,7 +32,8 @@ from __future__ import annotations
 import numpy as np
 
 from dynlab.errors import ConfigError, DataError
-from dynlab.imports.state_dict import StateDict, set_leaves
+from dynlab.imports.run import set_arrays
+from dynlab.imports.state_dict import StateDict
 from dynlab.registry import register
 
 __all__ = ["arun", "rnn_gamma"]
@@ -51,7 +52,7 @@ def _model(unit, input_size, output_size, cfg, arrays, readout_bias):
     config = {"seed": 0, "model": {"unit": unit, "readout_bias": readout_bias, **cfg},
               "task": {"name": "external", "input_size": int(input_size), "output_size": int(output_size)},
               "rule": {"name": "bptt"}, "train": {}}
-    return config, set_leaves(model, arrays)
+    return config, set_arrays(model, arrays)
 
 
 def _prefixes(weights, marker: str, prefix: str | None, readout_prefix: str | None, what: str) -> tuple[str, str]:

@@ -35,7 +35,8 @@ from typing import Literal
 import numpy as np
 
 from dynlab.errors import ConfigError, DataError
-from dynlab.imports.state_dict import StateDict, set_leaves
+from dynlab.imports.run import set_arrays
+from dynlab.imports.state_dict import StateDict
 from dynlab.registry import register
 from dynlab.units.elm import neuronio_routing
 
@@ -162,4 +163,4 @@ def elm_neuron(weights: dict[str, np.ndarray], *, num_input: int | None = None, 
     cfg = {k: v for k, v in model_cfg.items() if k != "unit"}
     model = dynlab.build("model", unit="elm", input_size=int(num_input), output_size=int(n_out),
                          key=jax.random.key(0), **cfg)
-    return config, set_leaves(model, arrays)
+    return config, set_arrays(model, arrays)

@@ -32,7 +32,8 @@ from typing import Literal
 import numpy as np
 
 from dynlab.errors import ConfigError, DataError
-from dynlab.imports.state_dict import StateDict, set_leaves
+from dynlab.imports.run import set_arrays
+from dynlab.imports.state_dict import StateDict
 from dynlab.registry import register
 from dynlab.units.sith import public_code
 
@@ -108,4 +109,4 @@ def sithcon(weights: dict[str, np.ndarray], *, tau_min: float = 0.1, tau_max: fl
     config = {"seed": 0, "model": {"unit": "sithcon", "readout_bias": bias, **cfg},
               "task": {"name": "external", "input_size": int(n_f), "output_size": int(out)},
               "rule": {"name": "bptt"}, "train": {}}
-    return config, set_leaves(model, arrays)
+    return config, set_arrays(model, arrays)

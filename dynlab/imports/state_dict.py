@@ -2,7 +2,9 @@
 
 **Enforces** one-line [`DataError`][dynlab.errors.DataError]s naming the key and what was
 expected: a missing key, a wrong shape, a non-floating or non-finite array, keys left over.
-Arrays keep their dtype (a float64 file stays float64).
+Arrays keep their dtype (a float64 file stays float64, so an import can be checked in float64),
+and integer arrays (the ELM's synapse routing) can be taken: the two differences from
+[`Keys`][dynlab.imports.weights.Keys], which casts every array to float32.
 """
 
 from __future__ import annotations
@@ -51,26 +53,3 @@ class StateDict:
             raise DataError(f"{self.what}: {len(extra)} key{'s' if len(extra) > 1 else ''} that dynlab cannot "
                             f"build: {shown}")
 
-
-def set_leaves(model, arrays: dict[str, np.ndarray]):
-    """``model`` with the leaves at the given attribute paths (``"cells.0.w_hh"``; an integer part
-    indexes a tuple) replaced by ``arrays``, in the leaf's dtype where the leaf is floating and
-    the array float64 is not asked for."""
-    import equinox as eqx
-    import jax.numpy as jnp
-
-    def get(m, path):
-        for part in path.split("."):
-            m = m[int(part)] if part.isdigit() else getattr(m, part)
-        return m
-
-    paths = list(arrays)
-    old = [get(model, p) for p in paths]
-    new = []
-    for p, o in zip(paths, old):
-        a = np.asarray(arrays[p])
-        if a.shape != o.shape:
-            raise RuntimeError(f"imported array {p} has shape {a.shape}, the model's {o.shape}")
-        dtype = jnp.result_type(o.dtype, a.dtype) if o.dtype.kind == "f" else o.dtype
-        new.append(jnp.asarray(a, dtype=dtype))
-    return eqx.tree_at(lambda m: [get(m, p) for p in paths], model, new)

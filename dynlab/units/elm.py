@@ -284,9 +284,9 @@ class ELMCell(Cell):
         k_mlp, k_route = jax.random.split(key)
         n_syn = d_tree * d_branch if branched else input_size
         self.mlp = NeuronMLP((d_tree if branched else input_size) + d_m, d_mlp, d_m, l_mlp, mlp_activation, key=k_mlp)
-        self.theta_tau = jnp.asarray(self._theta_init(), jnp.float32) if learn_tau else None
+        self.theta_tau = jnp.asarray(self._theta_init(), dtype=float) if learn_tau else None
         # explicit dtype: a weakly typed leaf would change type at the first update and force a recompilation
-        self.w_s_raw = jnp.full((n_syn,), w_s_init, jnp.float32) if learn_w_s else None
+        self.w_s_raw = jnp.full((n_syn,), w_s_init, dtype=float) if learn_w_s else None
         if not branched:
             self.synapse_index = None
         elif routing == "neuronio":
