@@ -117,10 +117,10 @@ def gamma(x: Array, n: Array, s: Array, *, n_min: float = N_MIN, softplus_thresh
     if n_min > 0:
         n = jnp.where(n < n_min, n_min, n)  # not jnp.maximum: at n = n_min the gradient must pass whole
     nx = n * x
-    soft = jax.nn.softplus(nx) / n
+    soft = jax.nn.softplus(nx)
     if softplus_threshold != float("inf"):
-        soft = jnp.where(nx > softplus_threshold, x, soft)
-    return (1 - s) * soft + s * jax.nn.sigmoid(nx)
+        soft = jnp.where(nx > softplus_threshold, nx, soft)
+    return (1 - s) * soft / n + s * jax.nn.sigmoid(nx)
 
 
 def _uniform(key, shape, bound):

@@ -150,7 +150,7 @@ def _fd_operator(tau_min, tau_max, n_taus, k, pad):
 @functools.lru_cache(maxsize=64)
 def _cascade_matrices(tau_min, tau_max, n_taus, k, order):
     """Per-τ recurrence matrices ``A[n, order+1, order+1]`` and input gains ``s[n]`` of the exact
-    cascade (rate $s = k/\tau^*$)."""
+    cascade (rate $s = k/\\tau^*$)."""
     s = k / tau_grid(tau_min, tau_max, n_taus)
     j = np.arange(order + 1)
     d = j[:, None] - j[None, :]
