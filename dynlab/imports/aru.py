@@ -32,27 +32,13 @@ from __future__ import annotations
 import numpy as np
 
 from dynlab.errors import ConfigError, DataError
-from dynlab.imports.run import set_arrays
-from dynlab.imports.state_dict import StateDict
+from dynlab.imports.state_dict import StateDict, imported
 from dynlab.registry import register
 
 __all__ = ["arun", "rnn_gamma"]
 
 CONVENTIONS = {"n_min": 0.0, "softplus_threshold": 20.0, "init": "public-code"}
 """The public code's conventions as ``aru`` / ``rnn-gamma`` keys."""
-
-
-def _model(unit, input_size, output_size, cfg, arrays, readout_bias):
-    import jax
-
-    import dynlab
-
-    model = dynlab.build("model", unit=unit, input_size=input_size, output_size=output_size, key=jax.random.key(0),
-                         readout_bias=readout_bias, **cfg)
-    config = {"seed": 0, "model": {"unit": unit, "readout_bias": readout_bias, **cfg},
-              "task": {"name": "external", "input_size": int(input_size), "output_size": int(output_size)},
-              "rule": {"name": "bptt"}, "train": {}}
-    return config, set_arrays(model, arrays)
 
 
 def _prefixes(weights, marker: str, prefix: str | None, readout_prefix: str | None, what: str) -> tuple[str, str]:
@@ -120,7 +106,7 @@ def arun(weights: dict[str, np.ndarray], *, prefix: str | None = None,
                "cells.0.w_gs": w_gs[0], "cells.0.b_s": b_s[0]}
     out, bias = _readout(weights, readout_prefix, hidden, arrays)
     cfg = {"hidden": int(hidden), "n_g": int(n_g), "prior": "shared", **CONVENTIONS}
-    return _model("aru", d_in, out, cfg, arrays, bias)
+    return imported({"unit": "aru", "readout_bias": bias, **cfg}, d_in, out, arrays)
 
 
 @register("format", "rnn-gamma", "NonlinMod's RNN with the gamma nonlinearity as the unit rnn-gamma (public-code conventions)")
@@ -153,5 +139,5 @@ def rnn_gamma(weights: dict[str, np.ndarray], *, n: float | None = None, s: floa
               "cells.0.n": np.asarray(shape["n"]), "cells.0.s": np.asarray(shape["s"])}
     out, bias = _readout(weights, readout_prefix, hidden, arrays)
     cfg = {"hidden": int(hidden), "heterogeneous": False, **CONVENTIONS}
-    return _model("rnn-gamma", d_in, out, cfg, arrays, bias)
+    return imported({"unit": "rnn-gamma", "readout_bias": bias, **cfg}, d_in, out, arrays)
 

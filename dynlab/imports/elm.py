@@ -35,8 +35,7 @@ from typing import Literal
 import numpy as np
 
 from dynlab.errors import ConfigError, DataError
-from dynlab.imports.run import set_arrays
-from dynlab.imports.state_dict import StateDict
+from dynlab.imports.state_dict import StateDict, imported
 from dynlab.registry import register
 from dynlab.units.elm import neuronio_routing
 
@@ -60,8 +59,6 @@ def elm_neuron(weights: dict[str, np.ndarray], *, num_input: int | None = None, 
     """The authors' ``ELM`` (v1 or v2) as a [`SequenceModel`][dynlab.models.SequenceModel] of one
     ``elm`` cell; options: the code's ``model_config.json`` keys (module doc) and ``prefix``
     (where the module's keys start in the file)."""
-    import dynlab
-
     sd = StateDict(weights, prefix, what="ELM neuron")
     version = 2 if sd.has("tau_b") else 1
     if mlp_activation not in ("relu", "silu"):
@@ -155,12 +152,4 @@ def elm_neuron(weights: dict[str, np.ndarray], *, num_input: int | None = None, 
             if not np.array_equal(expected, arrays["cells.0.synapse_index"]):
                 raise DataError("ELM neuron: input_to_synapse_indices are not the code's neuronio routing "
                                 f"of {num_input} inputs into {n_branch} x {num_synapse_per_branch} synapses")
-    config = {"seed": 0, "model": model_cfg,
-              "task": {"name": "external", "input_size": int(num_input), "output_size": int(n_out)},
-              "rule": {"name": "bptt"}, "train": {}}
-    import jax
-
-    cfg = {k: v for k, v in model_cfg.items() if k != "unit"}
-    model = dynlab.build("model", unit="elm", input_size=int(num_input), output_size=int(n_out),
-                         key=jax.random.key(0), **cfg)
-    return config, set_arrays(model, arrays)
+    return imported(model_cfg, num_input, n_out, arrays)

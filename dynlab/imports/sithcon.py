@@ -32,8 +32,7 @@ from typing import Literal
 import numpy as np
 
 from dynlab.errors import ConfigError, DataError
-from dynlab.imports.run import set_arrays
-from dynlab.imports.state_dict import StateDict
+from dynlab.imports.state_dict import StateDict, imported
 from dynlab.registry import register
 from dynlab.units.sith import public_code
 
@@ -60,10 +59,6 @@ def sithcon(weights: dict[str, np.ndarray], *, tau_min: float = 0.1, tau_max: fl
             readout_prefix: str = "to_out.") -> tuple[dict, object]:
     """A stack of the public code's ``SITHCon_Layer`` s as ``sithcon`` (module doc); the ``iSITH``
     defaults are the code's."""
-    import jax
-
-    import dynlab
-
     if g != 0:
         raise ConfigError(f"g = {g}: dynlab's SITH has unit-area filters, the code's default g = 0 (tau*^g scaling unsupported)")
     if act_func not in ("none", "relu"):
@@ -104,9 +99,4 @@ def sithcon(weights: dict[str, np.ndarray], *, tau_min: float = 0.1, tau_max: fl
         ro.finish()
     cfg = {"n_features": int(n_f), "n_layers": n_layers, "n_taus": int(ntau), "tau_min": tau_min / dt,
            "tau_max": tau_max / dt, "k": int(k), "activation": act_func, **public_code(int(k))}
-    model = dynlab.build("model", unit="sithcon", input_size=n_f, output_size=out, key=jax.random.key(0),
-                         readout_bias=bias, **cfg)
-    config = {"seed": 0, "model": {"unit": "sithcon", "readout_bias": bias, **cfg},
-              "task": {"name": "external", "input_size": int(n_f), "output_size": int(out)},
-              "rule": {"name": "bptt"}, "train": {}}
-    return config, set_arrays(model, arrays)
+    return imported({"unit": "sithcon", "readout_bias": bias, **cfg}, n_f, out, arrays)

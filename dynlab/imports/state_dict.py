@@ -53,3 +53,15 @@ class StateDict:
             raise DataError(f"{self.what}: {len(extra)} key{'s' if len(extra) > 1 else ''} that dynlab cannot "
                             f"build: {shown}")
 
+
+
+def imported(model: dict, input_size: int, output_size: int, arrays: dict[str, np.ndarray]) -> tuple[dict, object]:
+    """The ``(config, model)`` a format returns: the run config of the ``[model]`` table ``model``
+    on the widths-only task ``external``, and the model it builds with ``arrays`` (attribute paths,
+    [`set_arrays`][dynlab.imports.run.set_arrays]) put in."""
+    from dynlab.imports.run import set_arrays, skeleton
+
+    config = {"seed": 0, "model": model,
+              "task": {"name": "external", "input_size": int(input_size), "output_size": int(output_size)},
+              "rule": {"name": "bptt"}, "train": {}}
+    return config, set_arrays(skeleton(config), arrays)
