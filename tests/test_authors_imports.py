@@ -15,6 +15,7 @@ import math
 import jax
 import numpy as np
 import pytest
+from scipy.linalg import expm
 from scipy.special import expit
 
 import dynlab
@@ -417,6 +418,12 @@ def test_aru_public_code_initialisation():
             c, s = jnp.diagonal(w)[:pairs:2], jnp.diagonal(w, 1)[::2]
             assert (s < 0).all() and (np.abs(np.asarray(w)) > 1e-7).sum() == 4 * (w.shape[0] // 2) + w.shape[0] % 2
             np.testing.assert_allclose(c**2 + s**2, 1, atol=1e-6)
+            # the code's construction: expm of the skew-symmetric matrix of these angles (common.create_diag)
+            theta = np.arctan2(np.asarray(s, np.float64), np.asarray(c, np.float64))
+            diag = np.zeros(w.shape[0] - 1)
+            diag[::2] = theta
+            A = np.diag(diag, k=1)
+            np.testing.assert_allclose(np.asarray(w), expm(A - A.T), atol=1e-6)
         assert np.ptp(np.asarray(cell.b_n)) == 0 and 5 <= float(cell.b_n[0]) < 7
     w_xh = np.concatenate([np.asarray(c.w_xh).ravel() for c in cells])
     assert abs(w_xh.std() / math.sqrt(2 / 40) - 1) < 0.1  # 800 draws: the std's standard error is 2.5%
