@@ -51,11 +51,12 @@ def _scaled_sigmoid(x, lo, hi):
 @register("format", "elm-neuron", "the ELM neuron / Branch-ELM of AaronSpieler/elmneuron (v1, v2; the published NeuronIO models)")
 def elm_neuron(weights: dict[str, np.ndarray], *, num_input: int | None = None, num_output: int | None = None,
                num_memory: int | None = None, lambda_value: float = 5.0, mlp_num_layers: int | None = None,
-               mlp_hidden_size: int | None = None, mlp_activation: Literal["relu", "silu"] = "relu", tau_s_value: float | None = None,
-               tau_b_value: float | None = None, memory_tau_min: float = 1.0, memory_tau_max: float = 1000.0,
-               learn_memory_tau: bool = False, w_s_value: float = 0.5, num_branch: int | None = None,
-               num_synapse_per_branch: int = 1, input_to_synapse_routing: Literal["random_routing", "neuronio_routing"] | None = None, delta_t: float = 1.0,
-               prefix: str = "") -> tuple[dict, object]:
+               mlp_hidden_size: int | None = None, mlp_activation: Literal["relu", "silu"] = "relu",
+               tau_s_value: float | None = None, tau_b_value: float | None = None, memory_tau_min: float = 1.0,
+               memory_tau_max: float = 1000.0, learn_memory_tau: bool = False, w_s_value: float = 0.5,
+               num_branch: int | None = None, num_synapse_per_branch: int = 1,
+               input_to_synapse_routing: Literal["random_routing", "neuronio_routing"] | None = None,
+               delta_t: float = 1.0, prefix: str = "") -> tuple[dict, object]:
     """The authors' ``ELM`` (v1 or v2) as a [`SequenceModel`][dynlab.models.SequenceModel] of one
     ``elm`` cell; options: the code's ``model_config.json`` keys (module doc) and ``prefix``
     (where the module's keys start in the file)."""
@@ -112,6 +113,10 @@ def elm_neuron(weights: dict[str, np.ndarray], *, num_input: int | None = None, 
     if np.ptp(trace) != 0:
         raise DataError(f"ELM neuron: the synaptic time constants differ ({trace.min()} .. {trace.max()}); "
                         "dynlab's ELM has one tau_s")
+    given = tau_b_value if version == 2 else tau_s_value
+    if given is not None and given != trace[0]:
+        raise DataError(f"ELM neuron: {'tau_b' if version == 2 else 'tau_s'}_value = {given}, but the file's "
+                        f"synaptic time constants are {trace[0]}")
     proto = sd.take("_proto_tau_m", (d_m,), " = [num_memory]")
     lo, hi = float(memory_tau_min), max(float(memory_tau_max), float(memory_tau_min) + 3 * INSET)
     if not learn_memory_tau:
