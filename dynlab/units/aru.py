@@ -13,9 +13,23 @@ where $\xi_t$ is the optional ``drive`` and $\phi$ is
 * ``aru``: $\gamma(a^i_t; n^i_t, s^i_t)$ whose $(n, s)$ are set at every step by each neuron's private
   controller RNN (Eqs. 3–5) that sees the neuron's pre-activation $a^i_t$ (drive included).
 
-Initialisation follows the paper where it speaks: orthogonal $W_{hh}$ ("Henaff"), $n \sim N(5, 2^2)$,
-$s = 0$. Where it is silent (notes §1 [gap]) we follow the PyTorch defaults of the original
-implementation: $W_{xh} \sim U(-1/\sqrt{H}, 1/\sqrt{H})$, $b_h = 0$, $h_0 = 0$, $g_0 = 0$.
+Initialisation (``init``):
+
+* ``"paper"`` (default) follows the paper where it speaks: an orthogonal $W_{hh}$ (the paper says
+  "Henaff"; dynlab draws a Haar-random orthogonal matrix), $n \sim N(5, 2^2)$, $s = 0$. Where the
+  paper is silent (notes §1 [gap]) dynlab chooses: $W_{xh} \sim U(\pm 1/\sqrt{H})$, $b_h = 0$, and
+  the controller of [`ARUCell`][]. These are dynlab's choices, not the original implementation's.
+* ``"public-code"`` is the original implementation (vgeadah/NonlinMod, ``ARUN.init_weights`` and
+  the ``RNN`` of ``sMNIST_task.py``, with its defaults ``--iinit kaiming --rinit henaff``):
+  Kaiming-normal input weights ($N(0, 2/\text{fan-in})$: $W_{xh}$, and the controller's $W_{ag}$,
+  fan-in 1), Henaff's orthogonal recurrence ([`henaff_orthogonal`][]) for $W_{hh}$ and the
+  controller's $W_{gg}$, zero biases, read-outs $W_{gn}, W_{gs}$ Xavier-normal with gains 0.1 and
+  0.01, and one gain bias $b_n = 5 + 2\,U(0, 1)$ drawn once and shared by all neurons (also the
+  static $n$ of RNN+$\gamma$), $s = 0$. ``n_mean``, ``n_std`` and ``readout_scale`` are then unused.
+
+$h_0 = 0$, $g_0 = 0$ either way. Two more differences of the public code are options of the
+units: it has no gain floor (``n_min = 0``; see [`gamma`][]) and its softplus turns linear above
+$n x > 20$ (``softplus_threshold = 20``; PyTorch's default).
 """
 
 from __future__ import annotations
@@ -27,6 +41,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, PRNGKeyArray
 
+from dynlab.config import FloatOrInf
 from dynlab.errors import ConfigError, require_positive
 from dynlab.registry import register
 from dynlab.units.base import Cell, add_drive, count_params, width_multiple
@@ -35,8 +50,46 @@ from dynlab.units.base import Cell, add_drive, count_params, width_multiple
 N_MIN = 0.5
 """Default floor of the gain $n$ (see [`gamma`][])."""
 
+INITS = ("paper", "public-code")
 
-def gamma(x: Array, n: Array, s: Array, *, n_min: float = N_MIN) -> Array:
+
+def check_gamma_options(n_min, softplus_threshold) -> None:
+    """``n_min >= 0`` (0: no floor) and ``softplus_threshold > 0`` (``inf``: never linear)."""
+    if isinstance(n_min, bool) or not isinstance(n_min, (int, float)) or not n_min >= 0 or n_min == float("inf"):
+        raise ConfigError(f"n_min must be a finite number >= 0 (0: no gain floor, as the public code), got {n_min!r}")
+    if isinstance(softplus_threshold, bool) or not isinstance(softplus_threshold, (int, float)) or not softplus_threshold > 0:
+        raise ConfigError(f"softplus_threshold must be a number > 0 (inf: never linear; the public code: 20), "
+                          f"got {softplus_threshold!r}")
+
+
+def check_init(init) -> None:
+    if init not in INITS:
+        raise ConfigError(f"init must be one of {', '.join(map(repr, INITS))}, got {init!r}")
+
+
+def henaff_orthogonal(key: PRNGKeyArray, n: int) -> Array:
+    r"""Henaff et al.'s orthogonal matrix as the public ARU code builds it: $\exp(A)$ of a
+    skew-symmetric $A$ whose only non-zeros are $A_{2i,2i+1} = -A_{2i+1,2i} = \theta_i$,
+    $\theta_i \sim U(-\pi, 0)$, $i < \lfloor n/2 \rfloor$: 2x2 rotation blocks
+    $\begin{pmatrix}\cos\theta & \sin\theta\\ -\sin\theta & \cos\theta\end{pmatrix}$ (and a 1 last for odd $n$),
+    written in closed form."""
+    theta = jax.random.uniform(key, (n // 2,), minval=-jnp.pi, maxval=0.0)
+    i = 2 * jnp.arange(n // 2)
+    c, s = jnp.cos(theta), jnp.sin(theta)
+    return jnp.eye(n).at[i, i].set(c).at[i + 1, i + 1].set(c).at[i, i + 1].set(s).at[i + 1, i].set(-s)
+
+
+def kaiming_normal(key: PRNGKeyArray, shape: tuple[int, ...]) -> Array:
+    r"""PyTorch's ``kaiming_normal_`` (fan-in = the last axis, ReLU gain): $N(0, 2/\text{fan-in})$."""
+    return (2.0 / shape[-1]) ** 0.5 * jax.random.normal(key, shape)
+
+
+def public_code_gain(key: PRNGKeyArray) -> Array:
+    r"""The public code's gain bias: one draw of $5 + 2\,U(0, 1)$."""
+    return 5.0 + 2.0 * jax.random.uniform(key, (), dtype=float)
+
+
+def gamma(x: Array, n: Array, s: Array, *, n_min: float = N_MIN, softplus_threshold: float = float("inf")) -> Array:
     r"""The ARU activation family (paper Eq. 2 / Eq. 8).
 
     $$ \gamma(x; n, s) = (1 - s)\,\frac{\operatorname{softplus}(n x)}{n} + s\,\sigma(n x) $$
@@ -54,12 +107,20 @@ def gamma(x: Array, n: Array, s: Array, *, n_min: float = N_MIN) -> Array:
     how it keeps $n$ positive, so we floor it: $n \leftarrow \max(n, n_{\min})$ with ``n_min`` = 0.5
     by default ($\gamma(0) \le 2\ln 2$ at the floor), a parameter of the units. The floor is the
     identity (values and gradients) for $n \ge n_{\min}$; below it $\partial\gamma/\partial n = 0$.
-    It acts on 1.2% of the prior's draws.
+    It acts on 1.2% of the prior's draws. ``n_min = 0``: no floor (the public code).
+
+    ``softplus_threshold``: above $n x >$ this value the softplus term is replaced by $x$, as
+    PyTorch's ``softplus`` (threshold 20) in the public code does (a change of at most
+    $\ln(1 + e^{-20})/n \approx 2\cdot 10^{-9}/n$); default ``inf``: the exact softplus.
     """
     n = jnp.asarray(n)
-    n = jnp.where(n < n_min, n_min, n)  # not jnp.maximum: at n = n_min the gradient must pass whole
+    if n_min > 0:
+        n = jnp.where(n < n_min, n_min, n)  # not jnp.maximum: at n = n_min the gradient must pass whole
     nx = n * x
-    return (1 - s) * jax.nn.softplus(nx) / n + s * jax.nn.sigmoid(nx)
+    soft = jax.nn.softplus(nx)
+    if softplus_threshold != float("inf"):
+        soft = jnp.where(nx > softplus_threshold, nx, soft)
+    return (1 - s) * soft / n + s * jax.nn.sigmoid(nx)
 
 
 def _uniform(key, shape, bound):
@@ -67,17 +128,28 @@ def _uniform(key, shape, bound):
 
 
 def controller_params(hidden: int, n_g: int, prior: str, n_mean: float, n_std: float, s_init: float,
-                      readout_scale: float, keys) -> dict[str, Array]:
+                      readout_scale: float, keys, init: str = "paper") -> dict[str, Array]:
     r"""Initial weights of ``hidden`` per-neuron controller RNNs (Eqs. 3–5; see [`ARUCell`][]).
 
     ``keys``: five PRNG keys (for $W_{ag}$, $W_{gg}$, $W_{gn}$, $W_{gs}$, $b_n$). Returns the arrays
     ``w_ag[n_g]``, ``w_gg[n_g, n_g]``, ``b_g[n_g]``, ``w_gn[n_g]``, ``w_gs[n_g]`` and ``b_n``, ``b_s``
-    (``[hidden]`` with ``prior="per-neuron"``, scalars with ``"shared"``).
+    (``[hidden]`` with ``prior="per-neuron"``, scalars with ``"shared"``). ``init="public-code"``:
+    the original implementation's draws (module doc; ``n_mean``, ``n_std``, ``readout_scale`` unused).
     """
     require_positive("n_g", n_g)
     if prior not in ("per-neuron", "shared"):
         raise ConfigError(f"prior must be 'per-neuron' or 'shared', got {prior!r}")
+    check_init(init)
     k_ag, k_gg, k_gn, k_gs, k_n = keys
+    if init == "public-code":
+        xavier = (2.0 / (n_g + 1)) ** 0.5  # Xavier-normal std of a [1, n_g] Linear, before its gain
+        b_n = public_code_gain(k_n)
+        return {"w_ag": kaiming_normal(k_ag, (n_g, 1))[:, 0], "w_gg": henaff_orthogonal(k_gg, n_g), "b_g": jnp.zeros(n_g),
+                "w_gn": 0.1 * xavier * jax.random.normal(k_gn, (n_g,)),
+                "w_gs": 0.01 * xavier * jax.random.normal(k_gs, (n_g,)),
+                "b_n": jnp.full((hidden,), b_n) if prior == "per-neuron" else b_n,
+                "b_s": jnp.full((hidden,), float(s_init), dtype=float) if prior == "per-neuron"
+                else jnp.asarray(float(s_init), dtype=float)}
     bound = n_g**-0.5
     params = {"w_ag": _uniform(k_ag, (n_g,), bound), "w_gg": _uniform(k_gg, (n_g, n_g), bound), "b_g": jnp.zeros(n_g),
               "w_gn": readout_scale * bound * jax.random.normal(k_gn, (n_g,)),
@@ -145,22 +217,26 @@ class _Recurrent(Cell):
 
     With ``isolated=True`` the recurrence is diagonal: ``w_hh`` is a vector (each neuron only
     feeds back onto itself, paper Fig. 4c); at initialisation it is the diagonal of the
-    orthogonal matrix the non-isolated unit would get from the same key.
+    orthogonal matrix the non-isolated unit would get from the same key. ``init``: module doc.
     """
 
     w_hh: Array
     w_xh: Array
     b_h: Array
 
-    def __init__(self, input_size: int, hidden: int, isolated: bool, key: PRNGKeyArray):
+    def __init__(self, input_size: int, hidden: int, isolated: bool, key: PRNGKeyArray, init: str = "paper"):
         require_positive("input_size", input_size)
         require_positive("hidden", hidden)
+        check_init(init)
         self.input_size = input_size
         self.hidden = hidden
         k_hh, k_xh = jax.random.split(key)
-        w_hh = jax.nn.initializers.orthogonal()(k_hh, (hidden, hidden))
+        if init == "public-code":
+            w_hh, self.w_xh = henaff_orthogonal(k_hh, hidden), kaiming_normal(k_xh, (hidden, input_size))
+        else:
+            w_hh = jax.nn.initializers.orthogonal()(k_hh, (hidden, hidden))
+            self.w_xh = _uniform(k_xh, (hidden, input_size), hidden**-0.5)
         self.w_hh = jnp.diagonal(w_hh) if isolated else w_hh
-        self.w_xh = _uniform(k_xh, (hidden, input_size), hidden**-0.5)
         self.b_h = jnp.zeros(hidden)
 
     @property
@@ -192,11 +268,12 @@ class RNNCell(_Recurrent):
         hidden: int = 64,
         activation: Literal["tanh", "relu"] = "tanh",
         isolated: bool = False,
+        init: Literal["paper", "public-code"] = "paper",
         key: PRNGKeyArray,
     ):
         if activation not in ("tanh", "relu"):
             raise ConfigError(f"activation must be 'tanh' or 'relu', got {activation!r}")
-        super().__init__(input_size, hidden, isolated, key)
+        super().__init__(input_size, hidden, isolated, key, init)
         self.activation = activation
 
     def __call__(self, state, x, *, drive=None):
@@ -211,12 +288,14 @@ class RNNGammaCell(_Recurrent):
 
     ``heterogeneous=True`` (the paper's default, "private AF") gives every neuron its own $(n, s)$
     drawn from the prior $n \sim N(n_0, \sigma_n^2)$, $s = s_0$; ``False`` shares one scalar pair,
-    initialised at $(n_0, s_0)$.
+    initialised at $(n_0, s_0)$. ``init="public-code"``: $n = 5 + 2\,U(0, 1)$, one draw (module doc).
+    ``n_min``, ``softplus_threshold``: [`gamma`][].
     """
 
     n: Array
     s: Array
     n_min: float = eqx.field(static=True)
+    softplus_threshold: float = eqx.field(static=True)
 
     def __init__(
         self,
@@ -228,16 +307,22 @@ class RNNGammaCell(_Recurrent):
         n_std: float = 2.0,
         s_init: float = 0.0,
         n_min: float = N_MIN,
+        softplus_threshold: FloatOrInf = float("inf"),
         isolated: bool = False,
+        init: Literal["paper", "public-code"] = "paper",
         key: PRNGKeyArray,
     ):
-        require_positive("n_min", n_min, integer=False)
-        self.n_min = float(n_min)
+        check_gamma_options(n_min, softplus_threshold)
+        self.n_min, self.softplus_threshold = float(n_min), float(softplus_threshold)
         k_rec, k_n = jax.random.split(key)
-        super().__init__(input_size, hidden, isolated, k_rec)
+        super().__init__(input_size, hidden, isolated, k_rec, init)
         # dtype=float (here and in ARUCell): a weak-typed leaf turns strong after the first
         # optimiser update, which would retrace and recompile the training step once more.
-        if heterogeneous:
+        if init == "public-code":
+            n = public_code_gain(k_n)
+            self.n = jnp.full((hidden,), n) if heterogeneous else n
+            self.s = jnp.full((hidden,), float(s_init), dtype=float) if heterogeneous else jnp.asarray(float(s_init), dtype=float)
+        elif heterogeneous:
             self.n = n_mean + n_std * jax.random.normal(k_n, (hidden,))
             self.s = jnp.full((hidden,), float(s_init), dtype=float)
         else:
@@ -245,7 +330,8 @@ class RNNGammaCell(_Recurrent):
             self.s = jnp.asarray(float(s_init), dtype=float)
 
     def __call__(self, state, x, *, drive=None):
-        h = gamma(self.preactivation(state, x, drive), self.n, self.s, n_min=self.n_min)
+        h = gamma(self.preactivation(state, x, drive), self.n, self.s, n_min=self.n_min,
+                  softplus_threshold=self.softplus_threshold)
         return h, h
 
 
@@ -279,6 +365,9 @@ class ARUCell(_Recurrent):
     * ``prior="shared"``: scalar $b_n = n_0$, $b_s = s_0$, exactly the paper's parameter list
       $\{W_{ag}, W_{gg}, b_g, W_{gn}, b_n, W_{gs}, b_s\}$ ($n_g^2 + 4 n_g + 2$ parameters), with every
       neuron starting from the mean of the prior.
+
+    ``init="public-code"`` draws the original implementation's weights instead (module doc); with
+    ``prior="shared"``, ``n_min=0`` and ``softplus_threshold=20`` the unit computes NonlinMod's ARUN.
     """
 
     @classmethod
@@ -295,6 +384,7 @@ class ARUCell(_Recurrent):
     b_s: Array
     n_g: int = eqx.field(static=True)
     n_min: float = eqx.field(static=True)
+    softplus_threshold: float = eqx.field(static=True)
     remat_step = True  # checkpointed BPTT: 1.4x faster at the paper's size, 1.6x at T = 196 (benchmarks/aru.py)
 
     def __init__(
@@ -309,16 +399,18 @@ class ARUCell(_Recurrent):
         s_init: float = 0.0,
         readout_scale: float = 0.01,
         n_min: float = N_MIN,
+        softplus_threshold: FloatOrInf = float("inf"),
         isolated: bool = False,
+        init: Literal["paper", "public-code"] = "paper",
         key: PRNGKeyArray,
     ):
-        require_positive("n_min", n_min, integer=False)
-        self.n_min = float(n_min)
+        check_gamma_options(n_min, softplus_threshold)
+        self.n_min, self.softplus_threshold = float(n_min), float(softplus_threshold)
         k_rec, *k_controller = jax.random.split(key, 6)
-        super().__init__(input_size, hidden, isolated, k_rec)
+        super().__init__(input_size, hidden, isolated, k_rec, init)
         self.n_g = n_g
         for name, value in controller_params(hidden, n_g, prior, n_mean, n_std, s_init, readout_scale,
-                                             k_controller).items():
+                                             k_controller, init).items():
             setattr(self, name, value)
 
     def init_state(self) -> ARUState:
@@ -338,5 +430,5 @@ class ARUCell(_Recurrent):
     def __call__(self, state: ARUState, x, *, drive=None):
         a = self.preactivation(state.h, x, drive)
         g, n, s = self.controller(a, state.g)
-        h = gamma(a, n, s, n_min=self.n_min)
+        h = gamma(a, n, s, n_min=self.n_min, softplus_threshold=self.softplus_threshold)
         return ARUState(h=h, g=g), h

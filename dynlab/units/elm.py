@@ -31,7 +31,7 @@ $$ \Delta m_t = \tanh\!\big(\mathrm{MLP}_{w_p}([s_t;\ \kappa_m \odot m_{t-1}]) +
 * **Nonlinearities.** ``activation``: ``"tanh"`` (Eq. 1) or ``"scaled-tanh"``, LeCun's
   $1.7159\tanh(2x/3)$ of the authors' code ($|\Delta m| \le 1.7159$). The MLP has ``l_mlp`` hidden
   layers of width ``d_mlp`` (default $2 d_m$) with ReLU (``mlp_activation="relu2"``: squared ReLU,
-  as in the ELM network) and biases; PyTorch's default (Kaiming-uniform) initialisation
+  as in the ELM network; ``"silu"``: $x\,\sigma(x)$, the authors' best NeuronIO model) and biases; PyTorch's default (Kaiming-uniform) initialisation
   $U(\pm 1/\sqrt{\text{fan-in}})$ for weights and biases. $s_0 = 0$, $m_0 = 0$.
 
 **Branch-ELM** (Fig. 4a; ``d_tree`` and ``d_branch`` given): $d_s = d_{tree} d_{branch}$ synapses, each
@@ -66,7 +66,7 @@ from dynlab.registry import register
 from dynlab.units.base import Cell, add_drive, width_multiple
 from dynlab.units.sith import tau_grid
 
-MLP_ACTIVATIONS = ("relu", "relu2")
+MLP_ACTIVATIONS = ("relu", "relu2", "silu")
 TAU_EPS = 1e-6  # initial tau_m kept this far inside its sigmoid bounds (authors' code)
 
 
@@ -103,7 +103,7 @@ def memory_gains(tau_m: Array, lam: float, dt: float, form: str) -> tuple[Array,
 class NeuronMLP(eqx.Module):
     r"""The dendritic MLP of one neuron, or of many independent neurons evaluated together.
 
-    ``l_mlp`` hidden layers of width ``d_mlp`` (ReLU or squared ReLU), biases everywhere, linear
+    ``l_mlp`` hidden layers of width ``d_mlp`` (ReLU, squared ReLU or SiLU), biases everywhere, linear
     output. With ``lead=(N,)`` every weight has a leading neuron axis (``[N, fan_in, fan_out]``)
     and one call maps ``x[N, d_in]`` to ``[N, d_out]`` by batched contractions, no loop over
     neurons. Weights and biases $U(\pm 1/\sqrt{\text{fan-in}})$ (PyTorch/Equinox ``Linear``).
@@ -136,8 +136,12 @@ class NeuronMLP(eqx.Module):
         for i, (w, b) in enumerate(zip(self.weights, self.biases)):
             x = jnp.einsum("...i,...io->...o", x, w) + b
             if i < last:
-                x = jax.nn.relu(x) if self.activation == "relu" else jnp.square(jax.nn.relu(x))
+                x = {"relu": jax.nn.relu, "silu": jax.nn.silu}.get(self.activation, _relu2)(x)
         return x
+
+
+def _relu2(x: Array) -> Array:
+    return jnp.square(jax.nn.relu(x))
 
 
 def neuronio_routing(n_inputs: int, d_tree: int, d_branch: int) -> np.ndarray:
@@ -170,7 +174,9 @@ class ELMCell(Cell):
             (default: ``[tau_min, tau_max]``). learn_tau: train $\\tau_m$ (the paper) or fix it.
         tau_s: synaptic time constant (0: no trace). dt: time between inputs (same unit as τ).
         w_s_init: initial (or fixed) synapse weight. learn_w_s: train $w_s$ (default: only for Branch-ELM).
-        activation: ``"tanh"`` or ``"scaled-tanh"``. mlp_activation: ``"relu"`` or ``"relu2"``.
+        activation: ``"tanh"`` or ``"scaled-tanh"``. mlp_activation: ``"relu"``, ``"relu2"`` or ``"silu"``.
+        tau_inset: the log-spaced $\\tau_m$ grid runs over [``tau_min + tau_inset``, ``tau_max - tau_inset``]
+            (default 0; the authors' code: 1e-6).
         d_tree, d_branch: Branch-ELM branches and synapses per branch (both, or neither).
         d_s: optional check: the synapse count, must equal ``d_tree * d_branch`` (or ``input_size``).
         routing: ``"random"`` or ``"neuronio"`` (Branch-ELM only).
@@ -199,6 +205,7 @@ class ELMCell(Cell):
     dt: float = eqx.field(static=True)
     w_s_init: float = eqx.field(static=True)
     activation: str = eqx.field(static=True)
+    tau_inset: float = eqx.field(static=True)
 
     def __init__(
         self,
@@ -218,7 +225,8 @@ class ELMCell(Cell):
         w_s_init: float = 0.5,
         learn_w_s: bool | None = None,
         activation: Literal["tanh", "scaled-tanh"] = "tanh",
-        mlp_activation: Literal["relu", "relu2"] = "relu",
+        mlp_activation: Literal["relu", "relu2", "silu"] = "relu",
+        tau_inset: float = 0.0,
         d_tree: int | None = None,
         d_branch: int | None = None,
         d_s: int | None = None,
@@ -234,6 +242,10 @@ class ELMCell(Cell):
         require_positive("lam", lam, integer=False)
         require_positive("dt", dt, integer=False)
         check_tau_range(tau_min, tau_max)
+        if (isinstance(tau_inset, bool) or not isinstance(tau_inset, (int, float)) or not tau_inset >= 0
+                or (tau_inset > 0 and 2 * tau_inset >= tau_max - tau_min)):
+            raise ConfigError(f"tau_inset must be 0, or a number > 0 below (tau_max - tau_min) / 2 = "
+                              f"{(tau_max - tau_min) / 2}, got {tau_inset!r}")
         lo, hi = (tau_min, tau_max) if tau_bounds is None else tuple(tau_bounds)
         if tau_bounds is not None and (len(tau_bounds) != 2 or not 0 <= lo <= tau_min or hi < tau_max):
             raise ConfigError(f"tau_bounds must be [lo, hi] with 0 <= lo <= tau_min = {tau_min} and "
@@ -267,13 +279,14 @@ class ELMCell(Cell):
         self.lam, self.memory_update, self.activation = float(lam), memory_update, activation
         self.tau_min, self.tau_max, self.tau_bounds = float(tau_min), float(tau_max), (float(lo), float(hi))
         self.tau_s, self.dt, self.w_s_init = float(tau_s), float(dt), float(w_s_init)
+        self.tau_inset = float(tau_inset)
 
         k_mlp, k_route = jax.random.split(key)
         n_syn = d_tree * d_branch if branched else input_size
         self.mlp = NeuronMLP((d_tree if branched else input_size) + d_m, d_mlp, d_m, l_mlp, mlp_activation, key=k_mlp)
-        self.theta_tau = jnp.asarray(self._theta_init(), jnp.float32) if learn_tau else None
+        self.theta_tau = jnp.asarray(self._theta_init(), dtype=float) if learn_tau else None
         # explicit dtype: a weakly typed leaf would change type at the first update and force a recompilation
-        self.w_s_raw = jnp.full((n_syn,), w_s_init, jnp.float32) if learn_w_s else None
+        self.w_s_raw = jnp.full((n_syn,), w_s_init, dtype=float) if learn_w_s else None
         if not branched:
             self.synapse_index = None
         elif routing == "neuronio":
@@ -288,14 +301,17 @@ class ELMCell(Cell):
 
     def _theta_init(self) -> np.ndarray:
         lo, hi = self.tau_bounds
-        tau = np.clip(tau_grid(self.tau_min, self.tau_max, self.d_m), lo + TAU_EPS, hi - TAU_EPS)
+        tau = np.clip(self._tau_grid(), lo + TAU_EPS, hi - TAU_EPS)
         return np.log((tau - lo) / (hi - tau))
+
+    def _tau_grid(self) -> np.ndarray:
+        return tau_grid(self.tau_min + self.tau_inset, self.tau_max - self.tau_inset, self.d_m)
 
     @property
     def tau_m(self) -> Array:
         r"""$\tau_m = \tau_{lo} + (\tau_{hi}-\tau_{lo})\sigma(\theta)$ (learnable) or the fixed log-spaced grid."""
         if self.theta_tau is None:
-            return jnp.asarray(tau_grid(self.tau_min, self.tau_max, self.d_m), jnp.float32)
+            return jnp.asarray(self._tau_grid())  # the default float dtype: float64 under x64
         lo, hi = self.tau_bounds
         return jnp.maximum(lo + (hi - lo) * jax.nn.sigmoid(self.theta_tau), TAU_EPS)
 

@@ -234,7 +234,7 @@ class ElmNet(Regularised):
         c: input scale. lam: $\\lambda$. tau_min, tau_max: the fixed $\\tau_m$ range. tau_r: high-pass.
         rho_rec: probability that a synapse is recurrent.
         readout_neurons, readout_d_m, readout_d_tree, readout_d_branch: the read-out ELM layer.
-        mlp_activation: ``"relu2"`` (paper) or ``"relu"``: the neurons' MLP hidden layers.
+        mlp_activation: ``"relu2"`` (paper), ``"relu"`` or ``"silu"``: the neurons' MLP hidden layers.
         wiring: how the gather is computed ([`ElmLayer.branches`][]): ``"dense"``, ``"gather"``, or
             ``"auto"`` (dense while the layer's matrix has at most 2**26 entries). Same numbers.
         activation: the hidden neurons' activity function, a value ([`dynlab.units.activity`][]):
@@ -285,7 +285,7 @@ class ElmNet(Regularised):
         readout_d_m: int = 3,
         readout_d_tree: int | None = None,
         readout_d_branch: int | None = None,
-        mlp_activation: Literal["relu2", "relu"] = "relu2",
+        mlp_activation: Literal["relu2", "relu", "silu"] = "relu2",
         wiring: Literal["auto", "dense", "gather"] = "auto",
         activation: Activity = ReluActivity(),
         regularisers: tuple[Regulariser, ...] = (MlpL2(MLP_L2), ActivityL1(ACTIVITY_L1)),

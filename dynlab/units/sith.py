@@ -95,16 +95,19 @@ def check_taus(tau_min, tau_max, n_taus) -> None:
         raise ConfigError(f"n_taus = 1 needs tau_max == tau_min; use n_taus >= 2 for the range [{tau_min}, {tau_max}]")
 
 
-def post_kernel(tau_star, k: int, lags) -> np.ndarray:
+def post_kernel(tau_star, k: int, lags, order: int | None = None) -> np.ndarray:
     r"""Closed-form Post filters $\Phi_{\tau^*}(u) = \frac{1}{\tau^*}\frac{k^{k+1}}{k!}(u/\tau^*)^k e^{-ku/\tau^*}$.
 
     ``tau_star[n]``, ``lags[L]`` -> ``[n, L]`` (float64; evaluated in log space, no overflow).
+    With ``order`` $n \ne k$: the unit-area filter $\frac{s^{n+1}}{n!} u^n e^{-su}$ at the same rate
+    $s = k/\tau^*$ (the Erlang density of shape $n+1$; its peak moves to $n\tau^*/k$).
     """
+    n = k if order is None else order
     tau = np.asarray(tau_star, np.float64)[:, None]
     u = np.asarray(lags, np.float64)[None, :]
     with np.errstate(divide="ignore"):
-        log = (k + 1) * np.log(k) - math.lgamma(k + 1) - np.log(tau) + k * np.log(u / tau) - k * u / tau
-    return np.where(u > 0, np.exp(log), 1.0 if k == 0 else 0.0) * np.ones_like(tau)
+        log = (n + 1) * np.log(k) - math.lgamma(n + 1) - np.log(tau) + n * np.log(u / tau) - k * u / tau
+    return np.where(u > 0, np.exp(log), 1.0 if n == 0 else 0.0) * np.ones_like(tau)
 
 
 def fornberg_weights(z: float, x: np.ndarray, m: int) -> np.ndarray:
@@ -145,10 +148,11 @@ def _fd_operator(tau_min, tau_max, n_taus, k, pad):
 
 
 @functools.lru_cache(maxsize=64)
-def _cascade_matrices(tau_min, tau_max, n_taus, k):
-    """Per-τ recurrence matrices ``A[n, k+1, k+1]`` and input gains ``s[n]`` of the exact cascade."""
+def _cascade_matrices(tau_min, tau_max, n_taus, k, order):
+    """Per-τ recurrence matrices ``A[n, order+1, order+1]`` and input gains ``s[n]`` of the exact
+    cascade (rate $s = k/\\tau^*$)."""
     s = k / tau_grid(tau_min, tau_max, n_taus)
-    j = np.arange(k + 1)
+    j = np.arange(order + 1)
     d = j[:, None] - j[None, :]
     logfac = np.array([math.lgamma(x + 1) for x in np.clip(d, 0, None).ravel()]).reshape(d.shape)
     with np.errstate(divide="ignore"):
@@ -215,6 +219,16 @@ class SITH(eqx.Module):
         method: ``"cascade"`` (exact recurrence, default) or ``"fd"`` (finite differences over s).
         fd_pad: extra s nodes on each side of the grid for ``"fd"`` (default ``(k + 1) // 2``,
             centred stencils everywhere); the stencil needs ``n_taus + 2 fd_pad >= k + 1``.
+        filter_order: the power $n$ of the filter $\\frac{s^{n+1}}{n!}u^n e^{-su}$ at rate $s = k/\\tau^*$
+            (default ``k``: the Post filter, peak at τ*). The public SITHCon code uses ``k + 1``
+            (unit area after its ``k/(k+1)`` scaling, peak at $\\tau^*(k+1)/k$). ``"cascade"`` only.
+        lag_offset: the output at step $t$ is $\\sum_{u \\ge 0}\\Phi(u + \\text{lag\\_offset}) f_{t-u}$ (default 0;
+            the public code's convolution gives 1: its output at $t$ is the textbook one at $t+1$).
+            ``"cascade"`` only.
+
+    The public code's memory is ``SITH(..., filter_order=k + 1, lag_offset=1)`` with every layer's
+    input taken as pulses ([`public_code`][]); its impulse response at τ* = 81, k = 15 peaks at
+    step 85, the paper's at 81 (tested).
     """
 
     tau_min: float = eqx.field(static=True)
@@ -223,12 +237,23 @@ class SITH(eqx.Module):
     k: int = eqx.field(static=True)
     method: str = eqx.field(static=True)
     fd_pad: int = eqx.field(static=True)
+    filter_order: int = eqx.field(static=True)
+    lag_offset: int = eqx.field(static=True)
 
-    def __init__(self, tau_min=1.0, tau_max=81.0, n_taus=50, k=15, method="cascade", fd_pad=None):
+    def __init__(self, tau_min=1.0, tau_max=81.0, n_taus=50, k=15, method="cascade", fd_pad=None, filter_order=None,
+                 lag_offset=0):
         check_taus(tau_min, tau_max, n_taus)
         require_positive("k", k)
         if method not in ("cascade", "fd"):
             raise ConfigError(f"method must be 'cascade' or 'fd', got {method!r}")
+        order = k if filter_order is None else filter_order
+        if isinstance(order, bool) or not isinstance(order, int) or order < 0:
+            raise ConfigError(f"filter_order must be a non-negative integer (default: k), got {filter_order!r}")
+        if isinstance(lag_offset, bool) or lag_offset not in (0, 1):
+            raise ConfigError(f"lag_offset must be 0 (the paper) or 1 (the public code), got {lag_offset!r}")
+        if method == "fd" and (order != k or lag_offset):
+            raise ConfigError("filter_order and lag_offset are options of method 'cascade'; method 'fd' computes "
+                              "the Post filter of order k only")
         pad = (k + 1) // 2 if fd_pad is None else fd_pad
         if isinstance(pad, bool) or not isinstance(pad, int) or pad < 0:
             raise ConfigError(f"fd_pad must be a non-negative integer, got {fd_pad!r}")
@@ -238,6 +263,7 @@ class SITH(eqx.Module):
                 f"stencil needs n_taus + 2*fd_pad >= k + 1 = {k + 1} (fd_pad = {pad})")
         self.tau_min, self.tau_max, self.n_taus = float(tau_min), float(tau_max), int(n_taus)
         self.k, self.method, self.fd_pad = int(k), method, int(pad)
+        self.filter_order, self.lag_offset = int(order), int(lag_offset)
 
     @property
     def taus(self) -> np.ndarray:
@@ -255,7 +281,7 @@ class SITH(eqx.Module):
             return self
         extra = math.ceil(math.log(factor) / math.log(self.ratio) - 1e-9)
         return SITH(self.tau_min, self.tau_min * self.ratio ** (self.n_taus - 1 + extra), self.n_taus + extra,
-                    self.k, self.method, self.fd_pad)
+                    self.k, self.method, self.fd_pad, self.filter_order, self.lag_offset)
 
     def shift(self, factor: float) -> "SITH":
         """The same memory with every τ* multiplied by ``factor`` (> 0): same count, same spacing.
@@ -270,7 +296,7 @@ class SITH(eqx.Module):
         if not factor > 0:
             raise ConfigError(f"the tau window can only be scaled by a positive factor, got {factor}")
         return self if factor == 1 else SITH(self.tau_min * factor, self.tau_max * factor, self.n_taus, self.k,
-                                             self.method, self.fd_pad)
+                                             self.method, self.fd_pad, self.filter_order, self.lag_offset)
 
     def rescaled(self, factor: float, how: str = "extend") -> "SITH":
         """[`extend`][] or [`shift`][] by ``factor``."""
@@ -283,25 +309,29 @@ class SITH(eqx.Module):
 
     def state_shape(self, n_features: int) -> tuple[int, ...]:
         if self.method == "cascade":
-            return (n_features, self.n_taus, self.k + 1)
+            return (n_features, self.n_taus, self.filter_order + 1)
         return (n_features, self.n_taus + 2 * self.fd_pad)
 
     def step(self, state: Array, f: Array, hold: bool = False) -> Array:
         """Advance by one step with input ``f[n_features]`` (a pulse, or ``hold``: held over the step)."""
         if self.method == "cascade":
-            A, s = _cascade_matrices(*self._key())
+            A, s = _cascade_matrices(*self._key(), self.filter_order)
             new = jnp.einsum("tjm,ftm->ftj", jnp.asarray(A, state.dtype), state)
             if hold:
-                return new + jnp.asarray(_held_input(s, self.k), state.dtype)[None] * f[:, None, None]
+                return new + jnp.asarray(_held_input(s, self.filter_order), state.dtype)[None] * f[:, None, None]
             return new.at[:, :, 0].add(jnp.asarray(s, state.dtype)[None, :] * f[:, None])
         s, _ = _fd_operator(*self._key(), self.fd_pad)
         gain = -np.expm1(-s) / s if hold else np.ones_like(s)
         return jnp.exp(-jnp.asarray(s, state.dtype))[None, :] * state + jnp.asarray(gain, state.dtype)[None, :] * f[:, None]
 
     def read(self, state: Array) -> Array:
-        r"""The time cells $\tilde f$ ``[n_features, n_taus]`` of a state."""
+        r"""The time cells $\tilde f$ ``[n_features, n_taus]`` of a state (with ``lag_offset = 1``: of
+        the state propagated one more step, $\Phi$ read at lag $u + 1$)."""
         if self.method == "cascade":
-            return state[..., self.k]
+            if self.lag_offset:
+                A, _ = _cascade_matrices(*self._key(), self.filter_order)
+                return jnp.einsum("tm,...tm->...t", jnp.asarray(A[:, -1], state.dtype), state)
+            return state[..., self.filter_order]
         _, W = _fd_operator(*self._key(), self.fd_pad)
         return state @ jnp.asarray(W.T, state.dtype)
 
@@ -310,10 +340,11 @@ class SITH(eqx.Module):
         a unit pulse, or (``hold``) to a unit input held over one step."""
         lags = np.asarray(lags, np.float64)
         if self.method == "cascade":
+            lags, n = lags + self.lag_offset, self.filter_order
             if not hold:
-                return post_kernel(self.taus, self.k, lags)
+                return post_kernel(self.taus, self.k, lags, n)
             s = self.k / self.taus[:, None]
-            return gammainc(self.k + 1, s * np.maximum(lags + 1, 0)) - gammainc(self.k + 1, s * np.maximum(lags, 0))
+            return gammainc(n + 1, s * np.maximum(lags + 1, 0)) - gammainc(n + 1, s * np.maximum(lags, 0))
         s, W = _fd_operator(*self._key(), self.fd_pad)
         gain = -np.expm1(-s) / s if hold else np.ones_like(s)
         return W @ (gain[:, None] * np.exp(-np.outer(s, lags)))
@@ -353,7 +384,11 @@ class SITHConCell(LayerStack, TauExtensible):
     doc and [`dynlab.units.continuum`][]). If ``input_size != n_features`` a trainable linear map
     ``w_in`` takes the input to the first layer's features (not in the paper, where both are 9).
 
-    State: every layer's memory state, one array ``[layers, n_f, n_taus, k+1]`` (cascade) or
+    The public code's conventions (compmem/SITHCon, ``iSITH``) are values: ``filter_order``,
+    ``lag_offset`` ([`SITH`][]) and ``hidden_input = "pulse"``; [`public_code`][] gives them
+    (``--set model.filter_order=16 --set model.lag_offset=1 --set model.hidden_input=pulse`` at k = 15).
+
+    State: every layer's memory state, one array ``[layers, n_f, n_taus, filter_order+1]`` (cascade) or
     ``[layers, n_f, n_taus + 2 fd_pad]`` (fd). ``drive`` is added to each layer's memory input.
     Per-layer outputs: [`layer_outputs`][dynlab.units.stack.LayerStack.layer_outputs] (from a state) and
     [`sequence`][dynlab.units.stack.LayerStack.sequence] (fast path).
@@ -375,9 +410,11 @@ class SITHConCell(LayerStack, TauExtensible):
         fd_pad: int | None = None,
         activation: Literal["none", "relu", "tanh"] = "none",
         hidden_input: Literal["hold", "pulse"] = "hold",
+        filter_order: int | None = None,
+        lag_offset: int = 0,
         key: PRNGKeyArray,
     ):
-        self.sith = SITH(tau_min, tau_max, n_taus, k, method, fd_pad)
+        self.sith = SITH(tau_min, tau_max, n_taus, k, method, fd_pad, filter_order, lag_offset)
         k_g, k_in = jax.random.split(key)
         self._init_stack(input_size, n_features, n_layers, activation, n_features * n_taus, k_in, hidden_input)
         self.g = jax.random.uniform(k_g, (n_features, n_features), minval=-1, maxval=1) / math.sqrt(n_features)
@@ -413,4 +450,10 @@ class SITHConCell(LayerStack, TauExtensible):
         return self.sith.taus
 
 
-__all__ = ["SITH", "SITHConCell", "tau_grid", "post_kernel", "causal_fft_conv", "diagonal_scan", "check_layers"]
+def public_code(k: int) -> dict:
+    """The public SITHCon code's conventions at Post order ``k`` as [`SITHConCell`][] keys: the filter
+    of order ``k + 1`` at rate ``k/τ*``, read one lag ahead, every layer's input taken as pulses."""
+    return {"filter_order": k + 1, "lag_offset": 1, "hidden_input": "pulse"}
+
+
+__all__ = ["SITH", "public_code", "SITHConCell", "tau_grid", "post_kernel", "causal_fft_conv", "diagonal_scan", "check_layers"]
