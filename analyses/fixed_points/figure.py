@@ -10,6 +10,7 @@ import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 import xarray as xr  # noqa: E402
 
+from dynlab.analyses.fixed_points.coverage import unseen_points  # noqa: E402
 from dynlab.analyses.fixed_points.reading import continuum, fixed_points_reading  # noqa: E402
 
 __all__ = ["fixed_points_figure", "fixed_points_summary"]
@@ -135,11 +136,14 @@ def fixed_points_summary(ds: xr.Dataset, max_rows: int = 12) -> str:
     discarded = int(np.sum(ds["ic_point"].values < 0))
     if discarded:
         lines.append(f"{discarded} minimisation(s) ended with q > q_max and were discarded")
-    if "n_unseen_estimate" in ds.attrs and n:
-        unseen = float(ds.attrs["n_unseen_estimate"])
-        lines.append(f"completeness: {ds.attrs['n_found_once']} point(s) found by one run, {ds.attrs['n_found_twice']} "
-                     f"by two: about {unseen:.3g} unseen (Chao1)"
-                     + ("" if unseen < 1 else " — a continuum of marginal points, not missing ones" if continuum(ds)
+    beyond = np.asarray(ds["beyond_visited"].values, dtype=bool) if "beyond_visited" in ds else np.zeros(n, bool)
+    near = ds.isel(point=np.flatnonzero(~beyond))
+    if "n_unseen_estimate" in ds.attrs and near.sizes.get("point", 0):
+        once, twice, unseen = unseen_points(near["basin_count"].values)
+        among = f" among the {near.sizes['point']} near the visited states" if beyond.any() else ""
+        lines.append(f"completeness{among}: {once} point(s) found by one run, {twice} by two: about {unseen:.3g} "
+                     "unseen (Chao1)"
+                     + ("" if unseen < 1 else " — a continuum of marginal points, not missing ones" if continuum(near)
                         else " — points are likely missing; more --ics or wider --scales would find them"))
     if n:
         lines.append(f"{'point':>5} {'q':>10} {'kind':>5} {'class':>9} {'unstable':>8} {'max|μ|':>8} {'basin':>5}")

@@ -18,7 +18,7 @@ import numpy as np
 import xarray as xr
 
 from dynlab.analyses.fixed_points.core import fixed_points_from_visited
-from dynlab.analyses.fixed_points.coverage import PERTURBATION_SCALES
+from dynlab.analyses.fixed_points.coverage import PERTURBATION_SCALES, state_scale
 from dynlab.analyses.fixed_points.figure import fixed_points_figure, fixed_points_summary
 from dynlab.config import Count
 from dynlab.errors import ConfigError, require_positive
@@ -52,6 +52,34 @@ def principal_components(states: np.ndarray, n: int = 3, rows: int = PCA_ROWS) -
     total = float(np.sum(s**2))
     ratio = s[:n] ** 2 / total if total > 0 else np.zeros(n)
     return mean, comps, ratio
+
+
+BEYOND_VISITED = 10.0
+r"""A point is *beyond the visited states* when one of its components lies farther outside the
+visited states' range than this many times that component's scale $\sigma_d$
+([`state_scale`][dynlab.analyses.fixed_points.coverage.state_scale], 1 when the trajectory rests
+at the origin); the initial states reach at most 3 $\sigma_d$ beyond it
+([`PERTURBATION_SCALES`][dynlab.analyses.fixed_points.coverage.PERTURBATION_SCALES]).
+Minimisations started near the trajectory can run far away, where gates saturate and the map is
+nearly the identity: a 64-unit GRU trained on the 3-bit flip-flop gives 117 such "points" at
+components up to $\approx 50$ (its states stay in $[-1, 1]^N$), next to its 8 attractors and
+saddles."""
+
+
+def mark_beyond_visited(ds: xr.Dataset, visited: np.ndarray, factor: float = BEYOND_VISITED) -> xr.Dataset:
+    """``ds`` with ``beyond_visited`` (``point``) and the attr-like scalar ``n_points_beyond_visited``,
+    and its reading redone ([`BEYOND_VISITED`][])."""
+    from dynlab.analyses.fixed_points.reading import fixed_points_reading
+
+    sigma = state_scale(visited)
+    low, high = visited.min(axis=0) - factor * sigma, visited.max(axis=0) + factor * sigma
+    points = np.asarray(ds.points.values, dtype=float).reshape(-1, visited.shape[1])
+    beyond = np.any((points < low) | (points > high), axis=1)
+    ds["beyond_visited"] = ("point", beyond, {"long_name": f"a component more than {factor:g} state scales "
+                                                           "outside the visited states' range"})
+    ds["n_points_beyond_visited"] = ((), int(beyond.sum()), {"units": "1"})
+    ds.attrs["reading"] = fixed_points_reading(ds, "q_max")
+    return ds
 
 
 def check_fixed_points(model, *, steps: int, burn_in: int, ics: int, at: str = "protocol",
@@ -140,7 +168,8 @@ def fixed_points_analysis(
     `max_steps` and `solver` (`"auto"`: BFGS up to 1024 state components, L-BFGS above).
 
     **Returns:** the dataset of `dynlab.analyses.fixed_points.fixed_points` (dims `point`,
-    `eigen`, `state`, `ic`) plus `state_label` (`state`); the top principal components of the
+    `eigen`, `state`, `ic`) plus `state_label` (`state`); `beyond_visited` (`point`) and
+    `n_points_beyond_visited` ([`mark_beyond_visited`][]); the top principal components of the
     visited states after burn-in (`pc` dim): `pc_components` (`pc`, `state`),
     `pc_variance_ratio` (`pc`), `point_pcs` (`point`, `pc`), and the trajectory in them,
     `trajectory_pcs` (`sample`, `pc`, at most 2000 evenly spaced states). The components are
@@ -181,6 +210,7 @@ def fixed_points_analysis(
                                        seed=seed, q_tol=q_tol, q_max=q_max, unique_tol=unique_tol,
                                        marginal_tol=marginal_tol, max_steps=max_steps, solver=solver)
 
+    ds = mark_beyond_visited(ds, visited)
     # the whole run, burn-in included: a trajectory that settles shows its approach to the point
     mean, comps, ratio = principal_components(run)
     samples = run[np.linspace(0, run.shape[0] - 1, min(PCA_ROWS, run.shape[0])).round().astype(int)]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+from dynlab.analyses.fixed_points.coverage import unseen_points
+
 __all__ = ["continuum", "fixed_points_reading", "nothing_kept"]
 
 WORDS = {1: "one", 2: "two", 3: "three", 4: "four"}
@@ -51,11 +53,26 @@ def fixed_points_reading(ds: xr.Dataset, option: str = "--q-max") -> str:
       directions, and what the stable ones make: "3 points: 2 stable, 1 saddle with one unstable
       direction: 2 attractors (multistable)"; "1 stable fixed point: a single attractor";
     - then, when the Chao1 estimate (attr `n_unseen_estimate`) is 1 or more and the points are
-      not a continuum, how many more are likely unseen.
+      not a continuum, how many more are likely unseen;
+    - points marked `beyond_visited` (far from every visited state, where a GRU's gates saturate
+      and any state is nearly fixed) are read apart, so that they neither make a continuum nor
+      hide the attractors among the visited states.
     """
     n = ds.sizes.get("point", 0)
     if n == 0:
         return nothing_kept(ds, option)
+    if "beyond_visited" in ds and bool(ds["beyond_visited"].any()):
+        beyond = np.asarray(ds["beyond_visited"].values, dtype=bool)
+        far = (f"{int(beyond.sum())} more point{'s' if beyond.sum() > 1 else ''} far beyond the visited states "
+               "(where the dynamics saturate, e.g. gates at 0 or 1; not reached from the trajectories)")
+        if beyond.all():
+            return f"no point near the visited states; {far}"
+        near = ds.isel(point=np.flatnonzero(~beyond)).drop_vars("beyond_visited")
+        once, twice, unseen = unseen_points(near["basin_count"].values)
+        fixed = int(np.asarray(near["is_fixed"].values).sum())
+        near.attrs.update(n_fixed=fixed, n_slow=near.sizes["point"] - fixed, n_found_once=once, n_found_twice=twice,
+                          n_unseen_estimate=unseen)
+        return fixed_points_reading(near, option) + "; " + far
     classes = np.asarray(ds["stability"].values, dtype=str)
     unstable_dirs = np.asarray(ds["n_unstable"].values)
     n_fixed, n_slow = int(ds.attrs.get("n_fixed", n)), int(ds.attrs.get("n_slow", 0))
