@@ -135,8 +135,9 @@ def generic(ds: xr.Dataset, *, max_panels: int = 6):
             ax.set(xlabel=dim, ylabel=name)
             if np.nanmin(da.values) > 0 and np.nanmax(da.values) / max(np.nanmin(da.values), 1e-300) > 100:
                 ax.set_yscale("log")
-        elif da.ndim == 2:
-            da.plot(ax=ax, cbar_kwargs={"label": name})
+        elif da.ndim == 2:  # categories (e.g. a model's parameter arrays) at integer positions, named below
+            da.assign_coords({d: np.arange(da.sizes[d]) for d in da.dims if da[d].dtype.kind not in "iuf"}).plot(
+                ax=ax, cbar_kwargs={"label": name})
             for dim, setter in zip(da.dims, (ax.set_yticks, ax.set_xticks)):
                 if da[dim].dtype.kind not in "iuf":
                     setter(np.arange(da.sizes[dim]), [str(c) for c in da[dim].values], fontsize=8)
@@ -238,8 +239,9 @@ def result_ok(ds: xr.Dataset, name: str):
 
 def _sweep_panels(ds: xr.Dataset, cell_dims: list[str]) -> list[tuple[str, xr.DataArray]]:
     """(label, values over the cell dims) of each headline number: every held-out training curve's
-    last finite value, every analysis's largest-value mean, the number of fixed points; a variable equal to one already shown
-    (``eval_loss`` and ``eval_mse`` under an MSE loss) is named beside it, not drawn twice."""
+    last finite value, every analysis's largest-value mean, the number of fixed points, the cosine
+    of a cell's rules' gradients; a variable equal to one already shown (``eval_loss`` and
+    ``eval_mse`` under an MSE loss) is named beside it, not drawn twice."""
     import numpy as np
 
     candidates: list[tuple[str, str, xr.DataArray]] = []
@@ -254,6 +256,8 @@ def _sweep_panels(ds: xr.Dataset, cell_dims: list[str]) -> list[tuple[str, xr.Da
             label = "largest Lyapunov exponent λ₁" if analysis == "lyapunov" else f"largest {analysis.replace('_', ' ')}"
         elif name.endswith("_n_fixed") and extra in ([], ["stage"]):
             label = f"fixed points found ({name[: -len('_n_fixed')]})"
+        elif name.endswith("_cosine") and extra in ([], ["stage"]):
+            label = f"cosine of the rules' gradients ({name[: -len('_cosine')]})"
         else:
             continue
         ok = result_ok(ds, name)

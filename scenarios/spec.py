@@ -131,6 +131,12 @@ def takes_runs(entry: dict) -> bool:
     return registry.get("analysis", entry["name"]).takes == "runs"
 
 
+def takes_rules(entry: dict) -> bool:
+    """Does this ``[[analyses]]`` entry name an analysis of the cell's rules (``takes="rules"``, e.g.
+    ``grad-compare``), called with the model and the rules its ``[rule]`` names?"""
+    return registry.get("analysis", entry["name"]).takes == "rules"
+
+
 @dataclasses.dataclass(frozen=True)
 class Scenario:
     """A validated sweep scenario. ``analyses`` are all its ``[[analyses]]`` entries: those of one
@@ -464,7 +470,7 @@ def _check_analysis(entry: dict) -> dict:
         if options["task"] != "train":
             registry.get("task", options["task"])
         options = {k: v for k, v in options.items() if k != "task"}
-    exclude = RUNS_ARGUMENT if takes_runs(entry) else ("key", "self")
+    exclude = RUNS_ARGUMENT if takes_runs(entry) else ("rules", "key", "self") if takes_rules(entry) else ("key", "self")
     registry.check_config(f"analyses.{entry['name']}", fn, options, exclude=exclude)
     return dict(entry)
 
@@ -550,7 +556,7 @@ def check_cells(scenario: Scenario) -> None:
         fn = registry.get("analysis", entry["name"]).obj
         hook = getattr(fn, "check", None)
         if hook is not None:
-            options = {**registry.defaults(fn, exclude=("model", "key", "self")),
+            options = {**registry.defaults(fn, exclude=("model", "rules", "key", "self")),
                        **{k: v for k, v in entry.items() if k not in ENTRY_KEYS}}
             options.pop("task", None)
             hooks.append((entry["name"], hook, options))
@@ -561,7 +567,8 @@ def check_cells(scenario: Scenario) -> None:
         if staged and not trains:
             raise ConfigError(f"analyses.{staged[0]} runs at stage 'trained', but cell {cell_name(cell) or '(the only one)'} "
                               "has train.steps = 0 (it analyses the freshly built model): use stages = [\"init\"]")
-        experiment.check(config)
+        experiment.check(config, training=trains)
+        _check_rules(scenario, config, cell)
         structure = cfgmod.dumps({"model": config.get("model", {}), "task": config.get("task", {})})
         if not hooks or structure in checked:
             continue
@@ -577,6 +584,16 @@ def check_cells(scenario: Scenario) -> None:
 
         eqx.filter_eval_shape(run_hooks)
     _check_across(scenario)
+
+
+def _check_rules(scenario: Scenario, config: dict, cell: Cell) -> None:
+    """**Enforces** "an analysis of the cell's rules (``grad-compare``) has two or more to compare"
+    before any work: the cell's ``[rule]`` names several ([`dynlab.experiment.rule_names`][])."""
+    for entry in scenario.cell_analyses:
+        names = experiment.rule_names(config.get("rule", {}))
+        if takes_rules(entry) and len(names) < 2:
+            raise ConfigError(f"analyses.{entry['name']} compares the cell's rules, but [rule]{_cell_label(cell)} "
+                              f"names one ({names[0]}); name two or more, e.g. name = [\"pc-time\", \"bptt\"]")
 
 
 def _check_across(scenario: Scenario) -> None:
