@@ -17,11 +17,10 @@ from dynlab.scenarios import (  # noqa: E402,F401
     aru_table1,
     cross_fingerprint,
     cross_lyapunov,
-    cross_pc,
-    cross_pc_law,
     cross_trw,
     elm_budget,
     elm_shd,
+    pc_time_law,
     pc_width_depth,
     sith_trw,
 )
