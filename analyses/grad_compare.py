@@ -43,7 +43,7 @@ import numpy as np
 import xarray as xr
 
 from dynlab.analyses.pc_bp import cosine as total_cosine
-from dynlab.errors import require_positive
+from dynlab.errors import ConfigError, require_positive
 from dynlab.registry import register
 
 VARIABLES = {
@@ -62,12 +62,35 @@ def _leaves(grads) -> list[tuple[str, jax.Array]]:
     return [(jax.tree_util.keystr(path), leaf) for path, leaf in flat]
 
 
+def figure(ds: xr.Dataset):
+    """Per pair of rules: the cosine of their gradients of each parameter array (bars) and over all
+    parameters (the line), and the norm ratio of each array (dots, right axis)."""
+    import matplotlib.pyplot as plt
+
+    pairs = ds["pair"].values.reshape(-1)
+    fig, axes = plt.subplots(len(pairs), 1, figsize=(max(5.0, 0.5 * ds.sizes["group"] + 2), 3.2 * len(pairs)),
+                             squeeze=False)
+    for ax, pair in zip(axes[:, 0], pairs):
+        one = ds if "pair" not in ds.dims else ds.sel(pair=pair)
+        x = np.arange(ds.sizes["group"])
+        ax.bar(x, one.group_cosine.values, color="C0")
+        ax.axhline(float(one.cosine_unconverged), color="k", lw=1, label=f"all parameters: {float(one.cosine_unconverged):.4f}")
+        ax.set(ylim=(min(0.0, float(np.nanmin(one.group_cosine.values))), 1.02), ylabel="cosine", title=str(pair))
+        ax.set_xticks(x, [str(g) for g in ds.group.values], rotation=30, ha="right", fontsize=7)
+        right = ax.twinx()
+        right.plot(x, one.group_norm_ratio.values, "o", color="C1", ms=4)
+        right.set_ylabel("norm ratio |g_a| / |g_b|", color="C1")
+        ax.legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    return fig
+
+
 def _ratio(a, b) -> float:
     return float(a / b) if b > 0 else float("nan")
 
 
 @register("analysis", "grad-compare", "the gradients of a cell's rules on one model and batch: cosine, norm ratio, "
-                                      "per parameter array", takes="rules")
+                                      "per parameter array", takes="rules", figure=figure)
 def grad_compare(model, rules: dict, task, *, batch_size: int = 16, batch_seed: int = 0,
                  s_minus_1: bool = False) -> xr.Dataset:
     """The rules' gradients of ``model`` on one batch of ``task`` (``batch_size`` samples of its
@@ -84,9 +107,11 @@ def grad_compare(model, rules: dict, task, *, batch_size: int = 16, batch_seed: 
     require_positive("batch_size", batch_size)
     names = list(rules)
     if len(names) < 2:
-        from dynlab.errors import ConfigError
-
-        raise ConfigError(f"grad-compare compares two or more rules, got {len(names)} ({', '.join(names)})")
+        raise ConfigError(f"grad-compare compares the rules a config names, and it names {len(names)} "
+                          f"({', '.join(names)}); name two or more, e.g. rule.name = [\"pc-time\", \"bptt\"]")
+    if task is None:
+        raise ConfigError("grad-compare draws its batch from a task: give one (--task NAME; in a scenario "
+                          "task = \"train\", the cell's own)")
     batch = task.batch(jax.random.key(batch_seed), batch_size, "train")
     key = jax.random.key(0)  # the rules compared here are deterministic; one key for all
     grads, metrics = {}, {}

@@ -32,7 +32,7 @@ class _AnalyzeGroup(_CommandGroup):
     def list_commands(self, ctx):
         from dynlab import registry
 
-        generated = [e.name for e in registry.entries("analysis") if _analyses_a_model(e)]
+        generated = [e.name for e in registry.entries("analysis") if _analyses_a_model(e.obj)]
         return sorted(set(super().list_commands(ctx)) | set(generated))
 
     def get_command(self, ctx, name):
@@ -41,7 +41,7 @@ class _AnalyzeGroup(_CommandGroup):
             return command
         from dynlab import registry
 
-        if name in registry.names("analysis") and _analyses_a_model(registry.get("analysis", name)):
+        if name in registry.names("analysis") and _analyses_a_model(registry.get("analysis", name).obj):
             return generated_command(name)
         return None
 
@@ -51,11 +51,8 @@ def analyze():
     """Run an analysis on a fresh or trained model; write a labelled netCDF dataset and a figure."""
 
 
-def _analyses_a_model(entry) -> bool:
-    """A function of one model alone (not of runs, nor of a cell's rules: ``grad-compare`` runs in scenarios)."""
-    parameters = list(inspect.signature(entry.obj).parameters)
-    if entry.takes != "model":
-        return False
+def _analyses_a_model(fn) -> bool:
+    parameters = list(inspect.signature(fn).parameters)
     return bool(parameters) and parameters[0] == "model"
 
 
