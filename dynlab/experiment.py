@@ -202,7 +202,8 @@ def check(config: dict, *, training: bool = True) -> None:
 
     Beyond [`validate`][] (keys and types), this runs every constructor's own checks (sizes,
     ranges) by building the model abstractly with ``equinox.filter_eval_shape``: no arrays are
-    allocated, so checking a large sweep before starting it is cheap.
+    allocated, so checking a large sweep before starting it is cheap. ``training``: as for
+    [`build`][] (a config that will not be trained may name several rules without choosing one).
     """
     import equinox as eqx
 
@@ -215,8 +216,8 @@ def build(config: dict, *, training: bool = True) -> Experiment:
     **Enforces** that an experiment that trains (``training``) has one rule to train with: a
     config naming several rules chooses one with ``rule.trains`` ([`training_rule`][]), else a
     [`ConfigError`][] before anything is built. **Enforces** that the model, and with ``training``
-    one training step, fit in memory before any array is made ([`dynlab.budget.check_training`][]); a model loaded to be analysed
-    (``training=False``) needs only its parameters to fit.
+    one training step, fit in memory before any array is made ([`dynlab.budget.check_training`][]);
+    a model loaded to be analysed (``training=False``) needs only its parameters to fit.
     """
     config = validate(config)
     model_cfg, task_cfg, rule_cfg = dict(config["model"]), dict(config["task"]), dict(config["rule"])
