@@ -73,8 +73,9 @@ def figure(ds: xr.Dataset):
     for ax, pair in zip(axes[:, 0], pairs):
         one = ds if "pair" not in ds.dims else ds.sel(pair=pair)
         x = np.arange(ds.sizes["group"])
+        total = float(one.cosine_unconverged)
         ax.bar(x, one.group_cosine.values, color="C0")
-        ax.axhline(float(one.cosine_unconverged), color="k", lw=1, label=f"all parameters: {float(one.cosine_unconverged):.4f}")
+        ax.axhline(total, color="k", lw=1, label=f"all parameters: {total:.4f}")
         ax.set(ylim=(min(0.0, float(np.nanmin(one.group_cosine.values))), 1.02), ylabel="cosine", title=str(pair))
         ax.set_xticks(x, [str(g) for g in ds.group.values], rotation=30, ha="right", fontsize=7)
         right = ax.twinx()
@@ -118,15 +119,15 @@ def grad_compare(model, rules: dict, task, *, batch_size: int = 16, batch_seed: 
     for name in names:
         g, m = eqx.filter_jit(lambda r, mod, b: r.grads(mod, b, key))(rules[name], model, batch)
         grads[name], metrics[name] = g, {k: float(v) for k, v in jax.device_get(m).items() if np.ndim(v) == 0}
+    converged = {n: metrics[n].get("converged", 1.0) > 0 for n in names}  # rules without inference: converged
     pairs = list(itertools.combinations(names, 2))
     groups = [path for path, _ in _leaves(grads[names[0]])]
     norms = {n: float(jnp.sqrt(sum(jnp.vdot(x, x) for _, x in _leaves(grads[n])))) for n in names}
     cos, cos_all, ratio, g_cos, g_ratio = [], [], [], [], []
     for a, b in pairs:
         c = float(total_cosine(grads[a], grads[b]))
-        converged = all(metrics[n].get("converged", 1.0) > 0 for n in (a, b))
         cos_all.append(c)
-        cos.append(c if converged else float("nan"))
+        cos.append(c if converged[a] and converged[b] else float("nan"))
         ratio.append(_ratio(norms[a], norms[b]))
         la, lb = dict(_leaves(grads[a])), dict(_leaves(grads[b]))
         g_cos.append([float(total_cosine(la[p], lb[p])) for p in groups])
@@ -157,8 +158,8 @@ def grad_compare(model, rules: dict, task, *, batch_size: int = 16, batch_seed: 
         ds["s_minus_1"] = ((), float(eqx.filter_jit(rescaling)(model, x, mask)),
                            {"long_name": "energy rescaling s - 1 of PC through time, linearised at the forward pass"})
         ds["readout_width"] = ((), int(model.readout.in_features), {"long_name": "the read-out's fan-in N"})
-    ds["inference_converged"] = ((), float(all(metrics[n].get("converged", 1.0) > 0 for n in names)),
-                                 {"long_name": "1 where every rule's inference converged (rules without one count as converged)"})
+    ds["inference_converged"] = ((), float(all(converged.values())),
+                                 {"long_name": "1 where every rule's inference converged (a rule without one counts)"})
     if len(pairs) == 1:  # two rules: one comparison, scalars a claim selects without naming the pair
         ds = ds.squeeze("pair")
     ds.attrs.update(analysis="grad-compare", rules=", ".join(names), batch_size=batch_size, batch_seed=batch_seed)

@@ -247,8 +247,8 @@ def build(config: dict, *, training: bool = True) -> Experiment:
         from dynlab.time_residual import TimeResidual
 
         if not isinstance(getattr(task, "length", None), int):
-            raise ConfigError(f"model.recurrence = \"time-residual\" scales each step by T^-alpha with T the task's length; "
-                              f"task {task_name!r} has no length")
+            raise ConfigError(f"model.recurrence = \"time-residual\" scales each step by T^-alpha with T the "
+                              f"task's length; task {task_name!r} has no length")
         return TimeResidual(model, task.length, **factor)
 
     budget.check_training(config, task, make_model, training=training)  # from shapes, before any array

@@ -470,7 +470,7 @@ def _check_analysis(entry: dict) -> dict:
         if options["task"] != "train":
             registry.get("task", options["task"])
         options = {k: v for k, v in options.items() if k != "task"}
-    exclude = RUNS_ARGUMENT if takes_runs(entry) else ("rules", "key", "self") if takes_rules(entry) else ("key", "self")
+    exclude = RUNS_ARGUMENT if takes_runs(entry) else ("key", "self") + (("rules",) if takes_rules(entry) else ())
     registry.check_config(f"analyses.{entry['name']}", fn, options, exclude=exclude)
     return dict(entry)
 
