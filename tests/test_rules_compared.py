@@ -11,6 +11,7 @@ import equinox as eqx
 import jax
 import numpy as np
 import pytest
+import xarray as xr
 
 from dynlab import experiment
 from dynlab.analyses.grad_compare import grad_compare
@@ -83,3 +84,24 @@ def test_a_bad_recurrence_is_one_line(tmp_path):
         (tmp_path / "c.toml").write_text(TINY_CELL.replace('hidden = 4\n', f'hidden = 4\n{bad}\n'))
         r = invoke(["train", "--config", "c.toml", "--out", "run", "-q"], tmp_path)
         assert r.exit_code == 2 and message in r.output, r.output
+
+
+def test_a_cell_with_two_rules_trains_with_the_chosen_one_and_compares_them_at_each_stage(tmp_path):
+    """grad-compare at init and trained in a scenario is the analysis of the model built from the
+    cell's config and of its trained run directory; the cell trained with ``rule.trains``."""
+    from dynlab.scenarios import spec
+
+    rules = ('[rule]\nname = ["pc-time", "bptt"]\ntrains = "bptt"\n[rule.pc-time]\nmax_steps = 20\n'
+             '[[analyses]]\nname = "grad-compare"\ntask = "train"\nbatch_size = 4\nstages = ["init", "trained"]\n')
+    (tmp_path / "s.toml").write_text(f'name = "s"\n{TINY_CELL}{rules}')
+    r = invoke(["run", "s.toml", "--out", "out", "-q"], tmp_path)
+    assert r.exit_code == 0, r.output
+    cos = xr.load_dataset(tmp_path / "out" / "sweep.nc")["grad-compare_cosine_unconverged"]
+    (cell,) = spec.load(str(tmp_path / "s.toml")).cells
+    fresh = experiment.build(cell.config, training=False)
+    trained = experiment.load_run(tmp_path / "out" / "cells" / cell.key)
+    assert trained.config["rule"]["trains"] == "bptt"
+    for stage, exp in (("init", fresh), ("trained", trained)):
+        direct = grad_compare(exp.model, exp.rules, exp.task, batch_size=4)
+        assert float(cos.sel(stage=stage)) == pytest.approx(float(direct.cosine_unconverged), abs=1e-6)
+    assert float(cos.sel(stage="init")) != float(cos.sel(stage="trained"))  # training changed the model
