@@ -143,7 +143,7 @@ def training_rule(rule: dict) -> str | None:
 
 RECURRENCES = ("plain", "time-residual")
 DEPTH_FACTOR = {"recurrence": "plain", "time_alpha": 1.0, "readout_gamma0": 1.0}
-"""``[model]`` keys of the depth factor over time ([`dynlab.time_residual.TimeResidual`][]) with their
+r"""``[model]`` keys of the depth factor over time ([`dynlab.time_residual.TimeResidual`][]) with their
 defaults: ``recurrence = "time-residual"`` scales every state update by $T^{-\alpha}$ (``time_alpha``;
 $T$ the task's ``length``) and the read-out weights by $1/(\gamma_0\sqrt N)$ (``readout_gamma0``).
 With ``recurrence = "plain"`` (the default) the model is the unit's own and the two values are not
