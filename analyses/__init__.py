@@ -20,3 +20,4 @@ from dynlab.analyses import activity  # noqa: F401  (ELM paper: activity statist
 from dynlab.analyses import perturb  # noqa: F401  (accuracy under a perturbation)
 from dynlab.analyses import clv, fixed_points  # noqa: F401  (issue 19: covariant Lyapunov vectors; fixed and slow points)
 from dynlab.analyses import dsa, sta  # noqa: F401  (issue 19: dynamical similarity; receptive fields by spike-triggered averaging)
+from dynlab.analyses import grad_compare  # noqa: F401  (issue 34: rules compared on one model)

@@ -148,14 +148,16 @@ ENTRIES: tuple[Entry, ...] = (
               "--set 'sweep={\"model.unit\"=[\"gru\",\"rnn\"],seed=[0]}' --set train.steps=200 "
               "--set train.eval_every=100 --set train.checkpoint_every=200"),
     _scenario("cross-pc-alignment", "Scenario cross-pc-alignment", "PC through time against BPTT on two units "
-              "over width and length, with the convergence of inference.",
-              "--set 'params.units=[\"gru\",\"blockdiag\"]' --set 'params.widths=[8,16]' --set 'params.lengths=[4,8]' "
-              "--set 'params.seeds=[0]' --set 'params.reference_widths=[]' --set params.steps=2 --set params.workers=1"),
+              "over width and length: the cosine of their gradients on one model, at initialisation and after 2 "
+              "steps of PC.",
+              "--set 'sweep={\"model.unit\"=[\"gru\",\"blockdiag\"],\"model.width\"=[8,16],\"task.length\"=[4,8],"
+              "seed=[0]}' --set 'train={steps=2,eval_every=2,checkpoint_every=2}' --set 'claims=[]'"),
     _scenario("cross-pc-law", "Scenario cross-pc-law", "The width/length law of PC through time on the tanh RNN: "
-              "1 − cos(PC, BPTT) against the read-out width for each length, as registered (dotted) and with the "
-              "depth factor T^-1 and a mean-field read-out (solid), and s − 1 against T/N.",
-              "--set 'params.units=[\"rnn\"]' --set 'params.widths=[8,32]' --set 'params.lengths=[4,8]' "
-              "--set 'params.seeds=[0]' --set params.batch_size=4"),
+              "cos(PC, BPTT) at initialisation against the width, as registered and with the depth factor T^-1 "
+              "and a mean-field read-out (model.recurrence).",
+              "--set 'sweep={\"model.unit\"=[\"rnn\"],\"model.recurrence\"=[\"plain\",\"time-residual\"],"
+              "\"model.width\"=[8,32],\"task.length\"=[4,8],seed=[0]}' "
+              "--set 'analyses=[{name=\"grad-compare\",task=\"train\",batch_size=4,s_minus_1=true}]' --set 'claims=[]'"),
     _scenario("cross-trw", "Scenario cross-trw", "TRWs per layer of an ARU stack against SITH-RNN.",
               "--set train.steps=20 --set train.eval_every=20 --set train.checkpoint_every=20 "
               "--set 'sweep={seed=[0],variants={network={aru={model={unit=\"aru\",hidden=8,n_g=2,layers=2},"

@@ -26,13 +26,19 @@ def default_config(unit: str = DEFAULT_UNIT, task: str = DEFAULT_TASK, rule: str
 
 @dataclasses.dataclass(frozen=True)
 class Experiment:
-    """Everything a training run or an analysis needs, built from one config."""
+    """Everything a training run or an analysis needs, built from one config.
+
+    ``rule`` is the rule that trains ([`training_rule`][]; ``None`` when the config names several
+    and chooses none, which only an experiment that does not train may do); ``rules`` every rule
+    the config names, by name, in its order ([`rule_configs`][]).
+    """
 
     config: dict
     model: Any
     task: Any
     rule: Any
     train: TrainConfig
+    rules: dict = dataclasses.field(default_factory=dict)
 
     @property
     def seed(self) -> int:
@@ -60,18 +66,105 @@ def validate(config: dict) -> dict:
     if WIDTH in model:
         config["model"] = model = sized_section(model.get("unit", DEFAULT_UNIT), model)
     model_keys = {k: v for k, v in model.items() if k not in ("unit", WIDTH)}
+    depth_factor(model)  # checked here, applied by build
+    model_keys = {k: v for k, v in model_keys.items() if k not in DEPTH_FACTOR}
     registry.check_config("model", unit, model_keys, extra=registry.config_keys(SequenceModel))
     for k in ("input_size", "output_size"):
         if k in model:
             raise ConfigError(f"model.{k} is set by the task; remove it from the config")
     task_cls = registry.get("task", task.get("name", DEFAULT_TASK)).obj
     registry.check_config("task", task_cls, {k: v for k, v in task.items() if k != "name"})
-    rule_cls = registry.get("rule", rule.get("name", DEFAULT_RULE)).obj
-    registry.check_config("rule", rule_cls, {k: v for k, v in rule.items() if k != "name"})
-    if "loss" in rule:
-        raise ConfigError("rule.loss is set by the task; remove it from the config")
+    for name, keys in rule_configs(rule).items():
+        where = "rule" if len(rule_names(rule)) == 1 else f"rule.{name}"
+        registry.check_config(where, registry.get("rule", name).obj, keys)
+        if "loss" in keys:
+            raise ConfigError(f"{where}.loss is set by the task; remove it from the config")
+    training_rule(rule)  # a rule.trains that names none of them
     registry.check_config("train", TrainConfig, config["train"])
     return config
+
+
+RULE_CHOICE = "trains"
+"""``rule.trains``: which of several rules named in ``[rule]`` trains ([`training_rule`][])."""
+
+
+def rule_names(rule: dict) -> list[str]:
+    """The rules a ``[rule]`` section names: one (``name = "bptt"``, the default) or several
+    (``name = ["pc-time", "bptt"]``, compared on one model by an analysis that takes the cell's
+    rules, e.g. ``grad-compare``).
+
+    **Enforces**: a list names at least two distinct registered rules.
+    """
+    name = rule.get("name", DEFAULT_RULE)
+    if not isinstance(name, list):
+        registry.get("rule", name)
+        return [name]
+    if len(name) < 2 or len(set(map(str, name))) != len(name) or not all(isinstance(n, str) for n in name):
+        raise ConfigError(f"rule.name as a list names two or more different rules, e.g. [\"pc-time\", \"bptt\"]; "
+                          f"got {name!r}")
+    for n in name:
+        registry.get("rule", n)
+    return name
+
+
+def rule_configs(rule: dict) -> dict[str, dict]:
+    """Each named rule's config keys: with one rule, the section's own keys; with several, each
+    rule's table ``[rule.<name>]`` (``[rule.pc-time] inference = "lbfgs"``).
+
+    **Enforces**: with several rules, the section holds only ``name``, ``trains`` and one table per
+    named rule, so no key is silently given to the wrong rule.
+    """
+    names = rule_names(rule)
+    if not isinstance(rule.get("name", DEFAULT_RULE), list):
+        if RULE_CHOICE in rule:
+            raise ConfigError("rule.trains chooses among several rules (rule.name = [..]); this config names one")
+        return {names[0]: {k: v for k, v in rule.items() if k != "name"}}
+    unknown = sorted(set(rule) - {"name", RULE_CHOICE, *names})
+    if unknown:
+        raise ConfigError(f"[rule] names several rules ({', '.join(names)}): their keys go in [rule.<name>] "
+                          f"tables, and rule.{unknown[0]} is none of {', '.join(['name', RULE_CHOICE, *names])}")
+    for n in names:
+        if not isinstance(rule.get(n, {}), dict):
+            raise ConfigError(f"rule.{n} must be a table of the rule's keys, got {rule[n]!r}")
+    return {n: dict(rule.get(n, {})) for n in names}
+
+
+def training_rule(rule: dict) -> str | None:
+    """The name of the rule that trains: the only one named, or ``rule.trains`` among several
+    (``None`` when several are named and none is chosen: [`build`][] with ``training`` refuses that)."""
+    names = rule_names(rule)
+    if len(names) == 1 and not isinstance(rule.get("name"), list):
+        return names[0]
+    chosen = rule.get(RULE_CHOICE)
+    if chosen is not None and chosen not in names:
+        raise ConfigError(f"rule.trains must be one of the rules named ({', '.join(names)}), got {chosen!r}")
+    return chosen
+
+
+RECURRENCES = ("plain", "time-residual")
+DEPTH_FACTOR = {"recurrence": "plain", "time_alpha": 1.0, "readout_gamma0": 1.0}
+r"""``[model]`` keys of the depth factor over time ([`dynlab.time_residual.TimeResidual`][]) with their
+defaults: ``recurrence = "time-residual"`` scales every state update by $T^{-\alpha}$ (``time_alpha``;
+$T$ the task's ``length``) and the read-out weights by $1/(\gamma_0\sqrt N)$ (``readout_gamma0``).
+With ``recurrence = "plain"`` (the default) the model is the unit's own and the two values are not
+used, so that a sweep over ``model.recurrence`` compares both forms at one ``time_alpha``."""
+
+
+def depth_factor(model: dict) -> dict | None:
+    """``{"alpha", "gamma0"}`` of the ``[model]`` section's depth factor ([`DEPTH_FACTOR`][]), or
+    ``None`` for the plain recurrence."""
+    from dynlab.time_residual import check_depth_factor
+
+    keys = {k: model.get(k, v) for k, v in DEPTH_FACTOR.items()}
+    if keys["recurrence"] not in RECURRENCES:
+        raise ConfigError(f"model.recurrence must be one of {', '.join(RECURRENCES)}, got {keys['recurrence']!r}")
+    try:
+        check_depth_factor(keys["time_alpha"], keys["readout_gamma0"])
+    except ConfigError as e:
+        raise ConfigError(f"model.{'time_alpha' if 'alpha' in str(e) else 'readout_gamma0'}: {e}") from None
+    if keys["recurrence"] == "plain":
+        return None
+    return {"alpha": float(keys["time_alpha"]), "gamma0": float(keys["readout_gamma0"])}
 
 
 WIDTH = "width"
@@ -104,29 +197,40 @@ def sized_section(unit: str, model: dict) -> dict:
     return {**model, **keys}
 
 
-def check(config: dict) -> None:
+def check(config: dict, *, training: bool = True) -> None:
     """Validate ``config`` completely without computing anything.
 
     Beyond [`validate`][] (keys and types), this runs every constructor's own checks (sizes,
     ranges) by building the model abstractly with ``equinox.filter_eval_shape``: no arrays are
-    allocated, so checking a large sweep before starting it is cheap.
+    allocated, so checking a large sweep before starting it is cheap. ``training``: as for
+    [`build`][] (a config that will not be trained may name several rules without choosing one).
     """
     import equinox as eqx
 
-    eqx.filter_eval_shape(lambda: build(config).model)
+    eqx.filter_eval_shape(lambda: build(config, training=training).model)
 
 
 def build(config: dict, *, training: bool = True) -> Experiment:
-    """Validate ``config`` and build its model (seeded), task and rule.
+    """Validate ``config`` and build its model (seeded), task and rules.
 
-    **Enforces** that the model, and with ``training`` one training step, fit in memory before
-    any array is made ([`dynlab.budget.check_training`][]); a model loaded to be analysed
-    (``training=False``) needs only its parameters to fit.
+    **Enforces** that an experiment that trains (``training``) has one rule to train with: a
+    config naming several rules chooses one with ``rule.trains`` ([`training_rule`][]), else a
+    [`ConfigError`][] before anything is built. **Enforces** that the model, and with ``training``
+    one training step, fit in memory before any array is made ([`dynlab.budget.check_training`][]);
+    a model loaded to be analysed (``training=False``) needs only its parameters to fit.
     """
     config = validate(config)
     model_cfg, task_cfg, rule_cfg = dict(config["model"]), dict(config["task"]), dict(config["rule"])
     unit = model_cfg.pop("unit", DEFAULT_UNIT)
     model_cfg.pop(WIDTH, None)  # expanded into the unit's keys by validate
+    factor = depth_factor(model_cfg)
+    for k in DEPTH_FACTOR:
+        model_cfg.pop(k, None)
+    trains = training_rule(rule_cfg)
+    if training and trains is None:
+        names = rule_names(rule_cfg)
+        raise ConfigError(f"[rule] names {len(names)} rules ({', '.join(names)}) and training uses one: choose it with "
+                          f"rule.trains = \"{names[0]}\" (or analyse without training: train.steps = 0 in a scenario)")
     task_name = task_cfg.pop("name", DEFAULT_TASK)
     task = registry.build("task", task_name, **task_cfg)
     # Record the task's defaults too, so that a run's config names the exact data it saw
@@ -134,13 +238,23 @@ def build(config: dict, *, training: bool = True) -> Experiment:
     task_defaults = {k: v for k, v in registry.defaults(registry.get("task", task_name).obj).items() if v is not None}
     config["task"] = {"name": task_name, **task_defaults, **config["task"]}
     model_key = jax.random.fold_in(jax.random.key(config["seed"]), 0)
-    make_model = lambda: registry.build(  # noqa: E731
-        "model", unit=unit, input_size=task.input_size, output_size=task.output_size, key=model_key, **model_cfg
-    )
+
+    def make_model():
+        model = registry.build("model", unit=unit, input_size=task.input_size, output_size=task.output_size,
+                               key=model_key, **model_cfg)
+        if factor is None:
+            return model
+        from dynlab.time_residual import TimeResidual
+
+        if not isinstance(getattr(task, "length", None), int):
+            raise ConfigError(f"model.recurrence = \"time-residual\" scales each step by T^-alpha with T the "
+                              f"task's length; task {task_name!r} has no length")
+        return TimeResidual(model, task.length, **factor)
+
     budget.check_training(config, task, make_model, training=training)  # from shapes, before any array
     model = make_model()
-    rule = registry.build("rule", rule_cfg.pop("name", DEFAULT_RULE), loss=task.loss, **rule_cfg)
-    return Experiment(config, model, task, rule, TrainConfig(**config["train"]))
+    rules = {n: registry.build("rule", n, loss=task.loss, **keys) for n, keys in rule_configs(rule_cfg).items()}
+    return Experiment(config, model, task, rules.get(trains), TrainConfig(**config["train"]), rules)
 
 
 def load_run(run_dir, *, unit: str | None = None) -> Experiment:

@@ -135,7 +135,7 @@ def generic(ds: xr.Dataset, *, max_panels: int = 6):
             ax.set(xlabel=dim, ylabel=name)
             if np.nanmin(da.values) > 0 and np.nanmax(da.values) / max(np.nanmin(da.values), 1e-300) > 100:
                 ax.set_yscale("log")
-        elif da.ndim == 2:
+        elif da.ndim == 2:  # categories (units, variants, a model's parameter arrays) at integer positions, named below
             categories = {d: da[d].values for d in da.dims if d in da.coords and da[d].dtype.kind not in "iuf"}
             da.assign_coords({d: np.arange(len(v)) for d, v in categories.items()}).plot(ax=ax, cbar_kwargs={"label": name})
             for dim, setter in zip(da.dims, (ax.set_yticks, ax.set_xticks)):
@@ -242,8 +242,9 @@ def result_ok(ds: xr.Dataset, name: str):
 
 def _sweep_panels(ds: xr.Dataset, cell_dims: list[str]) -> list[tuple[str, xr.DataArray]]:
     """(label, values over the cell dims) of each headline number: every held-out training curve's
-    last finite value, every analysis's largest-value mean, the number of fixed points; a variable equal to one already shown
-    (``eval_loss`` and ``eval_mse`` under an MSE loss) is named beside it, not drawn twice."""
+    last finite value, every analysis's largest-value mean, the number of fixed points, the cosine
+    of a cell's rules' gradients; a variable equal to one already shown (``eval_loss`` and
+    ``eval_mse`` under an MSE loss) is named beside it, not drawn twice."""
     import numpy as np
 
     candidates: list[tuple[str, str, xr.DataArray]] = []
@@ -258,6 +259,8 @@ def _sweep_panels(ds: xr.Dataset, cell_dims: list[str]) -> list[tuple[str, xr.Da
             label = "largest Lyapunov exponent λ₁" if analysis == "lyapunov" else f"largest {analysis.replace('_', ' ')}"
         elif name.endswith("_n_fixed") and extra in ([], ["stage"]):
             label = f"fixed points found ({name[: -len('_n_fixed')]})"
+        elif name.endswith("_cosine") and extra in ([], ["stage"]):
+            label = f"cosine of the rules' gradients ({name[: -len('_cosine')]})"
         else:
             continue
         ok = result_ok(ds, name)

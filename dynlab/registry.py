@@ -56,7 +56,10 @@ class Entry:
     one model, run in every cell of a scenario; ``"runs"`` is a function of several trained runs,
     ``fn(runs, **options)`` with ``runs`` a sequence of run directories (at least 2), returning a
     dataset with a ``run`` dim in the order given (DSA). A scenario runs such an analysis once,
-    across its cells, after the sweep ([`dynlab.scenarios.across`][]).
+    across its cells, after the sweep ([`dynlab.scenarios.across`][]). ``"rules"`` is a function of
+    one model and the rules its config names, ``fn(model, rules, **options)`` with ``rules`` a dict
+    name -> rule of at least two ([`dynlab.experiment.rule_names`][]), run in every cell (e.g.
+    ``grad-compare``: the rules' gradients on the same model and batch).
 
     ``finite`` (analyses) names the result variables that must hold finite numbers: the command
     line prints the summary, keeps the dataset and then exits with
@@ -117,7 +120,7 @@ def _check_kind(kind: str) -> None:
         raise UnknownNameError(f"unknown kind {kind!r}; valid kinds: {', '.join(KINDS)}")
 
 
-ANALYSIS_TAKES = ("model", "runs")
+ANALYSIS_TAKES = ("model", "runs", "rules")
 """What a registered analysis is a function of ([`Entry`][] ``takes``)."""
 
 
@@ -135,7 +138,7 @@ def register(kind: str, name: str, description: str | None = None, *, figure: Ca
     if claims is not None and kind != "program":
         raise ValueError("only programs declare claims")
     if takes not in ANALYSIS_TAKES or (takes != "model" and kind != "analysis"):
-        raise ValueError(f"takes must be one of {ANALYSIS_TAKES}, and only analyses take runs")
+        raise ValueError(f"takes must be one of {ANALYSIS_TAKES}, and only analyses take runs or rules")
     _check_kind(kind)
 
     def decorate(obj):

@@ -272,6 +272,8 @@ class PC(Rule):
             energy change of at most ``ftol`` over the last step
             ([`Criterion`][dynlab.rules.pc_inference.Criterion]).
         t1: ODE time horizon.
+        patience: ``gauss-newton``, ``levenberg-marquardt``, ``lbfgs``: give a sample up once its
+            gradient has not halved in this many steps ([`ErrorCoordinates`][dynlab.rules.pc_inference.ErrorCoordinates]).
         smoothing: a decreasing list of widths $\mu$ (e.g. ``[1e-2, 1e-3]``): continue the method over
             energies whose ReLU / max kinks are smoothed to within $\mu$
             ([`Smoothed`][dynlab.rules.pc_inference.Smoothed]) — for units whose energy is not
@@ -306,12 +308,13 @@ class PC(Rule):
         rtol: float = 1e-4,
         ftol: float = 1e-6,
         t1: float = 1e4,
+        patience: int | None = None,
         smoothing: list[float] | None = None,
         smoothing_x64: bool = False,
         diagnostics: Callable | None = None,
     ):
         settings = dict(optimizer=optimizer, beta=beta, max_steps=max_steps, atol=atol, rtol=rtol, ftol=ftol, t1=t1,
-                        smoothing=smoothing, smoothing_x64=smoothing_x64)
+                        patience=patience, smoothing=smoothing, smoothing_x64=smoothing_x64)
         if not isinstance(inference, str):
             changed = [k for k, v in settings.items() if v != _SETTINGS[k]]
             if changed:

@@ -15,10 +15,9 @@ from dynlab.scenarios.spec import builtin_names, load, parse
 # Registers the built-in programs (light modules: their heavy imports are inside the functions).
 from dynlab.scenarios import (  # noqa: E402,F401
     aru_table1,
-    cross_pc,
-    cross_pc_law,
     elm_budget,
     elm_shd,
+    pc_time_law,
     pc_width_depth,
     sith_trw,
 )

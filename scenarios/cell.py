@@ -41,7 +41,7 @@ import xarray as xr
 from dynlab import config as cfgmod
 from dynlab import experiment, registry, store
 from dynlab.errors import DivergenceError, StorageError
-from dynlab.scenarios.spec import analysis_options, entry_stages, results_of, without_training
+from dynlab.scenarios.spec import analysis_options, entry_stages, results_of, takes_rules, without_training
 
 MARKER = "cell.toml"
 
@@ -200,7 +200,8 @@ def _finish(cell_dir: Path, exp, analyses: tuple[dict, ...], status: str, messag
                 continue
             try:
                 fn = registry.get("analysis", entry["name"]).obj
-                ds = fn(at.model, **analysis_options(entry, at.task, at.seed))
+                subject = (at.model, at.rules) if takes_rules(entry) else (at.model,)
+                ds = fn(*subject, **analysis_options(entry, at.task, at.seed))
                 store.write_dataset(cell_dir / f"{result}.nc", ds)
                 results[result] = {"status": "ok", "message": ""}
             except Exception as e:  # a failed analysis stops neither the cell's other results nor the sweep
@@ -236,7 +237,7 @@ def run_cell(cell_dir: str | Path, config: dict, analyses: tuple[dict, ...], sto
     status, message, exp, initial = "ok", "", None, None
     try:
         config, do_train = without_training(config)
-        exp = experiment.build(config)
+        exp = experiment.build(config, training=do_train)
         initial = exp if _at_init(analyses) else None
         if do_train:
             exp = dataclasses.replace(exp, model=train(exp, cell_dir, progress=_stop_when_interrupted(stop_file)).model)
@@ -263,7 +264,7 @@ def run_cells_vmapped(cell_dirs: list, configs: list[dict], analyses: tuple[dict
     dirs = [_fresh(d) for d in cell_dirs]
     try:
         pairs = [without_training(c) for c in configs]
-        exps = [experiment.build(c) for c, _ in pairs]
+        exps = [experiment.build(c, training=t) for c, t in pairs]
         if not pairs[0][1]:
             results = [None] * len(exps)
             for d, e in zip(dirs, exps):

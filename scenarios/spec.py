@@ -147,6 +147,12 @@ def takes_runs(entry: dict) -> bool:
     return registry.get("analysis", entry["name"]).takes == "runs"
 
 
+def takes_rules(entry: dict) -> bool:
+    """Does this ``[[analyses]]`` entry name an analysis of the cell's rules (``takes="rules"``, e.g.
+    ``grad-compare``), called with the model and the rules its ``[rule]`` names?"""
+    return registry.get("analysis", entry["name"]).takes == "rules"
+
+
 @dataclasses.dataclass(frozen=True)
 class Scenario:
     """A validated sweep scenario. ``analyses`` are all its ``[[analyses]]`` entries: those of one
@@ -524,7 +530,7 @@ def _check_analysis(entry: dict) -> dict:
         if options["task"] != "train":
             registry.get("task", options["task"])
         options = {k: v for k, v in options.items() if k != "task"}
-    exclude = RUNS_ARGUMENT if takes_runs(entry) else ("key", "self")
+    exclude = RUNS_ARGUMENT if takes_runs(entry) else ("key", "self") + (("rules",) if takes_rules(entry) else ())
     if options.get("seed") == CELL_SEED and (takes_runs(entry) or "seed" not in registry.config_keys(fn, exclude=exclude)):
         raise ConfigError(f"analyses.{entry['name']}.seed = \"cell\": this analysis takes no seed of one cell")
     registry.check_config(f"analyses.{entry['name']}", fn, _cell_seed(options), exclude=exclude)
@@ -623,18 +629,24 @@ def check_cells(scenario: Scenario) -> None:
         fn = registry.get("analysis", entry["name"]).obj
         hook = getattr(fn, "check", None)
         if hook is not None:
-            options = {**registry.defaults(fn, exclude=("model", "key", "self")),
+            options = {**registry.defaults(fn, exclude=("model", "rules", "key", "self")),
                        **_cell_seed({k: v for k, v in entry.items() if k not in ENTRY_KEYS})}
             options.pop("task", None)
             hooks.append((entry["name"], hook, options))
-    checked = set()
+    checked, built = set(), set()
     staged = [e["name"] for e in scenario.analyses if "trained" in e.get("stages", ())]
     for cell in scenario.cells:  # every combination must be a valid config
         config, trains = without_training(cell.config)
         if staged and not trains:
             raise ConfigError(f"analyses.{staged[0]} runs at stage 'trained', but cell {cell_name(cell) or '(the only one)'} "
                               "has train.steps = 0 (it analyses the freshly built model): use stages = [\"init\"]")
-        experiment.check(config)
+        unseeded = cfgmod.dumps({**{k: v for k, v in config.items() if k != "seed"}, "trains": trains})
+        if unseeded in built:  # the seed changes values, not shapes: its range is all there is to check
+            experiment.validate(config)
+        else:
+            built.add(unseeded)
+            experiment.check(config, training=trains)
+        _check_rules(scenario, config, cell)
         structure = cfgmod.dumps({"model": config.get("model", {}), "task": config.get("task", {})})
         if not hooks or structure in checked:
             continue
@@ -650,6 +662,16 @@ def check_cells(scenario: Scenario) -> None:
 
         eqx.filter_eval_shape(run_hooks)
     _check_across(scenario)
+
+
+def _check_rules(scenario: Scenario, config: dict, cell: Cell) -> None:
+    """**Enforces** "an analysis of the cell's rules (``grad-compare``) has two or more to compare"
+    before any work: the cell's ``[rule]`` names several ([`dynlab.experiment.rule_names`][])."""
+    for entry in scenario.cell_analyses:
+        names = experiment.rule_names(config.get("rule", {}))
+        if takes_rules(entry) and len(names) < 2:
+            raise ConfigError(f"analyses.{entry['name']} compares the cell's rules, but [rule]{_cell_label(cell)} "
+                              f"names one ({names[0]}); name two or more, e.g. name = [\"pc-time\", \"bptt\"]")
 
 
 def _check_across(scenario: Scenario) -> None:

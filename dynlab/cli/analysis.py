@@ -159,7 +159,7 @@ def run_analysis(name, exp, source, checkpoint, out, plot, quiet, **options):
         click.echo(f"{name} of {source}: {unit_name}, {exp.model.param_count()['total']:,} parameters")
     with busy(quiet, name), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        ds = function(exp.model, **options)
+        ds = function(*((exp.model, exp.rules) if entry.takes == "rules" else (exp.model,)), **options)
     for w in caught:
         click.echo(f"warning: {w.message}", err=True)
     variant = variant_note(exp.config, checkpoint)
