@@ -9,6 +9,12 @@ for aru-table1 and pc-width-depth) before the redesign steps of issue 18
 (layout, one rule contract, values not flags), so a refactor that changes a number fails the
 test. The verdicts (``findings.nc``) are left out since issue #38 decided them by their intervals:
 their rule is tested as properties in ``tests/test_claims.py``, not pinned here.
+
+Issue 34 retires these pins: a scenario leaves this table when tests of its properties replace it
+(``tests/test_scenario_<name>.py``: identities, closed forms, the same numbers computed two ways),
+and a cross-unit scenario when its file is shown to reproduce the recorded numbers. Gone so far:
+elm-budget, aru-seeds, pc-time-law (property tests) and pc-width-depth (its datasets equal
+``compare_pc_bp`` run directly: ``tests/test_pc_findings.py``).
 """
 
 from __future__ import annotations
@@ -28,19 +34,12 @@ REFERENCE = Path(__file__).parent / "reference" / "scenarios.json"
 # name -> the --set overrides that make it toy-sized; the scenarios over many networks on 2-3 of them
 # (compilation per network dominates the time; every code path of the program still runs)
 TOY: dict[str, list[str]] = {
-    "aru-seeds": ["model.hidden=8", "train.steps=4", "train.log_every=2", "train.eval_every=2",
-                  "train.checkpoint_every=4"],
     "aru-table1": ["params.networks=[\"rnn-relu\",\"aru\",\"lstm\"]", "params.steps=3", "params.seeds=[0]", "params.hidden=16", "params.eval_size=32",
                    "params.n_test=64", "params.strengths=[0.0,5.0]", "params.downsample=4",
                    "params.rotation={network=\"aru\",steps=2}",
                    "params.adaptation={onset=10,duration=40,window=10,realisations=2,ics=2,steps=60,burn_in=10}"],
-    "elm-budget": ["params.budgets=[2000]", "params.d_ms=[2,3,5,10]", "params.seeds=[0]", "params.steps=3",
-                   "params.n_sweep={d_m=2,hidden=[2,3,4]}", "params.k_e_sweep={hidden=3,d_ms=[2,3,5]}"],
     "elm-shd-adding": ["params.seeds=[0]", "params.steps=3", "params.eval_size=32", "params.batch_size=8",
                        "params.bins_ms=[50.0,100.0]"],
-    "pc-time-law": ["params.widths=[8]", "params.lengths=[2,4]", "params.seeds=[0]", "params.steps=2"],
-    "pc-width-depth": ["params.widths=[4,8]", "params.depths=[2,4]", "params.sp_widths=[8]",
-                       "params.mlp_widths=[8]", "params.mlp_depths=[4]", "params.seeds=1", "params.steps=3"],
     "sith-trw": ["params.networks=[\"sith-rnn\",\"sithcon\"]", "params.seeds=[0]", "params.steps=3", "params.generic_steps=3", "params.sith_rnn_steps=3",
                  "params.quick=true", "params.n_shuffle=4"],
 }

@@ -3,21 +3,21 @@
 Every paper program's claims are judged here on small hand-made datasets of the program's layout, with
 the paper's own numbers where it gives them: the verdict must follow the numbers (change one, the
 verdict flips), so it cannot be a constant. No training: the programs themselves are run at toy size
-by the scenario snapshot test and the CLI test below.
+by the scenario tests (``tests/test_scenario_*.py``) and the CLI test below.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import xarray as xr
+from click.testing import CliRunner
 
 from dynlab.claims import Claim, Estimate, NotTestable, format_verdicts, judge, scale_text, verdict
+from dynlab.cli import main
 from dynlab.errors import ConfigError
 from dynlab.scenarios import spec
 
@@ -406,13 +406,18 @@ def test_every_paper_scenario_names_a_paper_and_its_paper_preset_validates():
 
 
 def run_cli(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "dynlab.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          env={**os.environ, "COLUMNS": "100"})
+    """``dynlab ARGS`` in-process at a terminal width of 100 (no interpreter start: the command is what is tested)."""
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        return CliRunner().invoke(main, list(args), env={"COLUMNS": "100"})
+    finally:
+        os.chdir(old)
 
 
 def test_reproduce_lists_papers_and_rejects_bad_input_in_one_line(tmp_path):
     listed = run_cli("reproduce", "--list", cwd=tmp_path)
-    assert listed.returncode == 0, listed.stderr
+    assert listed.exit_code == 0, listed.stderr
     for paper in ("aru", "elm-neuron", "elm-scaling", "pc-width-depth", "sith"):
         assert f"\n{paper}: " in "\n" + listed.stdout
     assert "claim table1-ordering" in listed.stdout and "--preset paper" in listed.stdout
@@ -428,7 +433,7 @@ def test_reproduce_runs_the_papers_scenarios_and_writes_their_verdicts(tmp_path)
             "params.sp_depth=2", "params.mlp_widths=[4]", "params.mlp_depths=[3]", "params.seeds=2", "params.steps=2"]
     res = run_cli("reproduce", "pc-width-depth", "-q", "--out", str(tmp_path / "out"),
                   *(x for s in sets for x in ("--set", s)), cwd=tmp_path)
-    assert res.returncode == 0, res.stderr
+    assert res.exit_code == 0, res.stderr
     assert "5 claims over 1 scenario(s)" in res.stdout and "claims (paper pc-width-depth" in res.stdout
     with xr.open_dataset(tmp_path / "out" / "findings.nc") as f:
         assert f.sizes["claim"] == 5 and set(f.scenario.values) == {"pc-width-depth"}
