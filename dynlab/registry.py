@@ -342,9 +342,12 @@ def build(kind: str, name: str | None = None, /, **kwargs) -> Any:
     return constructor(entry.obj)(**kwargs)
 
 
-ANALYSIS_ARGUMENTS = {"model": ("model",), "runs": ("runs",)}
-"""The first parameter of an analysis, by what it takes ([`Entry`][] ``takes``); a function whose
+ANALYSIS_ARGUMENTS = {"model": ("model",), "runs": ("runs",), "rules": ("model",)}
+"""The first parameter of an analysis, by what it takes ([`Entry`][] ``takes``; ``"rules"``: the
+model, then the rules, [`RULES_ARGUMENT`][]); a function whose
 first parameter is something else (``compare_pc_bp(task, widths, ...)``) has a command of its own."""
+RULES_ARGUMENT = "rules"
+"""The second parameter of an analysis that takes ``"rules"``: the cell's rules, given by the runner."""
 PARSED = (bool, int, float, str)
 """The value types a command-line option or a TOML value can give (and lists of numbers)."""
 
@@ -392,7 +395,8 @@ def check_analysis_signature(name: str, fn: Callable, takes: str) -> None:
         return  # not a function of a model or of runs: it brings its own command (pc-bp)
     hints = _type_hints(fn)
     for p in parameters[1:]:
-        if p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL) or p.default is not p.empty or p.name == "task":
+        if p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL) or p.default is not p.empty or p.name == "task" \
+                or (takes == "rules" and p.name == RULES_ARGUMENT):
             continue
         annotation = hints.get(p.name, p.annotation)
         if annotation is p.empty or not parsable(annotation):
