@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -65,7 +67,7 @@ def dsa_figure(ds: xr.Dataset):
         bar.ax.axhline(centre, color="black", lw=1.5)
         ticks = [t for t in bar.get_ticks() if 0 <= t <= norm.vmax and abs(t - centre) > 0.08 * norm.vmax]
         bar.set_ticks([*ticks, centre], labels=[f"{t:g}" for t in ticks] + [f"null {centre:.2g}"])
-        title += (f"\nwhite: the null level ({centre:.3g} rad, median over pairs, from {ds.attrs.get('null_draws', '?')}"
+        title += (f"\nwhite: the null level ({centre:.3g} rad, median over pairs; from {ds.attrs.get('null_draws', '?')}"
                   f" input draws per run)\n* distinguishable: beyond the pair's null (p ≤ {ds.attrs.get('alpha', 0.05):g})")
     else:
         title += "\nno null (null_draws < 2): no pair is tested"
@@ -135,12 +137,12 @@ def _null_lines(ds: xr.Dataset, labels: list[str]) -> list[str]:
     """What the input-draw null says about every pair, in words ([`dynlab.analyses.dsa.null`][])."""
     alpha = float(ds.attrs.get("alpha", 0.05))
     per_run = ds.sizes["draw_pair"]
-    lines = [f"null: each run's distance from itself between two of its own {ds.attrs.get('null_draws', '?')} input "
-             f"draws ({per_run} per run); a pair is distinguishable (*) when its distance is beyond the "
-             f"{100 * (1 - alpha):g}% level of both runs' distances from themselves (p <= {alpha:g})"]
+    lines = [f"null: each run's distance from itself between two fresh draws of its inputs, {per_run} times "
+             f"({ds.attrs.get('null_draws', '?')} draws of its own); a pair is distinguishable (*) when its distance is "
+             f"beyond the {100 * (1 - alpha):g}% level of both runs' distances from themselves (p <= {alpha:g})"]
     if (2 * per_run + 1) * alpha < 1:
         lines.append(f"  {2 * per_run} distances from themselves per pair cannot give p <= {alpha:g}: no pair can be "
-                     "distinguishable; raise null_draws to 5 or more")
+                     f"distinguishable; raise null_draws to {2 * math.ceil((1 / alpha - 1) / 2)} or more")
     pairs = [(i, j) for i in range(len(labels)) for j in range(i + 1, len(labels))]
     d, level, p = ds["distance"].values, ds["null_level"].values, ds["p_value"].values
     yes = ds["distinguishable"].values

@@ -4,12 +4,15 @@ two models (or two groups of runs) are further apart than that.
 A DSA distance is estimated from finitely many trials, so a model is not at distance 0 from
 itself under another draw of its inputs (0.1-0.5 rad for the default 16 trials). Two nulls:
 
-- **Input draws** ([`pair_null`][]). Every model is driven by $D$ draws of the inputs (the
-  distance matrix uses the first, the same for every model); its **self-distances** are the
-  $\binom{D}{2}$ distances between its operators of two draws. For two runs $a, b$ the null sample
-  $S_{ab}$ is their pooled self-distances ($n$ values); the distance $d_{ab}$ is tested by rank
-  (a Monte-Carlo test; exact when $d_{ab}$ and $S_{ab}$ are exchangeable, as they are for one
-  model under independent draws),
+- **Input draws** ([`pair_null`][]). The distance matrix drives every model with one draw of
+  the inputs; besides, every model is driven by $2K$ draws of its own, taken in disjoint pairs,
+  and its $K$ **self-distances** are the distances between its operators of the two draws of a
+  pair: independent values, each distributed as the distance of the model from itself under two
+  independent draws. For two runs $a, b$ the null sample $S_{ab}$ is their pooled self-distances
+  ($n = 2K$ values); the distance $d_{ab}$ is tested by rank (a Monte-Carlo test, exact when
+  $d_{ab}$ and the values of $S_{ab}$ are exchangeable, as they are for one model under
+  independent draws; distances that share a draw are correlated, and a rank test against them
+  rejects too often, so the pairs are disjoint),
 
   $$ p_{ab} = \frac{1 + \#\{s \in S_{ab} : s \ge d_{ab}\}}{n + 1}, $$
 
