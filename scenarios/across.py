@@ -86,10 +86,10 @@ def by_group(ds: xr.Dataset) -> xr.Dataset:
       the group's replicates are closer to each other than to the other groups. A claim over
       ``run_group`` takes the groups as the replicates of its interval (they share runs, so the
       groups' values are not independent; the interval is then only approximate);
-    - ``<var>_group_p_value`` and ``<var>_group_relabellings`` (``run_group``, ``run_group_b``): the
+    - ``<var>_group_p_value`` and ``<var>_group_p_floor`` (``run_group``, ``run_group_b``): the
       permutation test of two groups against their replicates (the seed null of
-      [`dynlab.analyses.dsa.null.group_permutation`][]: $p \ge 1/$relabellings, so 2 seeds per
-      group can never reach 5%).
+      [`dynlab.analyses.dsa.null.group_permutation`][]) and the smallest p-value it allows (1/3 with
+      2 seeds per group: they can never reach 5%).
     """
     if "group" not in ds.coords or "run_b" not in ds.dims:
         return ds
@@ -116,12 +116,12 @@ def by_group(ds: xr.Dataset) -> xr.Dataset:
             **attrs, "long_name": f"mean {attrs.get('long_name', var)} between the runs of two groups"})
         ds[f"{var}_within_minus_between"] = ("run_group", np.diag(table) - between, {
             **attrs, "long_name": f"mean {var} within a group minus its mean towards the other groups"})
-        _, p, count = group_permutation(d, groups)
+        _, p, floor = group_permutation(d, groups)
         ds[f"{var}_group_p_value"] = (group_pair, p, {
             "units": "1", "long_name": f"permutation p-value: the two groups' mean {var} between them exceeds its mean "
                                        "within them by chance (runs relabelled between the two groups)"})
-        ds[f"{var}_group_relabellings"] = (group_pair, count, {
-            "long_name": "relabellings of the permutation test (its smallest p-value is 1 over this)"})
+        ds[f"{var}_group_p_floor"] = (group_pair, floor, {
+            "units": "1", "long_name": "the smallest p-value the permutation test allows with these groups' runs"})
     return ds.assign_coords(run_group=("run_group", names), run_group_b=("run_group_b", names))
 
 

@@ -42,18 +42,21 @@ def test_rank_test_rejects_exchangeable_values_at_its_exact_rate(n):
 
 def test_group_permutation_counts_relabellings_and_two_seeds_never_decide():
     """Two groups far apart: with 2 runs each there are C(4, 2) = 6 relabellings and the observed
-    one and its mirror are the most extreme, so p = 2/6 (never <= 0.05); with 4 runs each p =
-    2/C(8, 4) = 1/35. Groups whose runs are all alike give p = 1."""
+    one and its mirror are the most extreme, so p = 2/6, the floor (never <= 0.05); with 4 runs
+    each p = 2/C(8, 4) = 1/35; with 2 and 3 runs (no mirror) 1/C(5, 2). Groups whose runs are all
+    alike give p = 1."""
     def distances(groups, far):
         x = np.array([far * (g == groups[0]) for g in groups], float)  # two clusters on a line, plus jitter
         x += 0.01 * np.arange(len(groups))
         return np.abs(x[:, None] - x[None, :])
 
-    for size, expected in [(2, 2 / 6), (4, 2 / 70)]:
+    for size, expected in [(2, 2 / 6), (4, 2 / math.comb(8, 4))]:
         groups = ["aru"] * size + ["gru"] * size
-        names, p, count = group_permutation(distances(groups, 1.0), groups)
-        assert names == ["aru", "gru"] and count[0, 1] == count[1, 0] == math.comb(2 * size, size)
+        names, p, floor = group_permutation(distances(groups, 1.0), groups)
+        assert names == ["aru", "gru"] and floor[0, 1] == floor[1, 0] == pytest.approx(expected)
         assert p[0, 1] == pytest.approx(expected) and np.isnan(p[0, 0])
+    groups = ["aru"] * 2 + ["gru"] * 3  # unequal sizes: no mirror image, 1 / C(5, 2)
+    assert group_permutation(distances(groups, 1.0), groups)[1][0, 1] == pytest.approx(1 / 10)
     groups = ["aru"] * 3 + ["gru"] * 3
     _, p, _ = group_permutation(np.ones((6, 6)) - np.eye(6), groups)
     assert p[0, 1] == 1.0

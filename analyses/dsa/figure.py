@@ -176,7 +176,7 @@ def _group_lines(ds: xr.Dataset) -> list[str]:
     if "distance_group_p_value" not in ds:
         return lines
     alpha = float(ds.attrs.get("alpha", 0.05))
-    p, count = ds["distance_group_p_value"].values, ds["distance_group_relabellings"].values
+    p, floor = ds["distance_group_p_value"].values, ds["distance_group_p_floor"].values
     lines.append(f"groups against their replicates (permutation test over the runs of the two groups; p <= {alpha:g}: "
                  "further apart than their replicates)")
     for a in range(len(names)):
@@ -185,7 +185,7 @@ def _group_lines(ds: xr.Dataset) -> list[str]:
                 lines.append(f"  {names[a]} vs {names[b]}: not tested (no group has two runs)")
                 continue
             verdict = "distinguishable" if p[a, b] <= alpha else "not distinguishable"
-            floor = f"; the smallest p {count[a, b]} relabellings allow is {1 / count[a, b]:.2g}" if alpha * count[a, b] < 1 else ""
-            lines.append(f"  {names[a]} vs {names[b]}: p = {p[a, b]:.2g} ({count[a, b]} relabellings{floor}): "
-                         f"{verdict} beyond their replicates")
+            note = (f" (the smallest p these runs allow is {floor[a, b]:.2g}: add replicates)" if floor[a, b] > alpha
+                    else "")
+            lines.append(f"  {names[a]} vs {names[b]}: p = {p[a, b]:.2g}, {verdict} beyond their replicates{note}")
     return lines

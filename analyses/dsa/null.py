@@ -29,8 +29,9 @@ itself under another draw of its inputs (0.1-0.5 rad for the default 16 trials).
   run of $g$ and a run of $h$, minus the mean over the pairs of runs of one group) is large
   among its values over every relabelling of the runs of $g \cup h$ into groups of the same sizes
   (a permutation test: $p = \#\{T_\pi \ge T\} / \#\pi$, the identity included). With 2 seeds per
-  group there are $\binom{4}{2} = 6$ relabellings, so $p \ge 1/3$: two seeds cannot tell units
-  apart at 5%, whatever the distances.
+  group there are $\binom{4}{2} = 6$ relabellings, of which the observed one and its mirror image
+  split the runs alike, so $p \ge 1/3$: two seeds cannot tell units apart at 5%, whatever the
+  distances (4 seeds each: $p \ge 2/70$).
 """
 
 from __future__ import annotations
@@ -114,18 +115,20 @@ def _relabellings(size: int, first: int, rng) -> np.ndarray:
     return masks
 
 
-def group_permutation(distance, groups, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def group_permutation(distance, groups, *, seed: int = 0) -> tuple[list[str], np.ndarray, np.ndarray]:
     r"""The seed null of every pair of groups of runs (module docstring): ``distance`` ``[M, M]``
-    between runs, ``groups`` their group names (``M``); returns ``(names, p_value, relabellings)``
-    with ``[G, G]`` arrays (NaN and 0 on the diagonal and where no pair of runs of one group exists).
+    between runs, ``groups`` their group names (``M``); returns ``(names, p_value, floor)`` with
+    ``[G, G]`` arrays (NaN on the diagonal and where no pair of runs of one group exists): the
+    p-value and the smallest p-value the relabellings allow (the observed split of the runs, and
+    its mirror image when the groups are of one size, over the number of relabellings).
 
-    **Enforces**: the observed labelling is among the relabellings, so $p \ge 1/\#\pi$."""
+    **Enforces**: the observed labelling is among the relabellings, so $p \ge$ ``floor``."""
     d = np.asarray(distance, np.float64)
     groups = [str(g) for g in groups]
     names = list(dict.fromkeys(groups))
     rng = np.random.default_rng(seed)
     p = np.full((len(names), len(names)), np.nan)
-    count = np.zeros((len(names), len(names)), int)
+    floor = np.full((len(names), len(names)), np.nan)
     for a, b in itertools.combinations(range(len(names)), 2):
         runs = [k for k, g in enumerate(groups) if g == names[a]] + [k for k, g in enumerate(groups) if g == names[b]]
         first = groups.count(names[a])
@@ -140,5 +143,6 @@ def group_permutation(distance, groups, *, seed: int = 0) -> tuple[np.ndarray, n
              - np.sum(within * sub, axis=(1, 2)) / np.maximum(within.sum(axis=(1, 2)), 1))
         t = np.where(within.sum(axis=(1, 2)) > 0, t, -np.inf)
         p[a, b] = p[b, a] = float(np.mean(t >= t[0] - 1e-12 * max(abs(t[0]), 1.0)))
-        count[a, b] = count[b, a] = masks.shape[0]
-    return names, p, count
+        split = np.all(masks == masks[0], axis=1) | np.all(masks != masks[0], axis=1)  # the same two sets of runs
+        floor[a, b] = floor[b, a] = float(np.mean(split))
+    return names, p, floor
