@@ -2,7 +2,7 @@
 ``dynlab analyze dsa`` (16 trials of the adding task, 10 delays, rank 10, 16 principal
 components, 20 null draws per model).
 
-    python benchmarks/coverage_dsa.py [--copies 8] [--reps 1] [--seed 0]
+    python benchmarks/coverage_dsa.py [--copies 8] [--reps 1] [--seed 0] [--only 0 2]
 
 Each comparison drives ``copies`` copies of each of two models, every copy under its own
 independent draw of the task's inputs and with its own 20 null draws, in one ``dsa_models`` call.
@@ -80,12 +80,14 @@ def main() -> None:
     parser.add_argument("--copies", type=int, default=8, help="copies of each model per comparison")
     parser.add_argument("--reps", type=int, default=1, help="repetitions of each comparison (new draws)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--only", type=int, nargs="*", default=None, help="indices of the comparisons to run (default: all)")
     a = parser.parse_args()
     print(f"DSA null: {a.copies} copies of each model, each under its own input draw and {NULL_DRAWS} null draws; "
           f"{TRIALS} trials; false-distinguishable acceptance <= ~0.05 on 'same'")
-    print(f"{'comparison':<20} {'pairs':<7} {'n':>5} {'distinguishable':>16} {'median d':>9} {'median self':>12} {'s':>6}")
+    print(f"{'comparison':<20} {'pairs':<7} {'n':>5} {'distinguishable':>16} {'median d':>9} {'median self':>12} {'s':>6}",
+          flush=True)
     totals = {"same": [0, 0.0]}
-    for first, second in COMPARISONS:
+    for first, second in [c for k, c in enumerate(COMPARISONS) if a.only is None or k in a.only]:
         for rep in range(a.reps):
             start = time.perf_counter()
             r = rates(first, second, a.copies, a.seed + rep)
@@ -93,7 +95,7 @@ def main() -> None:
             for kind in ("same", "across"):
                 n, rate, med = r[kind]
                 print(f"{first + ' | ' + second:<20} {kind:<7} {n:>5} {rate:>16.3f} {med:>9.4f} {r['self']:>12.4f} {took:>6.0f}"
-                      + ("" if r["converged"] else "  (some alignments did not converge)"))
+                      + ("" if r["converged"] else "  (some alignments did not converge)"), flush=True)
             totals["same"][0] += r["same"][0]
             totals["same"][1] += r["same"][0] * r["same"][1]
     n, hits = totals["same"]
