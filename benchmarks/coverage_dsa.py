@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import os
 
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # many small SVDs: on a loaded machine threads only spin (45x)
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import argparse  # noqa: E402
