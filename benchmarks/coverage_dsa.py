@@ -20,6 +20,21 @@ train`` builds them, untrained, at their default sizes):
 Prints one row per comparison and kind of pair: pairs, the fraction called distinguishable, the
 median distance, the median of the models' distances from themselves (the null's scale) and the
 seconds taken. ``rates(...)`` is importable.
+
+Measured (2 shared CPU cores, single-threaded BLAS, ``--copies 6``; seeds 0 and 1, 20-105 s per
+comparison), fraction called distinguishable:
+
+| comparison        | one model, two draws (30 + 30 pairs) | across the models (36 + 36 pairs) |
+|-------------------|--------------------------------------|-----------------------------------|
+| aru s0 / gru s0   | 0.100, 0.033                         | 0.333, 0.167                      |
+| aru s0 / aru s1   | 0.100, 0.000                         | 0.194, 0.139                      |
+| rnn / rnn x0.3    | 0.100, 0.100                         | 0.389, 0.083                      |
+
+False-distinguishable rate over all 180 pairs of one model under two draws: 0.072 (13/180; the
+pairs share operators, so its SE is above the binomial 0.019; the exact rank test's rate is
+1/21 = 0.048). A model's median distance from itself is 0.19-0.25 rad (range about 0.1-0.45),
+as large as the median distances between the models (0.36-0.46): with 16 trials DSA tells
+these untrained models apart in only 8-39% of pairs.
 """
 
 from __future__ import annotations
