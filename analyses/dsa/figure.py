@@ -114,7 +114,8 @@ def dsa_summary(ds: xr.Dataset) -> str:
     lines.append(f"{'run':>{width}} {'explained':>10} {'fit error':>10} {'pcs var':>8}"
                  + (f"  {'distance from itself: median [range]':>36}" if has_null else ""))
     for i, label in enumerate(labels):
-        row = f"{label:>{width}} {float(ds.explained[i]):>10.4f} {float(ds.fit_error[i]):>10.4f} {float(ds.pcs_variance[i]):>8.4f}"
+        row = (f"{label:>{width}} {float(ds.explained[i]):>10.4f} {float(ds.fit_error[i]):>10.4f} "
+               f"{float(ds.pcs_variance[i]):>8.4f}")
         if has_null:
             own = ds["self_distance"].values[i]
             row += f"  {f'{np.median(own):.4f} [{own.min():.4f}, {own.max():.4f}]':>36}"

@@ -191,7 +191,8 @@ def dsa_models(models: Sequence, inputs, *, null_inputs=None, labels: Sequence[s
     everything = np.stack([f.operator for f in fits])
     d = dsa_distances(everything, iterations=iterations, restarts=restarts, tol=tol, key=jax.random.key(seed), pairs=pairs)
     main = np.ix_(index[:, 0], index[:, 0])
-    within = lambda v: np.array([[v[index[i, a], index[i, b]] for a, b in self_pairs] for i in range(n)]).reshape(n, -1)  # noqa: E731
+    a_draw, b_draw = np.array([a for a, _ in self_pairs], int), np.array([b for _, b in self_pairs], int)
+    within = lambda v: v[index[:, a_draw], index[:, b_draw]].reshape(n, len(self_pairs))  # noqa: E731
     self_distance = within(d.angle)
     null_test = pair_null(d.angle[main], self_distance, ALPHA)
     fits, kept = fits[::draws], kept[::draws]
@@ -240,8 +241,8 @@ def dsa_models(models: Sequence, inputs, *, null_inputs=None, labels: Sequence[s
         coords={"run": ("run", labels), "run_b": ("run_b", labels), "mode_i": np.arange(rank), "mode_j": np.arange(rank),
                 "eigen": np.arange(rank), "component": np.arange(n_sv),
                 "draw_pair": ("draw_pair", np.arange(len(self_pairs)), {"long_name": "a pair of a model's null draws"}),
-                "draw_a": ("draw_pair", np.array([a for a, _ in self_pairs], int), {"long_name": "the pair's first null draw"}),
-                "draw_b": ("draw_pair", np.array([b for _, b in self_pairs], int), {"long_name": "the pair's second null draw"})},
+                "draw_a": ("draw_pair", a_draw, {"long_name": "the pair's first null draw"}),
+                "draw_b": ("draw_pair", b_draw, {"long_name": "the pair's second null draw"})},
         attrs={"optimiser": "Riemannian gradient descent on O(r), Cayley retraction, Barzilai-Borwein steps with "
                             "Armijo backtracking (Wen & Yin 2013); restarts: spectral (Hoffman-Wielandt on the symmetric parts), "
                             "identity, a reflection, Haar-random",
