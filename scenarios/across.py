@@ -75,8 +75,9 @@ def _label(ds: xr.Dataset, cells) -> xr.Dataset:
 
 
 def by_group(ds: xr.Dataset) -> xr.Dataset:
-    r"""``ds`` with, for each matrix between runs (a variable over ``run`` and ``run_b``, e.g. DSA's
-    ``distance``), its means between the runs' groups, when some group has several runs:
+    r"""``ds`` with, for each dissimilarity between runs (a variable over ``run`` and ``run_b`` whose
+    attrs set ``dissimilarity = 1``, e.g. DSA's ``distance``), its means between the runs' groups
+    and whether two groups are further apart than their replicates, when some group has several runs:
 
     - ``<var>_by_group`` (``run_group``, ``run_group_b``): the mean over the pairs of distinct runs
       of the two groups (on the diagonal: between the replicates of one group, e.g. its seeds);
@@ -84,7 +85,11 @@ def by_group(ds: xr.Dataset) -> xr.Dataset:
       towards the other groups, $\bar d_{gg} - \frac{1}{G-1}\sum_{h \ne g} \bar d_{gh}$. Below 0:
       the group's replicates are closer to each other than to the other groups. A claim over
       ``run_group`` takes the groups as the replicates of its interval (they share runs, so the
-      groups' values are not independent; the interval is then only approximate).
+      groups' values are not independent; the interval is then only approximate);
+    - ``<var>_group_p_value`` and ``<var>_group_p_floor`` (``run_group``, ``run_group_b``): the
+      permutation test of two groups against their replicates (the seed null of
+      [`dynlab.analyses.dsa.null.group_permutation`][]) and the smallest p-value it allows (1/3 with
+      2 seeds per group: they can never reach 5%).
     """
     if "group" not in ds.coords or "run_b" not in ds.dims:
         return ds
@@ -92,9 +97,12 @@ def by_group(ds: xr.Dataset) -> xr.Dataset:
     names = list(dict.fromkeys(groups))
     if len(names) == len(groups) or len(names) < 2:
         return ds
+    from dynlab.analyses.dsa.null import group_permutation
+
     member = np.array([[g == name for g in groups] for name in names])  # [G, runs]
     off_diagonal = ~np.eye(len(groups), dtype=bool)
-    for var in [v for v in ds.data_vars if ds[v].dims == ("run", "run_b") and ds[v].dtype.kind == "f"]:
+    group_pair = ("run_group", "run_group_b")
+    for var in [v for v in ds.data_vars if ds[v].dims == ("run", "run_b") and ds[v].attrs.get("dissimilarity") == 1]:
         d = ds[var].values
         table = np.full((len(names), len(names)), np.nan)
         for a in range(len(names)):
@@ -103,11 +111,17 @@ def by_group(ds: xr.Dataset) -> xr.Dataset:
                 if pairs.any():
                     table[a, b] = d[pairs].mean()
         between = np.array([np.nanmean(np.delete(table[g], g)) for g in range(len(names))])
-        attrs = dict(ds[var].attrs)
-        ds[f"{var}_by_group"] = (("run_group", "run_group_b"), table, {
+        attrs = {k: v for k, v in ds[var].attrs.items() if k != "dissimilarity"}
+        ds[f"{var}_by_group"] = (group_pair, table, {
             **attrs, "long_name": f"mean {attrs.get('long_name', var)} between the runs of two groups"})
         ds[f"{var}_within_minus_between"] = ("run_group", np.diag(table) - between, {
             **attrs, "long_name": f"mean {var} within a group minus its mean towards the other groups"})
+        _, p, floor = group_permutation(d, groups)
+        ds[f"{var}_group_p_value"] = (group_pair, p, {
+            "units": "1", "long_name": f"permutation p-value: the two groups' mean {var} between them exceeds its mean "
+                                       "within them by chance (runs relabelled between the two groups)"})
+        ds[f"{var}_group_p_floor"] = (group_pair, floor, {
+            "units": "1", "long_name": "the smallest p-value the permutation test allows with these groups' runs"})
     return ds.assign_coords(run_group=("run_group", names), run_group_b=("run_group_b", names))
 
 

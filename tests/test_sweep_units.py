@@ -93,6 +93,11 @@ def test_unit_sweep_finishes_with_figures_fixed_point_counts_and_dsa_across_cell
     d = dsa["distance"].values
     assert d.shape == (4, 4) and np.allclose(np.diag(d), 0) and (d[~np.eye(4, dtype=bool)] > 0).all()
     assert "dsa across cells" in res.output and "mean distance between groups" in res.output
+    # the yardsticks: each cell's distance from itself (its null), and units against their seeds,
+    # where 2 seeds per unit allow C(4, 2) = 6 relabellings, 2 of them the observed split, so p >= 1/3
+    assert dsa["self_distance"].dims == ("run", "draw_pair") and dsa["distinguishable"].dims == ("run", "run_b")
+    assert dsa["distance_group_p_floor"].values[0, 1] == 1 / 3 and dsa["distance_group_p_value"].values[0, 1] >= 1 / 3
+    assert "unit=aru vs unit=gru: p = " in res.output and "not distinguishable beyond their replicates" in res.output
     # the figure draws the numbers, not "no numeric variables"
     from dynlab import figures
 

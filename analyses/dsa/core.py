@@ -370,20 +370,29 @@ class DistanceMatrix(NamedTuple):
     restart_spread: np.ndarray
 
 
-def dsa_distances(operators, *, iterations: int = 2000, restarts: int = 4, tol: float = 1e-6, key=None) -> DistanceMatrix:
-    r"""The DSA distance between every pair of ``operators`` ``[M, r, r]``: both orders of every
-    pair $i \ne j$ in one batched, compiled run (module docstring); the diagonal is 0 by definition
-    ($C = I$ attains it)."""
+def dsa_distances(operators, *, iterations: int = 2000, restarts: int = 4, tol: float = 1e-6, key=None,
+                  pairs=None) -> DistanceMatrix:
+    r"""The DSA distance between every pair of ``operators`` ``[M, r, r]`` (or only the ``pairs``
+    ``[P, 2]`` of indices given; the other entries are NaN): both orders of every pair $i \ne j$ in
+    one batched, compiled run (module docstring); the diagonal is 0 by definition ($C = I$ attains it)."""
     ops = np.asarray(operators, np.float64)
     m = ops.shape[0]
     if m < 2:
         raise ConfigError(f"a distance matrix needs at least 2 systems, got {m}")
-    i, j = np.nonzero(~np.eye(m, dtype=bool))
-    res = procrustes_vector_fields(ops[i], ops[j], iterations=iterations, restarts=restarts, tol=tol, key=key)
-    full = lambda v: np.zeros((m, m), np.asarray(v).dtype)  # noqa: E731
-    raw, grad, its, spread = full(res.angle), full(res.gradient_norm), full(res.iterations), full(res.restart_spread)
-    raw[i, j], grad[i, j], its[i, j], spread[i, j] = res.angle, res.gradient_norm, res.iterations, res.restart_spread
-    angle = np.minimum(raw, raw.T)
+    if pairs is None:
+        i, j = np.nonzero(~np.eye(m, dtype=bool))
+    else:
+        pairs = np.asarray(pairs, int).reshape(-1, 2)
+        if pairs.size and (pairs.min() < 0 or pairs.max() >= m or np.any(pairs[:, 0] == pairs[:, 1])):
+            raise ConfigError(f"pairs must index two different systems of the {m}")
+        i, j = np.concatenate([pairs[:, 0], pairs[:, 1]]), np.concatenate([pairs[:, 1], pairs[:, 0]])
+    off = ~np.eye(m, dtype=bool)
+    raw, grad, spread = (np.where(off, np.nan, 0.0) for _ in range(3))
+    its = np.zeros((m, m), int)
+    if i.size:
+        res = procrustes_vector_fields(ops[i], ops[j], iterations=iterations, restarts=restarts, tol=tol, key=key)
+        raw[i, j], grad[i, j], its[i, j], spread[i, j] = res.angle, res.gradient_norm, res.iterations, res.restart_spread
+    angle = np.fmin(raw, raw.T)
     first = raw <= raw.T  # which order is kept, for the diagnostics of the kept optimum
     pick = lambda v: np.where(first, v, v.T)  # noqa: E731
     return DistanceMatrix(angle, np.abs(raw - raw.T), pick(grad), pick(its), pick(spread))

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.colors import TwoSlopeNorm  # noqa: E402
 import xarray as xr  # noqa: E402
 
 __all__ = ["dsa_figure", "dsa_summary"]
@@ -15,28 +18,60 @@ ANNOTATE_UP_TO = 12
 """Distance matrices of at most this many runs get their values written in the cells."""
 
 
+def _null_centre(ds: xr.Dataset) -> float | None:
+    """The typical null level of the pairs (the median of their finite levels), or None without a null."""
+    if "null_level" not in ds:
+        return None
+    n = ds.sizes["run"]
+    levels = ds["null_level"].values[~np.eye(n, dtype=bool)]
+    levels = levels[np.isfinite(levels)]
+    return float(np.median(levels)) if levels.size else None
+
+
 def dsa_figure(ds: xr.Dataset):
     """Two panels: the distance matrix as a heat map labelled by run, and the eigenvalues of every
-    run's fitted operator against the unit circle."""
+    run's fitted operator against the unit circle.
+
+    **Enforces**: with a null, the colour scale is diverging and centred at the pairs' median null
+    level (white), marked on the colour bar; distances inside the null are blue, beyond it red, and
+    the top of the scale is at least twice the null level, so that distances all inside the null do
+    not look large. Distinguishable pairs carry a ``*``."""
     labels = [str(v) for v in ds["run"].values]
     n = len(labels)
     d = ds["distance"].values
     side = max(5.0, 0.45 * n + 3.0)
     fig, (ax_d, ax_e) = plt.subplots(1, 2, figsize=(2 * side + 1.0, side), gridspec_kw={"width_ratios": [1.2, 1]})
-    im = ax_d.imshow(d, cmap="viridis", vmin=0.0, vmax=max(float(np.nanmax(d)), 1e-12))
+    centre = _null_centre(ds)
+    top = max(float(np.nanmax(d)), 1e-12)
+    if centre is None:
+        im = ax_d.imshow(d, cmap="viridis", vmin=0.0, vmax=top)
+        shade = lambda v: v < 0.6 * top  # noqa: E731  (white text on the dark end)
+    else:
+        norm = TwoSlopeNorm(vmin=0.0, vcenter=centre, vmax=max(top, 2.0 * centre))
+        im = ax_d.imshow(d, cmap="RdBu_r", norm=norm)
+        shade = lambda v: abs(norm(v) - 0.5) > 0.35  # noqa: E731  (white text on the saturated ends)
     ax_d.set_xticks(range(n), labels, rotation=60, ha="right", fontsize=8)
     ax_d.set_yticks(range(n), labels, fontsize=8)
+    marked = ds["distinguishable"].values if "distinguishable" in ds else np.zeros((n, n), bool)
     if n <= ANNOTATE_UP_TO:
-        top = float(np.nanmax(d)) or 1.0
         for i in range(n):
             for j in range(n):
-                ax_d.text(j, i, f"{d[i, j]:.3g}", ha="center", va="center", fontsize=7,
-                          color="white" if d[i, j] < 0.6 * top else "black")
-    fig.colorbar(im, ax=ax_d, fraction=0.046, pad=0.04, label="DSA distance (angle, rad)")
+                ax_d.text(j, i, f"{d[i, j]:.3g}" + ("*" if marked[i, j] else ""), ha="center", va="center", fontsize=7,
+                          color="white" if shade(d[i, j]) else "black")
+    bar = fig.colorbar(im, ax=ax_d, fraction=0.046, pad=0.04, label="DSA distance (angle, rad)")
     conv = ds["converged"].values
     off = ~np.eye(n, dtype=bool)
-    ax_d.set_title(f"dynamical similarity (Procrustes over vector fields)\n{int(conv[off].sum())}/{int(off.sum())} "
-                   f"alignments converged; largest asymmetry {float(ds['asymmetry'].max()):.2g} rad", fontsize=9)
+    title = (f"dynamical similarity (Procrustes over vector fields)\n{int(conv[off].sum())}/{int(off.sum())} "
+             f"alignments converged; largest asymmetry {float(ds['asymmetry'].max()):.2g} rad")
+    if centre is not None:
+        bar.ax.axhline(centre, color="black", lw=1.5)
+        ticks = [t for t in bar.get_ticks() if 0 <= t <= norm.vmax and abs(t - centre) > 0.08 * norm.vmax]
+        bar.set_ticks([*ticks, centre], labels=[f"{t:g}" for t in ticks] + [f"null {centre:.2g}"])
+        title += (f"\nwhite: the null level ({centre:.3g} rad, median over pairs; from {ds.attrs.get('null_draws', '?')}"
+                  f" input draws per run)\n* distinguishable: beyond the pair's null (p ≤ {ds.attrs.get('alpha', 0.05):g})")
+    else:
+        title += "\nno null (null_draws < 2): no pair is tested"
+    ax_d.set_title(title, fontsize=9)
 
     circle = np.linspace(0, 2 * np.pi, 200)
     ax_e.plot(np.cos(circle), np.sin(circle), color="0.6", lw=0.8)
@@ -57,34 +92,78 @@ def dsa_figure(ds: xr.Dataset):
     return fig
 
 
+PAIR_LINES_UP_TO = 10
+"""Summaries of at most this many pairs give each pair's verdict on its own line."""
+
+
 def dsa_summary(ds: xr.Dataset) -> str:
-    """The distance matrix as a table, each run's fit, and the optimiser's convergence."""
+    """The distance matrix as a table (``*``: distinguishable), each run's fit and distance from
+    itself, the verdict on every pair in words, the groups' (across cells), and the optimiser's
+    convergence."""
     labels = [str(v) for v in ds["run"].values]
     n = len(labels)
     width = max(8, max(len(label) for label in labels))
+    marked = ds["distinguishable"].values if "distinguishable" in ds else np.zeros((n, n), bool)
     lines = [f"dsa: {n} runs, rank {ds.attrs.get('rank', '?')}, {ds.attrs.get('n_delays', '?')} delays; "
              "distance = angle (rad) between the operators after the best orthogonal alignment"]
-    lines.append(" " * width + " " + " ".join(f"{i:>7}" for i in range(n)))
+    lines.append(" " * width + " " + " ".join(f"{i:>7} " for i in range(n)))
     for i, label in enumerate(labels):
-        lines.append(f"{label:>{width}} " + " ".join(f"{float(ds.distance[i, j]):>7.4f}" for j in range(n)) + f"   [{i}]")
-    lines.append(f"{'run':>{width}} {'explained':>10} {'fit error':>10} {'pcs var':>8}")
+        lines.append(f"{label:>{width}} " + " ".join(f"{float(ds.distance[i, j]):>7.4f}" + ("*" if marked[i, j] else " ")
+                                                      for j in range(n)) + f"   [{i}]")
+    has_null = "self_distance" in ds and ds.sizes.get("draw_pair", 0) > 0
+    lines.append(f"{'run':>{width}} {'explained':>10} {'fit error':>10} {'pcs var':>8}"
+                 + (f"  {'distance from itself: median [range]':>36}" if has_null else ""))
     for i, label in enumerate(labels):
-        lines.append(f"{label:>{width}} {float(ds.explained[i]):>10.4f} {float(ds.fit_error[i]):>10.4f} "
-                     f"{float(ds.pcs_variance[i]):>8.4f}")
+        row = (f"{label:>{width}} {float(ds.explained[i]):>10.4f} {float(ds.fit_error[i]):>10.4f} "
+               f"{float(ds.pcs_variance[i]):>8.4f}")
+        if has_null:
+            own = ds["self_distance"].values[i]
+            row += f"  {f'{np.median(own):.4f} [{own.min():.4f}, {own.max():.4f}]':>36}"
+        lines.append(row)
+    lines += _null_lines(ds, labels) if has_null else [
+        "no null (null_draws < 2): no pair is tested; a run needs two draws of its own inputs to measure how far "
+        "DSA puts it from itself"]
     lines += _group_lines(ds)
     off = ~np.eye(n, dtype=bool)
     conv = ds["converged"].values[off]
-    lines.append(f"alignment: {int(conv.sum())}/{conv.size} converged (|W| <= {ds.attrs.get('tol', '?')}); "
+    own = f", {int(ds['self_converged'].sum())}/{ds['self_converged'].size} of the null's" if has_null else ""
+    lines.append(f"alignment: {int(conv.sum())}/{conv.size} converged{own} (|W| <= {ds.attrs.get('tol', '?')}); "
                  f"largest |W| {float(ds.gradient_norm.values[off].max()):.2g}, asymmetry "
                  f"{float(ds.asymmetry.values[off].max()):.2g} rad, spread over restarts "
                  f"{float(ds.restart_spread.values[off].max()):.2g} rad")
     return "\n".join(lines)
 
 
+def _null_lines(ds: xr.Dataset, labels: list[str]) -> list[str]:
+    """What the input-draw null says about every pair, in words ([`dynlab.analyses.dsa.null`][])."""
+    alpha = float(ds.attrs.get("alpha", 0.05))
+    per_run = ds.sizes["draw_pair"]
+    lines = [f"null: each run's distance from itself between two fresh draws of its inputs, {per_run} times "
+             f"({ds.attrs.get('null_draws', '?')} draws of its own); a pair is distinguishable (*) when its distance is "
+             f"beyond the {100 * (1 - alpha):g}% level of both runs' distances from themselves (p <= {alpha:g})"]
+    if (2 * per_run + 1) * alpha < 1:
+        lines.append(f"  {2 * per_run} distances from themselves per pair cannot give p <= {alpha:g}: no pair can be "
+                     f"distinguishable; raise null_draws to {2 * math.ceil((1 / alpha - 1) / 2)} or more")
+    pairs = [(i, j) for i in range(len(labels)) for j in range(i + 1, len(labels))]
+    d, level, p = ds["distance"].values, ds["null_level"].values, ds["p_value"].values
+    yes = ds["distinguishable"].values
+    if len(pairs) <= PAIR_LINES_UP_TO:
+        for i, j in pairs:
+            where = "beyond" if yes[i, j] else "inside"
+            lines.append(f"  {labels[i]} vs {labels[j]}: {d[i, j]:.4f} rad, {where} the null (level {level[i, j]:.4f} "
+                         f"rad, p = {p[i, j]:.2g}): {'distinguishable' if yes[i, j] else 'not distinguishable'}")
+    else:
+        inside = [f"[{i}]-[{j}]" for i, j in pairs if not yes[i, j]]
+        lines.append(f"  distinguishable: {len(pairs) - len(inside)} of {len(pairs)} pairs (* in the table); "
+                     f"not distinguishable (inside the null): {', '.join(inside) or 'none'}")
+    return lines
+
+
 def _group_lines(ds: xr.Dataset) -> list[str]:
     """When the runs carry groups (cells of a sweep: their values other than the seed,
     [`dynlab.scenarios.across.by_group`][]): the mean distance between the runs of each pair of
-    groups (within a group: between its replicates), as a table."""
+    groups (within a group: between its replicates), as a table, and whether two groups are
+    further apart than their replicates (the seed null), in words."""
     if "distance_by_group" not in ds:
         return []
     names = [str(g) for g in ds["run_group"].values]
@@ -95,4 +174,19 @@ def _group_lines(ds: xr.Dataset) -> list[str]:
     for a, row in zip(names, table):
         cells = [f"{v:>{max(7, len(b))}.4f}" if np.isfinite(v) else f"{'—':>{max(7, len(b))}}" for v, b in zip(row, names)]
         lines.append(f"{a:>{width}} " + " ".join(cells))
+    if "distance_group_p_value" not in ds:
+        return lines
+    alpha = float(ds.attrs.get("alpha", 0.05))
+    p, floor = ds["distance_group_p_value"].values, ds["distance_group_p_floor"].values
+    lines.append(f"groups against their replicates (permutation test over the runs of the two groups; p <= {alpha:g}: "
+                 "further apart than their replicates)")
+    for a in range(len(names)):
+        for b in range(a + 1, len(names)):
+            if not np.isfinite(p[a, b]):
+                lines.append(f"  {names[a]} vs {names[b]}: not tested (no group has two runs)")
+                continue
+            verdict = "distinguishable" if p[a, b] <= alpha else "not distinguishable"
+            note = (f" (the smallest p these runs allow is {floor[a, b]:.2g}: add replicates)" if floor[a, b] > alpha
+                    else "")
+            lines.append(f"  {names[a]} vs {names[b]}: p = {p[a, b]:.2g}, {verdict} beyond their replicates{note}")
     return lines

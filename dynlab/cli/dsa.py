@@ -48,6 +48,9 @@ def run_directories(given, roots) -> list[Path]:
 @click.option("--restarts", metavar="INT", default="4", show_default=True, help="Starting points of the alignment.")
 @click.option("--tol", metavar="X", default="1e-6", show_default=True,
               help="Stop a restart when the Riemannian gradient norm is below this.")
+@click.option("--null-draws", metavar="INT", default=None,
+              help="Input draws of its own per run, in pairs: the run's distances from itself between the two "
+                   "draws of each pair are its null (even; default: the analysis's; 0: no null, no verdicts).")
 @click.option("--seed", metavar="INT", default="0", show_default=True, help="Seed of the input samples and restarts.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Dataset file (.nc). Default: dsa.nc in a new directory under runs/.")
@@ -56,13 +59,16 @@ def run_directories(given, roots) -> list[Path]:
 @click.option("-q", "--quiet", is_flag=True, help="No spinner; print only the summary.")
 @data_dir_option
 def dsa_cmd(run_dirs, roots, task_name, trials, delays, delay_interval, rank, pcs, ridge, iterations, restarts, tol,
-            seed, out, plot, quiet):
+            null_draws, seed, out, plot, quiet):
     """Dynamical similarity analysis (Ostrow et al. 2023) between the trained models of run
     directories (from 'dynlab train'; unit x rule x seed): each model is driven by the same task
     inputs, its state's top principal components are delay-embedded, a rank-r linear operator is
     fitted (HAVOK DMD), and every pair of operators is compared up to an orthogonal change of
-    coordinates (Procrustes over vector fields, Riemannian descent on O(r)). Writes the distance
-    matrix (radians) with the optimiser's convergence report and a heat map.
+    coordinates (Procrustes over vector fields, Riemannian descent on O(r)). Each run is also
+    driven by draws of its own inputs: its distances from itself between them are the null, and a
+    pair is called distinguishable only when its distance is beyond both runs' null. Writes the
+    distance matrix (radians), the null and the verdicts, the optimiser's convergence report and a
+    heat map whose colour scale is centred at the null.
 
     The runs must share a task (the [task] of their config.toml), or --task must give inputs
     every model reads.
@@ -80,6 +86,8 @@ def dsa_cmd(run_dirs, roots, task_name, trials, delays, delay_interval, rank, pc
         ridge=number_option("--ridge", ridge, minimum=0), iterations=int_option("--iterations", iterations, minimum=1),
         restarts=int_option("--restarts", restarts, minimum=1), tol=number_option("--tol", tol, minimum=0),
         seed=seed_option(seed))
+    if null_draws is not None:  # else the analysis's default
+        options["null_draws"] = int_option("--null-draws", null_draws, minimum=0)
     output_paths(out, plot, None, "dsa", "runs", create=False)  # checked before any work
     task = None if task_name is None else registry.build("task", task_name)
     if not quiet:
