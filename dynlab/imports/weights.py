@@ -5,7 +5,8 @@ r"""Reading the weights of a model trained elsewhere, without executing anything
 - **safetensors** (``.safetensors``): a JSON header and raw arrays, read with
   ``safetensors.numpy.load_file``; no code can be in such a file;
 - **PyTorch** files (``.pt``, ``.pth``, ``.bin``: ``torch.save(model.state_dict(), path)`` or a
-  checkpoint dict holding one), read with ``torch.load(path, weights_only=True,
+  checkpoint dict holding one; also ``.pth.tar`` and ``.pt.tar``, the name of such checkpoints in
+  much published code, e.g. NonlinMod's ``e_N.pth.tar``, though they are ``torch.save`` files, not tar archives), read with ``torch.load(path, weights_only=True,
   map_location="cpu")`` when torch is installed (the extra ``dynlab[torch]``). Its unpickler
   builds tensors, dicts, lists and numbers only; a pickle whose loading needs any other code (a
   whole ``nn.Module``, an object with a ``__reduce__``) is refused before anything runs.
@@ -36,7 +37,7 @@ from dynlab.errors import DataError
 
 __all__ = ["SUFFIXES", "Keys", "read_weights", "sha256"]
 
-SUFFIXES = (".safetensors", ".pt", ".pth", ".bin")
+SUFFIXES = (".safetensors", ".pt", ".pth", ".bin", ".pth.tar", ".pt.tar")
 """The weight files [`read_weights`][] reads: safetensors, and PyTorch's ``torch.save`` files."""
 
 TORCH_EXTRA = ("PyTorch is not installed: install it with pip install 'dynlab[torch]', or save the weights "
@@ -59,10 +60,12 @@ def read_weights(path: Path | str) -> dict[str, np.ndarray]:
     shown = str(path)
     if not path.is_file():
         raise DataError(f"no weights file {shown!r}")
-    suffix = path.suffix.lower()
+    suffix = "".join(path.suffixes[-2:]).lower()
+    if suffix not in (".pth.tar", ".pt.tar"):
+        suffix = path.suffix.lower()
     if suffix == ".safetensors":
         tree = _read_safetensors(path, shown)
-    elif suffix in (".pt", ".pth", ".bin"):
+    elif suffix in SUFFIXES:
         tree = _read_torch(path, shown)
     else:
         raise DataError(f"{shown!r}: unknown weights format {path.suffix or '(no suffix)'!r}; "
