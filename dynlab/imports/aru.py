@@ -35,7 +35,8 @@ from __future__ import annotations
 import numpy as np
 
 from dynlab.errors import ConfigError, DataError
-from dynlab.imports.state_dict import StateDict, imported
+from dynlab.imports.run import imported
+from dynlab.imports.weights import Keys
 from dynlab.registry import register
 
 __all__ = ["arun", "rnn_gamma"]
@@ -63,7 +64,7 @@ def _prefixes(weights, marker: str, prefix: str | None, readout_prefix: str | No
 
 def _readout(weights, readout_prefix, hidden, arrays):
     """The read-out ``lin`` (``[C, H]``, bias ``[C]``) into ``arrays``; ``(output_size, has bias)``."""
-    ro = StateDict(weights, readout_prefix, what="the read-out")
+    ro = Keys(weights, readout_prefix, what="the read-out", within="prefix")
     shape = ro.shape("weight")
     if shape is None:
         arrays["readout.weight"] = np.eye(hidden)
@@ -89,7 +90,7 @@ def arun(weights: dict[str, np.ndarray], *, prefix: str | None = None,
     """NonlinMod's ``ARUN`` as ``aru`` (module doc); ``prefix`` (default: found from the keys, e.g.
     ``"rnn."``), ``readout_prefix`` (default: ``lin.`` beside it)."""
     prefix, readout_prefix = _prefixes(weights, "Whh.weight", prefix, readout_prefix, "ARUN")
-    sd = StateDict(weights, prefix, what="ARUN")
+    sd = Keys(weights, prefix, what="ARUN", within="prefix")
     whh, wgg = sd.shape("Whh.weight"), sd.shape("Wgg.weight")
     uxh = sd.shape("Uxh.weight")
     if whh is None or wgg is None or uxh is None or len(whh) != 2 or len(wgg) != 2 or len(uxh) != 2:
@@ -119,7 +120,7 @@ def rnn_gamma(weights: dict[str, np.ndarray], *, n: float | None = None, s: floa
     """NonlinMod's ``RNN`` with the γ nonlinearity as ``rnn-gamma`` (module doc); ``n``, ``s``:
     its shape parameters when the file does not hold them; prefixes as [`arun`][]."""
     prefix, readout_prefix = _prefixes(weights, "V.weight", prefix, readout_prefix, "RNN+gamma")
-    sd = StateDict(weights, prefix, what="RNN+gamma")
+    sd = Keys(weights, prefix, what="RNN+gamma", within="prefix")
     v, u = sd.shape("V.weight"), sd.shape("U.weight")
     if v is None or u is None or len(v) != 2 or len(u) != 2:
         raise DataError(f"RNN+gamma: no {prefix}U.weight and {prefix}V.weight; is this NonlinMod's RNN "
