@@ -5,11 +5,12 @@ r"""Reading the weights of a model trained elsewhere, without executing anything
 - **safetensors** (``.safetensors``): a JSON header and raw arrays, read with
   ``safetensors.numpy.load_file``; no code can be in such a file;
 - **PyTorch** files (``.pt``, ``.pth``, ``.bin``: ``torch.save(model.state_dict(), path)`` or a
-  checkpoint dict holding one; also ``.pth.tar`` and ``.pt.tar``, the name of such checkpoints in
-  much published code, e.g. NonlinMod's ``e_N.pth.tar``, though they are ``torch.save`` files, not tar archives), read with ``torch.load(path, weights_only=True,
-  map_location="cpu")`` when torch is installed (the extra ``dynlab[torch]``). Its unpickler
-  builds tensors, dicts, lists and numbers only; a pickle whose loading needs any other code (a
-  whole ``nn.Module``, an object with a ``__reduce__``) is refused before anything runs.
+  checkpoint dict holding one; ``.pth.tar`` and ``.pt.tar`` too, as published code often names
+  its checkpoints, e.g. NonlinMod's ``e_N.pth.tar``: ``torch.save`` files, not tar archives),
+  read with ``torch.load(path, weights_only=True, map_location="cpu")`` when torch is installed
+  (the extra ``dynlab[torch]``). Its unpickler builds tensors, dicts, lists and numbers only; a
+  pickle whose loading needs any other code (a whole ``nn.Module``, an object with a
+  ``__reduce__``) is refused before anything runs.
 
 **Enforces**, each as one-line [`DataError`][dynlab.errors.DataError]s: a missing or unreadable
 file; an unknown suffix (valid: [`SUFFIXES`][]); a pickle that needs code; a PyTorch file while

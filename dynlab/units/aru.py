@@ -264,7 +264,8 @@ class _Recurrent(Cell):
             self.b_h, self.b_xh, self.b_hh = jnp.zeros(hidden), None, None
         elif init == "public-code" and public_code_biases:  # nn.Linear's default: U(+-1/sqrt(fan-in))
             k_bx, k_bh = jax.random.split(jax.random.fold_in(key, 1))
-            self.b_h, self.b_xh, self.b_hh = None, _uniform(k_bx, (hidden,), input_size**-0.5), _uniform(k_bh, (hidden,), hidden**-0.5)
+            self.b_h = None
+            self.b_xh, self.b_hh = _uniform(k_bx, (hidden,), input_size**-0.5), _uniform(k_bh, (hidden,), hidden**-0.5)
         else:
             self.b_h, self.b_xh, self.b_hh = None, jnp.zeros(hidden), jnp.zeros(hidden)
 
