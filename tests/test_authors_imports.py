@@ -270,9 +270,8 @@ def test_imported_arun_equals_the_authors_forward_pass():
     np.testing.assert_allclose(np.asarray(states[0].h), ref_h, rtol=0, atol=TOL * max(1.0, np.abs(ref_h).max()))
     np.testing.assert_allclose(np.asarray(ys), ref_y, rtol=0, atol=TOL * max(1.0, np.abs(ref_y).max()))
     assert (n < 0.5).any() and (na > 20).any(), "the conventions were not exercised"
-    # the code's count: its Linear pairs keep H + n_g biases apart that dynlab holds as sums
-    code = sum(v.size for v in sd.values())
-    assert _trainable(model) == code - 6 - 4
+    # the code's count (its layer shapes): each Linear's bias is a parameter of its own
+    assert _trainable(model) == sum(v.size for v in sd.values())
 
 
 def test_imported_rnn_gamma_equals_the_authors_forward_pass():
@@ -295,7 +294,7 @@ def test_imported_rnn_gamma_equals_the_authors_forward_pass():
         ys_fixed = trajectory64(fixed, X)[0]
     np.testing.assert_allclose(np.asarray(states[0]), np.array(ref), rtol=0, atol=TOL)
     np.testing.assert_allclose(np.asarray(ys_fixed), np.asarray(ys), rtol=0, atol=0)
-    assert _trainable(model) == sum(v.size for v in sd.values()) - hidden  # U.bias + V.bias held as one
+    assert _trainable(model) == sum(v.size for v in sd.values())  # U.bias and V.bias kept apart
     with pytest.raises(ConfigError, match="give the n"):
         rnn_gamma({k: v for k, v in sd.items() if k not in ("rnn.n", "rnn.s")})
 
@@ -429,6 +428,44 @@ def test_aru_public_code_initialisation():
     assert abs(w_xh.std() / math.sqrt(2 / 40) - 1) < 0.1  # 800 draws: the std's standard error is 2.5%
     paper = dynlab.build("unit", "aru", input_size=4, key=jax.random.key(0), hidden=10, n_g=5)
     assert np.ptp(np.asarray(paper.b_n)) > 1  # the paper's prior: one gain per neuron from N(5, 2^2)
+
+
+def test_split_biases_are_the_codes_parameters():
+    """split_biases=True: the same function as one bias b_h = b_xh + b_hh (b_g = b_ag + b_gg), the
+    same weights from the same key, each bias a parameter with its own gradient (equal to b_h's);
+    init="public-code" draws RNN+gamma's pair as nn.Linear's default U(+-1/sqrt(fan-in)) and ARUN's
+    four biases as zeros (ARUN.init_weights)."""
+    import equinox as eqx
+    import jax.numpy as jnp
+
+    key, d_in, hidden = jax.random.key(3), 4, 64
+    rnn = dynlab.build("unit", "rnn-gamma", input_size=d_in, key=key, hidden=hidden, init="public-code", split_biases=True)
+    for b, fan_in in ((rnn.b_xh, d_in), (rnn.b_hh, hidden)):
+        bound = fan_in**-0.5
+        assert np.abs(b).max() <= bound and np.abs(b).max() > 0.8 * bound  # 64 draws: fails with p < 1e-6
+    kw = dict(input_size=d_in, key=key, hidden=6, n_g=3, init="public-code", n_min=0.0)
+    split, whole = (dynlab.build("unit", "aru", split_biases=b, **kw) for b in (True, False))
+    assert all((np.asarray(getattr(split, n)) == 0).all() for n in ("b_xh", "b_hh", "b_ag", "b_gg"))
+    assert split.b_h is None and split.b_g is None and np.array_equal(split.w_hh, whole.w_hh)
+    assert _trainable(split) == _trainable(whole) + 6 + 3
+    r = np.random.default_rng(0)
+    parts = [jnp.asarray(r.normal(size=n)) for n in (6, 6, 3, 3)]
+    split = eqx.tree_at(lambda c: (c.b_xh, c.b_hh, c.b_ag, c.b_gg), split, parts)
+    whole = eqx.tree_at(lambda c: (c.b_h, c.b_g), whole, (parts[0] + parts[1], parts[2] + parts[3]))
+    x = jnp.asarray(r.normal(size=d_in))
+
+    def loss(cell):
+        state = cell.init_state()
+        for _ in range(3):
+            state, h = cell(state, x)
+        return jnp.sum(h**2)
+
+    np.testing.assert_allclose(loss(split), loss(whole), rtol=1e-6)
+    gs, gw = jax.grad(loss)(split), jax.grad(loss)(whole)
+    for a, b, total in ((gs.b_xh, gs.b_hh, gw.b_h), (gs.b_ag, gs.b_gg, gw.b_g)):
+        assert np.abs(np.asarray(total)).max() > 1e-3
+        np.testing.assert_allclose(a, total, rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(b, total, rtol=1e-5, atol=1e-7)
 
 
 # ---------------------------------------------------------------- through `dynlab import`

@@ -252,6 +252,23 @@ def test_an_existing_run_directory_is_never_replaced(tmp_path):
     assert {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir()} == before
 
 
+@pytest.mark.parametrize("name", ["e_3.pth.tar", "E_3.PT.TAR"])
+def test_a_checkpoint_named_pth_tar_is_read_as_a_torch_file(name, tmp_path):
+    """NonlinMod saves its checkpoints as ``e_N.pth.tar`` (a torch.save file, not a tar archive):
+    read as a PyTorch file, its state dict flattened under ``state_dict.``; a bare ``.tar`` is not."""
+    from dynlab.imports.weights import read_weights
+
+    state = gru_state()
+    path = save(tmp_path, {"state_dict": state, "epoch": 3}, name)
+    weights = read_weights(path)
+    assert weights.keys() == {f"state_dict.{k}" for k in state}
+    for k, v in state.items():
+        np.testing.assert_array_equal(weights[f"state_dict.{k}"], v.numpy())
+    bare = save(tmp_path, state, "w.tar")
+    with pytest.raises(DataError, match=r"unknown weights format '\.tar'.*\.pth\.tar"):
+        read_weights(bare)
+
+
 def test_unknown_suffix_and_missing_file(tmp_path):
     (tmp_path / "w.npz").write_bytes(b"")
     with pytest.raises(DataError, match="valid: .safetensors"):

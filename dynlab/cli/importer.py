@@ -33,8 +33,8 @@ from dynlab.cli.options import int_option
 @click.option("-q", "--quiet", is_flag=True, help="Print only the run directory.")
 def import_cmd(file, fmt, nonlinearity, prefix, readout_prefix, num_layers, format_options, task_name, sets, out,
                quiet):
-    """Import a model trained elsewhere from FILE (.safetensors, or .pt/.pth/.bin when torch is
-    installed) into a new run directory.
+    """Import a model trained elsewhere from FILE (.safetensors, or .pt/.pth/.bin/.pth.tar when
+    torch is installed) into a new run directory.
 
     The run directory holds config.toml, model.eqx and import.toml (the source file and its
     SHA-256), so that 'dynlab analyze NAME --checkpoint RUN', 'dynlab plot' and 'dynlab analyze

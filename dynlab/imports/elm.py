@@ -35,7 +35,8 @@ from typing import Literal
 import numpy as np
 
 from dynlab.errors import ConfigError, DataError
-from dynlab.imports.state_dict import StateDict, imported
+from dynlab.imports.run import imported
+from dynlab.imports.weights import Keys
 from dynlab.registry import register
 from dynlab.units.elm import neuronio_routing
 
@@ -60,7 +61,7 @@ def elm_neuron(weights: dict[str, np.ndarray], *, num_input: int | None = None, 
     """The authors' ``ELM`` (v1 or v2) as a [`SequenceModel`][dynlab.models.SequenceModel] of one
     ``elm`` cell; options: the code's ``model_config.json`` keys (module doc) and ``prefix``
     (where the module's keys start in the file)."""
-    sd = StateDict(weights, prefix, what="ELM neuron")
+    sd = Keys(weights, prefix, what="ELM neuron", within="prefix")
     version = 2 if sd.has("tau_b") else 1
     if mlp_activation not in ("relu", "silu"):
         raise ConfigError(f"mlp_activation must be 'relu' or 'silu' (the code's MLP activations), got {mlp_activation!r}")

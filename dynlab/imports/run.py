@@ -31,7 +31,7 @@ from typing import Any
 
 from dynlab.errors import ConfigError, DataError
 
-__all__ = ["import_run", "imported_model", "set_arrays", "skeleton", "with_task"]
+__all__ = ["import_run", "imported", "imported_model", "set_arrays", "skeleton", "with_task"]
 
 
 def skeleton(config: dict):
@@ -61,6 +61,16 @@ def set_arrays(model, arrays: dict[str, Any]):
         if n.shape != o.shape:  # the format's shape checks let a mismatch through: a bug, not a user's mistake
             raise RuntimeError(f"imported array {p} has shape {n.shape}, the model's {o.shape}")
     return eqx.tree_at(lambda m: [getter(p)(m) for p in paths], model, new)
+
+
+def imported(model: dict, input_size: int, output_size: int, arrays: dict[str, Any]) -> tuple[dict, object]:
+    """The ``(config, model)`` a format returns: the run config of the ``[model]`` table ``model``
+    on the widths-only task ``external``, and the model it builds with ``arrays`` (attribute paths,
+    [`set_arrays`][]) put in."""
+    config = {"seed": 0, "model": model,
+              "task": {"name": "external", "input_size": int(input_size), "output_size": int(output_size)},
+              "rule": {"name": "bptt"}, "train": {}}
+    return config, set_arrays(skeleton(config), arrays)
 
 
 def imported_model(path: Path | str, format: str, **options):

@@ -32,14 +32,15 @@ from typing import Literal
 import numpy as np
 
 from dynlab.errors import ConfigError, DataError
-from dynlab.imports.state_dict import StateDict, imported
+from dynlab.imports.run import imported
+from dynlab.imports.weights import Keys
 from dynlab.registry import register
 from dynlab.units.sith import public_code
 
 __all__ = ["sithcon"]
 
 
-def _conv_weight(sd: StateDict, layer: int) -> np.ndarray:
+def _conv_weight(sd: Keys, layer: int) -> np.ndarray:
     """Layer ``layer``'s effective convolution weight ``[C, 1, F, W]`` (weight norm resolved)."""
     base = f"{layer}.tctct.conv."
     if sd.has(base + "weight"):
@@ -65,7 +66,7 @@ def sithcon(weights: dict[str, np.ndarray], *, tau_min: float = 0.1, tau_max: fl
         raise ConfigError(f"act_func must be 'none' or 'relu', got {act_func!r}")
     if not (isinstance(dt, (int, float)) and dt > 0):
         raise ConfigError(f"dt must be a number > 0, got {dt!r}")
-    sd = StateDict(weights, prefix, what="SITHCon")
+    sd = Keys(weights, prefix, what="SITHCon", within="prefix")
     n_layers = 0
     while any(key.startswith(f"{prefix}{n_layers}.") for key in weights):
         n_layers += 1
@@ -87,7 +88,7 @@ def sithcon(weights: dict[str, np.ndarray], *, tau_min: float = 0.1, tau_max: fl
                         f"dynlab's SITHCon cannot build: {', '.join(other[:4])}{', …' if len(other) > 4 else ''}")
     n_f = ws[0].shape[0]
     arrays = {"cells.0.g": ws[0][:, 0, :, 0]}
-    ro = StateDict(weights, readout_prefix, what="the read-out")
+    ro = Keys(weights, readout_prefix, what="the read-out", within="prefix")
     shape = ro.shape("weight")
     if shape is None:
         arrays["readout.weight"], out, bias = np.eye(n_f), n_f, False

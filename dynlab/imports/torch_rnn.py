@@ -57,7 +57,7 @@ from typing import Literal
 import numpy as np
 
 from dynlab.errors import ConfigError, DataError, require_positive
-from dynlab.imports.run import set_arrays, skeleton
+from dynlab.imports.run import imported
 from dynlab.imports.weights import Keys
 from dynlab.registry import register
 
@@ -180,10 +180,7 @@ def _import(weights: dict, gates: int, *, prefix, readout_prefix, num_layers, no
     model_cfg = {"unit": unit, "hidden": hidden, "layers": layers, "readout_bias": out_bias is not None}
     if unit == "rnn":
         model_cfg["activation"] = nonlinearity
-    config = {"seed": 0, "model": model_cfg,
-              "task": {"name": "external", "input_size": int(input_size), "output_size": int(weight.shape[0])},
-              "rule": {"name": "bptt"}, "train": {}}
-    return config, set_arrays(skeleton(config), arrays)
+    return imported(model_cfg, input_size, weight.shape[0], arrays)
 
 
 @register("format", "torch-rnn", "torch.nn.RNN (tanh or relu; any layers; biases or not) with an optional linear read-out")

@@ -5,10 +5,12 @@ r"""Reading the weights of a model trained elsewhere, without executing anything
 - **safetensors** (``.safetensors``): a JSON header and raw arrays, read with
   ``safetensors.numpy.load_file``; no code can be in such a file;
 - **PyTorch** files (``.pt``, ``.pth``, ``.bin``: ``torch.save(model.state_dict(), path)`` or a
-  checkpoint dict holding one), read with ``torch.load(path, weights_only=True,
-  map_location="cpu")`` when torch is installed (the extra ``dynlab[torch]``). Its unpickler
-  builds tensors, dicts, lists and numbers only; a pickle whose loading needs any other code (a
-  whole ``nn.Module``, an object with a ``__reduce__``) is refused before anything runs.
+  checkpoint dict holding one; ``.pth.tar`` and ``.pt.tar`` too, as published code often names
+  its checkpoints, e.g. NonlinMod's ``e_N.pth.tar``: ``torch.save`` files, not tar archives),
+  read with ``torch.load(path, weights_only=True, map_location="cpu")`` when torch is installed
+  (the extra ``dynlab[torch]``). Its unpickler builds tensors, dicts, lists and numbers only; a
+  pickle whose loading needs any other code (a whole ``nn.Module``, an object with a
+  ``__reduce__``) is refused before anything runs.
 
 **Enforces**, each as one-line [`DataError`][dynlab.errors.DataError]s: a missing or unreadable
 file; an unknown suffix (valid: [`SUFFIXES`][]); a pickle that needs code; a PyTorch file while
@@ -29,6 +31,7 @@ import hashlib
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -36,7 +39,7 @@ from dynlab.errors import DataError
 
 __all__ = ["SUFFIXES", "Keys", "read_weights", "sha256"]
 
-SUFFIXES = (".safetensors", ".pt", ".pth", ".bin")
+SUFFIXES = (".safetensors", ".pt", ".pth", ".bin", ".pth.tar", ".pt.tar")
 """The weight files [`read_weights`][] reads: safetensors, and PyTorch's ``torch.save`` files."""
 
 TORCH_EXTRA = ("PyTorch is not installed: install it with pip install 'dynlab[torch]', or save the weights "
@@ -59,10 +62,12 @@ def read_weights(path: Path | str) -> dict[str, np.ndarray]:
     shown = str(path)
     if not path.is_file():
         raise DataError(f"no weights file {shown!r}")
-    suffix = path.suffix.lower()
+    suffix = "".join(path.suffixes[-2:]).lower()
+    if suffix not in (".pth.tar", ".pt.tar"):
+        suffix = path.suffix.lower()
     if suffix == ".safetensors":
         tree = _read_safetensors(path, shown)
-    elif suffix in (".pt", ".pth", ".bin"):
+    elif suffix in SUFFIXES:
         tree = _read_torch(path, shown)
     else:
         raise DataError(f"{shown!r}: unknown weights format {path.suffix or '(no suffix)'!r}; "
@@ -138,49 +143,67 @@ class Keys:
     r"""The network's part of a flat state dict, taken key by key, so that what is wrong is said exactly.
 
     ``Keys(weights, prefix, what=...)`` looks at the keys starting with ``prefix`` (given without
-    it). [`take`][] returns one array, checked for its shape, a floating dtype and finite values;
-    [`finish`][] then refuses keys that were not taken. Keys outside the *container* of the
-    prefix (its first dotted part when the network sits inside a checkpoint mapping, e.g.
-    ``model_state_dict.`` of ``model_state_dict.rnn.``) are not the network's: an optimizer's
-    state beside it is left alone, with a warning naming what was ignored. Keys inside it that
-    are not taken are an error: they belong to a part of the model that the format does not build.
+    it). [`take`][] returns one array, checked for its shape, its dtype and finite values;
+    [`finish`][] then refuses keys in scope that were not taken: they belong to a part of the
+    model that the format does not build. The scope (``within``) is
+
+    - ``"container"`` (default): the keys inside the *container* of the prefix (its first dotted
+      part when the network sits inside a checkpoint mapping, e.g. ``model_state_dict.`` of
+      ``model_state_dict.rnn.``; the whole file otherwise). Keys outside it are not the
+      network's: an optimizer's state beside it is left alone, with a warning naming what was ignored;
+    - ``"prefix"``: the keys under ``prefix`` alone; the format reads or refuses the others itself.
+
+    Arrays keep their dtype (a float64 file stays float64, so that an import can be checked in
+    float64; [`set_arrays`][dynlab.imports.run.set_arrays] casts them to the model's).
 
     **Enforces** one-line [`DataError`][dynlab.errors.DataError]s naming the key and what was
-    expected: a missing key, a wrong shape, a non-floating or non-finite array, extra keys.
+    expected: a missing key, a wrong shape, a non-floating (or, ``integer=True``, non-integer) or
+    non-finite array, extra keys.
     """
 
-    def __init__(self, weights: Mapping[str, np.ndarray], prefix: str, *, what: str):
+    def __init__(self, weights: Mapping[str, np.ndarray], prefix: str, *, what: str,
+                 within: Literal["container", "prefix"] = "container"):
         self.weights, self.prefix, self.what = weights, prefix, what
-        container = prefix.split(".", 1)[0] + "." if "." in prefix.rstrip(".") else ""
-        self.scope = [k for k in weights if k.startswith(container)]
-        self.ignored = [k for k in weights if not k.startswith(container)]
+        if within == "prefix":
+            scope = prefix
+        else:
+            scope = prefix.split(".", 1)[0] + "." if "." in prefix.rstrip(".") else ""
+        self.scope = [k for k in weights if k.startswith(scope)]
+        self.ignored = [k for k in weights if not k.startswith(scope)] if within == "container" else []
         self.taken: set[str] = set()
 
     def has(self, name: str) -> bool:
         return self.prefix + name in self.weights
 
-    def take(self, name: str, shape: tuple[int, ...], why: str = "") -> np.ndarray:
-        """The array ``prefix + name``, which must have ``shape`` (``why`` says where it comes from)."""
+    def shape(self, name: str) -> tuple[int, ...] | None:
+        """The shape of ``prefix + name`` (``None`` if there is no such key)."""
+        a = self.weights.get(self.prefix + name)
+        return None if a is None else tuple(np.shape(a))
+
+    def take(self, name: str, shape: tuple[int, ...], why: str = "", *, integer: bool = False) -> np.ndarray:
+        """The array ``prefix + name``, which must have ``shape`` (``why`` says where it comes from):
+        floating and finite, or integer (indices) with ``integer=True``; its dtype kept."""
         key = self.prefix + name
         if key not in self.weights:
             raise DataError(f"{self.what}: missing key {key!r} (expected shape {list(shape)}{why})")
-        array = self.weights[key]
+        array = np.asarray(self.weights[key])
         if tuple(array.shape) != tuple(shape):
             raise DataError(f"{self.what}: {key!r} has shape {list(array.shape)}, expected {list(shape)}{why}")
-        if array.dtype.kind != "f":
-            raise DataError(f"{self.what}: {key!r} holds {array.dtype} values; floating-point weights were expected")
-        if not np.isfinite(array).all():
+        if array.dtype.kind not in ("iu" if integer else "f"):
+            raise DataError(f"{self.what}: {key!r} holds {array.dtype} values; "
+                            f"{'integer indices' if integer else 'floating-point weights'} were expected")
+        if not integer and not np.isfinite(array).all():
             raise DataError(f"{self.what}: {key!r} holds NaN or infinite values")
         self.taken.add(key)
-        return array.astype(np.float32)
+        return array
 
     def finish(self, hint: str = "") -> None:
-        """Refuse keys in scope that were not taken; warn about keys outside it."""
+        """Refuse keys in scope that were not taken; warn about keys outside it (``within="container"``)."""
         extra = [k for k in self.scope if k not in self.taken]
         if extra:
-            shown = ", ".join(f"{k} {list(self.weights[k].shape)}" for k in extra[:4]) + (", …" if len(extra) > 4 else "")
-            raise DataError(f"{self.what}: {len(extra)} extra key{'s' if len(extra) > 1 else ''} that it does not "
-                            f"use: {shown}{hint}")
+            shown = ", ".join(f"{k} {list(np.shape(self.weights[k]))}" for k in extra[:4]) + (", …" if len(extra) > 4 else "")
+            raise DataError(f"{self.what}: {len(extra)} extra key{'s' if len(extra) > 1 else ''} that dynlab cannot "
+                            f"build: {shown}{hint}")
         if self.ignored:
             shown = ", ".join(self.ignored[:3]) + (", …" if len(self.ignored) > 3 else "")
             warnings.warn(f"ignored {len(self.ignored)} arrays outside {self.prefix.split('.', 1)[0]!r} "

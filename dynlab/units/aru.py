@@ -30,6 +30,17 @@ Initialisation (``init``):
 $h_0 = 0$, $g_0 = 0$ either way. Two more differences of the public code are options of the
 units: it has no gain floor (``n_min = 0``; see [`gamma`][]) and its softplus turns linear above
 $n x > 20$ (``softplus_threshold = 20``; PyTorch's default).
+
+Biases (``split_biases``): by default the main recurrence has one bias $b_h$ and the controller
+one $b_g$. The public code gives each of its ``nn.Linear`` maps a bias of its own and adds them:
+with ``split_biases=True`` the units hold them apart, $b_h = b_{xh} + b_{hh}$ (``b_xh``,
+``b_hh``) and $b_g = b_{ag} + b_{gg}$ (``b_ag``, ``b_gg``): the same function with the code's
+parameters ($H + n_g$ more for ``aru``, $H$ more for ``rnn`` and ``rnn-gamma``), each bias
+getting its own gradient. They start at zero, except that ``init="public-code"`` draws the
+``rnn`` / ``rnn-gamma`` pair as PyTorch's ``nn.Linear`` does, $b_{xh} \sim U(\pm 1/\sqrt{D})$,
+$b_{hh} \sim U(\pm 1/\sqrt{H})$: the code's ``RNN`` (built with ``bias=True`` by
+``sMNIST_task.py``) never re-initialises them, while ``ARUN.init_weights`` sets its four to
+zero. (Without ``split_biases`` the public-code ``rnn`` / ``rnn-gamma`` start from $b_h = 0$.)
 """
 
 from __future__ import annotations
@@ -128,30 +139,32 @@ def _uniform(key, shape, bound):
 
 
 def controller_params(hidden: int, n_g: int, prior: str, n_mean: float, n_std: float, s_init: float,
-                      readout_scale: float, keys, init: str = "paper") -> dict[str, Array]:
+                      readout_scale: float, keys, init: str = "paper", split_biases: bool = False) -> dict[str, Array]:
     r"""Initial weights of ``hidden`` per-neuron controller RNNs (Eqs. 3–5; see [`ARUCell`][]).
 
     ``keys``: five PRNG keys (for $W_{ag}$, $W_{gg}$, $W_{gn}$, $W_{gs}$, $b_n$). Returns the arrays
     ``w_ag[n_g]``, ``w_gg[n_g, n_g]``, ``b_g[n_g]``, ``w_gn[n_g]``, ``w_gs[n_g]`` and ``b_n``, ``b_s``
     (``[hidden]`` with ``prior="per-neuron"``, scalars with ``"shared"``). ``init="public-code"``:
     the original implementation's draws (module doc; ``n_mean``, ``n_std``, ``readout_scale`` unused).
+    ``split_biases=True``: ``b_ag[n_g]`` and ``b_gg[n_g]`` (zeros, as the code's) and ``b_g = None``.
     """
     require_positive("n_g", n_g)
     if prior not in ("per-neuron", "shared"):
         raise ConfigError(f"prior must be 'per-neuron' or 'shared', got {prior!r}")
     check_init(init)
+    biases = {"b_g": None, "b_ag": jnp.zeros(n_g), "b_gg": jnp.zeros(n_g)} if split_biases else {"b_g": jnp.zeros(n_g)}
     k_ag, k_gg, k_gn, k_gs, k_n = keys
     if init == "public-code":
         xavier = (2.0 / (n_g + 1)) ** 0.5  # Xavier-normal std of a [1, n_g] Linear, before its gain
         b_n = public_code_gain(k_n)
-        return {"w_ag": kaiming_normal(k_ag, (n_g, 1))[:, 0], "w_gg": henaff_orthogonal(k_gg, n_g), "b_g": jnp.zeros(n_g),
+        return {"w_ag": kaiming_normal(k_ag, (n_g, 1))[:, 0], "w_gg": henaff_orthogonal(k_gg, n_g), **biases,
                 "w_gn": 0.1 * xavier * jax.random.normal(k_gn, (n_g,)),
                 "w_gs": 0.01 * xavier * jax.random.normal(k_gs, (n_g,)),
                 "b_n": jnp.full((hidden,), b_n) if prior == "per-neuron" else b_n,
                 "b_s": jnp.full((hidden,), float(s_init), dtype=float) if prior == "per-neuron"
                 else jnp.asarray(float(s_init), dtype=float)}
     bound = n_g**-0.5
-    params = {"w_ag": _uniform(k_ag, (n_g,), bound), "w_gg": _uniform(k_gg, (n_g, n_g), bound), "b_g": jnp.zeros(n_g),
+    params = {"w_ag": _uniform(k_ag, (n_g,), bound), "w_gg": _uniform(k_gg, (n_g, n_g), bound), **biases,
               "w_gn": readout_scale * bound * jax.random.normal(k_gn, (n_g,)),
               "w_gs": readout_scale * bound * jax.random.normal(k_gs, (n_g,))}
     if prior == "per-neuron":
@@ -166,8 +179,10 @@ def controller_params(hidden: int, n_g: int, prior: str, n_mean: float, n_std: f
 def controller_step(c, a: Array, g: Array) -> tuple[Array, Array, Array]:
     r"""One step of every neuron's controller, $(a[H], g[H, n_g]) \mapsto (g', n[H], s[H])$ (Eqs. 3–5):
     $g' = \tanh(W_{ag} a + W_{gg} g + b_g)$, then the read-outs of [`activation_params`][].
-    ``c`` holds the weights of [`controller_params`][] as attributes (an ARU cell, a [`GainController`][])."""
-    g = jnp.tanh(a[:, None] * c.w_ag + g @ c.w_gg.T + c.b_g)
+    ``c`` holds the weights of [`controller_params`][] as attributes (an ARU cell, a [`GainController`][]);
+    $b_g = b_{ag} + b_{gg}$ where they are split (``c.b_g`` is ``None``)."""
+    b_g = c.b_g if c.b_g is not None else c.b_ag + c.b_gg
+    g = jnp.tanh(a[:, None] * c.w_ag + g @ c.w_gg.T + b_g)
     return g, *activation_params(c, g)
 
 
@@ -218,16 +233,24 @@ class _Recurrent(Cell):
     With ``isolated=True`` the recurrence is diagonal: ``w_hh`` is a vector (each neuron only
     feeds back onto itself, paper Fig. 4c); at initialisation it is the diagonal of the
     orthogonal matrix the non-isolated unit would get from the same key. ``init``: module doc.
+    ``split_biases=True`` (module doc): ``b_xh`` and ``b_hh`` in place of ``b_h`` (then ``None``);
+    ``public_code_biases``: draw them as the code's ``nn.Linear`` (``rnn``, ``rnn-gamma``), else zeros.
+    The weights are those of the same key without the split.
     """
 
     w_hh: Array
     w_xh: Array
-    b_h: Array
+    b_h: Array | None
+    b_xh: Array | None
+    b_hh: Array | None
 
-    def __init__(self, input_size: int, hidden: int, isolated: bool, key: PRNGKeyArray, init: str = "paper"):
+    def __init__(self, input_size: int, hidden: int, isolated: bool, key: PRNGKeyArray, init: str = "paper",
+                 split_biases: bool = False, public_code_biases: bool = False):
         require_positive("input_size", input_size)
         require_positive("hidden", hidden)
         check_init(init)
+        if not isinstance(split_biases, bool):
+            raise ConfigError(f"split_biases must be true or false, got {split_biases!r}")
         self.input_size = input_size
         self.hidden = hidden
         k_hh, k_xh = jax.random.split(key)
@@ -237,7 +260,23 @@ class _Recurrent(Cell):
             w_hh = jax.nn.initializers.orthogonal()(k_hh, (hidden, hidden))
             self.w_xh = _uniform(k_xh, (hidden, input_size), hidden**-0.5)
         self.w_hh = jnp.diagonal(w_hh) if isolated else w_hh
-        self.b_h = jnp.zeros(hidden)
+        if not split_biases:
+            self.b_h, self.b_xh, self.b_hh = jnp.zeros(hidden), None, None
+        elif init == "public-code" and public_code_biases:  # nn.Linear's default: U(+-1/sqrt(fan-in))
+            k_bx, k_bh = jax.random.split(jax.random.fold_in(key, 1))
+            self.b_h = None
+            self.b_xh, self.b_hh = _uniform(k_bx, (hidden,), input_size**-0.5), _uniform(k_bh, (hidden,), hidden**-0.5)
+        else:
+            self.b_h, self.b_xh, self.b_hh = None, jnp.zeros(hidden), jnp.zeros(hidden)
+
+    @property
+    def split_biases(self) -> bool:
+        return self.b_h is None
+
+    @property
+    def bias(self) -> Array:
+        """$b_h$ ($= b_{xh} + b_{hh}$ where they are split)."""
+        return self.b_xh + self.b_hh if self.split_biases else self.b_h
 
     @property
     def isolated(self) -> bool:
@@ -252,7 +291,7 @@ class _Recurrent(Cell):
 
     def preactivation(self, h: Array, x: Array, drive: Array | None) -> Array:
         rec = self.w_hh * h if self.isolated else self.w_hh @ h
-        return add_drive(rec + self.w_xh @ x + self.b_h, drive)
+        return add_drive(rec + self.w_xh @ x + self.bias, drive)
 
 
 @register("unit", "rnn", "Vanilla RNN h = phi(W_hh h + W_xh x + b), phi = tanh or relu")
@@ -269,11 +308,12 @@ class RNNCell(_Recurrent):
         activation: Literal["tanh", "relu"] = "tanh",
         isolated: bool = False,
         init: Literal["paper", "public-code"] = "paper",
+        split_biases: bool = False,
         key: PRNGKeyArray,
     ):
         if activation not in ("tanh", "relu"):
             raise ConfigError(f"activation must be 'tanh' or 'relu', got {activation!r}")
-        super().__init__(input_size, hidden, isolated, key, init)
+        super().__init__(input_size, hidden, isolated, key, init, split_biases, public_code_biases=True)
         self.activation = activation
 
     def __call__(self, state, x, *, drive=None):
@@ -310,12 +350,13 @@ class RNNGammaCell(_Recurrent):
         softplus_threshold: FloatOrInf = float("inf"),
         isolated: bool = False,
         init: Literal["paper", "public-code"] = "paper",
+        split_biases: bool = False,
         key: PRNGKeyArray,
     ):
         check_gamma_options(n_min, softplus_threshold)
         self.n_min, self.softplus_threshold = float(n_min), float(softplus_threshold)
         k_rec, k_n = jax.random.split(key)
-        super().__init__(input_size, hidden, isolated, k_rec, init)
+        super().__init__(input_size, hidden, isolated, k_rec, init, split_biases, public_code_biases=True)
         # dtype=float (here and in ARUCell): a weak-typed leaf turns strong after the first
         # optimiser update, which would retrace and recompile the training step once more.
         if init == "public-code":
@@ -367,7 +408,8 @@ class ARUCell(_Recurrent):
       neuron starting from the mean of the prior.
 
     ``init="public-code"`` draws the original implementation's weights instead (module doc); with
-    ``prior="shared"``, ``n_min=0`` and ``softplus_threshold=20`` the unit computes NonlinMod's ARUN.
+    ``prior="shared"``, ``n_min=0`` and ``softplus_threshold=20`` the unit computes NonlinMod's ARUN,
+    and ``split_biases=True`` gives it ARUN's parameters (its $H + n_g$ more biases; module doc).
     """
 
     @classmethod
@@ -377,7 +419,9 @@ class ARUCell(_Recurrent):
 
     w_ag: Array
     w_gg: Array
-    b_g: Array
+    b_g: Array | None
+    b_ag: Array | None
+    b_gg: Array | None
     w_gn: Array
     w_gs: Array
     b_n: Array
@@ -402,15 +446,18 @@ class ARUCell(_Recurrent):
         softplus_threshold: FloatOrInf = float("inf"),
         isolated: bool = False,
         init: Literal["paper", "public-code"] = "paper",
+        split_biases: bool = False,
         key: PRNGKeyArray,
     ):
         check_gamma_options(n_min, softplus_threshold)
         self.n_min, self.softplus_threshold = float(n_min), float(softplus_threshold)
         k_rec, *k_controller = jax.random.split(key, 6)
-        super().__init__(input_size, hidden, isolated, k_rec, init)
+        super().__init__(input_size, hidden, isolated, k_rec, init, split_biases)  # ARUN's four biases start at 0
         self.n_g = n_g
-        for name, value in controller_params(hidden, n_g, prior, n_mean, n_std, s_init, readout_scale,
-                                             k_controller, init).items():
+        params = controller_params(hidden, n_g, prior, n_mean, n_std, s_init, readout_scale, k_controller, init,
+                                   split_biases)
+        self.b_ag, self.b_gg = params.pop("b_ag", None), params.pop("b_gg", None)
+        for name, value in params.items():
             setattr(self, name, value)
 
     def init_state(self) -> ARUState:
