@@ -50,8 +50,7 @@ def transplant_controller(donor, config: dict) -> experiment.Experiment:
     if _unit(config) != "aru" or getattr(donor, "unit", None) != "aru":
         raise ConfigError(f"controller transplant needs aru models, got donor {getattr(donor, 'unit', type(donor).__name__)!r} "
                           f"and config unit {_unit(config)!r}")
-    split = [m for m, c in (("donor", donor.cells[0]), ("config", None)) if c is not None and getattr(c, "b_g", 0) is None]
-    if split or config.get("model", {}).get("split_biases", False):
+    if any(getattr(c, "b_g", 0) is None for c in donor.cells) or config.get("model", {}).get("split_biases", False):
         raise ConfigError("controller transplant takes aru models without split_biases (the controller's bias is "
                           "one vector b_g there); an imported ARUN keeps the code's two, b_ag and b_gg")
     freeze = list(config.get("train", {}).get("freeze", [])) + [f"cells.*.{n}" for n in CONTROLLER]
