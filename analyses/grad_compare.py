@@ -92,7 +92,7 @@ def _ratio(a, b) -> float:
 
 @register("analysis", "grad-compare", "the gradients of a cell's rules on one model and batch: cosine, norm ratio, "
                                       "per parameter array", takes="rules", figure=figure)
-def grad_compare(model, rules: dict, task, *, batch_size: int = 16, batch_seed: int = 0,
+def grad_compare(model, rules: dict, task="train", *, batch_size: int = 16, batch_seed: int = 0,
                  s_minus_1: bool = False) -> xr.Dataset:
     """The rules' gradients of ``model`` on one batch of ``task`` (``batch_size`` samples of its
     training split, drawn with key ``batch_seed``), compared pair by pair (module docstring).
@@ -100,7 +100,8 @@ def grad_compare(model, rules: dict, task, *, batch_size: int = 16, batch_seed: 
     Args:
         model: the model every rule differentiates (the same arrays for each).
         rules: name -> rule, at least two ([`dynlab.experiment.Experiment`][] ``rules``).
-        task: the task whose batch they see (in a scenario, ``task = "train"``: the cell's own).
+        task: the task whose batch they see; ``"train"`` (the default, resolved by the command line
+            and the scenario runner): the model's own.
         batch_size, batch_seed: the batch.
         s_minus_1: also record PC through time's energy rescaling $s - 1$ at the forward pass
             and the read-out's fan-in (one VJP per read-out entry of a sample).
@@ -110,7 +111,7 @@ def grad_compare(model, rules: dict, task, *, batch_size: int = 16, batch_seed: 
     if len(names) < 2:
         raise ConfigError(f"grad-compare compares the rules a config names, and it names {len(names)} "
                           f"({', '.join(names)}); name two or more, e.g. rule.name = [\"pc-time\", \"bptt\"]")
-    if task is None:
+    if task is None or isinstance(task, str):
         raise ConfigError("grad-compare draws its batch from a task: give one (--task NAME; in a scenario "
                           "task = \"train\", the cell's own)")
     batch = task.batch(jax.random.key(batch_seed), batch_size, "train")

@@ -67,7 +67,9 @@ def rescaling_vs_l_over_n(ds: xr.Dataset):
         for v in ds[axis.dim].values:
             x = ds[axis.ratio].sel({axis.dim: v}).values
             m = mean.sel({axis.dim: v}).values
-            err = [m - lo.sel({axis.dim: v}).values, hi.sel({axis.dim: v}).values - m]
+            # as lists: matplotlib's errorbar tests its first element with math.isfinite, which a
+            # one-element array only passes with NumPy's deprecation warning (one width)
+            err = [(m - lo.sel({axis.dim: v}).values).tolist(), (hi.sel({axis.dim: v}).values - m).tolist()]
             ax.errorbar(x, m, yerr=err, fmt="o-", ms=4, capsize=2, label=f"{axis.symbol} = {int(v)}")
         grid = np.geomspace(ds[axis.ratio].values.min(), ds[axis.ratio].values.max(), 50)
         ax.plot(grid, grid, "k--", lw=1, label=f"{axis.symbol} / N")

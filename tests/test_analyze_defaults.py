@@ -34,10 +34,11 @@ def _comparable(value):
 
 def _recorder(fn, calls: list):
     @functools.wraps(fn)
-    def record(model, **kwargs):
-        bound = inspect.signature(fn).bind(model, **kwargs)
+    def record(*args, **kwargs):  # (model, **options), or (model, rules, **options)
+        bound = inspect.signature(fn).bind(*args, **kwargs)
         bound.apply_defaults()
-        calls.append({k: _comparable(v) for k, v in bound.arguments.items() if k != "model"})
+        calls.append({k: tuple(v) if k == "rules" else _comparable(v)   # the rules by name
+                      for k, v in bound.arguments.items() if k != "model"})
         raise Recorded
 
     return record
@@ -71,10 +72,14 @@ def _task_of_fresh_model(fn) -> str:
     return default if isinstance(default, str) and default != "train" else "adding"
 
 
-def _scenario(name: str, task: str) -> dict:
+RULES = {"name": ["pc-time", "bptt"]}
+"""The cell's rules of an analysis that compares rules (``takes="rules"``), the same both ways."""
+
+
+def _scenario(name: str, task: str, rules: bool = False) -> dict:
     return {"name": f"defaults-{name}", "description": "one analysis with no options on a fresh model",
             "model": {"unit": "aru"}, "task": {"name": task}, "train": {"steps": 0},
-            "analyses": [{"name": name}]}
+            **({"rule": RULES} if rules else {}), "analyses": [{"name": name}]}
 
 
 @pytest.mark.parametrize("name", [*sorted(set(_analyses_of_a_model())), "test-plugin-steps"])
@@ -88,9 +93,11 @@ def test_the_command_and_a_scenario_entry_with_no_options_run_the_same_configura
     monkeypatch.setitem(registry._REGISTRY["analysis"], name,
                         dataclasses.replace(entry, obj=_recorder(entry.obj, calls)))
 
-    invoke(["analyze", name], tmp_path)  # ends in the recorder's exception: an internal error, exit 1
+    rules = entry.takes == "rules"
+    given = ["--set", 'rule={name=["pc-time","bptt"]}'] if rules else []
+    invoke(["analyze", name, *given], tmp_path)  # ends in the recorder's exception: an internal error, exit 1
     assert len(calls) == 1, f"dynlab analyze {name} did not reach the analysis"
-    scenario = parse(_scenario(name, _task_of_fresh_model(entry.obj)))
+    scenario = parse(_scenario(name, _task_of_fresh_model(entry.obj), rules))
     cell = scenario.cells[0]
     run_cell(tmp_path / "cell", cell.config, cell.analyses)  # records the analysis's failure, carries on
     assert len(calls) == 2, f"the scenario entry {{name = {name!r}}} did not reach the analysis"
