@@ -7,8 +7,9 @@ trained for ``--steps`` steps: dynlab with ``train_seeds`` (one ``jax.vmap``-ed,
 computation over seeds, chunks of steps compiled once), and PyTorch as its users write it, one
 network after another, each step a ``torch.nn.GRU`` forward over the batch (its fused C++
 kernel), MSE, backward and ``torch.optim.Adam``, on batches made by the same task definition in
-NumPy. Both are timed after one warm-up (compilation) step; the ratio is PyTorch's time per
-network-step over dynlab's. Needs the ``bench`` extra (torch 2.13.0).
+NumPy. Both are timed after one warm-up (compilation) step; PyTorch with its default intra-op
+threads and with one (on a busy machine its thread pool's contention can slow small ops ~10x), the
+faster counting; the ratio is PyTorch's time per network-step over dynlab's. Needs the ``bench`` extra (torch 2.13.0).
 
 **Truth.** One network of the batch (seed 0, ``--truth-steps`` of dynlab's default training) is
 searched for fixed points at zero input: a trained 3-bit flip-flop must have 8 stable points, one
@@ -44,9 +45,11 @@ def dynlab_seconds(seeds, hidden, steps):
     return time.perf_counter() - start, results
 
 
-def torch_seconds(seeds, hidden, steps, task):
+def torch_seconds(seeds, hidden, steps, task, threads=None):
     import torch
 
+    if threads is not None:
+        torch.set_num_threads(threads)
     batches = [tuple(np.asarray(a) for a in task.batch(jax.random.key(i), 64)[:2]) for i in range(steps + 1)]
     total = 0.0
     for seed in range(seeds):
@@ -62,14 +65,14 @@ def torch_seconds(seeds, hidden, steps, task):
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
-            return loss
+            return loss.item()
 
         step(*batches[0])                                        # warm-up
         start = time.perf_counter()
         for x, y in batches[1:]:
             loss = step(x, y)
         total += time.perf_counter() - start
-    return total, float(loss)
+    return total, loss
 
 
 def truth(model, task):
@@ -94,10 +97,17 @@ def main():
     args = parser.parse_args()
     task = experiment.build(config(0, args.hidden, 1)).task
     t_jax, _ = dynlab_seconds(args.seeds, args.hidden, args.steps)
-    t_torch, _ = torch_seconds(args.seeds, args.hidden, args.steps, task)
+    import torch
+
+    default_threads = torch.get_num_threads()
+    t_default, _ = torch_seconds(args.seeds, args.hidden, args.steps, task)
+    t_one, _ = torch_seconds(args.seeds, args.hidden, args.steps, task, threads=1)
+    torch.set_num_threads(default_threads)
+    t_torch = min(t_default, t_one)
     per = lambda t: 1e3 * t / (args.seeds * args.steps)  # noqa: E731
     print(f"{args.seeds} GRU-{args.hidden} networks x {args.steps} steps (batch 64, T = 64, 3 bits)")
-    print(f"dynlab train_seeds: {per(t_jax):.2f} ms per network-step; PyTorch loop: {per(t_torch):.2f} ms; "
+    print(f"PyTorch loop: {per(t_default):.2f} ms per network-step with {default_threads} threads, {per(t_one):.2f} ms with 1")
+    print(f"dynlab train_seeds: {per(t_jax):.2f} ms per network-step; PyTorch (the faster): {per(t_torch):.2f} ms; "
           f"ratio {t_torch / t_jax:.1f}x")
     _, results = dynlab_seconds(1, args.hidden, args.truth_steps)
     result = results[0]
