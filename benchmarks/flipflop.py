@@ -15,6 +15,14 @@ faster counting; the ratio is PyTorch's time per network-step over dynlab's. Nee
 searched for fixed points at zero input: a trained 3-bit flip-flop must have 8 stable points, one
 at each corner of the output cube (Sussillo & Barak 2013), which is printed with the saddles.
 
+Measured (2-core CPU, idle but for this, ``--seeds 4 --steps 50``, 2026-11-27): dynlab 18.5 ms
+per network-step, PyTorch 12.6 ms with 2 threads (12.7 ms with 1): **0.7x**, dynlab slower.
+``torch.nn.GRU`` runs the whole sequence in one fused C++ kernel, so the per-step dispatch that
+``lax.scan`` removes in the ELM benchmark is not PyTorch's cost here; issue #35's "at least 5x"
+is not met. Truth: held-out bit accuracy 1.0000 after 1,500 steps; at zero input 8 stable points,
+one at each corner, 7 saddles and 3 marginal points near the visited states, and 233 minima far
+beyond them (saturated gates).
+
 Run: ``python benchmarks/flipflop.py`` (a few minutes on 2 cores).
 """
 
@@ -78,12 +86,13 @@ def torch_seconds(seeds, hidden, steps, task, threads=None):
 def truth(model, task):
     ds = fixed_points_analysis(model, steps=1000, burn_in=100, ics=128, task=task, at="zero")
     classes = ds.stability.values
-    stable = ds.points.values[classes == "stable"]
+    stable = ds.points.values[(classes == "stable") & ~ds.beyond_visited.values]
     readouts = np.array([np.asarray(model.readout(jnp.asarray(p, jnp.float32))) for p in stable])
     corners = {tuple(np.sign(r).astype(int)) for r in readouts if np.all(np.abs(np.abs(r) - 1) < 0.2)}
-    print(f"fixed points at zero input: {len(stable)} stable, {int((classes == 'saddle').sum())} saddle(s), "
-          f"{int((classes == 'marginal').sum())} marginal (of them far outside the visited states: "
-          f"{int((np.abs(ds.points.values).max(1) > 1.0).sum())})")
+    beyond = ds.beyond_visited.values
+    print(f"fixed points at zero input near the visited states: {int((classes[~beyond] == 'stable').sum())} stable, "
+          f"{int((classes[~beyond] == 'saddle').sum())} saddle(s), {int((classes[~beyond] == 'marginal').sum())} "
+          f"marginal; {int(beyond.sum())} more far beyond the visited states")
     print(f"corners of the output cube with a stable point: {len(corners)} of 8"
           f"{' (all)' if corners == set(itertools.product((-1, 1), repeat=3)) else ''}")
 
