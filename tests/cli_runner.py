@@ -17,6 +17,17 @@ def invoke(args, cwd):
         os.chdir(old)
 
 
+def one_line_error(result, *fragments, status=2, prefix="error: ") -> str:
+    """``result`` ended in exactly one ``error:`` line on stderr (no traceback) and exit ``status``,
+    naming every one of ``fragments``; returns the line."""
+    assert result.exit_code == status, (result.exit_code, result.output, result.stderr)
+    err = result.stderr.strip()
+    assert err.startswith(prefix) and "\n" not in err and "Traceback" not in err, err
+    for fragment in fragments:
+        assert fragment in err, err
+    return err
+
+
 TINY_CELL = """[model]
 unit = "rnn"
 hidden = 4

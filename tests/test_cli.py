@@ -9,19 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from dynlab.cli import main
-from cli_runner import invoke
-
-
-
-
-
-def one_line_error(result, *fragments):
-    assert result.exit_code == 2, (result.exit_code, result.output, result.stderr)
-    err = result.stderr.strip()
-    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err, err
-    for f in fragments:
-        assert f in err, err
-    return err
+from cli_runner import invoke, one_line_error
 
 
 TINY = ["--set", "model.hidden=4", "--set", "task.length=6", "--set", "train.batch_size=4",

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import dynlab
-from cli_runner import invoke
+from cli_runner import invoke, one_line_error
 from dynlab.cifar import RECORD, parse_cifar, read_cifar, write_cifar
 from dynlab.errors import ConfigError, DataError
 from dynlab.idx import write_idx
@@ -67,15 +67,6 @@ def cifar_dir(tmp_path_factory):
     test = (rng.integers(0, 256, (3, 32, 32, 3)), rng.integers(0, 10, 3))
     write_cifar_dir(root, train, test)
     return root, train, test
-
-
-def one_line_error(result, *fragments):
-    assert result.exit_code == 2, (result.exit_code, result.output)
-    err = result.stderr.strip()
-    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err, err
-    for fragment in fragments:
-        assert fragment in err, err
-    return err
 
 
 # ---- Fashion-MNIST: MNIST's files and reader, another folder and other statistics --------------------

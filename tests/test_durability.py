@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import xarray as xr
 
-from cli_runner import invoke
+from cli_runner import invoke, one_line_error
 from dynlab import data, experiment, store
 from dynlab.errors import ConfigError
 
@@ -97,15 +97,6 @@ def assert_same_run(run: Path, reference: Path, what: str = "", compared=COMPARE
     assert (run / "learning_curve.png").is_file(), what
     left = [p.name for p in run.iterdir() if TMP.match(p.name)]
     assert not left, f"{what}: temporaries left: {left}"
-
-
-def one_line_error(res, *fragments) -> str:
-    assert res.exit_code == 2, (res.exit_code, res.output, res.stderr)
-    err = res.stderr.strip()
-    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err, err
-    for f in fragments:
-        assert f in err, err
-    return err
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,20 +9,11 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from cli_runner import invoke
+from cli_runner import invoke, one_line_error
 from dynlab import config as cfgmod
 from dynlab import experiment
 from dynlab.errors import ConfigError
 from dynlab.train import TrainConfig
-
-
-def one_line_error(result, *fragments, status=2, prefix="error: "):
-    assert result.exit_code == status, (result.exit_code, result.output, result.stderr)
-    err = result.stderr.strip()
-    assert err.startswith(prefix) and "\n" not in err and "Traceback" not in err, err
-    for f in fragments:
-        assert f in err, err
-    return err
 
 
 TINY_LYAPUNOV = ["--model", "rnn", "--set", "model.hidden=4", "--k", "2", "--steps", "40", "--burn-in", "10",

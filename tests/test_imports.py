@@ -19,7 +19,7 @@ import pytest
 import scipy.optimize
 import xarray as xr
 
-from cli_runner import invoke
+from cli_runner import invoke, one_line_error
 from dynlab.errors import DataError
 from dynlab.imports.run import imported_model
 
@@ -27,15 +27,6 @@ torch = pytest.importorskip("torch")
 safetensors_torch = pytest.importorskip("safetensors.torch")
 
 D, H, T, B = 3, 5, 7, 2
-
-
-def one_line_error(result, *fragments) -> str:
-    assert result.exit_code == 2, (result.exit_code, result.output)
-    err = result.stderr.strip()
-    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err, err
-    for fragment in fragments:
-        assert fragment in err, err
-    return err
 
 
 def save(tmp_path, state_dict, name="w.pt"):

@@ -23,23 +23,13 @@ import h5py
 import numpy as np
 import pytest
 
-from cli_runner import TINY_CELL, invoke
+from cli_runner import TINY_CELL, invoke, one_line_error
 
 CAP = 4 * 2**30
 """The child's address-space cap: a tiny ``dynlab train`` runs under 2 GiB of address space
 (measured: 2, 4 and 8 GiB all pass), and every case below would allocate 200 GB or more."""
 RSS_CEILING = 1.5 * 2**30
 """Peak resident memory of a refused child: importing JAX and building a tiny model is ~0.5 GB."""
-
-
-def one_line_error(result, *fragments):
-    """``result`` (in-process) ended in exactly one ``error:`` line on stderr and exit status 2."""
-    assert result.exit_code == 2, (result.exit_code, result.output, result.stderr)
-    err = result.stderr.strip()
-    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err, err
-    for f in fragments:
-        assert f in err, err
-    return err
 
 
 def _processes(field: int, value: int) -> list[int]:

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from cli_runner import invoke
+from cli_runner import invoke, one_line_error
 from dynlab import config as cfgmod
 from dynlab import store
 from dynlab.errors import ConfigError, StorageError
@@ -31,15 +31,6 @@ TRAIN = ["train", "--model", "rnn", "--set", "model.hidden=4", "--set", "task.le
 LYAPUNOV = ["analyze", "lyapunov", "--steps", "20", "--k", "2", "--burn-in", "5", "--realisations", "2",
             "--ics", "1", "-q"]
 TMP = re.compile(r"^\..+\.\d+\.tmp$")
-
-
-def one_line_error(result, *fragments) -> str:
-    assert result.exit_code == 2, (result.exit_code, result.output)
-    err = result.stderr.strip()
-    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err, err
-    for fragment in fragments:
-        assert fragment in err, err
-    return err
 
 
 def hashes(folder: Path) -> dict[str, str]:
