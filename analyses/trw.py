@@ -48,6 +48,7 @@ for any other cell, that cell's output over time. Layers are numbered 1, 2, … 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Literal
@@ -249,6 +250,16 @@ def model_layers(model, method: str = "sequence"):
 def final_logits(model, xs, method: str = "sequence"):
     """Read-out at the last step for one input ``xs[T, D]`` (``method`` as in [`model_layers`][])."""
     return model.readout(model_layers(model, method)(xs)[-1][-1])
+
+
+@functools.partial(jax.jit, static_argnames="method")
+def _batch_logits(model, xs, method: str):
+    """[`final_logits`][] of each sequence of ``xs[B, T, D]``: vmapped steps (``"scan"``) or one
+    sequence at a time (``"sequence"``). Jitted once here, so that a model of the same structure
+    and a batch of the same shape reuse the compiled program (other seeds, other trained weights)."""
+    if method == "scan":
+        return jax.vmap(lambda x: final_logits(model, x, "scan"))(xs)
+    return jax.lax.map(lambda x: final_logits(model, x), xs)
 
 
 def extended_model(model, factor: float, how: str = "shift"):
@@ -529,10 +540,7 @@ def accuracy_vs_dilation(model, *, task=None, dilations=range(7), mode: str | No
         m = check_exponent("dilation", m)
         mm = extended_model(model, 3**m, how) if (m and extend) else model
         xs = jnp.asarray(task.inputs(m, mode))
-        if method == "scan":
-            logits = jax.jit(lambda mod, xs: jax.vmap(lambda x: final_logits(mod, x, "scan"))(xs))(mm, xs)
-        else:
-            logits = jax.jit(lambda mod, xs: jax.lax.map(lambda x: final_logits(mod, x), xs))(mm, xs)
+        logits = _batch_logits(mm, xs, method)
         p = np.asarray(jnp.argmax(logits, -1))
         preds.append(p)
         accs.append(float((p == np.arange(len(p))).mean()))
