@@ -1,7 +1,7 @@
 """Suite-wide: one compilation cache for every process of a run, and a guard on the memory-map limit.
 
 **Compilation cache.** Many tests start ``dynlab`` processes (the README tour, kill-and-resume
-runs, scenario snapshots), and each compiled the same training steps again. The controller makes
+runs), and each compiled the same training steps again. The controller makes
 one directory per run and hands it to the workers and their children as JAX's persistent
 compilation cache (``JAX_COMPILATION_CACHE_DIR``, every program cached): a compiled program is the
 same bytes whoever compiled it, so no result changes, only the time (test_durability alone, from an
