@@ -185,8 +185,9 @@ def test_smoothed_solves_in_float64_inside_a_float32_program_match_a_float64_pro
     """SITH-RNN's max over tau at mu = 1e-3: in float32 the energy stops resolving L-BFGS's progress and
     the continuation does not converge; with ``x64`` the smoothed solves run on the problem restated in
     float64 (``Problem.astype``) and the result comes back in float32. Measured here (width 16, T = 10,
-    4 samples): float32 stops at g/g0 = 1.0e-3 after 2041 steps, float64 converges in 1140 (at T = 20:
-    2062 and 1196, at twice the run time; at width 8 float32 converges, so the need would not show). Truth: the
+    4 samples): float32 gives up after 2041 steps, float64 converges in 1140 (at T = 20, twice the run
+    time: float32 stops at g/g0 = 1.0e-3 after 2062, float64 converges in 1196; at width 8 float32
+    converges, so the need would not show). Truth: the
     same continuation in a program that is float64 throughout, from the same float32 weights, and the
     restated energy equal to the float32 one to float32 rounding."""
     inner = pi.lbfgs(pi.Criterion(max_steps=1000))
