@@ -36,6 +36,16 @@ each with its own learning rate. Its coordinate is the variant's label.
 
 Every combination of the sweep axes is a *cell*: one run config, one training run, its analyses.
 
+**Stages.** An ``[[analyses]]`` entry's ``stages`` names the points of its cell's life it runs
+at: ``init``, ``step-N`` (after N training steps), ``trained`` (the default), ``isolated`` (the
+trained weights with isolated neurons) ([`STAGES`][], [`STEP_STAGE`][]); the dataset gains a
+``stage`` dim in that order ([`stage_order`][]). A stage a cell cannot reach is a
+``ConfigError`` before any work ([`check_cells`][]).
+
+**Overrides.** ``--set`` assignments apply to the document before it is validated; a key inside
+``[sweep]`` names one axis by its dotted config key ([`sweep_path`][]): ``--set sweep.seed=[0]``
+changes that axis and keeps the others.
+
 **Programmed scenarios.** Experiments whose steps are not "train, analyse and compare" (transplant
 a controller, fit a model across budgets, …) are registered **programs**
 (``@register("program", NAME)`` on a Python function, see ``dynlab list program``) that the file
