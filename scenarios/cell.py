@@ -40,9 +40,9 @@ import xarray as xr
 
 from dynlab import config as cfgmod
 from dynlab import experiment, registry, store
-from dynlab.transfer import isolate
 from dynlab.errors import DivergenceError, StorageError
 from dynlab.scenarios.spec import analysis_options, entry_stages, results_of, stage_step, takes_rules, without_training
+from dynlab.transfer import isolate
 
 MARKER = "cell.toml"
 

@@ -525,10 +525,11 @@ def entry_stages(entry: dict) -> tuple[str, ...]:
 
 
 def results_of(entry: dict) -> list[tuple[str, str]]:
-    """``(result name, stage)`` of each stage an entry runs at: the result (and its file
-    ``<result>.nc`` in the cell) is named by the analysis at ``trained`` and ``<name>-<stage>``
-    at another stage."""
-    return [(entry["name"] if stage == "trained" else f"{entry['name']}-{stage}", stage) for stage in entry_stages(entry)]
+    """``(result name, stage)`` of each stage an entry runs at, in the order of a cell's life
+    ([`stage_order`][]): the result (and its file ``<result>.nc`` in the cell) is named by the
+    analysis at ``trained`` and ``<name>-<stage>`` at another stage."""
+    return [(entry["name"] if stage == "trained" else f"{entry['name']}-{stage}", stage)
+            for stage in sorted(entry_stages(entry), key=stage_order)]
 
 
 def _check_stages(entry: dict) -> None:
