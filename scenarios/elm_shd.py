@@ -100,9 +100,8 @@ def run_elm_vs_lstm(
     them is an error: give ``bins_ms``). The LSTM is matched to the ELM network's parameter count once
     (the count does not depend on the bin size). ``constant_tau_ms``: also train the ELM network with
     one constant memory timescale in ms (the ELM paper's Fig. 3e ablation, ~25 ms; see [`run_configs`][])."""
-    import matplotlib.pyplot as plt
-
     from dynlab import experiment, store
+    from dynlab.analyses.elm_scaling_figures import accuracy_by_bin
     from dynlab.errors import DivergenceError
     from dynlab.train import train_seeds
 
@@ -145,27 +144,7 @@ def run_elm_vs_lstm(
     ds = stamp(ds, analysis="elm-shd-adding", config={"metric": metric, "chance": reference.attrs["chance"],
                                                         "data": source})
     store.write_dataset(out / "accuracy.nc", ds)
-    fig, axes = plt.subplots(1, len(bins), figsize=(4.2 * len(bins) + 1.0, 3.6), squeeze=False, sharey=True)
-    for ax, b in zip(axes[0], bins):
-        for k, net in enumerate(ds.network.values):  # one colour per network in every panel
-            da = ds[metric].sel(network=net, bin_ms=b)
-            if not bool(np.isfinite(da).any()):
-                continue  # not trained at this bin size (the constant-tau ablation runs at the smallest)
-            ax.errorbar(ds.eval_step.values, da.mean("seed"), yerr=da.std("seed", ddof=1) if da.sizes["seed"] > 1 else None,
-                        fmt="o-", ms=3, capsize=2, color=f"C{k}", label=f"{net} ({int(ds.params.sel(network=net))} params)")
-        ax.axhline(ds.attrs["chance"], color="grey", ls="--", lw=0.8, label="chance")
-        ax.set(xlabel="training step", title=f"{b:g} ms bins (T = {int(round(2000 / b))})")
-    axes[0, 0].set_ylabel(f"held-out {metric} (mean ± sd over seeds)")
-    entries = {}  # every network of every panel (the constant-tau ablation is in the first panel only)
-    for ax in axes[0]:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            entries.setdefault(label, handle)
-    axes[0, -1].legend(entries.values(), entries.keys(), fontsize=7, loc="best")
-    from dynlab.figures import without_paths
-
-    fig.suptitle(f"SHD-Adding: ELM network vs a parameter-matched LSTM ({without_paths(ds.attrs['data'])})", fontsize=9)
-    fig.tight_layout()
-    store.write_figure(out / "accuracy.png", fig)
+    store.write_figure(out / "accuracy.png", accuracy_by_bin(ds))
     return {"accuracy": ds}
 
 
