@@ -13,7 +13,6 @@ READINGS = {"with-drive": True, "without-drive": False}
 """The two readings of the frozen map in the adaptation analysis: the drive xi in the map or not."""
 
 
-
 PAPER_TABLE1 = {"aru": (95.4, 94.7), "rnn-gamma": (95.4, 84.0), "rnn-relu": (90.1, 33.0)}
 """Table 1, psMNIST: accuracy (%) clean and under the noisy drive N(5, 2^2)."""
 

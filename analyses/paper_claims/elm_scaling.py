@@ -11,8 +11,6 @@ import numpy as np
 from dynlab.claims import Claim, Estimate, NotTestable, scale_text
 
 
-
-
 def _interior_gap(datasets) -> Estimate:
     r"""Statistic: by how much the best interior d_m beats the better end of the d_m range, at the budget
     where it does so least: per seed $\min_b \big(\min(L_{b,1}, L_{b,\text{last}}) - \min_{1<j<\text{last}}

@@ -15,8 +15,6 @@ def shuffles(quick: bool, n_shuffle: int | None) -> int:
     return int(n_shuffle)
 
 
-
-
 def _accuracy(net: str, dilations=None):
     """Statistic: the zero-shot accuracy of ``net``, per seed its lowest over the dilations (or its mean
     over the dilations >= 3^``dilations``), then the mean over seeds with its Student-t interval: the
