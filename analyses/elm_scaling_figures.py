@@ -1,5 +1,6 @@
 """Figures of the ELM scaling-law analyses of [`dynlab.analyses.elm_scaling`][] (matplotlib, Agg backend):
-the joint $I_{\rm rep}$ fit (``elm-budget`` scenario) and the $I_{\rm rep}$ curves."""
+the joint $I_{\rm rep}$ fit (``elm-budget`` scenario), the $I_{\rm rep}$ curves, and the ELM network
+against an LSTM over bin sizes (``elm-shd-adding``)."""
 
 from __future__ import annotations
 
@@ -100,5 +101,32 @@ def single_axes(axes: xr.Dataset, rho: xr.Dataset | None = None):
         ax.legend(fontsize=7, loc="upper right")
     fig.suptitle("ELM network, one axis at a time (paper Fig. 3a/b)" + (" and rho_rec = 0 (Fig. 12)" if rho is not None
                                                                         else ""), fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def accuracy_by_bin(ds: xr.Dataset):
+    """The ``elm-shd-adding`` scenario's figure ([`dynlab.scenarios.elm_shd`][]): held-out accuracy
+    against training step, one panel per bin size, one colour per network (mean ± sd over seeds)."""
+    from dynlab.figures import without_paths
+
+    bins, metric = [float(b) for b in ds.bin_ms.values], ds.attrs["metric"]
+    fig, axes = plt.subplots(1, len(bins), figsize=(4.2 * len(bins) + 1.0, 3.6), squeeze=False, sharey=True)
+    for ax, b in zip(axes[0], bins):
+        for k, net in enumerate(ds.network.values):  # one colour per network in every panel
+            da = ds[metric].sel(network=net, bin_ms=b)
+            if not bool(np.isfinite(da).any()):
+                continue  # not trained at this bin size (the constant-tau ablation runs at the smallest)
+            ax.errorbar(ds.eval_step.values, da.mean("seed"), yerr=da.std("seed", ddof=1) if da.sizes["seed"] > 1 else None,
+                        fmt="o-", ms=3, capsize=2, color=f"C{k}", label=f"{net} ({int(ds.params.sel(network=net))} params)")
+        ax.axhline(ds.attrs["chance"], color="grey", ls="--", lw=0.8, label="chance")
+        ax.set(xlabel="training step", title=f"{b:g} ms bins (T = {int(round(2000 / b))})")
+    axes[0, 0].set_ylabel(f"held-out {metric} (mean ± sd over seeds)")
+    entries = {}  # every network of every panel (the constant-tau ablation is in the first panel only)
+    for ax in axes[0]:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    axes[0, -1].legend(entries.values(), entries.keys(), fontsize=7, loc="best")
+    fig.suptitle(f"SHD-Adding: ELM network vs a parameter-matched LSTM ({without_paths(ds.attrs['data'])})", fontsize=9)
     fig.tight_layout()
     return fig

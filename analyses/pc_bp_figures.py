@@ -105,3 +105,34 @@ def overview(ds: xr.Dataset):
     over the grid (``compare pc-bp`` also writes [`rescaling_vs_l_over_n`][] and
     [`loss_curves`][] beside it)."""
     return cosine_heatmap(ds)
+
+
+def time_law(law: xr.Dataset):
+    """The ``pc-time-law`` scenario's figure ([`dynlab.scenarios.pc_time_law`][]). Left: $s - 1$ against $T/N$ per recurrence (fitted slope in the legend; dashed: the large-$N$
+    prediction). Right: $1 - \\cos$ against $N$ for each $T$, plain (dotted) and $T^{-1}$ (solid)."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    ratio = law.T_over_N if "T_over_N" in law else law.length / law.width
+    for rec in law.recurrence.values:
+        sel = law.sel(recurrence=rec)
+        x, y = np.asarray(ratio).ravel(), sel.s_minus_1.values.ravel()
+        order = np.argsort(x)
+        line, = left.plot(x[order], y[order], "o", ms=4, label=f"{rec}: slope {float(sel.slope):.2f}")
+        theory = sel.s_minus_1_theory.values.ravel()
+        if np.isfinite(theory).any():
+            left.plot(x[order], theory[order], "--", lw=0.8, color=line.get_color())
+    left.set(xscale="log", yscale="log", xlabel="T / N", ylabel="s - 1", title="energy rescaling (linear RNN, mean-field)")
+    left.legend(fontsize=7)
+    styles = {"plain": ":", "T^-1": "-"}
+    for rec, style in styles.items():
+        if rec not in law.recurrence.values:
+            continue
+        for i, length in enumerate(law.length.values):
+            defect = 1 - law.mean_cosine.sel(recurrence=rec, length=length).values
+            right.plot(law.width.values, np.maximum(defect, 1e-8), style, marker="o", ms=3, color=f"C{i}",
+                       label=f"{rec}, T={int(length)}")
+    right.set(xscale="log", yscale="log", xlabel="width N", ylabel="1 - cos(PC, BPTT)", title="alignment as N grows")
+    right.set_xticks(law.width.values, [str(int(n)) for n in law.width.values])
+    right.xaxis.set_minor_formatter(plt.NullFormatter())
+    right.legend(fontsize=6, ncol=2)
+    fig.tight_layout()
+    return fig

@@ -15,7 +15,7 @@ each seed adds noise of one of three kinds:
 
 The truth is Spearman's rho of the expected cells' means against L/N, cells of equal L/N pooled, computed
 here with pandas and `scipy.stats.spearmanr` (not with dynlab). Every grid goes through the public path: the
-`mf-rank-correlation` claim of `dynlab.scenarios.pc_width_depth.claims` and `dynlab.claims.verdict`.
+`mf-rank-correlation` claim of `dynlab.analyses.paper_claims.pc_width_depth.claims` and `dynlab.claims.verdict`.
 
 Printed per case: the coverage of the nominal 95% interval with its 95% Clopper-Pearson interval, the
 median half-width, the mean bias of the value, the fraction of wrong verdict words (holds / does not hold
@@ -79,7 +79,7 @@ def grid(kind: str, tau: float, sigma: float, seeds: int, rng) -> tuple[xr.Datas
 
 def _before(ds: xr.Dataset) -> tuple[float, float]:
     """The previous interval: Spearman over cells, leave-one-seed-out jackknife."""
-    from dynlab.scenarios.pc_width_depth import without_seed
+    from dynlab.analyses.paper_claims.pc_width_depth import without_seed
     from dynlab.statistics import jackknife_interval, spearman
 
     rho = lambda x: spearman(x.L_over_N.values.ravel(), x.mean_cosine.values.ravel())[0]  # noqa: E731
@@ -88,7 +88,7 @@ def _before(ds: xr.Dataset) -> tuple[float, float]:
 
 def case(kind: str, tau: float, sigma: float, seeds: int, reps: int, rng, before: bool = True) -> dict:
     from dynlab.claims import verdict
-    from dynlab.scenarios.pc_width_depth import claims
+    from dynlab.analyses.paper_claims.pc_width_depth import claims
 
     claim = claims(32)[1]
     assert claim.id == "mf-rank-correlation"

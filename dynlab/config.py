@@ -181,15 +181,46 @@ def number_list(name: str, values, **bounds) -> list:
     return [parse_number(name, v.item() if hasattr(v, "item") else v, **bounds) for v in values]
 
 
+_SEGMENT = r'(?:([A-Za-z_][A-Za-z0-9_-]*)|"([A-Za-z_][A-Za-z0-9_.-]*)")'
+
+
+def _key_path(path: str) -> list[str] | None:
+    """The keys of a dotted path in TOML's dotted-key grammar, a segment bare (``model``) or
+    double-quoted (``"model.unit"``, which may hold dots); ``None`` when ``path`` is not one."""
+    if not re.fullmatch(rf"{_SEGMENT}(?:\.{_SEGMENT})*", path):
+        return None
+    return [bare or quoted for bare, quoted in re.findall(_SEGMENT, path)]
+
+
 def parse_set(assignment: str) -> tuple[list[str], Any]:
-    """Split ``section.key=value`` into (``["section", "key"]``, parsed value)."""
+    """Split ``section.key=value`` into (``["section", "key"]``, parsed value).
+
+    A key holding dots is quoted as in TOML: ``sweep."model.unit"=["gru"]`` gives
+    ``["sweep", "model.unit"]``."""
     if "=" not in assignment:
         raise ConfigError(f"malformed --set {assignment!r}: expected section.key=value, e.g. model.hidden=128")
     path, _, value = assignment.partition("=")
-    keys = path.strip().split(".")
-    if not all(_BARE_WORD.match(k) and "." not in k for k in keys) or not value.strip():
+    keys = _key_path(path.strip())
+    if keys is None or not value.strip():
         raise ConfigError(f"malformed --set {assignment!r}: expected section.key=value, e.g. model.hidden=128")
     return keys, parse_value(value.strip(), f"--set {path.strip()}")
+
+
+def _set(config: dict, keys: list[str], value: Any) -> None:
+    """Set the key at path ``keys`` of ``config`` (in place) to ``value``, as [`apply_values`][] says."""
+    where = ".".join(keys)
+    if not keys or not all(_BARE_WORD.match(k) for k in keys):
+        raise ConfigError(f"malformed config key {where!r}: expected section.key, e.g. model.hidden")
+    node = config
+    for k in keys[:-1]:
+        child = node.setdefault(k, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"{where!r}: {k!r} is a value, not a section")
+        node = child
+    if len(keys) == 1 and keys[0] in SECTIONS and isinstance(value, dict) and isinstance(node.get(keys[0]), dict):
+        node[keys[0]] = {**node[keys[0]], **value}
+    else:
+        node[keys[-1]] = value
 
 
 def apply_values(config: dict, values: dict[str, Any]) -> dict:
@@ -202,27 +233,18 @@ def apply_values(config: dict, values: dict[str, Any]) -> dict:
     program's ``params.networks = {…}`` is the whole table it names)."""
     config = copy.deepcopy(config)
     for dotted, value in values.items():
-        keys = dotted.split(".")
-        if not all(_BARE_WORD.match(k) for k in keys):
-            raise ConfigError(f"malformed config key {dotted!r}: expected section.key, e.g. model.hidden")
-        node = config
-        for k in keys[:-1]:
-            child = node.setdefault(k, {})
-            if not isinstance(child, dict):
-                raise ConfigError(f"{dotted!r}: {k!r} is a value, not a section")
-            node = child
-        if len(keys) == 1 and keys[0] in SECTIONS and isinstance(value, dict) and isinstance(node.get(keys[0]), dict):
-            node[keys[0]] = {**node[keys[0]], **value}
-        else:
-            node[keys[-1]] = value
+        _set(config, dotted.split("."), value)
     return config
 
 
-def apply_sets(config: dict, assignments: list[str] | tuple[str, ...]) -> dict:
-    """A copy of ``config`` with each ``section.key=value`` assignment applied."""
+def apply_sets(config: dict, assignments: list[str] | tuple[str, ...], regroup=None) -> dict:
+    """A copy of ``config`` with each ``section.key=value`` assignment applied ([`parse_set`][]);
+    ``regroup``, if given, maps an assignment's key path to the path it sets (in a scenario,
+    ``sweep.model.unit`` sets the axis ``"model.unit"``: [`dynlab.scenarios.spec.sweep_path`][])."""
+    config = copy.deepcopy(config)
     for assignment in assignments:
         keys, value = parse_set(assignment)
-        config = apply_values(config, {".".join(keys): value})
+        _set(config, regroup(keys) if regroup else keys, value)
     return config
 
 

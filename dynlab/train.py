@@ -21,7 +21,7 @@ import functools
 import math
 import time
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Callable, Literal, Sequence
 
 import equinox as eqx
 import jax
@@ -166,6 +166,8 @@ class TrainResult:
     run_dir: Path | None
     steps_done: int
     seconds: float
+    snapshots: dict = dataclasses.field(default_factory=dict)
+    """The model after each step asked for in ``snapshots`` ([`train`][]): step -> model."""
 
 
 def _keys(seed: int):
@@ -395,15 +397,18 @@ class _Run:
         return last
 
 
-def _loop(runs, params, static, opt_state, start, cfg, advance, evaluate, progress):
+def _loop(runs, params, static, opt_state, start, cfg, advance, evaluate, progress, snapshots=()):
     """The training loop shared by one run and several vmapped runs.
 
     ``params`` and ``opt_state`` carry a leading run axis; ``advance(params, opt_state, step, n)``
     returns them advanced by ``n`` steps with per-step metrics ``[runs, n]``; ``evaluate(params)``
-    returns held-out metrics ``[runs]``. A diverged run stops recording; the others go on.
+    returns held-out metrics ``[runs]``. A diverged run stops recording; the others go on. A chunk
+    ends at each step of ``snapshots``, where each live run's model is kept.
     """
     lr_at = cfg.schedule_fn()
     chunk = math.gcd(cfg.log_every, cfg.eval_every, cfg.checkpoint_every)
+    stops = sorted({int(s) for s in snapshots if start < s <= cfg.steps})
+    kept = [{} for _ in runs]
     live = lambda: [(i, r) for i, r in enumerate(runs) if r.diverged is None]  # noqa: E731
 
     def evaluate_live(step, params):
@@ -417,7 +422,7 @@ def _loop(runs, params, static, opt_state, start, cfg, advance, evaluate, progre
         evaluate_live(0, params)
     step = start
     while step < cfg.steps and live():
-        n = min(chunk, cfg.steps - step)
+        n = min(chunk, cfg.steps - step, *(s - step for s in stops if s > step))
         new_params, new_opt, m = advance(params, opt_state, step, n)
         m = jax.device_get(m)
         store.fault_point("chunk")
@@ -425,6 +430,9 @@ def _loop(runs, params, static, opt_state, start, cfg, advance, evaluate, progre
             if not run.record_train(step, _take(m, i), lr_at):
                 run.diverge(step, eqx.combine(_take(params, i), static), _take(opt_state, i))
         params, opt_state, step = new_params, new_opt, step + n
+        if step in stops:
+            for i, _ in live():
+                kept[i][step] = eqx.combine(_take(params, i), static)
         if step % cfg.eval_every == 0 or step == cfg.steps:
             evaluate_live(step, params)
         if step % cfg.checkpoint_every == 0 or step == cfg.steps:
@@ -440,7 +448,7 @@ def _loop(runs, params, static, opt_state, start, cfg, advance, evaluate, progre
             continue
         run.save_metrics()
         model = eqx.combine(_take(params, i), static)
-        results.append(TrainResult(model, run.curves.dataset(run.attrs), run.run_dir, step, seconds))
+        results.append(TrainResult(model, run.curves.dataset(run.attrs), run.run_dir, step, seconds, kept[i]))
     return results
 
 
@@ -451,6 +459,7 @@ def train(
     resume: bool = False,
     progress: Callable | None = None,
     on_resume: Callable[[int], None] | None = None,
+    snapshots: Sequence[int] = (),
 ) -> TrainResult:
     """Train ``experiment.model`` with ``experiment.rule`` on ``experiment.task``.
 
@@ -465,6 +474,8 @@ def train(
             checkpoint.eqx, model.eqx or metrics.nc) starts again from step 0.
         progress: called as ``progress(step, total, metrics_dict)`` after every chunk.
         on_resume: called as ``on_resume(step)`` with the step a resumed run continues from.
+        snapshots: steps after which the model is kept in the result's ``snapshots`` (a
+            scenario's ``step-N`` stages). Training passes through them, numbers unchanged.
 
     Raises:
         DivergenceError: a non-finite loss or parameter. The last good checkpoint and the metrics
@@ -502,22 +513,22 @@ def train(
 
     run = _Run(experiment, run_dir, start, previous)
     params, opt_state = jax.tree_util.tree_map(lambda a: a[None], (params, opt_state))
-    (result,) = _loop([run], params, static, opt_state, start, cfg, advance, evaluate, progress)
+    (result,) = _loop([run], params, static, opt_state, start, cfg, advance, evaluate, progress, snapshots)
     if isinstance(result, DivergenceError):
         raise result
     return result
 
 
-def _train_or_divergence(experiment, run_dir, progress):
+def _train_or_divergence(experiment, run_dir, progress, snapshots=()):
     from dynlab.errors import DivergenceError
 
     try:
-        return train(experiment, run_dir, progress=progress)
+        return train(experiment, run_dir, progress=progress, snapshots=snapshots)
     except DivergenceError as e:
         return e
 
 
-def train_seeds(experiments, run_dirs=None, *, progress: Callable | None = None) -> list:
+def train_seeds(experiments, run_dirs=None, *, progress: Callable | None = None, snapshots: Sequence[int] = ()) -> list:
     """Train runs that differ only in their seed as one ``jax.vmap``-ed computation.
 
     Each run gets its own run directory, curves and checkpoints exactly as with [`train`][];
@@ -543,7 +554,7 @@ def train_seeds(experiments, run_dirs=None, *, progress: Callable | None = None)
     parts = [eqx.partition(e.model, eqx.is_inexact_array) for e in experiments]
     static = parts[0][1]
     if not all(bool(eqx.tree_equal(static, s)) for _, s in parts[1:]):
-        return [_train_or_divergence(e, d, progress) for e, d in zip(experiments, run_dirs)]
+        return [_train_or_divergence(e, d, progress, snapshots) for e, d in zip(experiments, run_dirs)]
     params = _stack([p for p, _ in parts])
     opt_states = [(optimizer.init(p), _initial_carry(e.model, task, cfg.batch_size)) for e, (p, _) in zip(experiments, parts)]
     opt_state = _stack(opt_states)
@@ -562,4 +573,4 @@ def train_seeds(experiments, run_dirs=None, *, progress: Callable | None = None)
         return _evaluate_many(params, static, rule, task, eval_keys, cfg.eval_size)
 
     runs = [_Run(e, d, 0, None) for e, d in zip(experiments, run_dirs)]
-    return _loop(runs, params, static, opt_state, 0, cfg, advance, evaluate, progress)
+    return _loop(runs, params, static, opt_state, 0, cfg, advance, evaluate, progress, snapshots)

@@ -41,7 +41,8 @@ import xarray as xr
 from dynlab import config as cfgmod
 from dynlab import experiment, registry, store
 from dynlab.errors import DivergenceError, StorageError
-from dynlab.scenarios.spec import analysis_options, entry_stages, results_of, takes_rules, without_training
+from dynlab.scenarios.spec import analysis_options, entry_stages, results_of, stage_step, takes_rules, without_training
+from dynlab.transfer import isolate
 
 MARKER = "cell.toml"
 
@@ -185,20 +186,35 @@ def _interrupted_info(message: str) -> dict:
     return {"status": INTERRUPTED, "message": message, "files": {}, "results": {}}
 
 
+def _at_stage(stage: str, initial, exp, status: str, snapshots: dict):
+    """The experiment an analysis at ``stage`` sees, or ``None`` when the cell did not reach it:
+    ``initial`` at ``init``; ``exp`` (trained) at ``trained``; its isolated-neuron perturbation at
+    ``isolated``; the model kept after N steps (``snapshots``) at ``step-N``."""
+    if stage == "init":
+        return initial
+    step = stage_step(stage)
+    if step is not None:
+        return None if exp is None or step not in snapshots else dataclasses.replace(exp, model=snapshots[step])
+    if exp is None or status != "ok":
+        return None
+    return isolate(exp) if stage == "isolated" else exp
+
+
 def _finish(cell_dir: Path, exp, analyses: tuple[dict, ...], status: str, message: str,
-            stop_file: str | Path | None = None, initial=None) -> dict:
+            stop_file: str | Path | None = None, initial=None, snapshots: dict | None = None) -> dict:
     """Run the analyses of a trained (or fresh) cell, each at each of its stages on its own, then
     write its marker last (not if interrupted). ``status``/``message``: how training ended;
-    ``initial``: the experiment before training (stage ``init``), ``exp`` after it (``trained``)."""
+    ``initial``: the experiment before training (stage ``init``), ``exp`` after it (``trained``),
+    ``snapshots``: the models after the steps of its ``step-N`` stages."""
     message = one_line(message)
     results = {"train": {"status": status, "message": message}}
     for entry in analyses:
         for result, stage in results_of(entry):
-            at = initial if stage == "init" else exp
-            if at is None or (stage == "trained" and status != "ok"):
-                results[result] = {"status": "skipped", "message": f"not run: training {status}"}
-                continue
             try:
+                at = _at_stage(stage, initial, exp, status, snapshots or {})
+                if at is None:
+                    results[result] = {"status": "skipped", "message": f"not run: training {status}"}
+                    continue
                 fn = registry.get("analysis", entry["name"]).obj
                 subject = (at.model, at.rules) if takes_rules(entry) else (at.model,)
                 ds = fn(*subject, **analysis_options(entry, at.task, at.seed))
@@ -223,6 +239,11 @@ def _at_init(analyses: tuple[dict, ...]) -> bool:
     return any("init" in entry_stages(e) for e in analyses)
 
 
+def _steps(analyses: tuple[dict, ...]) -> list[int]:
+    """The training steps after which a ``step-N`` stage analyses the model."""
+    return sorted({stage_step(s) for e in analyses for s in entry_stages(e) if stage_step(s) is not None})
+
+
 def run_cell(cell_dir: str | Path, config: dict, analyses: tuple[dict, ...], stop_file: str | None = None) -> dict:
     """Compute one cell into ``cell_dir`` (emptied first); return its marker dict.
 
@@ -234,13 +255,14 @@ def run_cell(cell_dir: str | Path, config: dict, analyses: tuple[dict, ...], sto
     from dynlab.train import train
 
     cell_dir = _fresh(cell_dir)
-    status, message, exp, initial = "ok", "", None, None
+    status, message, exp, initial, snapshots = "ok", "", None, None, {}
     try:
         config, do_train = without_training(config)
         exp = experiment.build(config, training=do_train)
         initial = exp if _at_init(analyses) else None
         if do_train:
-            exp = dataclasses.replace(exp, model=train(exp, cell_dir, progress=_stop_when_interrupted(stop_file)).model)
+            result = train(exp, cell_dir, progress=_stop_when_interrupted(stop_file), snapshots=_steps(analyses))
+            exp, snapshots = dataclasses.replace(exp, model=result.model), result.snapshots
         else:
             store.write_config(cell_dir, exp.config)
     except DivergenceError as e:
@@ -249,7 +271,7 @@ def run_cell(cell_dir: str | Path, config: dict, analyses: tuple[dict, ...], sto
         if interrupted(stop_file):
             return _interrupted_info(f"{type(e).__name__}: {e}")
         status, message = _failure(cell_dir, e)
-    return _finish(cell_dir, exp, analyses, status, message, stop_file, initial)
+    return _finish(cell_dir, exp, analyses, status, message, stop_file, initial, snapshots)
 
 
 def run_cells_vmapped(cell_dirs: list, configs: list[dict], analyses: tuple[dict, ...],
@@ -270,7 +292,7 @@ def run_cells_vmapped(cell_dirs: list, configs: list[dict], analyses: tuple[dict
             for d, e in zip(dirs, exps):
                 store.write_config(d, e.config)
         else:
-            results = train_seeds(exps, dirs, progress=_stop_when_interrupted(stop_file))
+            results = train_seeds(exps, dirs, progress=_stop_when_interrupted(stop_file), snapshots=_steps(analyses))
     except Exception as e:
         if interrupted(stop_file):
             return [_interrupted_info(f"{type(e).__name__}: {e}") for _ in dirs]
@@ -282,7 +304,8 @@ def run_cells_vmapped(cell_dirs: list, configs: list[dict], analyses: tuple[dict
             infos.append(_finish(d, e, analyses, "diverged", str(r), stop_file, e if initial else None))
         else:
             trained = e if r is None else dataclasses.replace(e, model=r.model)
-            infos.append(_finish(d, trained, analyses, "ok", "", stop_file, e if initial else None))
+            infos.append(_finish(d, trained, analyses, "ok", "", stop_file, e if initial else None,
+                                 {} if r is None else r.snapshots))
     return infos
 
 

@@ -36,6 +36,16 @@ each with its own learning rate. Its coordinate is the variant's label.
 
 Every combination of the sweep axes is a *cell*: one run config, one training run, its analyses.
 
+**Stages.** An ``[[analyses]]`` entry's ``stages`` names the points of its cell's life it runs
+at: ``init``, ``step-N`` (after N training steps), ``trained`` (the default), ``isolated`` (the
+trained weights with isolated neurons) ([`STAGES`][], [`STEP_STAGE`][]); the dataset gains a
+``stage`` dim in that order ([`stage_order`][]). A stage a cell cannot reach is a
+``ConfigError`` before any work ([`check_cells`][]).
+
+**Overrides.** ``--set`` assignments apply to the document before it is validated; a key inside
+``[sweep]`` names one axis by its dotted config key ([`sweep_path`][]): ``--set sweep.seed=[0]``
+changes that axis and keeps the others.
+
 **Programmed scenarios.** Experiments whose steps are not "train, analyse and compare" (transplant
 a controller, fit a model across budgets, …) are registered **programs**
 (``@register("program", NAME)`` on a Python function, see ``dynlab list program``) that the file
@@ -390,6 +400,21 @@ def apply_preset(doc: dict, preset: str | None, source: str) -> dict:
     return out
 
 
+def sweep_path(keys: list[str]) -> list[str]:
+    """The path a ``--set`` key sets in a scenario document: a key inside ``[sweep]`` is one axis,
+    named by a dotted config key, so ``sweep.model.unit`` sets the axis ``"model.unit"`` (as
+    ``sweep."model.unit"`` does) and ``sweep.zip.size.train.lr`` the key ``"train.lr"`` of the
+    zipped axis ``size``; variant tables and every key outside ``[sweep]`` are paths as written.
+
+    **Enforces** "one axis of a sweep is changed by one ``--set``, the others kept":
+    ``--set sweep.seed=[0]`` and ``--set sweep.model.width=[8]`` replace those axes' values."""
+    if keys[0] != "sweep" or len(keys) < 2 or keys[1] in ("variants", "vmap_seeds"):
+        return keys
+    if keys[1] == "zip":
+        return keys[:3] + [".".join(keys[3:])] if len(keys) > 3 else keys
+    return ["sweep", ".".join(keys[1:])]
+
+
 def _axis_values(where: str, key: str, values) -> list:
     if not isinstance(values, list):
         raise ConfigError(f"{where}: {key!r} must be a list of values, got {values!r}")
@@ -443,21 +468,43 @@ def _parse_sweep(sweep: dict) -> tuple[tuple[Axis, ...], bool]:
             for name, group in values.items():
                 if not isinstance(group, dict) or not group:
                     raise ConfigError(f"[sweep.zip.{name}] must be a non-empty table of key = [values]")
-                lists = {k: _axis_values(f"[sweep.zip.{name}]", k, v) for k, v in group.items()}
+                lists = {k: _axis_values(f"[sweep.zip.{name}]", k, v) for k, v in _flat(group).items()}
                 if len({len(v) for v in lists.values()}) != 1:
                     sizes = ", ".join(f"{k}: {len(v)}" for k, v in lists.items())
                     raise ConfigError(f"[sweep.zip.{name}]: zipped axes need equal lengths, got {sizes}")
                 axes.append(Axis(name, lists))
         elif key == "variants":
             axes.extend(_variant_axes(values))
+        elif isinstance(values, dict):  # TOML's unquoted model.unit = [..]: the axis "model.unit"
+            axes.extend(Axis(k, {k: _axis_values("[sweep]", k, v)}) for k, v in _flat(values, f"{key}.").items())
         else:
             axes.append(Axis(key, {key: _axis_values("[sweep]", key, values)}))
     return tuple(axes), vmap_seeds
 
 
-STAGES = ("init", "trained")
-"""The points of a cell's life an analysis can run at: ``init`` (the freshly built model, before
-training) and ``trained`` (after training; the default)."""
+STAGES = ("init", "trained", "isolated")
+"""The named points of a cell's life an analysis can run at: ``init`` (the freshly built model,
+before training), ``trained`` (after training; the default) and ``isolated`` (the trained weights
+perturbed into isolated neurons, each feeding back onto itself only: [`dynlab.transfer.isolate`][],
+the ARU paper's Fig. 4c; units rnn, rnn-gamma and aru). Besides these, ``step-N`` ([`STEP_STAGE`][])."""
+STEP_STAGE = re.compile(r"step-([1-9][0-9]{0,8})")
+"""``step-N``: the model after N of the cell's training steps (1 <= N <= ``train.steps``)."""
+STAGE_FORMS = "init, step-N (after N training steps), trained, isolated"
+
+
+def stage_step(stage: str) -> int | None:
+    """N of a ``step-N`` stage, else ``None``."""
+    m = STEP_STAGE.fullmatch(stage)
+    return int(m.group(1)) if m else None
+
+
+def stage_order(stage: str) -> tuple[int, int]:
+    """Where a stage lies in a cell's life, for ordering the ``stage`` coordinate: ``init``, the
+    ``step-N`` in order of N, ``trained``, ``isolated``."""
+    step = stage_step(stage)
+    return (1, step) if step is not None else ({"init": 0, "trained": 2}.get(stage, 3), 0)
+
+
 ENTRY_KEYS = ("name", "stages")
 """Keys of an ``[[analyses]]`` entry that are not options of the analysis."""
 CELL_SEED = "cell"
@@ -478,10 +525,11 @@ def entry_stages(entry: dict) -> tuple[str, ...]:
 
 
 def results_of(entry: dict) -> list[tuple[str, str]]:
-    """``(result name, stage)`` of each stage an entry runs at: the result (and its file
-    ``<result>.nc`` in the cell) is named by the analysis at ``trained`` and ``<name>-<stage>``
-    at another stage."""
-    return [(entry["name"] if stage == "trained" else f"{entry['name']}-{stage}", stage) for stage in entry_stages(entry)]
+    """``(result name, stage)`` of each stage an entry runs at, in the order of a cell's life
+    ([`stage_order`][]): the result (and its file ``<result>.nc`` in the cell) is named by the
+    analysis at ``trained`` and ``<name>-<stage>`` at another stage."""
+    return [(entry["name"] if stage == "trained" else f"{entry['name']}-{stage}", stage)
+            for stage in sorted(entry_stages(entry), key=stage_order)]
 
 
 def _check_stages(entry: dict) -> None:
@@ -489,16 +537,40 @@ def _check_stages(entry: dict) -> None:
         return
     stages, name = entry["stages"], entry["name"]
     if not isinstance(stages, list) or not stages or not all(isinstance(x, str) for x in stages):
-        raise ConfigError(f"analyses.{name}.stages must be a non-empty list of stages ({', '.join(STAGES)}), "
+        raise ConfigError(f"analyses.{name}.stages must be a non-empty list of stages ({STAGE_FORMS}), "
                           f"got {stages!r}")
-    unknown = [x for x in stages if x not in STAGES]
+    unknown = [x for x in stages if x not in STAGES and stage_step(x) is None]
     if unknown:
-        raise ConfigError(f"analyses.{name}.stages: unknown stage {unknown[0]!r}; stages: {', '.join(STAGES)}")
+        raise ConfigError(f"analyses.{name}.stages: unknown stage {unknown[0]!r}; stages: {STAGE_FORMS}")
     if len(set(stages)) != len(stages):
         raise ConfigError(f"analyses.{name}.stages names a stage twice: {stages!r}")
     if takes_runs(entry) and stages != ["trained"]:
         raise ConfigError(f"analyses.{name} compares the cells' trained runs: it runs at stage 'trained' only, "
                           f"not {', '.join(repr(x) for x in stages if x != 'trained')}")
+
+
+def _check_cell_stages(scenario: "Scenario", config: dict, trains: bool, cell: "Cell") -> None:
+    """**Enforces** "an analysis at a stage its cell cannot reach fails before any work": every
+    stage but ``init`` needs training (``train.steps`` > 0), ``step-N`` needs N <= ``train.steps``,
+    ``isolated`` a unit with isolated neurons."""
+    where = f"cell {cell_name(cell) or '(the only one)'}"
+    steps = config.get("train", {}).get("steps", registry.defaults(experiment.TrainConfig)["steps"])
+    unit = config.get("model", {}).get("unit", experiment.DEFAULT_UNIT)
+    for entry in scenario.cell_analyses:
+        name = entry["name"]
+        for stage in entry.get("stages", ()):  # without stages: trained, or the fresh model when nothing trains
+            if stage == "init":
+                continue
+            if not trains:
+                raise ConfigError(f"analyses.{name} runs at stage {stage!r}, but {where} has train.steps = 0 "
+                                  "(it analyses the freshly built model): use stages = [\"init\"]")
+            if (stage_step(stage) or 0) > steps:
+                raise ConfigError(f"analyses.{name} runs at stage {stage!r}, but {where} trains {steps} steps: "
+                                  "N of step-N must be at most train.steps")
+            if stage == "isolated" and not hasattr(registry.get("unit", unit).obj, "isolate"):
+                isolating = [u for u in registry.names("unit") if hasattr(registry.get("unit", u).obj, "isolate")]
+                raise ConfigError(f"analyses.{name} runs at stage 'isolated', but the unit of {where} ({unit}) has no "
+                                  f"isolated neurons; units that do: {', '.join(isolating)}")
 
 
 RUNS_ARGUMENT = ("runs", "key", "self")
@@ -599,7 +671,7 @@ def claim_coordinates(scenario: Scenario) -> dict[str, dict[str, list | None]]:
     ``run_b``, ``group`` and each swept key along ``run``)."""
     sweep = {a.name: (next(iter(a.values.values())) if len(a.values) == 1 else list(range(a.size)))
              for a in scenario.axes}
-    stages = [s for s in STAGES if any(s in entry_stages(e) for e in scenario.cell_analyses if "stages" in e)]
+    stages = sorted({s for e in scenario.cell_analyses if "stages" in e for s in entry_stages(e)}, key=stage_order)
     if stages:
         sweep["stage"] = stages
     keys = {k: v for a in scenario.axes for k, v in a.values.items()}
@@ -634,18 +706,15 @@ def check_cells(scenario: Scenario) -> None:
             options.pop("task", None)
             hooks.append((entry["name"], hook, options))
     checked, built = set(), set()
-    staged = [e["name"] for e in scenario.analyses if "trained" in e.get("stages", ())]
     for cell in scenario.cells:  # every combination must be a valid config
         config, trains = without_training(cell.config)
-        if staged and not trains:
-            raise ConfigError(f"analyses.{staged[0]} runs at stage 'trained', but cell {cell_name(cell) or '(the only one)'} "
-                              "has train.steps = 0 (it analyses the freshly built model): use stages = [\"init\"]")
         unseeded = cfgmod.dumps({**{k: v for k, v in config.items() if k != "seed"}, "trains": trains})
         if unseeded in built:  # the seed changes values, not shapes: its range is all there is to check
             experiment.validate(config)
         else:
             built.add(unseeded)
             experiment.check(config, training=trains)
+        _check_cell_stages(scenario, config, trains, cell)
         _check_rules(scenario, config, cell)
         structure = cfgmod.dumps({"model": config.get("model", {}), "task": config.get("task", {})})
         if not hooks or structure in checked:
@@ -746,5 +815,5 @@ def load(name_or_file: str, *, preset: str | None = None, sets=()) -> Scenario |
 
     doc = apply_preset(confine_file_data_dirs(cfgmod.load_toml(path), str(path)), preset, str(path))
     if sets:
-        doc = cfgmod.apply_sets(doc, sets)
+        doc = cfgmod.apply_sets(doc, sets, regroup=sweep_path)
     return parse(doc, str(path), DEFAULT_PRESET if preset is None else preset)

@@ -112,7 +112,8 @@ def aru_table1(acc: dict[str, tuple[float, float]], seeds=(0, 1, 2), spread=0.3)
 
 
 def test_aru_table1_claims_follow_the_table():
-    from dynlab.scenarios.aru_table1 import PAPER_TABLE1, claims
+    from dynlab.analyses.paper_claims.aru import PAPER_TABLE1
+    from dynlab.scenarios.aru_table1 import claims
 
     params = spec.load("aru-table1").resolved_params()
     f = judge(claims(params), aru_table1(PAPER_TABLE1))
@@ -137,7 +138,8 @@ def test_arun_most_robust_is_decided_by_bonferroni_intervals_over_networks_and_d
     judged by intervals. The paper's Table 1 over 3 seeds: holds (every gap > 10 points). The cross-paper
     table's own numbers (2 seeds; ARUN 30.1 +- 3.3 vs ELM ARU-gamma + high-pass 27.6 +- 2.3 at mu = 5, Welch
     p = 0.42-0.48): undecided, not a word. The ARUN clearly below one network at one mu: does not hold."""
-    from dynlab.scenarios.aru_table1 import PAPER_TABLE1, claims
+    from dynlab.analyses.paper_claims.aru import PAPER_TABLE1
+    from dynlab.scenarios.aru_table1 import claims
 
     params = spec.load("aru-table1").resolved_params()
     judged = lambda data: judge(claims(params), data).sel(claim="arun-most-robust")  # noqa: E731
@@ -228,7 +230,7 @@ def sith(acc: dict[str, float], s50: list[float], ratio: float = 88 / 210_600):
 
 
 def test_sith_claims_follow_accuracy_s50_and_parameters():
-    from dynlab.scenarios.sith_trw import claims
+    from dynlab.analyses.paper_claims.sith import claims
 
     params = spec.load("sith-trw").resolved_params()
     f = judge(claims(params), sith({"rnn-generic": 1 / 9, "sith-rnn": 1.0, "sithcon": 1.0}, [3, 9, 27, 81]))
@@ -256,7 +258,7 @@ def elm_budget(loss: np.ndarray, k_e_opt, pearson_r: float, seeds: int = 3):
 
 
 def test_elm_scaling_claims_follow_the_losses_and_the_fit():
-    from dynlab.scenarios.elm_budget import claims
+    from dynlab.analyses.paper_claims.elm_scaling import claims
 
     params = spec.load("elm-budget").resolved_params()
     bowl = np.array([[1.0, 0.8, 0.9, 1.1]] * 3)  # interior minimum at d_m = 5 for every budget
@@ -286,7 +288,7 @@ def test_elm_budget_optimum_moves_up_has_an_interval_from_the_optima_intervals()
     draw orders them, the interval is [1, 1] and the claim holds. The same optima with intervals that
     overlap widely: the order is not resolved, the interval reaches below 0.8, undecided. Reversed and
     separated: does not hold."""
-    from dynlab.scenarios.elm_budget import claims
+    from dynlab.analyses.paper_claims.elm_scaling import claims
 
     params = spec.load("elm-budget").resolved_params()
     bowl = np.array([[1.0, 0.8, 0.9, 1.1]] * 3)
@@ -311,7 +313,7 @@ def test_elm_scaling_axis_and_feed_forward_claims_follow_their_losses():
     """Fig. 3a/b (monotone along one axis) and Fig. 12 (rho_rec = 0 worse), on datasets of the program's layout:
     falling losses hold, one swap of neighbours still holds (Spearman 0.8), two do not; a feed-forward loss
     above the default's in every seed holds, below it does not."""
-    from dynlab.scenarios.elm_budget import claims
+    from dynlab.analyses.paper_claims.elm_scaling import claims
 
     params = spec.load("elm-budget").resolved_params()
 
@@ -340,7 +342,7 @@ def test_elm_scaling_axis_and_feed_forward_claims_follow_their_losses():
 
 
 def test_elm_neuron_claims_count_parameters_and_compare_with_the_lstm():
-    from dynlab.scenarios.elm_shd import claims
+    from dynlab.analyses.paper_claims.elm_neuron import claims
 
     params = spec.load("elm-shd-adding").resolved_params()
 

@@ -135,7 +135,7 @@ def test_margin_is_the_signed_distance_of_the_interval_from_the_threshold():
     """Each verdict says how far its interval lies from the threshold: moving a bound moves the margin with it,
     and an interval that contains the threshold is reported as straddling it (margin 0)."""
     from dynlab.claims import Estimate, margin, verdict
-    from dynlab.scenarios.pc_width_depth import claims
+    from dynlab.analyses.paper_claims.pc_width_depth import claims
 
     wide, ranks, slope, sp, _ = claims(8)  # >= 0.99; <= -0.8; in [0.8, 1.2]; < 0.9; < 0.9
     assert margin(0.91, 0.95, lower=0.85) == pytest.approx(0.06)
@@ -173,7 +173,7 @@ def test_findings_store_the_seed_interval_and_its_margin(tmp_path):
     import xarray as xr
 
     from dynlab.claims import format_verdicts, margin
-    from dynlab.scenarios.pc_width_depth import findings
+    from dynlab.analyses.paper_claims.pc_width_depth import findings
     from dynlab.statistics import t_interval
 
     rng = np.random.default_rng(0)

@@ -75,7 +75,7 @@ def test_the_files_claims_are_judged_into_findings_and_printed(study):
 
 
 @pytest.mark.parametrize("text, message", [
-    (scenario_text(stages='["init", "later"]'), "unknown stage 'later'; stages: init, trained"),
+    (scenario_text(stages='["init", "later"]'), "unknown stage 'later'; stages: init, step-N (after N training steps), trained, isolated"),
     (scenario_text(stages='["trained", "trained"]'), "names a stage twice"),
     (scenario_text().replace("steps = 10\n", "steps = 0\n", 1), "runs at stage 'trained', but cell seed=0 has train.steps = 0"),
     (scenario_text(extra='[[analyses]]\nname = "dsa"\nstages = ["init"]\n'),

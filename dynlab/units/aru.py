@@ -287,7 +287,8 @@ class _Recurrent(Cell):
         return self if self.isolated else eqx.tree_at(lambda c: c.w_hh, self, jnp.diagonal(self.w_hh))
 
     def recurrent_matrices(self) -> dict[str, Array]:
-        return {"w_hh": self.w_hh}
+        """``w_hh`` as a matrix, isolated neurons' too (their diagonal recurrence)."""
+        return {"w_hh": jnp.diag(self.w_hh) if self.isolated else self.w_hh}
 
     def preactivation(self, h: Array, x: Array, drive: Array | None) -> Array:
         rec = self.w_hh * h if self.isolated else self.w_hh @ h
@@ -464,7 +465,7 @@ class ARUCell(_Recurrent):
         return ARUState(h=jnp.zeros(self.hidden), g=jnp.zeros((self.hidden, self.n_g)))
 
     def recurrent_matrices(self) -> dict[str, Array]:
-        return {"w_hh": self.w_hh, "w_gg": self.w_gg}
+        return {**super().recurrent_matrices(), "w_gg": self.w_gg}
 
     def controller(self, a: Array, g: Array) -> tuple[Array, Array, Array]:
         """One controller step for all neurons: ``(a[H], g[H, n_g]) -> (g', n[H], s[H])``."""
