@@ -1,0 +1,29 @@
+"""A network trained on context-dependent integration has the solution Mante, Sussillo, Shenoy & Newsome
+(2013) found: in each context, slow points along the read-out's choice axis whose Jacobian has one
+eigenvalue near 1, and a left eigenvector that selects the cued stream. The truth is the paper's, not the
+code's: the task cannot be solved without integrating the cued stream over the 750 ms stimulus and
+ignoring the other.
+
+The full acceptance form (64 units, 10 ms steps, 3,000 training steps) is `benchmarks/context_integration.py`,
+whose functions this runs cut down: 32 units, 20 ms steps (alpha = 0.2: the same tau = 100 ms), 2,000 steps.
+"""
+
+import pathlib
+import runpy
+
+import pytest
+
+BENCH = runpy.run_path(str(pathlib.Path(__file__).parents[1] / "benchmarks" / "context_integration.py"))
+
+
+@pytest.fixture(scope="module")
+def trained():
+    return BENCH["run"](0, dt=20, hidden=32, steps=2000, ics=32)
+
+
+def test_context_integration_network_is_a_line_attractor_selected_by_context(trained):
+    accuracy, summaries, _ = trained
+    assert accuracy > 0.8          # chance 0.5; the cue ignored: at most 0.75
+    for context, s in summaries.items():
+        failed = [k for k, ok in BENCH["checks"](s).items() if not ok]
+        assert not failed, f"context {context}: {failed} ({s})"
