@@ -5,7 +5,7 @@ code's: the task cannot be solved without integrating the cued stream over the 7
 ignoring the other.
 
 The full acceptance form (64 units, 10 ms steps, 3,000 training steps) is `benchmarks/context_integration.py`,
-whose functions this runs cut down: 32 units, 20 ms steps (alpha = 0.2: the same tau = 100 ms), 2,000 steps.
+whose functions this runs cut down: 32 units, 20 ms steps (alpha = 0.2: the same tau = 100 ms).
 """
 
 import pathlib
@@ -18,7 +18,7 @@ BENCH = runpy.run_path(str(pathlib.Path(__file__).parents[1] / "benchmarks" / "c
 
 @pytest.fixture(scope="module")
 def trained():
-    return BENCH["run"](0, dt=20, hidden=32, steps=2000, ics=32)
+    return BENCH["run"](0, dt=20, hidden=32, steps=3000, ics=32)
 
 
 def test_context_integration_network_is_a_line_attractor_selected_by_context(trained):

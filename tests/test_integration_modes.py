@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dynlab.analyses.fixed_points.integration import integration_modes
+from dynlab.analyses.fixed_points import integration_modes
 from dynlab.errors import ConfigError
 
 RNG = np.random.default_rng(0)
