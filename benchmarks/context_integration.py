@@ -19,16 +19,16 @@ mode integrates. The truth (Mante et al. 2013, Figs. 5-6): per context, |mu_1| n
 choice axis, and the cued stream selected (its |l^T B d| larger than the other stream's) although both streams
 move the state (|B d| similar).
 
-Measured (2-core CPU shared with other jobs, seed 0, 2026-11-27; CPU time: training 31 s, slow points 13 s):
+Measured (2-core CPU shared with other jobs, seed 0, 2026-11-27; CPU time: training 36 s, slow points 16 s):
 held-out decision accuracy 0.943 (an ideal observer of the cued stream: about 0.94).
 
-| context (cued) | slow points | abs(mu_1) median [range] | memory | abs(mu_2) | cos(r, w) | selection cued / other | abs(B d) cued / other |
+| context (cued) | slow points | abs(mu_1) median [range] | memory | abs(mu_2) (drift ratio) | cos(r, w) | selection cued / other | abs(B d) cued / other |
 |---|---|---|---|---|---|---|---|
-| 0 (stream 1) | 35 | 0.987 [0.964, 0.999] | 752 ms | 0.967 | 0.83 | 0.682 / 0.050 | 0.212 / 0.204 |
-| 1 (stream 2) | 64 | 0.991 [0.956, 1.007] | 1114 ms | 0.962 | 0.85 | 0.736 / 0.095 | 0.185 / 0.159 |
+| 0 (stream 1) | 35 | 0.987 [0.964, 0.999] | 752 ms | 0.957 (3.3) | 0.83 | 0.682 / 0.050 | 0.212 / 0.204 |
+| 1 (stream 2) | 64 | 0.991 [0.956, 1.007] | 1114 ms | 0.962 (4.3) | 0.85 | 0.736 / 0.095 | 0.185 / 0.159 |
 
 Both streams move the state about equally; the mode integrates the cued one 9-14 times more: Mante's selection
-by the left eigenvector. (The memory of the next mode, 260-300 ms, is 2.5-4x shorter.) With neurogym's own
+by the left eigenvector. The next mode (mu_2, next nearest to 1) drifts 3.3-4.3x faster, |mu_2 - 1| / |mu_1 - 1|. With neurogym's own
 defaults (dt = 100 ms, its delay) a plain tanh RNN did not learn (48%). A plain one (alpha = 1) at dt = 20 ms
 without the delay learned (92%) with no line: one stable point in context 0 (|mu_1| = 0.84, a memory of about
 100 ms) and isolated points with unstable directions in context 1. A leaky one started at gain 1 (orthogonal
