@@ -294,7 +294,7 @@ class _Recurrent(Cell):
         return add_drive(rec + self.w_xh @ x + self.bias, drive)
 
 
-@register("unit", "rnn", "Vanilla RNN h = phi(W_hh h + W_xh x + b), phi = tanh or relu")
+@register("unit", "rnn", "Vanilla RNN h = phi(W_hh h + W_xh x + b), phi = tanh or relu; leaky rate network with alpha = dt/tau < 1")
 class RNNCell(_Recurrent):
     r"""Vanilla RNN (the paper's RNN+ReLU baseline with ``activation="relu"``).
 
