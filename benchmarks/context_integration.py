@@ -46,7 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dynlab import experiment
-from dynlab.analyses.fixed_points import fixed_points_from_visited, integration_modes
+from dynlab.analyses.fixed_points import fixed_points_from_visited, integration_modes, principal_components
 from dynlab.analyses.state_map import state_map
 from dynlab.tasks.cognitive.context_integration import MANTE_2013
 from dynlab.train import train
@@ -57,7 +57,7 @@ CUES = (5, 6)
 """The context cue channels: cue ``c`` says stream ``c + 1`` is reported."""
 
 
-def config(seed=0, *, dt=None, hidden=None, steps=None):
+def config(seed=0, *, dt=None, hidden=None, steps=None, sigma=None):
     """[`MANTE_2013`][] with a seed; ``dt`` (ms) changes the step and ``alpha`` with it (tau stays 100 ms)."""
     cfg = copy.deepcopy(MANTE_2013)
     cfg["seed"] = seed
@@ -66,6 +66,8 @@ def config(seed=0, *, dt=None, hidden=None, steps=None):
         cfg["task"]["dt"] = float(dt)
     if hidden is not None:
         cfg["model"]["hidden"] = hidden
+    if sigma is not None:
+        cfg["task"]["sigma"] = sigma
     if steps is not None:
         cfg["train"]["steps"] = steps
     cfg["train"].update(eval_every=cfg["train"]["steps"], log_every=cfg["train"]["steps"], eval_size=1024)
@@ -74,7 +76,7 @@ def config(seed=0, *, dt=None, hidden=None, steps=None):
 
 def context_modes(model, task, *, trials=256, ics=64, q_max=1e-4, seed=0):
     """Per context (0, 1): the slow points at its cue with zero evidence and their modes, as
-    ``{context: (fixed-points dataset, integration_modes dataset)}``."""
+    ``{context: (fixed-points dataset, integration_modes dataset)}``, and the read-out's choice axis."""
     smap = state_map(model)
     x, _, _ = task.batch(jax.random.key(seed + 1), trials, split="test")
     states = np.asarray(jax.vmap(model.trajectory)(x)[1][0])           # [B, T, N]: the one layer's states
@@ -100,15 +102,19 @@ def context_modes(model, task, *, trials=256, ics=64, q_max=1e-4, seed=0):
         modes = integration_modes(smap.step, jnp.asarray(ds.points.values, jnp.float32), u, inputs=evidence,
                                   readout=choice_axis)
         out[context] = ds, modes
-    return out
+    return out, choice_axis
 
 
-def summary(modes, context, dt):
-    """The medians over a context's slow points: the numbers the acceptance reads."""
+def summary(points, modes, context, dt, w):
+    """The medians over a context's slow points (`points` `[P, N]`, their `modes`): the numbers the
+    acceptance reads, and the slow points' own direction (their first principal axis, the line)
+    against the read-out's choice axis `w`."""
     cued, other = list(STREAMS)[context], list(STREAMS)[1 - context]
     mu = float(np.median(modes.mu_abs))
+    line = principal_components(points, 1)[1][0] if len(points) > 1 else np.full(len(w), np.nan)
     return {
         "points": int(modes.sizes["point"]),
+        "line_cos": float(abs(line @ w) / np.linalg.norm(w)),
         "mu1": mu,
         "mu1_range": (float(modes.mu_abs.min()), float(modes.mu_abs.max())) if modes.sizes["point"] else (np.nan, np.nan),
         "mu1_imag": float(np.abs(modes.mu_imag).max()) if modes.sizes["point"] else np.nan,
@@ -137,16 +143,16 @@ def checks(s):
     }
 
 
-def run(seed=0, *, dt=None, hidden=None, steps=None, ics=64, q_max=1e-4):
+def run(seed=0, *, dt=None, hidden=None, steps=None, sigma=None, ics=64, q_max=1e-4):
     """Train, find the slow points per context, and summarise: ``(accuracy, {context: summary}, cpu seconds)``."""
     cpu = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_utime  # noqa: E731
     start = cpu()
-    exp = experiment.build(config(seed, dt=dt, hidden=hidden, steps=steps))
+    exp = experiment.build(config(seed, dt=dt, hidden=hidden, steps=steps, sigma=sigma))
     result = train(exp)
     trained = cpu()
     accuracy = float(result.metrics["eval_accuracy"].values[-1])
-    found = context_modes(result.model, exp.task, ics=ics, q_max=q_max, seed=seed)
-    summaries = {c: summary(modes, c, exp.task.periods.dt) for c, (_, modes) in found.items()}
+    found, w = context_modes(result.model, exp.task, ics=ics, q_max=q_max, seed=seed)
+    summaries = {c: summary(ds.points.values, modes, c, exp.task.periods.dt, w) for c, (ds, modes) in found.items()}
     return accuracy, summaries, (trained - start, cpu() - trained)
 
 
@@ -156,11 +162,12 @@ def main():
     parser.add_argument("--dt", type=float, default=None, help="step (ms); alpha follows (tau = 100 ms)")
     parser.add_argument("--hidden", type=int, default=None)
     parser.add_argument("--steps", type=int, default=None)
+    parser.add_argument("--sigma", type=float, default=None, help="input noise (neurogym's default: 1)")
     parser.add_argument("--ics", type=int, default=64)
     parser.add_argument("--q-max", type=float, default=1e-4)
     args = parser.parse_args()
     accuracy, summaries, (t_train, t_fp) = run(args.seed, dt=args.dt, hidden=args.hidden, steps=args.steps,
-                                               ics=args.ics, q_max=args.q_max)
+                                               sigma=args.sigma, ics=args.ics, q_max=args.q_max)
     print(f"held-out decision accuracy {accuracy:.4f} (chance 0.5; ignoring the cue: at most 0.75); "
           f"CPU time: training {t_train:.0f} s, slow points {t_fp:.0f} s")
     for context, s in summaries.items():
@@ -169,7 +176,7 @@ def main():
               f"[{s['mu1_range'][0]:.3f}, {s['mu1_range'][1]:.3f}], |Im| <= {s['mu1_imag']:.3f}, memory "
               f"{s['tau_ms']:.0f} ms (stimulus 750 ms); next mode |mu_2| median {s['mu2']:.3f}, "
               f"|mu_2 - 1| / |mu_1 - 1| = {s['mu2_drift'] / s['mu1_drift']:.1f}")
-        print(f"  |cos(r, read-out)| median {s['readout_cos']:.2f}; selection |l^T B d| cued {s['selection_cued']:.3f}, "
+        print(f"  |cos(r, read-out)| median {s['readout_cos']:.2f} (the slow points' own line: {s['line_cos']:.2f}); selection |l^T B d| cued {s['selection_cued']:.3f}, "
               f"other {s['selection_other']:.3f}; input gain |B d| cued {s['gain_cued']:.3f}, other {s['gain_other']:.3f}")
         print("  " + "; ".join(f"{k}: {'yes' if v else 'NO'}" for k, v in checks(s).items()))
 
