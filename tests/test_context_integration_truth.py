@@ -10,7 +10,9 @@ CPU time (measured 34-46 s on the loaded 2-core machine).
 
 FRAGILE, measured: the cut-down network does not find Mante's solution for every seed. Under the suite's XLA flags
 (-O0), seed 0 passes; seeds 1 and 2 reach 93% accuracy with a faster mode in context 0 (|mu_1| = 0.93, 0.92 at
-20 ms steps: a memory of about 260 ms, not a line), and with sigma = 3, 2 of 3 seeds miss one check in one context.
+20 ms steps: a memory of about 260 ms, not a line), and with sigma = 3, 2 of 3 seeds miss one check in one context; at 10 ms steps (32 units, 41-44 s of training
+alone under -O0) seed 1's context-0 mode is off the read-out (|cos| 0.39) and seed 2's selects the wrong stream.
+The full form (64 units, 10 ms) passes every check for seeds 0, 1 and 2.
 The numbers also differ between -O0 and the default optimisation (rounding changes the trained network): seed 0
 at 2,000 steps passed under one and missed the selection margin (ratio 1.995 < 2) under the other. A failure here
 therefore says "this network found another solution" before it says "the analysis is wrong"; the analysis's own
