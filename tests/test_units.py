@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import dynlab
+from dynlab.errors import ConfigError
 from dynlab.units.aru import ARUState
 
 
@@ -71,6 +72,27 @@ def test_rnn_step_and_drive(activation):
     a = np.asarray(cell.w_hh) @ np.asarray(h) + np.asarray(cell.w_xh) @ np.asarray(x) + 0.7
     f = np.tanh if activation == "tanh" else (lambda v: np.maximum(v, 0))
     np.testing.assert_allclose(cell(h, x, drive=0.7)[0], f(a), rtol=1e-5, atol=1e-6)
+
+
+def test_leaky_rnn_is_the_euler_step_of_the_rate_equation():
+    # tau dh/dt = -h + tanh(W h + U x + b): one Euler step of dt = alpha tau from h, in numpy;
+    # at h = 0 (tanh' = 1) the Jacobian's eigenvalues are 1 - alpha + alpha g lambda(O), O the unscaled orthogonal W
+    alpha, g = 0.1, 0.3
+    cell = dynlab.build("unit", "rnn", input_size=2, key=jax.random.key(2), hidden=6, alpha=alpha, gain=g)
+    plain = dynlab.build("unit", "rnn", input_size=2, key=jax.random.key(2), hidden=6)
+    np.testing.assert_allclose(cell.w_hh, g * np.asarray(plain.w_hh), rtol=1e-6)
+    h, x = jnp.linspace(-1, 1, 6), jnp.array([1.0, 2.0])
+    a = np.asarray(cell.w_hh) @ np.asarray(h) + np.asarray(cell.w_xh) @ np.asarray(x)
+    np.testing.assert_allclose(cell(h, x)[0], np.asarray(h) + alpha * (-np.asarray(h) + np.tanh(a)), rtol=1e-5, atol=1e-6)
+    jac = np.asarray(jax.jacfwd(lambda v: cell(v, jnp.zeros(2))[0])(jnp.zeros(6)))
+    expected = 1 - alpha + alpha * g * np.linalg.eigvals(np.asarray(plain.w_hh, np.float64))
+    np.testing.assert_allclose(np.sort_complex(np.linalg.eigvals(jac)), np.sort_complex(expected), atol=1e-5)
+
+
+@pytest.mark.parametrize("key, value", [("alpha", 0.0), ("alpha", 1.5), ("gain", -1.0)])
+def test_leaky_rnn_refuses_out_of_range_settings(key, value):
+    with pytest.raises(ConfigError, match=key):
+        dynlab.build("unit", "rnn", input_size=2, key=jax.random.key(2), hidden=6, **{key: value})
 
 
 def test_orthogonal_recurrence_and_isolation():

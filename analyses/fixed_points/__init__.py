@@ -2,8 +2,9 @@ r"""Fixed and slow points (Sussillo & Barak 2013): the numerical core on any map
 ([`core`][dynlab.analyses.fixed_points.core]), where its minimisations start and how many points
 they likely missed ([`coverage`][dynlab.analyses.fixed_points.coverage]), the reading line
 ([`reading`][dynlab.analyses.fixed_points.reading]), its application to dynlab models, registered as the
-analysis ``fixed-points`` ([`model`][dynlab.analyses.fixed_points.model]), and its figure and
-summary ([`figure`][dynlab.analyses.fixed_points.figure])."""
+analysis ``fixed-points`` ([`model`][dynlab.analyses.fixed_points.model]), its figure and
+summary ([`figure`][dynlab.analyses.fixed_points.figure]), and the integrating mode of slow points:
+what a line attractor integrates ([`integration`][dynlab.analyses.fixed_points.integration])."""
 
 from dynlab.analyses.fixed_points.core import (
     STABILITY_CLASSES,
@@ -19,6 +20,7 @@ from dynlab.analyses.fixed_points.core import (
 )
 from dynlab.analyses.fixed_points.coverage import initial_states, unseen_points
 from dynlab.analyses.fixed_points.figure import fixed_points_figure, fixed_points_summary
+from dynlab.analyses.fixed_points.integration import integration_modes
 from dynlab.analyses.fixed_points.model import check_fixed_points, fixed_points_analysis, principal_components
 from dynlab.analyses.fixed_points.reading import fixed_points_reading
 
@@ -34,6 +36,7 @@ __all__ = [
     "fixed_points_reading",
     "fixed_points_summary",
     "initial_states",
+    "integration_modes",
     "jacobian_eigenvalues",
     "minimise_speed",
     "principal_components",

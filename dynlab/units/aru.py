@@ -45,14 +45,14 @@ zero. (Without ``split_biases`` the public-code ``rnn`` / ``rnn-gamma`` start fr
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, PRNGKeyArray
 
-from dynlab.config import FloatOrInf
+from dynlab.config import FloatOrInf, Range
 from dynlab.errors import ConfigError, require_positive
 from dynlab.registry import register
 from dynlab.units.base import Cell, add_drive, count_params, width_multiple
@@ -295,11 +295,27 @@ class _Recurrent(Cell):
         return add_drive(rec + self.w_xh @ x + self.bias, drive)
 
 
-@register("unit", "rnn", "Vanilla RNN h = phi(W_hh h + W_xh x + b), phi = tanh or relu")
+@register("unit", "rnn", "Vanilla RNN h = phi(W_hh h + W_xh x + b), phi = tanh or relu; leaky rate network with alpha = dt/tau < 1")
 class RNNCell(_Recurrent):
-    """Vanilla RNN (the paper's RNN+ReLU baseline with ``activation="relu"``)."""
+    r"""Vanilla RNN (the paper's RNN+ReLU baseline with ``activation="relu"``).
+
+    ``alpha`` $= \Delta t/\tau \in (0, 1]$ makes it a leaky rate network, the Euler step of
+    $\tau \dot h = -h + \phi(W_{hh} h + W_{xh} x + b_h + \xi)$:
+
+    $$ h_t = (1 - \alpha)\, h_{t-1} + \alpha\, \phi(a_t) ; $$
+
+    ``alpha = 1`` (default) is the plain RNN above. Its Jacobian is
+    $(1-\alpha) I + \alpha\,\mathrm{diag}(\phi'(a))\,W_{hh}$: every eigenvalue is near 1 when
+    $\alpha$ is small, so only $\alpha$ and the eigenvalues of $\mathrm{diag}(\phi')\,W_{hh}$
+    together say how slow a direction is. ``gain`` scales $W_{hh}$ at initialisation (default 1:
+    the orthogonal matrix of ``init``, every eigenvalue on the unit circle); with ``gain`` $= g < 1$
+    the eigenvalues start at modulus $g$, those of the leaky Jacobian at most $1 - \alpha(1 - g)$,
+    and training must create any slower direction (Mante et al. 2013's setting:
+    [`dynlab.tasks.cognitive.context_integration`][]).
+    """
 
     activation: str = eqx.field(static=True)
+    alpha: float = eqx.field(static=True)
 
     def __init__(
         self,
@@ -310,16 +326,27 @@ class RNNCell(_Recurrent):
         isolated: bool = False,
         init: Literal["paper", "public-code"] = "paper",
         split_biases: bool = False,
+        alpha: Annotated[float, Range(above=0, maximum=1)] = 1.0,
+        gain: Annotated[float, Range(minimum=0)] = 1.0,
         key: PRNGKeyArray,
     ):
         if activation not in ("tanh", "relu"):
             raise ConfigError(f"activation must be 'tanh' or 'relu', got {activation!r}")
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha <= 1:
+            raise ConfigError(f"alpha (dt/tau) must be a number in (0, 1], got {alpha!r}")
         super().__init__(input_size, hidden, isolated, key, init, split_biases, public_code_biases=True)
         self.activation = activation
+        self.alpha = float(alpha)
+        if isinstance(gain, bool) or not isinstance(gain, (int, float)) or not 0 <= gain < float("inf"):
+            raise ConfigError(f"gain must be a finite number >= 0, got {gain!r}")
+        if gain != 1.0:
+            self.w_hh = gain * self.w_hh
 
     def __call__(self, state, x, *, drive=None):
         a = self.preactivation(state, x, drive)
         h = jnp.tanh(a) if self.activation == "tanh" else jax.nn.relu(a)
+        if self.alpha != 1.0:
+            h = (1.0 - self.alpha) * state + self.alpha * h
         return h, h
 
 
