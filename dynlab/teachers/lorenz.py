@@ -4,7 +4,8 @@ $$ \dot x = \sigma (y - x) + u_1, \qquad \dot y = x(\rho - z) - y + u_2, \qquad
    \dot z = x y - \beta z + u_3, $$
 
 with the classic $\sigma = 10$, $\rho = 28$, $\beta = 8/3$ and the inputs $u$ held constant over
-each step. One step of the teacher is one step of ``solver`` (default: Tsit5, 5th order) of size
+each step. One step of the teacher is one step of ``solver`` (default: Tsit5, 5th order, its stages in a
+bounded loop so that the step is differentiable in forward and reverse mode) of size
 ``dt`` (default 0.01), so that the map's Lyapunov exponents are the flow's times ``dt`` to the
 solver's accuracy. The flow's published spectrum (Sprott 2003, *Chaos and Time-Series Analysis*,
 Table A.2) is $\lambda = (0.9056, 0, -14.5723)$ per unit time, Kaplan–Yorke dimension 2.0621;
@@ -60,7 +61,8 @@ class Lorenz63(Teacher):
         self.pulses = Pulses(3, scale=10.0, steps=20) if pulses is None else pulses
         if self.pulses.channels != 3:
             raise ConfigError(f"Lorenz-63 takes 3 inputs (one per variable), got pulses on {self.pulses.channels}")
-        self.solver = diffrax.Tsit5() if solver is None else solver
+        # "bounded" stages: differentiable in forward and reverse mode (the analyses linearise the step)
+        self.solver = diffrax.Tsit5(scan_kind="bounded") if solver is None else solver
         self.input_size, self.state_size, self.output_size = 3, 3, 3
 
     def vector_field(self, t, h, u):
