@@ -101,9 +101,10 @@ def recovery_analysis(model, *, task="train", trials: int = 8, burn_in: int = 0,
     scores = fixed_point_agreement(t_fixed, s_fixed, to_teacher, scale, tol=match_tol)
     scores.update(spectrum_agreement(t_spectrum, s_spectrum))
     null_key = jax.random.fold_in(jax.random.key(seed), 1)
-    runs = [latents] + [teacher_system.visit(teacher.inputs(jax.random.fold_in(null_key, k), trials, length))
-                        for k in range(null_draws)]
-    dsa, null = dsa_to_teacher(states, np.stack(runs), pcs=min(pcs, states.shape[-1], latents.shape[-1]),
+    draws = [teacher.inputs(jax.random.fold_in(null_key, k), trials, length) for k in range(null_draws)]
+    runs = latents[None] if not draws else np.concatenate([  # one compiled run for every draw
+        latents[None], teacher_system.visit(np.concatenate(draws)).reshape(null_draws, *latents.shape)])
+    dsa, null = dsa_to_teacher(states, runs, pcs=min(pcs, states.shape[-1], latents.shape[-1]),
                                n_delays=n_delays, rank=rank, seed=seed)
     scores.update(dsa)
     scores["r2"] = r2

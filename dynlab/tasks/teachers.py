@@ -117,13 +117,14 @@ class LineAttractorTeacherTask(TeacherTask):
 class FlipFlopTeacherTask(TeacherTask):
     """The task-trained flip-flop network ([`flipflop_teacher`][dynlab.teachers.flipflop.flipflop_teacher])
     as a task: a GRU of ``hidden`` units trained ``train_steps`` steps on the ``bits``-bit flip-flop
-    from ``teacher_seed``; its trials are the flip-flop's (64 steps)."""
+    from ``teacher_seed`` on trials of ``length`` steps, which are also the student's trials."""
 
     def __init__(self, *, bits: int = 3, hidden: int = 64, train_steps: int = 1500, teacher_seed: int = 0,
-                 latents: int = 0, noise: float = 0.0):
+                 latents: int = 0, noise: float = 0.0, length: int = 64):
         require_positive("task.train_steps", train_steps)
-        teacher = flipflop_teacher(bits=bits, hidden=hidden, steps=train_steps, seed=_seed(teacher_seed))
-        super().__init__(teacher, length=teacher.protocol.task.length, latents=latents, noise=noise)
+        teacher = flipflop_teacher(bits=bits, hidden=hidden, steps=train_steps, length=length,
+                                   seed=_seed(teacher_seed))
+        super().__init__(teacher, length=length, latents=latents, noise=noise)
 
 
 @register("task", "teacher-lorenz", "student of Lorenz-63 (diffrax, dt=0.01), kicked (mse)")

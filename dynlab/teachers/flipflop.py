@@ -38,19 +38,23 @@ class TaskInputs(eqx.Module):
         return {"task": type(self.task).__name__, **fields}
 
 
-def trained_config(*, bits: int, hidden: int, steps: int, seed: int) -> dict:
-    """The run config of the teacher: a GRU of ``hidden`` units on the ``bits``-bit flip-flop,
-    ``steps`` BPTT steps from ``seed`` (the task's and trainer's other settings: their defaults)."""
-    return {"seed": seed, "model": {"unit": "gru", "hidden": hidden}, "task": {"name": "flipflop", "bits": bits},
-            "rule": {"name": "bptt"}, "train": {"steps": steps}}
+def trained_config(*, bits: int, hidden: int, steps: int, length: int, seed: int) -> dict:
+    """The run config of the teacher: a GRU of ``hidden`` units on the ``bits``-bit flip-flop of
+    trials of ``length`` steps, ``steps`` BPTT steps from ``seed`` (the task's and trainer's other
+    settings: their defaults)."""
+    return {"seed": seed, "model": {"unit": "gru", "hidden": hidden},
+            "task": {"name": "flipflop", "bits": bits, "length": length}, "rule": {"name": "bptt"},
+            "train": {"steps": steps}}
 
 
-def flipflop_teacher(*, bits: int = 3, hidden: int = 64, steps: int = 1500, seed: int = 0) -> NetworkTeacher:
-    """The trained flip-flop teacher (module docstring), trained on first use and cached."""
+def flipflop_teacher(*, bits: int = 3, hidden: int = 64, steps: int = 1500, length: int = 64,
+                     seed: int = 0) -> NetworkTeacher:
+    """The trained flip-flop teacher (module docstring), trained on first use and cached; its
+    trials are those of its training task (``length`` steps)."""
     from dynlab import experiment, store
     from dynlab.train import train
 
-    config = trained_config(bits=bits, hidden=hidden, steps=steps, seed=seed)
+    config = trained_config(bits=bits, hidden=hidden, steps=steps, length=length, seed=seed)
     digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
     run_dir = cache_dir() / "teachers" / f"flipflop-{digest}"
     with jax.ensure_compile_time_eval():  # concrete arrays even while a config is checked abstractly
