@@ -14,9 +14,10 @@ from dynlab.analyses.recovery import recovery_analysis
 from dynlab.analyses.recovery.dsa_score import dsa_to_teacher
 from dynlab.analyses.recovery.fingerprint import of_model, of_teacher
 from dynlab.analyses.recovery.state_r2 import state_r2
-from dynlab.analyses.recovery.truth import FingerprintOptions, teacher_inputs
+from dynlab.analyses.recovery.truth import FingerprintOptions, teacher_inputs, teacher_truth, truth_dir
 from tests.cli_runner import invoke, one_line_error
 
+ALPHA = 0.1
 OPTIONS = dict(steps=300, lyapunov_burn_in=50, ics=16, trials=4, realisations=2, null_draws=38)
 
 
@@ -24,8 +25,25 @@ OPTIONS = dict(steps=300, lyapunov_burn_in=50, ics=16, trials=4, realisations=2,
 def copied(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DYNLAB_CACHE", str(tmp_path_factory.mktemp("cache")))
-        task = registry.build("task", "teacher-line-attractor", n=8, length=100)
+        task = registry.build("task", "teacher-line-attractor", n=8, alpha=ALPHA, length=100)
         yield task, recovery_analysis(task.teacher.model, task=task, **OPTIONS)
+
+
+def test_the_line_attractor_truth_has_exactly_one_marginal_direction(copied):
+    task, _ = copied
+    options = FingerprintOptions(**{k: v for k, v in OPTIONS.items() if k != "null_draws"})
+    where = truth_dir(task.teacher, task.length, options)
+    assert sorted(p.name for p in where.iterdir()) == ["fixed-points.nc", "lyapunov.nc"]  # computed once, stored
+    fixed, spectrum = teacher_truth(task.teacher, task.length, options)  # read back
+    assert fixed.sizes["point"] >= 4 and set(fixed.stability.values) == {"marginal"}
+    assert (fixed.n_marginal.values == 1).all()
+    # closed form: eigenvalue 1 along u, 1 - alpha in the 7 other directions, at every point
+    assert np.allclose(fixed.eig_abs.values[:, 0], 1, atol=1e-9)
+    assert np.allclose(fixed.eig_abs.values[:, 1:], 1 - ALPHA, atol=1e-9)
+    u = np.asarray(task.teacher.model.readout.weight[0], np.float64)
+    assert np.allclose(fixed.points.values, np.outer(fixed.points.values @ u, u), atol=1e-6)  # on the line c u
+    assert spectrum.ci_low.values[0] <= 0 <= spectrum.ci_high.values[0]
+    assert np.allclose(spectrum["mean"].values[1:], np.log(1 - ALPHA), atol=1e-6)
 
 
 def test_a_student_that_is_the_teacher_recovers_everything(copied):

@@ -10,7 +10,8 @@ A [`System`][] is a flat map $h_{t+1} = F(h_t, x_t)$ with its initial state: a t
 - **the Lyapunov spectrum** (all $N$ exponents, per step) of the autonomous map (zero input),
   replicated over ``realisations`` initial states, the last states of the first trials, with its
   Student-t intervals, $\lambda_1$, the number of positive exponents and the Kaplan–Yorke dimension
-  ([`lyapunov_replicates`][dynlab.analyses.lyapunov.lyapunov_replicates]).
+  ([`lyapunov_replicates`][dynlab.analyses.lyapunov.lyapunov_replicates], re-orthonormalising at
+  the interval its ``"auto"`` rule chooses: every $N$ exponents are needed for the dimension).
 
 Both are computed in float64 (``jax.enable_x64``), so that a fixed point's residual and a
 marginal eigenvalue are resolved well below the tolerances.
@@ -112,6 +113,6 @@ def fingerprint(system: System, xs, options: FingerprintOptions = FingerprintOpt
         h0s = jnp.asarray(states[: options.realisations, -1][:, None])
         inputs = jnp.zeros((options.realisations, options.steps, d), jnp.float64)
         spectrum = lyapunov_replicates(system.step, h0s, inputs, n, population="states at the end of the teacher's "
-                                       "trials", burn_in=options.lyapunov_burn_in, x64=True,
+                                       "trials", burn_in=options.lyapunov_burn_in, x64=True, reortho_every="auto",
                                        key=jax.random.key(options.seed))
     return fixed, spectrum
