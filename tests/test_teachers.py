@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dynlab import registry
+from dynlab import experiment, registry
 from dynlab.analyses.fixed_points import jacobian_eigenvalues
 from dynlab.analyses.lyapunov import lyapunov_replicates
 from dynlab.analyses.recovery.fingerprint import FingerprintOptions, fingerprint, of_teacher
@@ -86,6 +86,9 @@ def test_flipflop_teacher_is_trained_once_and_read_back(cache):
 
 
 def test_teacher_batches_are_its_trials_and_reproduce():
+    config = {"seed": 0, "model": {"unit": "gru", "hidden": 4}, "rule": {"name": "bptt"}, "train": {},
+              "task": {"name": "teacher-chaotic-rnn", "n": 20, "length": 50, "latents": 5, "kick": 10}}
+    experiment.check(config)  # a scenario checks every cell's config abstractly: the teacher is built all the same
     task = registry.build("task", "teacher-chaotic-rnn", n=20, length=50, latents=5, kick=10)
     x, y, mask = task.batch(jax.random.key(4), 3)
     again = task.batch(jax.random.key(4), 3)

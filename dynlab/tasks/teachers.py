@@ -102,8 +102,9 @@ class ChaoticRNNTeacherTask(TeacherTask):
                  length: int = 300):
         require_positive("task.n", n)
         require_positive("task.outputs", outputs)
-        teacher = chaotic_rnn(jax.random.key(_seed(teacher_seed)), n=n, g=g, alpha=alpha, outputs=outputs,
-                              pulses=Pulses(1, scale=pulse_scale, steps=kick))
+        with jax.ensure_compile_time_eval():  # concrete weights even while a config is checked abstractly
+            teacher = chaotic_rnn(jax.random.key(_seed(teacher_seed)), n=n, g=g, alpha=alpha, outputs=outputs,
+                                  pulses=Pulses(1, scale=pulse_scale, steps=kick))
         super().__init__(teacher, length=length, latents=latents, noise=noise)
 
 
@@ -115,8 +116,9 @@ class LineAttractorTeacherTask(TeacherTask):
 
     def __init__(self, *, n: int = 16, alpha: float = 0.1, pulse_rate: float = 0.1, pulse_scale: float = 1.0,
                  teacher_seed: int = 0, latents: int = 0, noise: float = 0.0, length: int = 100):
-        teacher = line_attractor(jax.random.key(_seed(teacher_seed)), n=n, alpha=alpha,
-                                 pulses=Pulses(1, rate=pulse_rate, scale=pulse_scale))
+        with jax.ensure_compile_time_eval():  # concrete weights even while a config is checked abstractly
+            teacher = line_attractor(jax.random.key(_seed(teacher_seed)), n=n, alpha=alpha,
+                                     pulses=Pulses(1, rate=pulse_rate, scale=pulse_scale))
         super().__init__(teacher, length=length, latents=latents, noise=noise)
 
 
