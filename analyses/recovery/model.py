@@ -10,7 +10,8 @@ Four scores:
 1. **DSA** distance to the teacher against the teacher's noise-to-noise null: inside the
    teacher's variability or not ([`dsa_score`][dynlab.analyses.recovery.dsa_score]);
 2. **fixed points**: matched count, same stability class, fraction of the teacher's points
-   recovered, after the best linear map between the state spaces ([`fixed_point_score`][dynlab.analyses.recovery.fixed_point_score]);
+   recovered, after the best linear map between the state spaces
+   ([`fixed_point_score`][dynlab.analyses.recovery.fixed_point_score]);
 3. **spectrum**: $\lambda_1$, the number of positive exponents and the Kaplan–Yorke dimension with
    intervals ([`spectrum_score`][dynlab.analyses.recovery.spectrum_score]);
 4. **state $R^2$** of the teacher's latents from the student's states, held out

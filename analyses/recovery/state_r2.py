@@ -55,7 +55,8 @@ def state_r2(student_states, teacher_latents, *, held_out: float = 0.5, ridge: f
     **Enforces**: at least one trial on each side of the split; ``held_out`` in (0, 1), ``ridge`` >= 0."""
     s, t = np.asarray(student_states, np.float64), np.asarray(teacher_latents, np.float64)
     if s.ndim != 3 or t.ndim != 3 or s.shape[:2] != t.shape[:2]:
-        raise ConfigError(f"states must be [trials, T, N] for both systems on the same trials, got {s.shape} and {t.shape}")
+        raise ConfigError(f"states must be [trials, T, N] for both systems on the same trials, "
+                          f"got {s.shape} and {t.shape}")
     if isinstance(held_out, bool) or not isinstance(held_out, (int, float)) or not 0 < held_out < 1:
         raise ConfigError(f"held_out must be a fraction in (0, 1), got {held_out!r}")
     if isinstance(ridge, bool) or not isinstance(ridge, (int, float)) or not np.isfinite(ridge) or ridge < 0:

@@ -39,7 +39,8 @@ def teacher_inputs(teacher, length: int, options: FingerprintOptions):
     return teacher.inputs(jax.random.key(options.seed), options.trials, length)
 
 
-def teacher_truth(teacher, length: int, options: FingerprintOptions = FingerprintOptions()) -> tuple[xr.Dataset, xr.Dataset]:
+def teacher_truth(teacher, length: int,
+                  options: FingerprintOptions = FingerprintOptions()) -> tuple[xr.Dataset, xr.Dataset]:
     """``(fixed points, Lyapunov spectrum)`` of ``teacher`` (module docstring), cached."""
     where = truth_dir(teacher, length, options)
     paths = [where / name for name in FILES]
