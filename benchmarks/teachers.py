@@ -19,6 +19,7 @@ import resource
 
 from dynlab import registry
 from dynlab.analyses.recovery.fingerprint import FingerprintOptions
+from dynlab.analyses.recovery.spectrum_score import positive_exponents
 from dynlab.analyses.recovery.truth import teacher_truth
 
 
@@ -34,7 +35,7 @@ def report(name: str, task, options: FingerprintOptions) -> None:
     print(f"  fixed points: {fixed.attrs['reading']}")
     lam = float(spectrum["largest_mean"])
     print(f"  lambda_1 = {lam:.5f} [{float(spectrum['largest_ci_low']):.5f}, {float(spectrum['largest_ci_high']):.5f}]"
-          f" per step; positive exponents {float(spectrum['n_positive_mean']):.2f}; "
+          f" per step; positive exponents {positive_exponents(spectrum)} (interval above 0); "
           f"D_KY = {float(spectrum['ky_dimension_mean']):.2f} [{float(spectrum['ky_dimension_ci_low']):.2f}, "
           f"{float(spectrum['ky_dimension_ci_high']):.2f}]")
     alpha = getattr(getattr(task.teacher, "model", None), "cells", [None])[0]
