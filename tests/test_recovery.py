@@ -5,6 +5,7 @@ with shuffled recurrent weights scores outside the null. And a score asked witho
 one line."""
 
 import equinox as eqx
+import matplotlib.pyplot as plt
 import jax
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from dynlab import registry
 from dynlab.analyses.recovery import recovery_analysis
 from dynlab.analyses.recovery.dsa_score import dsa_to_teacher
+from dynlab.analyses.recovery.figure import recovery_figure, recovery_summary
 from dynlab.analyses.recovery.fingerprint import of_model, of_teacher
 from dynlab.analyses.recovery.state_r2 import state_r2
 from dynlab.analyses.recovery.truth import FingerprintOptions, teacher_inputs, teacher_truth, truth_dir
@@ -53,6 +55,15 @@ def test_a_student_that_is_the_teacher_recovers_everything(copied):
     assert float(ds.fp_recovered_fraction) == 1.0 and int(ds.fp_same_class) == int(ds.fp_teacher_points)
     assert bool(ds.lambda1_agree) and bool(ds.ky_agree) and bool(ds.n_positive_agree)
     assert float(ds.r2) == pytest.approx(1.0, abs=1e-9)
+
+
+def test_the_summary_and_figure_say_so(copied):
+    _, ds = copied
+    text = recovery_summary(ds)
+    assert "inside the teacher's variability" in text and "(100%)" in text and "R^2 1.0000" in text
+    fig = recovery_figure(ds)
+    assert len(fig.axes) == 4
+    plt.close(fig)
 
 
 def test_a_student_with_shuffled_recurrent_weights_is_outside_the_null(copied):
