@@ -3,8 +3,9 @@ r"""The registered analysis ``recovery``: how much of its teacher's dynamics a s
 The student is a dynlab model trained on a teacher task ([`dynlab.tasks.teachers`][]); ``task``
 (default: the model's own) must be one, and the teacher is the task's. Both are driven by the
 teacher's inputs ([`teacher_inputs`][dynlab.analyses.recovery.truth.teacher_inputs]); the
-teacher's fingerprint is its cached ground truth ([`teacher_truth`][dynlab.analyses.recovery.truth.teacher_truth]),
-the student's is measured the same way ([`fingerprint`][dynlab.analyses.recovery.fingerprint.fingerprint]).
+teacher's fingerprint is its cached ground truth
+([`teacher_truth`][dynlab.analyses.recovery.truth.teacher_truth]), the student's is measured the same
+way ([`fingerprint`][dynlab.analyses.recovery.fingerprint.fingerprint]).
 Four scores:
 
 1. **DSA** distance to the teacher against the teacher's noise-to-noise null: inside the
@@ -36,15 +37,15 @@ from dynlab.provenance import stamp
 from dynlab.registry import register
 from dynlab.tasks.teachers import TeacherTask
 
-TEACHER_TASKS = ("teacher-chaotic-rnn", "teacher-line-attractor", "teacher-flipflop", "teacher-lorenz")
-
-
 def teacher_of(task):
-    """The teacher of ``task``; a one-line ConfigError when it has none."""
+    """The teacher of ``task``; a one-line ConfigError naming the teacher tasks when it has none."""
     if not isinstance(task, TeacherTask):
+        from dynlab import registry
+
         name = "none" if task is None else type(task).__name__
+        teachers = [e.name for e in registry.entries("task") if isinstance(e.obj, type) and issubclass(e.obj, TeacherTask)]
         raise ConfigError(f"recovery scores compare a student with its teacher, and its task ({name}) has no teacher: "
-                          f"train on (or give --task) one of {', '.join(TEACHER_TASKS)}")
+                          f"train on (or give --task) one of {', '.join(teachers)}")
     return task.teacher
 
 
