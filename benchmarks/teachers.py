@@ -11,6 +11,15 @@
 Each truth is computed by `teacher_truth` and cached under ``$DYNLAB_CACHE`` (default
 ``~/.cache/dynlab``); the CPU time of the first computation is printed (``resource.getrusage``).
 
+Measured (2-core CPU shared with other work, 2026-11-27, ``--only chaotic-rnn``, teacher_seed 1):
+truth in 71 s CPU; lambda_1 = 0.00054 [-0.00004, 0.00113] per step (lambda_1 tau = 0.016), D_KY = 3.19
+[1.65, 4.73]: 5 runs of 2,000 steps leave lambda_1's interval touching 0, so no exponent counts as
+positive (the test resolves it above 0 with 3 runs of 6,000 steps of the top exponent). Fixed-point
+search from the visited states: 32 slow points, no fixed point below q_tol (the origin, a fixed
+point by construction, is far from the chaotic states), about 496 unseen (Chao1). With teacher_seed
+0 (before it was changed): lambda_1 = 0.00051 [-0.00030, 0.00131], 96 s CPU. The flip-flop part
+was not run in this session.
+
 Run: ``python benchmarks/teachers.py [--only chaotic-rnn|flipflop]`` (minutes on 2 cores).
 """
 
