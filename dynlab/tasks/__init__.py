@@ -5,11 +5,13 @@
 ``charlm`` (character-level language modelling, stateful truncated BPTT); the cognitive tasks
 ``flipflop``, ``context-integration``, ``perceptual-decision``, ``delayed-match`` and
 ``sine-generation`` ([`dynlab.tasks.cognitive`][]); ``neurogym`` (any neurogym environment,
-[`dynlab.tasks.neurogym_env`][]); ``external`` (the widths of a model trained elsewhere,
-[`dynlab.imports`][])."""
+[`dynlab.tasks.neurogym_env`][]); ``teacher-chaotic-rnn``, ``teacher-line-attractor``,
+``teacher-flipflop``, ``teacher-lorenz`` (students of teachers, [`dynlab.tasks.teachers`][]);
+``external`` (the widths of a model trained elsewhere, [`dynlab.imports`][])."""
 
-from dynlab.tasks import charlm, cifar, cognitive, external, hierarchical, mnist, neurogym_env, pc_tasks, shd, synthetic
+from dynlab.tasks import (charlm, cifar, cognitive, external, hierarchical, mnist, neurogym_env, pc_tasks, shd, synthetic,
+                          teachers)
 from dynlab.tasks.base import Task
 
 __all__ = ["Task", "charlm", "cifar", "cognitive", "external", "hierarchical", "mnist", "neurogym_env", "pc_tasks",
-           "shd", "synthetic"]
+           "shd", "synthetic", "teachers"]
