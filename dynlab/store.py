@@ -363,6 +363,12 @@ def new_run_dir(prefix: str, root: Path | str = "runs") -> Path:
         n += 1
 
 
+def runs_under(root: Path | str) -> list[Path]:
+    """Every run directory under ``root`` (a folder holding ``config.toml`` and ``model.eqx``,
+    e.g. a sweep's cells), sorted."""
+    return sorted(p.parent for p in Path(root).rglob(MODEL) if (p.parent / CONFIG).is_file())
+
+
 # ---------------------------------------------------------------------------------------------
 # Outputs never replace what exists
 

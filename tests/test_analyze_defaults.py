@@ -38,7 +38,7 @@ def _recorder(fn, calls: list):
         bound = inspect.signature(fn).bind(*args, **kwargs)
         bound.apply_defaults()
         calls.append({k: tuple(v) if k == "rules" else _comparable(v)   # the rules by name
-                      for k, v in bound.arguments.items() if k != "model"})
+                      for k, v in bound.arguments.items() if k not in ("model", "runs")})
         raise Recorded
 
     return record
@@ -105,6 +105,29 @@ def test_the_command_and_a_scenario_entry_with_no_options_run_the_same_configura
     assert command == in_scenario
     if name == "test-plugin-steps":
         assert command["steps"] == 200  # the plug-in's own default, not a command-line one
+
+
+def test_an_analysis_of_several_runs_runs_the_same_configuration_from_the_command_and_across_cells(tmp_path,
+                                                                                                 monkeypatch):
+    """``dynlab analyze dsa RUN RUN`` and a scenario's ``{name = "dsa"}``, run across its cells
+    ([`dynlab.scenarios.across.run_across`][]), call the analysis with the same options: the
+    signature's defaults, the runs' own task."""
+    from dynlab.scenarios.across import run_across
+    from dynlab.scenarios.spec import parse
+
+    entry = registry.get("analysis", "dsa")
+    calls: list[dict] = []
+    monkeypatch.setitem(registry._REGISTRY["analysis"], "dsa", dataclasses.replace(entry, obj=_recorder(entry.obj, calls)))
+    invoke(["analyze", "dsa", "a", "b"], tmp_path)
+    assert len(calls) == 1, "dynlab analyze dsa did not reach the analysis"
+    scenario = parse({**_scenario("dsa", "adding"), "train": {"steps": 1}, "sweep": {"seed": [0, 1]}})
+    trained = {"results": {"train": {"status": "ok"}}, "digest": "-"}
+    (tmp_path / "sweep").mkdir()
+    records = run_across(scenario, tmp_path / "sweep", [tmp_path / "a", tmp_path / "b"], [trained, trained])
+    assert len(calls) == 2 and "Recorded" in records["dsa"]["message"], records
+    command, in_scenario = calls
+    assert command == in_scenario
+    assert command["n_delays"] == 10 and command["task"] is None  # the signature's, and the runs' task
 
 
 def test_an_analysis_whose_options_cannot_be_given_fails_when_registered():

@@ -130,51 +130,86 @@ def rescue_dataset(ds, name: str, error: OSError) -> None:
 def run_analysis(name, exp, source, checkpoint, out, plot, quiet, **options):
     """Run the registered analysis ``name`` on ``exp.model`` with ``options``, stamp the dataset
     with what was analysed ([`dynlab.provenance.stamp`][]: the model, its config as TOML text,
-    the checkpoint), write it and draw its registered figure.
+    the checkpoint), write it and draw its registered figure ([`save_result`][]).
 
     Warnings become one-line messages on stderr. The output locations are checked to be
     writable before any work; files are written only after the analysis succeeded (named
-    ``NAME.nc``/``NAME.png``, see [`output_paths`][]). A dataset that cannot be written where
-    asked is saved in the temporary directory instead ([`rescue_dataset`][]). A figure that
-    cannot be drawn because the result holds NaN or inf ends the command with
-    [`NonFiniteResult`][dynlab.errors.NonFiniteResult] (exit status 1), the dataset kept.
+    ``NAME.nc``/``NAME.png``, see [`output_paths`][]).
     """
-    import warnings
-
-    from dynlab import budget, registry, store
+    from dynlab import budget, registry
     from dynlab.config import dumps
     from dynlab.provenance import stamp
 
-    entry = registry.get("analysis", name)
-    function, figure = entry.obj, entry.figure
-    if figure is None:  # every built-in analysis has one; a plug-in's may not
-        from dynlab.errors import PluginError
-
-        raise PluginError(f"analysis {name!r} was registered without a figure, so its result cannot be drawn; "
-                          f"its plug-in must register it with figure=... (nothing was computed)")
+    entry = drawable(name)
     unit_name = exp.config["model"].get("unit", "aru")
     output_paths(out, plot, checkpoint, name, unit_name, create=False)
-    budget.check_analysis(name, exp.model, {**registry.defaults(function), **options})  # before any work
+    budget.check_analysis(name, exp.model, {**registry.defaults(entry.obj), **options})  # before any work
     if not quiet:
         click.echo(f"{name} of {source}: {unit_name}, {exp.model.param_count()['total']:,} parameters")
-    with busy(quiet, name), warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        ds = function(*((exp.model, exp.rules) if entry.takes == "rules" else (exp.model,)), **options)
-    for w in caught:
-        click.echo(f"warning: {w.message}", err=True)
+    ds = computed(name, quiet, entry.obj, *((exp.model, exp.rules) if entry.takes == "rules" else (exp.model,)),
+                  **options)
     variant = variant_note(exp.config, checkpoint)
     if variant:  # e.g. an isolated network at chance: say that it was not retrained
         click.echo(f"note: {checkpoint}: {variant}")
     ds = stamp(ds, analysis=ds.attrs.get("analysis", name), config={
         "model": unit_name, "config": dumps(exp.config), "checkpoint": str(checkpoint or ""), "source": source,
         **({"variant": variant} if variant else {})})
+    return save_result(ds, name, out, plot, checkpoint, unit_name)
+
+
+def run_on_runs(name, runs, out, plot, quiet, **options):
+    """Run the registered analysis ``name`` of several run directories (``takes="runs"``, e.g.
+    ``dsa``) on ``runs``, write its dataset (default: ``NAME.nc`` in a new run directory) and
+    draw its figure, as [`run_analysis`][] does for one model."""
+    entry = drawable(name)
+    output_paths(out, plot, None, name, "runs", create=False)
+    if not quiet:
+        click.echo(f"{name} of {len(runs)} runs: " + ", ".join(str(r) for r in runs))
+    return save_result(computed(name, quiet, entry.obj, runs, **options), name, out, plot, None, "runs")
+
+
+def drawable(name):
+    """The registry entry of the analysis ``name``; a one-line [`PluginError`][dynlab.errors.PluginError]
+    when it has no figure (every built-in analysis has one; a plug-in's may not)."""
+    from dynlab import registry
+
+    entry = registry.get("analysis", name)
+    if entry.figure is None:
+        from dynlab.errors import PluginError
+
+        raise PluginError(f"analysis {name!r} was registered without a figure, so its result cannot be drawn; "
+                          f"its plug-in must register it with figure=... (nothing was computed)")
+    return entry
+
+
+def computed(name, quiet, function, *arguments, **options):
+    """``function(*arguments, **options)`` under the spinner, its warnings as one line each on stderr."""
+    import warnings
+
+    with busy(quiet, name), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ds = function(*arguments, **options)
+    for w in caught:
+        click.echo(f"warning: {w.message}", err=True)
+    return ds
+
+
+def save_result(ds, name, out, plot, checkpoint, unit_name):
+    """Write the dataset of the analysis ``name`` where [`output_paths`][] says (over an existing
+    file only under ``--overwrite``) and draw its registered figure ([`draw_figure`][]); the paths
+    go into ``ds.attrs`` (``path``, ``figure``). A dataset that cannot be written where asked is
+    saved in the temporary directory instead ([`rescue_dataset`][]). A figure that cannot be
+    drawn because the result holds NaN or inf ends the command with
+    [`NonFiniteResult`][dynlab.errors.NonFiniteResult] (exit status 1), the dataset kept."""
+    from dynlab import registry, store
+
     try:
         nc, png = output_paths(out, plot, checkpoint, name, unit_name)  # only now: a failed analysis leaves nothing
         store.write_dataset(nc, ds, replace=overwrite_given())  # a file that appeared meanwhile is kept
     except OSError as e:
         rescue_dataset(ds, name, e)
     ds.attrs.update(path=str(nc), figure=str(png))
-    draw_figure(png, figure, ds)
+    draw_figure(png, registry.get("analysis", name).figure, ds)
     return ds
 
 
