@@ -379,11 +379,12 @@ VARIABLES = {
     "pc-bp",
     "PC vs BP gradient cosine, s - 1, L/F* and losses over a width x depth grid",
     figure=pc_bp_figures.overview,
+    summary=pc_bp_figures.pc_bp_summary,
 )
 def compare_pc_bp(
     task,
-    widths: list[int],
-    depths: list[int],
+    widths: list[int] = (8, 32, 128, 512),
+    depths: list[int] = (2, 4, 8),
     seeds: int | list[int] = 3,
     *,
     progress: Callable[[int, int, dict], None] | None = None,
@@ -436,11 +437,12 @@ def compare_pc_bp(
     "pc-bptt",
     "PC through time vs BPTT on recurrent models: gradient cosine, s - 1, losses over width x length",
     figure=pc_bp_figures.overview,
+    summary=pc_bp_figures.pc_bp_summary,
 )
 def compare_pc_bptt(
     task,
-    widths: list[int],
-    lengths: list[int],
+    widths: list[int] = (8, 32, 128, 512),
+    lengths: list[int] = (2, 8, 32),
     seeds: int | list[int] = 3,
     *,
     progress: Callable[[int, int, dict], None] | None = None,

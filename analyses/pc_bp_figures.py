@@ -105,3 +105,43 @@ def overview(ds: xr.Dataset):
     over the grid (``compare pc-bp`` also writes [`rescaling_vs_l_over_n`][] and
     [`loss_curves`][] beside it)."""
     return cosine_heatmap(ds)
+
+
+FIGURES = {"cosine": cosine_heatmap, "rescaling": rescaling_vs_l_over_n, "loss": loss_curves}
+"""The figures ``compare pc-bp`` writes beside its dataset, as ``<stem>_<name>.png``."""
+
+
+def pc_bp_summary(ds: xr.Dataset) -> str:
+    """What the command line prints after a comparison (the registered summary of ``pc-bp`` and
+    ``pc-bptt``): the mean gradient cosine per cell (width x depth or length; — where no step
+    converged) and, when $s-1$ is defined, its log-log slope against $L/N$ (or $T/N$) with the theory's."""
+    axis = grid_axis(ds)
+    columns = [str(int(v)) for v in ds[axis.dim].values]
+    width, corner = max(8, *(len(c) + 2 for c in columns)), "N \\ " + axis.symbol
+    lines = [f"mean PC-BP gradient cosine (over {ds.sizes['seed']} seeds x {ds.sizes['step']} steps)",
+             f"{corner:>8}" + "".join(f"{c:>{width}}" for c in columns)]
+    for n in ds.width.values:
+        row = ds.mean_cosine.sel(width=n).values
+        lines.append(f"{int(n):>8}" + "".join(f"{'—' if v != v else f'{v:.4f}':>{width}}" for v in row))
+    slope = ds.attrs.get("rescaling_slope", float("nan"))
+    if slope == slope:
+        theory = "1" if axis.dim == "depth" else "s - 1 ~ (T-1)/(gamma0^2 N) with the read-out at the last step"
+        lines.append(f"log-log slope of s - 1 against {axis.symbol}/N: {slope:.3f} (s = tr(S)/d_out); "
+                     f"{ds.attrs['rescaling_max_slope']:.3f} (s = lambda_max(S)); theory: {theory}")
+    return "\n".join(lines)
+
+
+def pc_bp_warnings(ds: xr.Dataset) -> list[str]:
+    """What a comparison's user must be told about its cosines (printed as warnings): steps whose
+    inference did not converge, and steps whose gradients vanished (cosine set to 0)."""
+    from dynlab.analyses.pc_bp import COSINE_EPS
+
+    notes = []
+    if ds.attrs["n_unconverged"]:
+        notes.append(f"inference did not converge at {ds.attrs['n_unconverged']} of {ds['converged'].size} steps; "
+                     "their cosines are excluded (NaN in 'cosine', kept in 'cosine_unconverged')")
+    if ds.attrs["n_vanishing_gradients"]:
+        notes.append(f"at {ds.attrs['n_vanishing_gradients']} steps the product of the PC and BP gradient norms was "
+                     f"below {COSINE_EPS:g} (the network fits its batch); their cosine is set to 0 (the public code's "
+                     "convention): see grad_norm_pc, grad_norm_bp")
+    return notes

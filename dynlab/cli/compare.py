@@ -16,17 +16,17 @@ from dynlab.cli.main import _CommandGroup
 from dynlab.cli.options import overwrite_given, overwrite_option, progress_bar
 
 
-def int_list(name: str, text: str) -> list[int]:
-    """``"2,8,32"`` -> ``[2, 8, 32]``: positive integers ([`dynlab.config.parse_numbers`][])."""
-    from dynlab.config import parse_numbers
-
-    return parse_numbers(name, text, integer=True, minimum=1)
-
-
 def _number(name: str, text, kind=float):
     from dynlab.config import parse_number
 
     return parse_number(name, text, integer=kind is int)
+
+
+def _numbers(name: str, text, **bounds):
+    """Comma-separated numbers ([`dynlab.config.parse_numbers`][]); ``None`` when not given."""
+    from dynlab.config import parse_numbers
+
+    return None if text is None else parse_numbers(name, text, **bounds)
 
 
 @click.group(cls=_CommandGroup)
@@ -106,50 +106,47 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
     """
     import warnings
 
-    from dynlab import registry, store
-    from dynlab.analyses.pc_bp import COSINE_EPS, FEEDFORWARD_TASKS, compare_pc_bp, compare_pc_bptt
-    from dynlab.config import parse_numbers
+    from dynlab import budget, registry, store
+    from dynlab.analyses.pc_bp import FEEDFORWARD_TASKS, CompareConfig, length_task
+    from dynlab.analyses.pc_bp_figures import FIGURES, pc_bp_warnings
 
     recurrent = model_kind == "rnn"
+    name = "pc-bptt" if recurrent else "pc-bp"
     options = dict(
         model=model_kind, param=param, gamma0=_number("--gamma0", gamma0), activation=activation,
         steps=_number("--steps", steps, int), energy=energy, inference=inference,
         inference_steps=_number("--inference-steps", inference_steps, int), activity_optimizer=activity_optimizer,
         beta=_number("--beta", beta), rtol=_number("--rtol", rtol), atol=_number("--atol", atol), optimizer=optimizer,
-        patience=_number("--patience", patience, int),
-        smoothing=parse_numbers("--smoothing", smoothing, above=0), smoothing_x64=smoothing_x64,
-        lr=_number("--lr", lr), x64=x64,
+        patience=_number("--patience", patience, int), smoothing=_numbers("--smoothing", smoothing, above=0),
+        smoothing_x64=smoothing_x64, lr=_number("--lr", lr), x64=x64,
     )
     if recurrent:
         _only("mlp", depths=depths, alpha=alpha, batches=None if batches == "fixed" else batches)
-        second = int_list("--lengths", "2,8,32" if lengths is None else lengths)
-        options.update(gain=1.0 if gain is None else _number("--gain", gain),
-                       batch_size=32 if batch_size is None else _number("--batch-size", batch_size, int))
-        task_name = "adding" if task_name is None else task_name
+        grid = {"lengths": _numbers("--lengths", lengths, integer=True, minimum=1)}
+        options.update(gain=_number("--gain", gain), batch_size=_number("--batch-size", batch_size, int))
     else:
         _only("rnn", lengths=lengths, gain=gain)
         if batch_size is not None and batches == "fixed":
             raise ConfigError("--batch-size applies to --model rnn, or to --model mlp with --batches stream")
-        second = int_list("--depths", "2,4,8" if depths is None else depths)
-        options.update(alpha=_number("--alpha", alpha), residual=skips, batches=batches)
-        if batch_size is not None:
-            options.update(batch_size=_number("--batch-size", batch_size, int))
-        task_name = "mnist" if task_name is None else task_name
-        if task_name not in FEEDFORWARD_TASKS:
-            raise ConfigError(f"unknown task {task_name!r} for --model mlp; valid: {', '.join(sorted(FEEDFORWARD_TASKS))}")
-    w = int_list("--widths", widths)
-    from dynlab import budget
-
-    rows = options.get("batch_size") or 64  # the fixed batch of 64 images, or the stream's batch
+        grid = {"depths": _numbers("--depths", depths, integer=True, minimum=1)}
+        options.update(alpha=_number("--alpha", alpha), residual=skips, batches=batches,
+                       batch_size=_number("--batch-size", batch_size, int))
+    task_name = task_name or ("adding" if recurrent else "mnist")
+    if not recurrent and task_name not in FEEDFORWARD_TASKS:
+        raise ConfigError(f"unknown task {task_name!r} for --model mlp; valid: {', '.join(sorted(FEEDFORWARD_TASKS))}")
+    fn = registry.get("analysis", name).obj
+    options = {k: v for k, v in options.items() if v is not None}  # not given: the analysis's default
+    grid = {"widths": _numbers("--widths", widths, integer=True, minimum=1), **grid}
+    grid = {k: registry.defaults(fn)[k] if v is None else v for k, v in grid.items()}  # the signature's default
+    w, second = grid["widths"], grid["lengths" if recurrent else "depths"]
+    cfg = CompareConfig.from_options(**options)  # validate everything before loading data or creating files
+    rows = cfg.batch_size if recurrent else options.get("batch_size", 64)  # the images' fixed batch of 64
     budget.require(budget.dense_bytes(w, depth=1 if recurrent else max(second), batch=rows * (max(second) if recurrent else 1)),
                    size=f"--widths {max(w)}", what=f"a {'recurrent' if recurrent else 'dense'} network of that width",
                    lower="--widths")
     n_seeds = _number("--seeds", seeds, int)
     if n_seeds is None or n_seeds <= 0:
         raise ConfigError(f"--seeds must be a positive integer, got {seeds!r}")
-    from dynlab.analyses.pc_bp import CompareConfig, length_task
-
-    CompareConfig.from_options(**options)  # validate everything before loading data or creating files
     if out is not None and Path(out).suffix != ".nc":
         raise ConfigError(f"--out must name a .nc file, got {out!r}")
     if out:  # the dataset and its three figures: nothing that exists is replaced without --overwrite
@@ -158,7 +155,6 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
         check_writable(Path("runs"), "--out")
     if recurrent:
         task = length_task(task_name)
-        describe = f"{task_name} (T = {', '.join(map(str, second))}, P = {options['batch_size']})"
     else:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -166,43 +162,35 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
             task = registry.build("task", FEEDFORWARD_TASKS[task_name], **kwargs)
         for wmsg in caught:
             click.echo(f"warning: {wmsg.message}", err=True)
-        describe = task.describe()
 
     if not quiet:
         kind = f"RNN {activation}, PC through time vs BPTT" if recurrent else f"{'residual' if skips else 'MLP'} {activation}"
         axis = "lengths" if recurrent else "depths"
-        click.echo(f"PC vs BP on {describe}: param {param}, {kind}, energy {energy}, {optimizer}, "
-                   f"{len(w)} widths x {len(second)} {axis} x {n_seeds} seeds x {options['steps']} steps")
+        on = f"{task_name} (T = {', '.join(map(str, second))}, P = {rows})" if recurrent else task.describe()
+        click.echo(f"PC vs BP on {on}: param {param}, {kind}, energy {energy}, {optimizer}, "
+                   f"{len(w)} widths x {len(second)} {axis} x {n_seeds} seeds x {cfg.steps} steps")
     with progress_bar(quiet, "cells") as update:
-        run = compare_pc_bptt if recurrent else compare_pc_bp
-        ds = run(task, w, second, n_seeds, progress=update, **options)
-
+        ds = fn(task, seeds=n_seeds, progress=update, **grid, **options)
     try:
         nc = Path(out) if out else store.new_run_dir("compare-pc-bp") / "pc_bp.nc"
         nc.parent.mkdir(parents=True, exist_ok=True)
         store.write_dataset(nc, ds, replace=overwrite_given())  # a file that appeared meanwhile is kept
     except OSError as e:
         rescue_dataset(ds, "pc_bp", e)
-    from dynlab.analyses import pc_bp_figures as figures_pc
-
     figs = figure_paths(nc)
-    for name, fn in (("cosine", figures_pc.cosine_heatmap), ("rescaling", figures_pc.rescaling_vs_l_over_n),
-                     ("loss", figures_pc.loss_curves)):
-        write_figure(figs[name], fn(ds))
-    _table(ds)
-    if ds.attrs["n_unconverged"]:
-        click.echo(f"warning: inference did not converge at {ds.attrs['n_unconverged']} of {ds['converged'].size} "
-                   "steps; their cosines are excluded (NaN in 'cosine', kept in 'cosine_unconverged')", err=True)
-    if ds.attrs["n_vanishing_gradients"]:
-        click.echo(f"warning: at {ds.attrs['n_vanishing_gradients']} steps the product of the PC and BP gradient norms "
-                   f"was below {COSINE_EPS:g} (the network fits its batch); their cosine is set to 0 (the public code's "
-                   "convention): see grad_norm_pc, grad_norm_bp", err=True)
+    for figure, draw in FIGURES.items():
+        write_figure(figs[figure], draw(ds))
+    click.echo(registry.get("analysis", name).summary(ds))
+    for note in pc_bp_warnings(ds):
+        click.echo(f"warning: {note}", err=True)
     click.echo(f"dataset: {nc}\nfigures: " + ", ".join(str(p) for p in figs.values()))
 
 
 def figure_paths(nc: Path) -> dict[str, Path]:
-    """The three figures written next to the dataset ``nc``: ``<stem>_cosine.png``, ``_rescaling``, ``_loss``."""
-    return {name: nc.with_name(f"{nc.stem}_{name}.png") for name in ("cosine", "rescaling", "loss")}
+    """The figures written next to the dataset ``nc``: ``<stem>_cosine.png``, ``_rescaling``, ``_loss``."""
+    from dynlab.analyses.pc_bp_figures import FIGURES
+
+    return {name: nc.with_name(f"{nc.stem}_{name}.png") for name in FIGURES}
 
 
 def _only(model_kind: str, **given) -> None:
@@ -211,29 +199,6 @@ def _only(model_kind: str, **given) -> None:
         if value is not None:
             flag = "--" + name.replace("_", "-")
             raise ConfigError(f"{flag} applies to --model {model_kind} only")
-
-
-def _table(ds):
-    from rich.console import Console
-    from rich.table import Table
-
-    from dynlab.analyses.pc_bp import grid_axis
-
-    axis = grid_axis(ds)
-    table = Table(title=f"mean PC-BP gradient cosine (over {ds.sizes['seed']} seeds x {ds.sizes['step']} steps)")
-    table.add_column(f"N \\ {axis.symbol}", justify="right")
-    for v in ds[axis.dim].values:
-        table.add_column(str(int(v)), justify="right")
-    for n in ds.width.values:
-        row = ds.mean_cosine.sel(width=n).values
-        table.add_row(str(int(n)), *("—" if v != v else f"{v:.4f}" for v in row))
-    console = Console(width=100)
-    console.print(table)
-    slope = ds.attrs.get("rescaling_slope", float("nan"))
-    if slope == slope:
-        theory = "1" if axis.dim == "depth" else "s - 1 ~ (T-1)/(gamma0^2 N) with the read-out at the last step"
-        console.print(f"log-log slope of s - 1 against {axis.symbol}/N: {slope:.3f} (s = tr(S)/d_out); "
-                      f"{ds.attrs['rescaling_max_slope']:.3f} (s = lambda_max(S)); theory: {theory}")
 
 
 def pc_bptt_command(pc_bp: click.Command) -> click.Command:
