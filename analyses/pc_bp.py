@@ -114,7 +114,7 @@ class CompareConfig(eqx.Module):
 
     model: Literal["mlp", "rnn"] = "mlp"
     param: str = "mf"
-    alpha: float | None = 0.5
+    alpha: float | None = None  # the parameterisation's: 1/2, 0 for sp
     gamma0: float = 1.0
     residual: bool = True
     activation: str = "linear"

@@ -29,39 +29,63 @@ def _numbers(name: str, text, **bounds):
     return None if text is None else parse_numbers(name, text, **bounds)
 
 
+class _AnalysisDefaults(click.Command):
+    """``compare pc-bp``: an option not given is not passed, so its default is the analysis's
+    (the signature of [`dynlab.analyses.pc_bp.compare_pc_bp`][] or ``compare_pc_bptt``, and
+    [`dynlab.analyses.pc_bp.CompareConfig`][]); the help shows those, read when it is asked for."""
+
+    def format_options(self, ctx, formatter):
+        import dataclasses
+
+        from dynlab import registry
+        from dynlab.analyses.pc_bp import INFERENCE_KEYS, CompareConfig
+
+        model = next(p.default for p in self.params if p.name == "model_kind")
+        fields = {f.name: f.default for f in dataclasses.fields(CompareConfig) if f.default is not dataclasses.MISSING}
+        defaults = {**fields, **INFERENCE_KEYS, "skips": fields["residual"],
+                    **registry.defaults(registry.get("analysis", "pc-bptt" if model == "rnn" else "pc-bp").obj)}
+        helps = self.__dict__.setdefault("helps", {param.name: param.help or "" for param in self.params})
+        for param in self.params:
+            value = defaults.get(param.name)
+            if param.default is None and isinstance(value, (bool, int, float, str, tuple)):
+                text = ",".join(map(str, value)) if isinstance(value, tuple) else str(value).lower()
+                param.help = f"{helps[param.name]}  [default: {text}]".strip()
+        super().format_options(ctx, formatter)
+
+
 @click.group(cls=_CommandGroup)
 def compare():
     """Compare learning rules side by side (gradients, losses) across model sizes."""
 
 
-@compare.command("pc-bp")
+@compare.command("pc-bp", cls=_AnalysisDefaults)
 @click.option("--model", "model_kind", type=click.Choice(["mlp", "rnn"]), default="mlp", show_default=True,
               help="mlp: feed-forward (PC vs BP over width x depth); rnn: the parameterised RNN (rnn-param; PC "
                    "through time vs BPTT over width x sequence length).")
-@click.option("--widths", default="8,32,128,512", show_default=True, help="Comma-separated widths N.")
-@click.option("--depths", default=None, help="mlp: comma-separated depths L (weight matrices, >= 2) [default: 2,4,8].")
-@click.option("--lengths", default=None, help="rnn: comma-separated sequence lengths T [default: 2,8,32].")
-@click.option("--param", default="mf", show_default=True, help="Parameterisation: sp, ntk, mf, mup.")
+@click.option("--widths", default=None, help="Comma-separated widths N.")
+@click.option("--depths", default=None, help="mlp: comma-separated depths L (weight matrices, >= 2).")
+@click.option("--lengths", default=None, help="rnn: comma-separated sequence lengths T.")
+@click.option("--param", default=None, help="Parameterisation: sp, ntk, mf, mup.")
 @click.option("--alpha", default=None, help="mlp: residual depth exponent in [0, 1] (default: 1/2; 0 for sp).")
-@click.option("--gamma0", default="1.0", show_default=True, help="Output scale gamma0.")
-@click.option("--gain", default=None, help="rnn: recurrent gain g (default 1, the marginal network).")
-@click.option("--skips/--no-skips", default=True, show_default=True, help="mlp: residual (skip) connections.")
-@click.option("--activation", type=click.Choice(["linear", "tanh", "relu"]), default="linear", show_default=True)
+@click.option("--gamma0", default=None, help="Output scale gamma0.")
+@click.option("--gain", default=None, help="rnn: recurrent gain g (1: the marginal network).")
+@click.option("--skips/--no-skips", default=None, help="mlp: residual (skip) connections.")
+@click.option("--activation", type=click.Choice(["linear", "tanh", "relu"]), default=None)
 @click.option("--task", "task_name", default=None,
               help="mlp: toy (x in R^40, 20 samples, y = +-1), mnist or cifar10 (one fixed batch of 64 images, "
                    "synthetic if absent) [default: mnist]; rnn: a sequence task with a length, e.g. adding [default: adding].")
-@click.option("--batches", type=click.Choice(["fixed", "stream"]), default="fixed", show_default=True,
+@click.option("--batches", type=click.Choice(["fixed", "stream"]), default=None,
               help="mlp: train on the task's one fixed batch (as the paper's code does), or on a stream of fresh "
                    "batches from the image pool (batch t at step t).")
 @click.option("--batch-size", default=None,
               help="rnn: size of each length's fixed batch (default 32); mlp with --batches stream: size of each "
                    "streamed batch (default: the task's batch, 64).")
-@click.option("--steps", default="100", show_default=True, help="Training steps.")
-@click.option("--seeds", default="3", show_default=True, help="Number of seeds (weight initialisations).")
-@click.option("--energy", type=click.Choice(["closed-form", "inference"]), default="closed-form", show_default=True,
+@click.option("--steps", default=None, help="Training steps.")
+@click.option("--seeds", default=None, help="Number of seeds (weight initialisations).")
+@click.option("--energy", type=click.Choice(["closed-form", "inference"]), default=None,
               help="PC gradient from the closed-form equilibrated energy (linear) or after numerical inference.")
 @click.option("--inference", type=click.Choice(["discrete", "ode", "gauss-newton", "levenberg-marquardt", "lbfgs"]),
-              default="discrete", show_default=True,
+              default=None,
               help="Numerical inference (with --energy inference): optax steps on the activities, a diffrax ODE "
                    "solve, or Gauss-Newton / Levenberg-Marquardt / L-BFGS in the error coordinates (mse loss).")
 @click.option("--patience", default=None, help="Gauss-Newton / Levenberg-Marquardt / L-BFGS: give up once |grad_z F| "
@@ -71,13 +95,13 @@ def compare():
                    "kinks are smoothed to within each width in turn (units with nonsmooth energies).")
 @click.option("--smoothing-x64", is_flag=True, help="Run the smoothed solves in float64 (float32 cannot resolve "
               "SITH-RNN's at 1e-3); the rest stays in float32.")
-@click.option("--inference-steps", default="500", show_default=True, help="Inference budget (steps).")
-@click.option("--activity-optimizer", type=click.Choice(["sgd", "momentum", "adam"]), default="sgd", show_default=True,
+@click.option("--inference-steps", default=None, help="Inference budget (steps).")
+@click.option("--activity-optimizer", type=click.Choice(["sgd", "momentum", "adam"]), default=None,
               help="Optimiser of the activities (discrete inference); momentum is heavy ball 0.9.")
-@click.option("--beta", default="0.3", show_default=True, help="Activity step size (discrete inference).")
-@click.option("--rtol", default="1e-4", show_default=True, help="Inference converged when |grad_z F| <= atol + rtol |grad_z F|_0.")
-@click.option("--atol", default="0", show_default=True, help="See --rtol.")
-@click.option("--optimizer", type=click.Choice(["gd", "adam"]), default="adam", show_default=True)
+@click.option("--beta", default=None, help="Activity step size (discrete inference).")
+@click.option("--rtol", default=None, help="Inference converged when |grad_z F| <= atol + rtol |grad_z F|_0.")
+@click.option("--atol", default=None, help="See --rtol.")
+@click.option("--optimizer", type=click.Choice(["gd", "adam"]), default=None)
 @click.option("--lr", default=None, help="Base learning rate eta0 (default: adam 1e-3, gd 0.025), scaled per layer.")
 @click.option("--x64", is_flag=True, help="Compute in float64.")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="Data directory (default: $DYNLAB_DATA).")
@@ -121,12 +145,12 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
         smoothing_x64=smoothing_x64, lr=_number("--lr", lr), x64=x64,
     )
     if recurrent:
-        _only("mlp", depths=depths, alpha=alpha, batches=None if batches == "fixed" else batches)
+        _only("mlp", depths=depths, alpha=alpha, skips=skips, batches=batches)
         grid = {"lengths": _numbers("--lengths", lengths, integer=True, minimum=1)}
         options.update(gain=_number("--gain", gain), batch_size=_number("--batch-size", batch_size, int))
     else:
         _only("rnn", lengths=lengths, gain=gain)
-        if batch_size is not None and batches == "fixed":
+        if batch_size is not None and batches != "stream":
             raise ConfigError("--batch-size applies to --model rnn, or to --model mlp with --batches stream")
         grid = {"depths": _numbers("--depths", depths, integer=True, minimum=1)}
         options.update(alpha=_number("--alpha", alpha), residual=skips, batches=batches,
@@ -144,8 +168,8 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
     budget.require(budget.dense_bytes(w, depth=1 if recurrent else max(second), batch=rows * (max(second) if recurrent else 1)),
                    size=f"--widths {max(w)}", what=f"a {'recurrent' if recurrent else 'dense'} network of that width",
                    lower="--widths")
-    n_seeds = _number("--seeds", seeds, int)
-    if n_seeds is None or n_seeds <= 0:
+    n_seeds = registry.defaults(fn)["seeds"] if seeds is None else _number("--seeds", seeds, int)
+    if n_seeds <= 0:
         raise ConfigError(f"--seeds must be a positive integer, got {seeds!r}")
     if out is not None and Path(out).suffix != ".nc":
         raise ConfigError(f"--out must name a .nc file, got {out!r}")
@@ -164,10 +188,10 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
             click.echo(f"warning: {wmsg.message}", err=True)
 
     if not quiet:
-        kind = f"RNN {activation}, PC through time vs BPTT" if recurrent else f"{'residual' if skips else 'MLP'} {activation}"
+        kind = f"RNN {cfg.activation}, PC through time vs BPTT" if recurrent else f"{'residual' if cfg.residual else 'MLP'} {cfg.activation}"
         axis = "lengths" if recurrent else "depths"
         on = f"{task_name} (T = {', '.join(map(str, second))}, P = {rows})" if recurrent else task.describe()
-        click.echo(f"PC vs BP on {on}: param {param}, {kind}, energy {energy}, {optimizer}, "
+        click.echo(f"PC vs BP on {on}: param {cfg.param}, {kind}, energy {cfg.energy}, {cfg.optimizer}, "
                    f"{len(w)} widths x {len(second)} {axis} x {n_seeds} seeds x {cfg.steps} steps")
     with progress_bar(quiet, "cells") as update:
         ds = fn(task, seeds=n_seeds, progress=update, **grid, **options)
