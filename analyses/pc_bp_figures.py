@@ -130,18 +130,3 @@ def pc_bp_summary(ds: xr.Dataset) -> str:
                      f"{ds.attrs['rescaling_max_slope']:.3f} (s = lambda_max(S)); theory: {theory}")
     return "\n".join(lines)
 
-
-def pc_bp_warnings(ds: xr.Dataset) -> list[str]:
-    """What a comparison's user must be told about its cosines (printed as warnings): steps whose
-    inference did not converge, and steps whose gradients vanished (cosine set to 0)."""
-    from dynlab.analyses.pc_bp import COSINE_EPS
-
-    notes = []
-    if ds.attrs["n_unconverged"]:
-        notes.append(f"inference did not converge at {ds.attrs['n_unconverged']} of {ds['converged'].size} steps; "
-                     "their cosines are excluded (NaN in 'cosine', kept in 'cosine_unconverged')")
-    if ds.attrs["n_vanishing_gradients"]:
-        notes.append(f"at {ds.attrs['n_vanishing_gradients']} steps the product of the PC and BP gradient norms was "
-                     f"below {COSINE_EPS:g} (the network fits its batch); their cosine is set to 0 (the public code's "
-                     "convention): see grad_norm_pc, grad_norm_bp")
-    return notes

@@ -131,8 +131,8 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
     import warnings
 
     from dynlab import budget, registry, store
-    from dynlab.analyses.pc_bp import FEEDFORWARD_TASKS, CompareConfig, length_task
-    from dynlab.analyses.pc_bp_figures import FIGURES, pc_bp_warnings
+    from dynlab.analyses.pc_bp import FEEDFORWARD_TASKS, CompareConfig, length_task, pc_bp_warnings
+    from dynlab.analyses.pc_bp_figures import FIGURES
 
     recurrent = model_kind == "rnn"
     name = "pc-bptt" if recurrent else "pc-bp"

@@ -16,7 +16,7 @@ from __future__ import annotations
 import click
 
 from dynlab.cli.main import _CommandGroup, main
-from dynlab.cli.options import data_dir_option, int_option, number_option, seed_option
+from dynlab.cli.options import _options, data_dir_option, int_option, number_option, seed_option
 from dynlab.cli.train import new_run_dir, train_and_report
 
 
@@ -42,7 +42,7 @@ def transfer():
     isolated neurons. Each writes a run directory."""
 
 
-_common = [
+_common = _options([
     click.option("--steps", metavar="INT", default=None, help="Training steps. Default: the trained run's."),
     click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
                  help="Override task.*/train.* keys (repeatable)."),
@@ -50,19 +50,13 @@ _common = [
                  help="Run directory to create. Default: runs/transfer-<kind>-<time>."),
     click.option("-q", "--quiet", is_flag=True, help="No progress bar; print only the summary."),
     data_dir_option,
-]
-
-
-def _options(f):
-    for option in reversed(_common):
-        f = option(f)
-    return f
+])
 
 
 @transfer.command("controller")
 @click.option("--donor", required=True, type=click.Path(file_okay=False), help="Run directory of a trained aru model.")
 @click.option("--seed", metavar="INT", default=None, help="Seed of the new main network. Default: the donor's + 1.")
-@_options
+@_common
 def controller_cmd(donor, seed, steps, sets, out, quiet):
     """Train a new ARU main network (another seed) around the donor's frozen controller (App. C.4)."""
     from dynlab import experiment
@@ -79,7 +73,7 @@ def controller_cmd(donor, seed, steps, sets, out, quiet):
 @click.option("--checkpoint", required=True, type=click.Path(file_okay=False),
               help="Run directory of a trained rnn-gamma or aru model.")
 @click.option("--rotate", metavar="DEGREES", default="45", show_default=True, help="Rotation of the digits (task.rotate).")
-@_options
+@_common
 def activation_cmd(checkpoint, rotate, steps, sets, out, quiet):
     """Retrain only the per-neuron activation parameters (rnn-gamma: n, s; aru: b_n, b_s) on rotated
     digits (App. B.3); everything else stays as trained."""
