@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from dynlab.cli.analysis import check_outputs, draw_figure, non_finite_variables
-from dynlab.cli.main import _first_line, main
+from dynlab.cli.main import main
 from dynlab.cli.options import overwrite_given, overwrite_option
 
 
@@ -23,7 +23,7 @@ def plot(file, out):
     An existing --out is refused unless --overwrite is given; a run's or sweep's own files
     (config.toml, model.eqx, sweep.nc, …) and FILE itself are refused even then."""
     from dynlab import budget, figures
-    from dynlab.errors import DataError
+    from dynlab.errors import DataError, first_line
 
     path = Path(file)
     if not path.is_file():
@@ -39,7 +39,7 @@ def plot(file, out):
             if non_finite_variables(ds):
                 raise  # draw_figure reports the NaN/inf result
             kind = ds.attrs.get("analysis", "(none)")
-            click.echo(f"warning: {file} lacks what the {kind!r} figure needs ({type(e).__name__}: {_first_line(e)}); "
+            click.echo(f"warning: {file} lacks what the {kind!r} figure needs ({type(e).__name__}: {first_line(e)}); "
                        "drew the generic figure of its variables", err=True)
             return figures.generic(ds)
 
