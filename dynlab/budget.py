@@ -270,11 +270,11 @@ def load_result(path):
         with xr.open_dataset(path, engine="h5netcdf") as lazy:
             sizes = {name: v.nbytes for name, v in lazy.variables.items()}
             shapes = {name: dict(v.sizes) for name, v in lazy.variables.items()}
-        total, (limit, source) = sum(sizes.values()), limit()
-        if total > limit:
+        total, (cap, source) = sum(sizes.values()), limit()
+        if total > cap:
             biggest = max(sizes, key=sizes.get)
             raise DataError(f"{file!r} declares {human(total)} of data (variable {biggest!r}: "
-                            f"{shapes[biggest]}), more than the {human(limit)} limit ({source}); not read")
+                            f"{shapes[biggest]}), more than the {human(cap)} limit ({source}); not read")
         return xr.load_dataset(path, engine="h5netcdf")
     except DataError:
         raise

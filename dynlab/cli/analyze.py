@@ -156,7 +156,7 @@ def generated_command(name: str) -> click.Command:
         registry.check_config(f"analyze {name}", fn, values, exclude=("model", "runs"))
         return values
 
-    def callback(unit, checkpoint, task_name, seed, sets, out, plot, quiet, **given):
+    def on_model(unit, checkpoint, task_name, seed, sets, out, plot, quiet, **given):
         from dynlab.experiment import DEFAULT_TASK
         from dynlab.scenarios.spec import analysis_options as resolve
 
@@ -196,8 +196,7 @@ def generated_command(name: str) -> click.Command:
             raise NonFiniteResult(f"{', '.join(bad)} of the result {'holds' if len(bad) == 1 else 'hold'} NaN or inf "
                                   f"(the trajectory left the finite range); the dataset is kept in {ds.attrs['path']}")
 
-    if entry.takes == "runs":
-        callback = on_runs
+    callback = on_runs if entry.takes == "runs" else on_model
     names = {key: [*_spellings(hints.get(key, p.annotation)), flag(key)] for key, p in own.items()}
     for key, p in reversed(own.items()):
         annotation = hints.get(key, p.annotation)
