@@ -12,9 +12,11 @@ resolved by the function a scenario uses ([`dynlab.scenarios.spec.analysis_optio
 command with no options and an ``[[analyses]]`` entry with no options run the same configuration.
 The help is the docstring: its first paragraph, and a line per parameter where the docstring's
 ``Args:`` section has one. What is printed is the analysis's registered summary; the figure its
-registered figure. Analyses that are not functions of one model have their own commands
-(``dsa``: [`dynlab.cli.dsa`][]; ``pc-bp``, ``pc-bptt``: [`dynlab.cli.compare`][]). Nothing is
-imported until a command is looked up, so ``dynlab --help`` stays fast.
+registered figure. An analysis of several runs (``takes="runs"``, ``fn(runs, *, ...)``: ``dsa``)
+takes ``RUN_DIR...`` and ``--runs DIR`` ([`run_directories`][]) in place of the model, and writes
+``NAME.nc`` into a new run directory unless ``--out`` is given. ``pc-bp`` and ``pc-bptt``, functions
+of a task and a grid, are [`dynlab.cli.compare`][]'s. Nothing is imported until a command is
+looked up, so ``dynlab --help`` stays fast.
 """
 
 from __future__ import annotations
