@@ -62,7 +62,7 @@ import jax.numpy as jnp
 import xarray as xr
 
 from dynlab import config as cfgmod
-from dynlab.errors import CheckpointError, ConfigError, StorageError
+from dynlab.errors import CheckpointError, ConfigError, DataError, StorageError
 
 CLAIM = ".claimed"
 CONFIG = "config.toml"
@@ -464,6 +464,47 @@ def check_output_dir(path: Path | str, option: str = "--out") -> None:
     if names:
         raise ConfigError(f"{option} {str(path)!r} already holds files ({_some(names)}); results are written into "
                           f"a new or empty directory: choose another {option}")
+
+
+def check_writable(folder: Path, option: str) -> None:
+    """A one-line [`ConfigError`][] unless files can be created in ``folder`` (made if missing).
+
+    Checked by creating (and removing) a temporary file in the nearest existing ancestor, which
+    also catches read-only file systems and paths through a regular file.
+    """
+    import tempfile
+
+    folder = Path(folder).absolute()
+    ancestor = folder
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    try:
+        if not ancestor.is_dir():
+            raise NotADirectoryError(f"{ancestor} is not a directory")
+        with tempfile.TemporaryFile(dir=ancestor):
+            pass
+    except OSError as e:
+        reason = e.strerror or str(e)
+        raise ConfigError(f"cannot write results under {str(folder)!r} ({reason}); choose another {option}") from None
+
+
+def rescue_dataset(ds: xr.Dataset, name: str, error: OSError) -> None:
+    """Save a computed dataset that could not be written where asked into the temporary
+    directory, then raise a one-line error naming both places (a result is never lost silently)."""
+    import tempfile
+
+    reason = ("the file appeared while the result was computed, and was kept" if isinstance(error, FileExistsError)
+              else error.strerror or error)
+    folder = None
+    try:
+        folder = Path(tempfile.mkdtemp(prefix=f"dynlab-{name}-"))
+        path = write_dataset(folder / f"{name}.nc", ds)
+    except OSError as again:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise DataError(f"could not write the result ({reason}), nor save it in the temporary directory "
+                        f"({again.strerror or again})") from None
+    raise DataError(f"could not write the result ({reason}); it was saved to {path}") from None
 
 
 # ---------------------------------------------------------------------------------------------

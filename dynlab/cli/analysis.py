@@ -58,7 +58,7 @@ def output_paths(out, plot, checkpoint, name, unit, *, create: bool = True):
     if not create:
         check_outputs([("--out", nc), ("--plot" if plot else "--out", png)])
         if folder is None:
-            check_writable(Path("runs"), "--out")
+            store.check_writable(Path("runs"), "--out")
         return nc, png
     folder.mkdir(parents=True, exist_ok=True)
     return nc, png
@@ -70,8 +70,8 @@ def check_outputs(outputs, *, reading=()) -> None:
 
     Nothing that exists is replaced unless the command was given ``--overwrite``
     ([`dynlab.cli.options.overwrite_given`][]), a run's or sweep's own files never, and each
-    folder must be writable ([`dynlab.store.check_outputs`][], [`check_writable`][]): a one-line
-    [`ConfigError`][] naming the option otherwise.
+    folder must be writable ([`dynlab.store.check_outputs`][], [`dynlab.store.check_writable`][]):
+    a one-line [`ConfigError`][] naming the option otherwise.
     """
     from dynlab import store
     from dynlab.cli.options import overwrite_given
@@ -79,52 +79,7 @@ def check_outputs(outputs, *, reading=()) -> None:
     store.check_outputs(outputs, overwrite=overwrite_given(), reading=reading)
     for option, path in outputs:
         if path is not None:
-            check_writable(Path(path).parent, option)
-
-
-def check_writable(folder: Path, option: str) -> None:
-    """A one-line [`ConfigError`][] unless files can be created in ``folder`` (made if missing).
-
-    Checked by creating (and removing) a temporary file in the nearest existing ancestor, which
-    also catches read-only file systems and paths through a regular file.
-    """
-    import tempfile
-
-    folder = Path(folder).absolute()
-    ancestor = folder
-    while not ancestor.exists() and ancestor != ancestor.parent:
-        ancestor = ancestor.parent
-    try:
-        if not ancestor.is_dir():
-            raise NotADirectoryError(f"{ancestor} is not a directory")
-        with tempfile.TemporaryFile(dir=ancestor):
-            pass
-    except OSError as e:
-        reason = e.strerror or str(e)
-        raise ConfigError(f"cannot write results under {str(folder)!r} ({reason}); choose another {option}") from None
-
-
-def rescue_dataset(ds, name: str, error: OSError) -> None:
-    """Save a computed dataset that could not be written where asked into the temporary
-    directory, then raise a one-line error naming both places (a result is never lost silently)."""
-    import shutil
-    import tempfile
-
-    from dynlab import store
-    from dynlab.errors import DataError
-
-    reason = ("the file appeared while the result was computed, and was kept" if isinstance(error, FileExistsError)
-              else error.strerror or error)
-    folder = None
-    try:
-        folder = Path(tempfile.mkdtemp(prefix=f"dynlab-{name}-"))
-        path = store.write_dataset(folder / f"{name}.nc", ds)
-    except OSError as again:
-        if folder is not None:
-            shutil.rmtree(folder, ignore_errors=True)
-        raise DataError(f"could not write the result ({reason}), nor save it in the temporary directory "
-                        f"({again.strerror or again})") from None
-    raise DataError(f"could not write the result ({reason}); it was saved to {path}") from None
+            store.check_writable(Path(path).parent, option)
 
 
 def run_analysis(name, exp, source, checkpoint, out, plot, quiet, **options):
@@ -198,7 +153,7 @@ def save_result(ds, name, out, plot, checkpoint, unit_name):
     """Write the dataset of the analysis ``name`` where [`output_paths`][] says (over an existing
     file only under ``--overwrite``) and draw its registered figure ([`draw_figure`][]); the paths
     go into ``ds.attrs`` (``path``, ``figure``). A dataset that cannot be written where asked is
-    saved in the temporary directory instead ([`rescue_dataset`][]). A figure that cannot be
+    saved in the temporary directory instead ([`dynlab.store.rescue_dataset`][]). A figure that cannot be
     drawn because the result holds NaN or inf ends the command with
     [`NonFiniteResult`][dynlab.errors.NonFiniteResult] (exit status 1), the dataset kept."""
     from dynlab import registry, store
@@ -207,7 +162,7 @@ def save_result(ds, name, out, plot, checkpoint, unit_name):
         nc, png = output_paths(out, plot, checkpoint, name, unit_name)  # only now: a failed analysis leaves nothing
         store.write_dataset(nc, ds, replace=overwrite_given())  # a file that appeared meanwhile is kept
     except OSError as e:
-        rescue_dataset(ds, name, e)
+        store.rescue_dataset(ds, name, e)
     ds.attrs.update(path=str(nc), figure=str(png))
     draw_figure(png, registry.get("analysis", name).figure, ds)
     return ds

@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from dynlab.errors import ConfigError
-from dynlab.cli.analysis import check_outputs, check_writable, rescue_dataset, write_figure
+from dynlab.cli.analysis import check_outputs, write_figure
 from dynlab.cli.main import _CommandGroup
 from dynlab.cli.options import overwrite_given, overwrite_option, progress_bar
 
@@ -176,7 +176,7 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
     if out:  # the dataset and its three figures: nothing that exists is replaced without --overwrite
         check_outputs([("--out", Path(out))] + [("--out", p) for p in figure_paths(Path(out)).values()])
     else:
-        check_writable(Path("runs"), "--out")
+        store.check_writable(Path("runs"), "--out")
     if recurrent:
         task = length_task(task_name)
     else:
@@ -200,7 +200,7 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
         nc.parent.mkdir(parents=True, exist_ok=True)
         store.write_dataset(nc, ds, replace=overwrite_given())  # a file that appeared meanwhile is kept
     except OSError as e:
-        rescue_dataset(ds, "pc_bp", e)
+        store.rescue_dataset(ds, "pc_bp", e)
     figs = figure_paths(nc)
     for figure, draw in FIGURES.items():
         write_figure(figs[figure], draw(ds))
