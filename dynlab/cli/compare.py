@@ -188,7 +188,8 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
             click.echo(f"warning: {wmsg.message}", err=True)
 
     if not quiet:
-        kind = f"RNN {cfg.activation}, PC through time vs BPTT" if recurrent else f"{'residual' if cfg.residual else 'MLP'} {cfg.activation}"
+        network = "RNN" if recurrent else "residual" if cfg.residual else "MLP"
+        kind = f"{network} {cfg.activation}" + (", PC through time vs BPTT" if recurrent else "")
         axis = "lengths" if recurrent else "depths"
         on = f"{task_name} (T = {', '.join(map(str, second))}, P = {rows})" if recurrent else task.describe()
         click.echo(f"PC vs BP on {on}: param {cfg.param}, {kind}, energy {cfg.energy}, {cfg.optimizer}, "
