@@ -1,6 +1,8 @@
 """Issue 34, item 3: ``dynlab analyze NAME`` is generated from the registered analysis, so the
 command with no options and a scenario's ``[[analyses]]`` entry ``{name = NAME}`` with no options
-run the same configuration, for every registered analysis of a model (a plug-in's included).
+run the same configuration, for every registered analysis of a model (a plug-in's included), for
+``dsa`` (an analysis of several runs, run across a scenario's cells) and for ``compare pc-bp`` /
+``analyze pc-bptt`` (no options: what the registered function runs given the task alone).
 
 Each analysis is replaced in the registry by a recorder with its signature: the keyword arguments
 it is called with, its defaults filled in, are what both paths resolved. Nothing is computed.
