@@ -484,6 +484,19 @@ def results_of(entry: dict) -> list[tuple[str, str]]:
     return [(entry["name"] if stage == "trained" else f"{entry['name']}-{stage}", stage) for stage in entry_stages(entry)]
 
 
+def _check_input(entry: dict) -> None:
+    """**Enforces** "a scenario names only analyses its cells can give their input to", before any
+    work: a function of a model (or, across cells, of runs), not one that builds its own models
+    from a task and a grid (``pc-bp``, ``pc-bptt``: commands of their own)
+    ([`dynlab.registry.of_what_it_takes`][])."""
+    name = entry["name"]
+    if registry.of_what_it_takes(registry.get("analysis", name).obj, registry.get("analysis", name).takes):
+        return
+    valid = [e.name for e in registry.entries("analysis") if registry.of_what_it_takes(e.obj, e.takes)]
+    raise ConfigError(f"analyses.{name} builds its own models from a task and a grid, so a cell cannot run it: "
+                      f"run it with `dynlab analyze {name}`; analyses a scenario can run: {', '.join(valid)}")
+
+
 def _check_stages(entry: dict) -> None:
     if "stages" not in entry:
         return
@@ -524,6 +537,7 @@ def _check_analysis(entry: dict) -> dict:
     if not isinstance(entry, dict) or "name" not in entry:
         raise ConfigError("each [[analyses]] entry needs a name, e.g. name = \"lyapunov\"")
     fn = registry.get("analysis", entry["name"]).obj
+    _check_input(entry)
     _check_stages(entry)
     options = {k: v for k, v in entry.items() if k not in ENTRY_KEYS}
     if isinstance(options.get("task"), str):

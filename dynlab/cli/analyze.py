@@ -45,7 +45,7 @@ class _AnalyzeGroup(_CommandGroup):
     def list_commands(self, ctx):
         from dynlab import registry
 
-        generated = [e.name for e in registry.entries("analysis") if _generated(e)]
+        generated = [e.name for e in registry.entries("analysis") if registry.of_what_it_takes(e.obj, e.takes)]
         return sorted(set(super().list_commands(ctx)) | set(generated))
 
     def get_command(self, ctx, name):
@@ -54,22 +54,15 @@ class _AnalyzeGroup(_CommandGroup):
             return command
         from dynlab import registry
 
-        if name in registry.names("analysis") and _generated(registry.get("analysis", name)):
-            return generated_command(name)
-        return None
+        if name not in registry.names("analysis"):
+            return None
+        entry = registry.get("analysis", name)
+        return generated_command(name) if registry.of_what_it_takes(entry.obj, entry.takes) else None
 
 
 @click.group(cls=_AnalyzeGroup)
 def analyze():
     """Run an analysis on a fresh or trained model; write a labelled netCDF dataset and a figure."""
-
-
-def _generated(entry) -> bool:
-    """Is the analysis a function of what it takes (a model, or runs: ``fn(runs, *, ...)``)?"""
-    from dynlab.registry import ANALYSIS_ARGUMENTS
-
-    parameters = list(inspect.signature(entry.obj).parameters)
-    return parameters[:1] == list(ANALYSIS_ARGUMENTS[entry.takes])
 
 
 def flag(key: str) -> str:
