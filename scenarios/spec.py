@@ -762,3 +762,22 @@ def load(name_or_file: str, *, preset: str | None = None, sets=()) -> Scenario |
     if sets:
         doc = cfgmod.apply_sets(doc, sets)
     return parse(doc, str(path), DEFAULT_PRESET if preset is None else preset)
+
+
+def paper_scenarios(paper: str | None = None, *, preset: str | None = None, sets=()) -> dict:
+    """The built-in programmed scenarios that name a paper, ``{paper: [Program, ...]}`` (or those of
+    ``paper`` only), loaded at ``preset`` with the overrides ``sets``: every one validated before
+    anything runs. An unknown paper is a ConfigError listing the papers."""
+    from dynlab.scenarios.papers import PAPERS
+
+    if paper is not None and paper not in PAPERS:
+        raise ConfigError(f"unknown paper {paper!r}; papers: {', '.join(PAPERS)} (see 'dynlab reproduce --list')")
+    found: dict[str, list] = {p: [] for p in PAPERS if paper in (None, p)}
+    for name in builtin_names():
+        scenario = load(name)
+        if isinstance(scenario, Program) and scenario.paper in found:
+            if preset is not None and preset not in scenario.presets:
+                raise ConfigError(f"scenario {name} (paper {scenario.paper}) has no preset {preset!r}; "
+                                  f"presets: {', '.join(scenario.presets)}")
+            found[scenario.paper].append(load(name, preset=preset, sets=sets) if (preset or sets) else scenario)
+    return found

@@ -9,30 +9,11 @@ from dynlab.cli.options import data_dir_option, progress_bar
 from dynlab.errors import ConfigError
 
 
-def paper_scenarios(paper: str | None = None, *, preset: str | None = None, sets=()) -> dict:
-    """The built-in programmed scenarios that name a paper, ``{paper: [Program, ...]}`` (or those of
-    ``paper`` only), loaded at ``preset`` with the overrides ``sets``: every one validated before
-    anything runs. An unknown paper is a ConfigError listing the papers."""
+def _list() -> None:
     from dynlab.scenarios import spec
     from dynlab.scenarios.papers import PAPERS
 
-    if paper is not None and paper not in PAPERS:
-        raise ConfigError(f"unknown paper {paper!r}; papers: {', '.join(PAPERS)} (see 'dynlab reproduce --list')")
-    found: dict[str, list] = {p: [] for p in PAPERS if paper in (None, p)}
-    for name in spec.builtin_names():
-        scenario = spec.load(name)
-        if isinstance(scenario, spec.Program) and scenario.paper in found:
-            if preset is not None and preset not in scenario.presets:
-                raise ConfigError(f"scenario {name} (paper {scenario.paper}) has no preset {preset!r}; "
-                                  f"presets: {', '.join(scenario.presets)}")
-            found[scenario.paper].append(spec.load(name, preset=preset, sets=sets) if (preset or sets) else scenario)
-    return found
-
-
-def _list() -> None:
-    from dynlab.scenarios.papers import PAPERS
-
-    for paper, scenarios in paper_scenarios().items():
+    for paper, scenarios in spec.paper_scenarios().items():
         click.echo(f"{paper}: {PAPERS[paper].citation}")
         for scenario in scenarios:
             click.echo(f"  scenario {scenario.name}: {scenario.description}")
@@ -81,8 +62,9 @@ def reproduce(paper, list_, preset, sets, out, quiet):
 
     from dynlab import store
     from dynlab.claims import OUTCOMES, format_verdicts
+    from dynlab.scenarios import spec
 
-    scenarios = paper_scenarios(paper, preset=preset, sets=sets)[paper]
+    scenarios = spec.paper_scenarios(paper, preset=preset, sets=sets)[paper]
     if not scenarios:
         raise ConfigError(f"paper {paper} has no scenario yet")
     # claimed: a second reproduce into one --out is refused; one that stops with nothing written leaves nothing
