@@ -57,7 +57,7 @@ import optax
 import xarray as xr
 from jaxtyping import Array
 
-from dynlab import ffmodels, registry, train
+from dynlab import budget, ffmodels, registry, train
 from dynlab.rules import pc_closed_form as cf
 from dynlab.config import number_list
 from dynlab.errors import ConfigError, require_positive
@@ -568,6 +568,44 @@ def _int_list(name, values, zero=False):
 FEEDFORWARD_TASKS = {"toy": "pc-toy", "mnist": "pc-mnist", "cifar10": "pc-cifar10"}
 """The tasks of the feed-forward comparison by their short names (recurrent models take any
 registered task that has a ``length``)."""
+DEFAULT_TASKS = {"mlp": "mnist", "rnn": "adding"}
+"""The task of a comparison when none is named, by model (the command line's ``--task``)."""
+
+
+def named_task(model: str, name: str | None = None, data_dir=None):
+    """The task of a comparison named by its short name (``None``: [`DEFAULT_TASKS`][]): for
+    ``model`` ``"mlp"`` one of [`FEEDFORWARD_TASKS`][], built (the image tasks read ``data_dir``);
+    for ``"rnn"`` a registered task with a ``length``, as ``length -> Task`` ([`length_task`][]).
+    An unknown name is a [`ConfigError`][] listing the valid ones."""
+    name = name or DEFAULT_TASKS[model]
+    if model == "rnn":
+        return length_task(name)
+    if name not in FEEDFORWARD_TASKS:
+        raise ConfigError(f"unknown task {name!r} for --model mlp; valid: {', '.join(sorted(FEEDFORWARD_TASKS))}")
+    return registry.build("task", FEEDFORWARD_TASKS[name], **({"data_dir": data_dir} if name != "toy" else {}))
+
+
+def require_memory(model: str, widths: list[int], second: list[int], rows: int) -> None:
+    """**Enforces** "a grid whose widest network does not fit in memory is refused before any
+    work" ([`dynlab.budget.require`][]): the widest network at the deepest depth (``model``
+    ``"mlp"``) or the longest sequence (``"rnn"``, ``rows`` sequences of length ``max(second)``)."""
+    recurrent = model == "rnn"
+    nbytes = budget.dense_bytes(widths, depth=1 if recurrent else max(second),
+                                batch=rows * (max(second) if recurrent else 1))
+    budget.require(nbytes, size=f"--widths {max(widths)}", lower="--widths",
+                   what=f"a {'recurrent' if recurrent else 'dense'} network of that width")
+
+
+def plan(cfg: CompareConfig, task, task_name: str, widths: list[int], second: list[int], seeds: int, rows: int) -> str:
+    """One line saying what a comparison will run: the task, parameterisation, network, energy,
+    optimiser and the size of the grid."""
+    recurrent = cfg.model == "rnn"
+    network = "RNN" if recurrent else "residual" if cfg.residual else "MLP"
+    kind = f"{network} {cfg.activation}" + (", PC through time vs BPTT" if recurrent else "")
+    on = f"{task_name} (T = {', '.join(map(str, second))}, P = {rows})" if recurrent else task.describe()
+    return (f"PC vs BP on {on}: param {cfg.param}, {kind}, energy {cfg.energy}, {cfg.optimizer}, "
+            f"{len(widths)} widths x {len(second)} {'lengths' if recurrent else 'depths'} x {seeds} seeds "
+            f"x {cfg.steps} steps")
 
 
 def rescaling_slope(ds: xr.Dataset, variable: str = "s_minus_1") -> tuple[float, float]:

@@ -6,6 +6,8 @@ PC through time vs BPTT): [`dynlab.analyses.pc_grid.grid_axis`][].
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -109,6 +111,11 @@ def overview(ds: xr.Dataset):
 
 FIGURES = {"cosine": cosine_heatmap, "rescaling": rescaling_vs_l_over_n, "loss": loss_curves}
 """The figures ``compare pc-bp`` writes beside its dataset, as ``<stem>_<name>.png``."""
+
+
+def figure_paths(nc: Path) -> dict[str, Path]:
+    """The figures written next to the dataset ``nc``: ``<stem>_cosine.png``, ``_rescaling``, ``_loss``."""
+    return {name: nc.with_name(f"{nc.stem}_{name}.png") for name in FIGURES}
 
 
 def pc_bp_summary(ds: xr.Dataset) -> str:

@@ -130,9 +130,9 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
     """
     import warnings
 
-    from dynlab import budget, registry, store
-    from dynlab.analyses.pc_bp import FEEDFORWARD_TASKS, CompareConfig, length_task, pc_bp_warnings
-    from dynlab.analyses.pc_bp_figures import FIGURES
+    from dynlab import registry, store
+    from dynlab.analyses.pc_bp import DEFAULT_TASKS, CompareConfig, named_task, pc_bp_warnings, plan, require_memory
+    from dynlab.analyses.pc_bp_figures import FIGURES, figure_paths
 
     recurrent = model_kind == "rnn"
     name = "pc-bptt" if recurrent else "pc-bp"
@@ -155,9 +155,6 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
         grid = {"depths": _numbers("--depths", depths, integer=True, minimum=1)}
         options.update(alpha=_number("--alpha", alpha), residual=skips, batches=batches,
                        batch_size=_number("--batch-size", batch_size, int))
-    task_name = task_name or ("adding" if recurrent else "mnist")
-    if not recurrent and task_name not in FEEDFORWARD_TASKS:
-        raise ConfigError(f"unknown task {task_name!r} for --model mlp; valid: {', '.join(sorted(FEEDFORWARD_TASKS))}")
     fn = registry.get("analysis", name).obj
     options = {k: v for k, v in options.items() if v is not None}  # not given: the analysis's default
     grid = {"widths": _numbers("--widths", widths, integer=True, minimum=1), **grid}
@@ -165,9 +162,7 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
     w, second = grid["widths"], grid["lengths" if recurrent else "depths"]
     cfg = CompareConfig.from_options(**options)  # validate everything before loading data or creating files
     rows = cfg.batch_size if recurrent else options.get("batch_size", 64)  # the images' fixed batch of 64
-    budget.require(budget.dense_bytes(w, depth=1 if recurrent else max(second), batch=rows * (max(second) if recurrent else 1)),
-                   size=f"--widths {max(w)}", what=f"a {'recurrent' if recurrent else 'dense'} network of that width",
-                   lower="--widths")
+    require_memory(model_kind, w, second, rows)
     n_seeds = registry.defaults(fn)["seeds"] if seeds is None else _number("--seeds", seeds, int)
     if n_seeds <= 0:
         raise ConfigError(f"--seeds must be a positive integer, got {seeds!r}")
@@ -177,23 +172,13 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
         check_outputs([("--out", Path(out))] + [("--out", p) for p in figure_paths(Path(out)).values()])
     else:
         store.check_writable(Path("runs"), "--out")
-    if recurrent:
-        task = length_task(task_name)
-    else:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            kwargs = {"data_dir": data_dir} if task_name != "toy" else {}  # the image tasks read files
-            task = registry.build("task", FEEDFORWARD_TASKS[task_name], **kwargs)
-        for wmsg in caught:
-            click.echo(f"warning: {wmsg.message}", err=True)
-
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        task = named_task(model_kind, task_name, data_dir)
+    for wmsg in caught:
+        click.echo(f"warning: {wmsg.message}", err=True)
     if not quiet:
-        network = "RNN" if recurrent else "residual" if cfg.residual else "MLP"
-        kind = f"{network} {cfg.activation}" + (", PC through time vs BPTT" if recurrent else "")
-        axis = "lengths" if recurrent else "depths"
-        on = f"{task_name} (T = {', '.join(map(str, second))}, P = {rows})" if recurrent else task.describe()
-        click.echo(f"PC vs BP on {on}: param {cfg.param}, {kind}, energy {cfg.energy}, {cfg.optimizer}, "
-                   f"{len(w)} widths x {len(second)} {axis} x {n_seeds} seeds x {cfg.steps} steps")
+        click.echo(plan(cfg, task, task_name or DEFAULT_TASKS[model_kind], w, second, n_seeds, rows))
     with progress_bar(quiet, "cells") as update:
         ds = fn(task, seeds=n_seeds, progress=update, **grid, **options)
     try:
@@ -209,13 +194,6 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
     for note in pc_bp_warnings(ds):
         click.echo(f"warning: {note}", err=True)
     click.echo(f"dataset: {nc}\nfigures: " + ", ".join(str(p) for p in figs.values()))
-
-
-def figure_paths(nc: Path) -> dict[str, Path]:
-    """The figures written next to the dataset ``nc``: ``<stem>_cosine.png``, ``_rescaling``, ``_loss``."""
-    from dynlab.analyses.pc_bp_figures import FIGURES
-
-    return {name: nc.with_name(f"{nc.stem}_{name}.png") for name in FIGURES}
 
 
 def _only(model_kind: str, **given) -> None:
