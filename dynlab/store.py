@@ -42,6 +42,7 @@ It is not flushed to disk (no ``fsync``): the guarantees cover a killed process,
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import errno
 import hashlib
@@ -361,6 +362,30 @@ def new_run_dir(prefix: str, root: Path | str = "runs") -> Path:
             except ConfigError:
                 pass  # another process created or claimed it in between: take the next name
         n += 1
+
+
+def claim_output(out: Path | str | None, prefix: str, *, config: dict | None = None) -> Path:
+    """A command's output directory: ``out``, or a fresh ``runs/<prefix>-<time>``, claimed
+    atomically ([`claim_run_dir`][]): a directory that holds a run, is claimed by another
+    process or holds other files is a one-line error. With ``config``, its config.toml is written
+    at once (read back first, [`write_config`][]), so that a claimed run directory can be resumed
+    from the start; a config that cannot be written releases the claim again."""
+    run_dir = new_run_dir(prefix) if out is None else claim_run_dir(out)
+    if config is not None:
+        with released_on_failure(run_dir, written=(CONFIG,)):
+            write_config(run_dir, config)
+    return run_dir
+
+
+@contextlib.contextmanager
+def released_on_failure(run_dir: Path | str, *, written: tuple[str, ...] = ()):
+    """Run the body; when it raises (Ctrl-C included), [`release_claim`][] ``run_dir`` and raise
+    again: a command that stops before it wrote a result leaves no directory behind."""
+    try:
+        yield
+    except BaseException:
+        release_claim(run_dir, written=written)
+        raise
 
 
 def runs_under(root: Path | str) -> list[Path]:

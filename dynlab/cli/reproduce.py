@@ -68,9 +68,9 @@ def reproduce(paper, list_, preset, sets, out, quiet):
     if not scenarios:
         raise ConfigError(f"paper {paper} has no scenario yet")
     # claimed: a second reproduce into one --out is refused; one that stops with nothing written leaves nothing
-    out_dir = store.claim_run_dir(out) if out else store.new_run_dir(f"reproduce-{paper}")
+    out_dir = store.claim_output(out, f"reproduce-{paper}")
     tables = []
-    try:
+    with store.released_on_failure(out_dir):
         for scenario in scenarios:
             where = out_dir / scenario.name
             if not quiet:
@@ -81,9 +81,6 @@ def reproduce(paper, list_, preset, sets, out, quiet):
                 findings = datasets["findings"]
                 click.echo(format_verdicts(findings))
                 tables.append(findings.assign(scenario=("claim", [scenario.name] * findings.sizes["claim"])))
-    except BaseException:
-        store.release_claim(out_dir)
-        raise
     if tables:
         combined = xr.concat(tables, dim="claim", combine_attrs="drop")
         combined.attrs = {"analysis": "findings", "paper": paper, "preset": scenarios[0].preset,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import click
@@ -18,7 +19,7 @@ def _run_scenario(target, sets, out, workers, scheduler, resume, retry_failed, q
     that holds anything (an earlier run's results included) is refused with one line, never
     written over. A directory claimed here that still holds nothing but its claim when the run
     stops (a refused program, a scheduler that could not be reached) is removed
-    ([`dynlab.store.release_claim`][]).
+    ([`dynlab.store.released_on_failure`][]).
     """
     from dynlab import registry, store
     from dynlab.scenarios import spec
@@ -35,10 +36,12 @@ def _run_scenario(target, sets, out, workers, scheduler, resume, retry_failed, q
         raise ConfigError(f"scenario {scenario.name} is a programmed scenario (program {scenario.program}); "
                           "--workers, --scheduler and --resume apply to sweeps only")
     program = isinstance(scenario, spec.Program)
-    # a programmed scenario writes into a directory it claims: a second run into one --out is refused
-    created = store.claim_run_dir(out) if out and program else None if out else store.new_run_dir(f"run-{scenario.name}")
-    out_dir = Path(out) if out else created
-    try:
+    if out and not program:  # a sweep's --out may hold the sweep to --resume: the sweep checks it
+        out_dir, claimed = Path(out), contextlib.nullcontext()
+    else:  # a directory claimed here: a second run into one --out is refused; one left empty goes again
+        out_dir = store.claim_output(out, f"run-{scenario.name}")
+        claimed = store.released_on_failure(out_dir)
+    with claimed:
         if program:
             if not quiet:
                 click.echo(f"scenario {scenario.name}: program {scenario.program} -> {out_dir}")
@@ -61,10 +64,6 @@ def _run_scenario(target, sets, out, workers, scheduler, resume, retry_failed, q
         with _cells_bar(quiet, n) as update:
             merged = run_sweep(scenario, out_dir, workers=workers_v, scheduler=scheduler, resume=bool(resume),
                                retry_failed=retry_failed, progress=update)
-    except BaseException:
-        if created is not None:  # a directory left holding nothing but its claim goes again
-            store.release_claim(created)
-        raise
     from dynlab import figures
     from dynlab.scenarios.summary import sweep_report
 
@@ -98,8 +97,6 @@ def _workers(text) -> int | None:
 
 def _cells_bar(quiet: bool, total: int):
     """The sweep's progress bar: ``update(done, total, failures)``."""
-    import contextlib
-
     if quiet:
         return contextlib.nullcontext(None)
 
