@@ -47,3 +47,12 @@ def describe(config: Mapping, *, retrained: bool = True) -> str:
         else:
             parts.append(f"frozen: {', '.join(freeze)}")
     return "; ".join(parts)
+
+
+def describe_run(config: Mapping, run_dir) -> str:
+    """[`describe`][] of the run directory ``run_dir`` with config ``config``: what it froze,
+    retrained or isolated. A directory without ``metrics.nc`` was not trained after the variant
+    was made (``dynlab transfer isolate``)."""
+    from pathlib import Path
+
+    return describe(config, retrained=(Path(run_dir) / "metrics.nc").is_file())

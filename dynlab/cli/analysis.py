@@ -94,6 +94,7 @@ def run_analysis(name, exp, source, checkpoint, out, plot, quiet, **options):
     from dynlab import budget, registry
     from dynlab.config import dumps
     from dynlab.provenance import stamp
+    from dynlab.variants import describe_run
 
     entry = drawable(name)
     unit_name = exp.config["model"].get("unit", "aru")
@@ -103,7 +104,7 @@ def run_analysis(name, exp, source, checkpoint, out, plot, quiet, **options):
         click.echo(f"{name} of {source}: {unit_name}, {exp.model.param_count()['total']:,} parameters")
     ds = computed(name, quiet, entry.obj, *((exp.model, exp.rules) if entry.takes == "rules" else (exp.model,)),
                   **options)
-    variant = variant_note(exp.config, checkpoint)
+    variant = describe_run(exp.config, checkpoint) if checkpoint else ""
     if variant:  # e.g. an isolated network at chance: say that it was not retrained
         click.echo(f"note: {checkpoint}: {variant}")
     ds = stamp(ds, analysis=ds.attrs.get("analysis", name), config={
@@ -168,28 +169,10 @@ def save_result(ds, name, out, plot, checkpoint, unit_name):
     return ds
 
 
-def variant_note(config: dict, checkpoint) -> str:
-    """What the run directory ``checkpoint`` froze, retrained or isolated ([`dynlab.variants.describe`][];
-    ``""`` for an ordinary run or a fresh model). A directory without ``metrics.nc`` was not trained
-    after the variant was made (``dynlab transfer isolate``)."""
-    if not checkpoint:
-        return ""
-    from dynlab.variants import describe
-
-    return describe(config, retrained=(Path(checkpoint) / "metrics.nc").is_file())
-
-
-def non_finite_variables(ds) -> list[str]:
-    """Names of the float data variables of ``ds`` that hold NaN or inf."""
-    import numpy as np
-
-    return [str(k) for k, v in ds.data_vars.items() if v.dtype.kind in "fc" and not np.isfinite(v.values).all()]
-
-
 def draw_figure(png: Path, figure, ds) -> None:
     """Write ``figure(ds)`` to ``png``; if it fails on a result holding NaN or inf, raise
     [`NonFiniteResult`][dynlab.errors.NonFiniteResult] naming those variables (the dataset is already on disk)."""
-    from dynlab.figures import with_note
+    from dynlab.figures import non_finite_variables, with_note
 
     try:
         fig = with_note(figure(ds), ds.attrs.get("variant"))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from dynlab.cli.analysis import check_outputs, draw_figure, non_finite_variables
+from dynlab.cli.analysis import check_outputs, draw_figure
 from dynlab.cli.main import main
 from dynlab.cli.options import overwrite_given, overwrite_option
 
@@ -36,7 +36,7 @@ def plot(file, out):
         try:
             return figures.plot_dataset(ds)
         except (KeyError, AttributeError, IndexError, ValueError) as e:
-            if non_finite_variables(ds):
+            if figures.non_finite_variables(ds):
                 raise  # draw_figure reports the NaN/inf result
             kind = ds.attrs.get("analysis", "(none)")
             click.echo(f"warning: {file} lacks what the {kind!r} figure needs ({type(e).__name__}: {first_line(e)}); "
