@@ -44,9 +44,7 @@ def output_paths(out, plot, checkpoint, name, unit, *, create: bool = True):
     from dynlab import store
 
     if out is not None:
-        nc = Path(out)
-        if nc.suffix != ".nc":
-            raise ConfigError(f"--out must name a .nc file, got {out!r}")
+        nc = dataset_file(out)
         folder = nc.parent
     else:
         folder = Path(checkpoint) if checkpoint else (store.new_run_dir(f"analyze-{name}-{unit}") if create else None)
@@ -62,6 +60,13 @@ def output_paths(out, plot, checkpoint, name, unit, *, create: bool = True):
         return nc, png
     folder.mkdir(parents=True, exist_ok=True)
     return nc, png
+
+
+def dataset_file(out: str) -> Path:
+    """``--out`` as the path of a dataset: a ``.nc`` file, else a one-line [`ConfigError`][]."""
+    if Path(out).suffix != ".nc":
+        raise ConfigError(f"--out must name a .nc file, got {out!r}")
+    return Path(out)
 
 
 def check_outputs(outputs, *, reading=()) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from dynlab.errors import ConfigError
-from dynlab.cli.analysis import check_outputs, write_figure
+from dynlab.cli.analysis import check_outputs, dataset_file, write_figure
 from dynlab.cli.main import _CommandGroup
 from dynlab.cli.options import overwrite_given, overwrite_option, progress_bar
 
@@ -166,10 +166,8 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
     n_seeds = registry.defaults(fn)["seeds"] if seeds is None else _number("--seeds", seeds, int)
     if n_seeds <= 0:
         raise ConfigError(f"--seeds must be a positive integer, got {seeds!r}")
-    if out is not None and Path(out).suffix != ".nc":
-        raise ConfigError(f"--out must name a .nc file, got {out!r}")
-    if out:  # the dataset and its three figures: nothing that exists is replaced without --overwrite
-        check_outputs([("--out", Path(out))] + [("--out", p) for p in figure_paths(Path(out)).values()])
+    if out is not None:  # the dataset and its three figures: nothing that exists is replaced without --overwrite
+        check_outputs([("--out", dataset_file(out))] + [("--out", p) for p in figure_paths(Path(out)).values()])
     else:
         store.check_writable(Path("runs"), "--out")
     with warnings.catch_warnings(record=True) as caught:
