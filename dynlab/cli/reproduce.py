@@ -68,7 +68,7 @@ def reproduce(paper, list_, preset, sets, out, quiet):
     if not scenarios:
         raise ConfigError(f"paper {paper} has no scenario yet")
     # claimed: a second reproduce into one --out is refused; one that stops with nothing written leaves nothing
-    out_dir = store.claim_output(out, f"reproduce-{paper}")
+    out_dir = store.claim_output(out or None, f"reproduce-{paper}")
     tables = []
     with store.released_on_failure(out_dir):
         for scenario in scenarios:

@@ -39,7 +39,7 @@ def _run_scenario(target, sets, out, workers, scheduler, resume, retry_failed, q
     if out and not program:  # a sweep's --out may hold the sweep to --resume: the sweep checks it
         out_dir, claimed = Path(out), contextlib.nullcontext()
     else:  # a directory claimed here: a second run into one --out is refused; one left empty goes again
-        out_dir = store.claim_output(out, f"run-{scenario.name}")
+        out_dir = store.claim_output(out or None, f"run-{scenario.name}")
         claimed = store.released_on_failure(out_dir)
     with claimed:
         if program:
