@@ -346,6 +346,8 @@ ANALYSIS_ARGUMENTS = {"model": ("model",), "runs": ("runs",), "rules": ("model",
 """The first parameter of an analysis, by what it takes ([`Entry`][] ``takes``; ``"rules"``: the
 model, then the rules, [`RULES_ARGUMENT`][]); a function whose
 first parameter is something else (``compare_pc_bp(task, widths, ...)``) has a command of its own."""
+RULES_ARGUMENT = "rules"
+"""The second parameter of an analysis that takes ``"rules"``: the cell's rules, given by the runner."""
 
 
 def of_what_it_takes(fn: Callable, takes: str) -> bool:
@@ -355,8 +357,8 @@ def of_what_it_takes(fn: Callable, takes: str) -> bool:
     (``compare_pc_bp(task, widths, ...)``) builds its own models and has a command of its own."""
     parameters = list(inspect.signature(fn).parameters)
     return parameters[:1] == list(ANALYSIS_ARGUMENTS[takes])
-RULES_ARGUMENT = "rules"
-"""The second parameter of an analysis that takes ``"rules"``: the cell's rules, given by the runner."""
+
+
 PARSED = (bool, int, float, str)
 """The value types a command-line option or a TOML value can give (and lists of numbers)."""
 

@@ -490,7 +490,8 @@ def _check_input(entry: dict) -> None:
     from a task and a grid (``pc-bp``, ``pc-bptt``: commands of their own)
     ([`dynlab.registry.of_what_it_takes`][])."""
     name = entry["name"]
-    if registry.of_what_it_takes(registry.get("analysis", name).obj, registry.get("analysis", name).takes):
+    analysis = registry.get("analysis", name)
+    if registry.of_what_it_takes(analysis.obj, analysis.takes):
         return
     valid = [e.name for e in registry.entries("analysis") if registry.of_what_it_takes(e.obj, e.takes)]
     raise ConfigError(f"analyses.{name} builds its own models from a task and a grid, so a cell cannot run it: "
