@@ -58,10 +58,8 @@ def reproduce(paper, list_, preset, sets, out, quiet):
         from dynlab.scenarios.papers import PAPERS
 
         raise ConfigError(f"name a paper ({', '.join(PAPERS)}) or give --list")
-    import xarray as xr
-
     from dynlab import store
-    from dynlab.claims import OUTCOMES, format_verdicts
+    from dynlab.claims import OUTCOMES, combine_findings, format_verdicts
     from dynlab.scenarios import spec
 
     scenarios = spec.paper_scenarios(paper, preset=preset, sets=sets)[paper]
@@ -69,7 +67,7 @@ def reproduce(paper, list_, preset, sets, out, quiet):
         raise ConfigError(f"paper {paper} has no scenario yet")
     # claimed: a second reproduce into one --out is refused; one that stops with nothing written leaves nothing
     out_dir = store.claim_output(out or None, f"reproduce-{paper}")
-    tables = []
+    tables = {}
     with store.released_on_failure(out_dir):
         for scenario in scenarios:
             where = out_dir / scenario.name
@@ -78,13 +76,11 @@ def reproduce(paper, list_, preset, sets, out, quiet):
             with progress_bar(quiet, scenario.name) as update:
                 datasets = scenario.run(where, progress=update)
             if "findings" in datasets:
-                findings = datasets["findings"]
-                click.echo(format_verdicts(findings))
-                tables.append(findings.assign(scenario=("claim", [scenario.name] * findings.sizes["claim"])))
+                click.echo(format_verdicts(datasets["findings"]))
+                tables[scenario.name] = datasets["findings"]
     if tables:
-        combined = xr.concat(tables, dim="claim", combine_attrs="drop")
-        combined.attrs = {"analysis": "findings", "paper": paper, "preset": scenarios[0].preset,
-                          "scenarios": ", ".join(s.name for s in scenarios)}
+        combined = combine_findings(tables, paper=paper, preset=scenarios[0].preset,
+                                    scenarios=", ".join(s.name for s in scenarios))
         store.write_dataset(out_dir / "findings.nc", combined)
         counts = {o: int((combined.outcome == o).sum()) for o in OUTCOMES}
         click.echo(f"{paper}: {combined.sizes['claim']} claims over {len(tables)} scenario(s): "
