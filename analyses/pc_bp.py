@@ -57,7 +57,7 @@ import optax
 import xarray as xr
 from jaxtyping import Array
 
-from dynlab import ffmodels, registry, train
+from dynlab import budget, ffmodels, registry, train
 from dynlab.rules import pc_closed_form as cf
 from dynlab.config import number_list
 from dynlab.errors import ConfigError, require_positive
@@ -114,7 +114,7 @@ class CompareConfig(eqx.Module):
 
     model: Literal["mlp", "rnn"] = "mlp"
     param: str = "mf"
-    alpha: float | None = 0.5
+    alpha: float | None = None  # the parameterisation's: 1/2, 0 for sp
     gamma0: float = 1.0
     residual: bool = True
     activation: str = "linear"
@@ -379,11 +379,12 @@ VARIABLES = {
     "pc-bp",
     "PC vs BP gradient cosine, s - 1, L/F* and losses over a width x depth grid",
     figure=pc_bp_figures.overview,
+    summary=pc_bp_figures.pc_bp_summary,
 )
 def compare_pc_bp(
     task,
-    widths: list[int],
-    depths: list[int],
+    widths: list[int] = (8, 32, 128, 512),
+    depths: list[int] = (2, 4, 8),
     seeds: int | list[int] = 3,
     *,
     progress: Callable[[int, int, dict], None] | None = None,
@@ -436,11 +437,12 @@ def compare_pc_bp(
     "pc-bptt",
     "PC through time vs BPTT on recurrent models: gradient cosine, s - 1, losses over width x length",
     figure=pc_bp_figures.overview,
+    summary=pc_bp_figures.pc_bp_summary,
 )
 def compare_pc_bptt(
     task,
-    widths: list[int],
-    lengths: list[int],
+    widths: list[int] = (8, 32, 128, 512),
+    lengths: list[int] = (2, 8, 32),
     seeds: int | list[int] = 3,
     *,
     progress: Callable[[int, int, dict], None] | None = None,
@@ -494,6 +496,20 @@ def compare_pc_bptt(
     # the task at every length of the grid, not at the first only ("T=2" for T = 2, 8, 32)
     described = re.sub(r"\bT=\d+", "T=" + ", ".join(str(int(t)) for t in lengths), first.describe(), count=1)
     return _dataset(data, seconds, widths, lengths, seeds, cfg, described, LENGTH)
+
+
+def pc_bp_warnings(ds: xr.Dataset) -> list[str]:
+    """What a comparison's user must be told about its cosines (printed as warnings): steps whose
+    inference did not converge, and steps whose gradients vanished (cosine set to 0)."""
+    notes = []
+    if ds.attrs["n_unconverged"]:
+        notes.append(f"inference did not converge at {ds.attrs['n_unconverged']} of {ds['converged'].size} steps; "
+                     "their cosines are excluded (NaN in 'cosine', kept in 'cosine_unconverged')")
+    if ds.attrs["n_vanishing_gradients"]:
+        notes.append(f"at {ds.attrs['n_vanishing_gradients']} steps the product of the PC and BP gradient norms was "
+                     f"below {COSINE_EPS:g} (the network fits its batch); their cosine is set to 0 (the public code's "
+                     "convention): see grad_norm_pc, grad_norm_bp")
+    return notes
 
 
 def length_task(name: str):
@@ -552,6 +568,44 @@ def _int_list(name, values, zero=False):
 FEEDFORWARD_TASKS = {"toy": "pc-toy", "mnist": "pc-mnist", "cifar10": "pc-cifar10"}
 """The tasks of the feed-forward comparison by their short names (recurrent models take any
 registered task that has a ``length``)."""
+DEFAULT_TASKS = {"mlp": "mnist", "rnn": "adding"}
+"""The task of a comparison when none is named, by model (the command line's ``--task``)."""
+
+
+def named_task(model: str, name: str | None = None, data_dir=None):
+    """The task of a comparison named by its short name (``None``: [`DEFAULT_TASKS`][]): for
+    ``model`` ``"mlp"`` one of [`FEEDFORWARD_TASKS`][], built (the image tasks read ``data_dir``);
+    for ``"rnn"`` a registered task with a ``length``, as ``length -> Task`` ([`length_task`][]).
+    An unknown name is a [`ConfigError`][] listing the valid ones."""
+    name = name or DEFAULT_TASKS[model]
+    if model == "rnn":
+        return length_task(name)
+    if name not in FEEDFORWARD_TASKS:
+        raise ConfigError(f"unknown task {name!r} for --model mlp; valid: {', '.join(sorted(FEEDFORWARD_TASKS))}")
+    return registry.build("task", FEEDFORWARD_TASKS[name], **({"data_dir": data_dir} if name != "toy" else {}))
+
+
+def require_memory(model: str, widths: list[int], second: list[int], rows: int) -> None:
+    """**Enforces** "a grid whose widest network does not fit in memory is refused before any
+    work" ([`dynlab.budget.require`][]): the widest network at the deepest depth (``model``
+    ``"mlp"``) or the longest sequence (``"rnn"``, ``rows`` sequences of length ``max(second)``)."""
+    recurrent = model == "rnn"
+    nbytes = budget.dense_bytes(widths, depth=1 if recurrent else max(second),
+                                batch=rows * (max(second) if recurrent else 1))
+    budget.require(nbytes, size=f"--widths {max(widths)}", lower="--widths",
+                   what=f"a {'recurrent' if recurrent else 'dense'} network of that width")
+
+
+def plan(cfg: CompareConfig, task, task_name: str, widths: list[int], second: list[int], seeds: int, rows: int) -> str:
+    """One line saying what a comparison will run: the task, parameterisation, network, energy,
+    optimiser and the size of the grid."""
+    recurrent = cfg.model == "rnn"
+    network = "RNN" if recurrent else "residual" if cfg.residual else "MLP"
+    kind = f"{network} {cfg.activation}" + (", PC through time vs BPTT" if recurrent else "")
+    on = f"{task_name} (T = {', '.join(map(str, second))}, P = {rows})" if recurrent else task.describe()
+    return (f"PC vs BP on {on}: param {cfg.param}, {kind}, energy {cfg.energy}, {cfg.optimizer}, "
+            f"{len(widths)} widths x {len(second)} {'lengths' if recurrent else 'depths'} x {seeds} seeds "
+            f"x {cfg.steps} steps")
 
 
 def rescaling_slope(ds: xr.Dataset, variable: str = "s_minus_1") -> tuple[float, float]:

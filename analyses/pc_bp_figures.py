@@ -6,6 +6,8 @@ PC through time vs BPTT): [`dynlab.analyses.pc_grid.grid_axis`][].
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -136,3 +138,33 @@ def time_law(law: xr.Dataset):
     right.legend(fontsize=6, ncol=2)
     fig.tight_layout()
     return fig
+
+
+FIGURES = {"cosine": cosine_heatmap, "rescaling": rescaling_vs_l_over_n, "loss": loss_curves}
+"""The figures ``compare pc-bp`` writes beside its dataset, as ``<stem>_<name>.png``."""
+
+
+def figure_paths(nc: Path) -> dict[str, Path]:
+    """The figures written next to the dataset ``nc``: ``<stem>_cosine.png``, ``_rescaling``, ``_loss``."""
+    return {name: nc.with_name(f"{nc.stem}_{name}.png") for name in FIGURES}
+
+
+def pc_bp_summary(ds: xr.Dataset) -> str:
+    """What the command line prints after a comparison (the registered summary of ``pc-bp`` and
+    ``pc-bptt``): the mean gradient cosine per cell (width x depth or length; — where no step
+    converged) and, when $s-1$ is defined, its log-log slope against $L/N$ (or $T/N$) with the theory's."""
+    axis = grid_axis(ds)
+    columns = [str(int(v)) for v in ds[axis.dim].values]
+    width, corner = max(8, *(len(c) + 2 for c in columns)), "N \\ " + axis.symbol
+    lines = [f"mean PC-BP gradient cosine (over {ds.sizes['seed']} seeds x {ds.sizes['step']} steps)",
+             f"{corner:>8}" + "".join(f"{c:>{width}}" for c in columns)]
+    for n in ds.width.values:
+        row = ds.mean_cosine.sel(width=n).values
+        lines.append(f"{int(n):>8}" + "".join(f"{'—' if v != v else f'{v:.4f}':>{width}}" for v in row))
+    slope = ds.attrs.get("rescaling_slope", float("nan"))
+    if slope == slope:
+        theory = "1" if axis.dim == "depth" else "s - 1 ~ (T-1)/(gamma0^2 N) with the read-out at the last step"
+        lines.append(f"log-log slope of s - 1 against {axis.symbol}/N: {slope:.3f} (s = tr(S)/d_out); "
+                     f"{ds.attrs['rescaling_max_slope']:.3f} (s = lambda_max(S)); theory: {theory}")
+    return "\n".join(lines)
+

@@ -240,3 +240,43 @@ def dense_bytes(widths: list[int], depth: int = 1, batch: int = 1) -> int:
     activations per layer."""
     n = max(widths)
     return 4 * (4 * depth * n * n + 2 * depth * batch * n)
+
+
+def load_result(path):
+    """Read a result file (``dynlab plot FILE``), after checking what it declares.
+
+    **Enforces** "netCDF dimensions are checked before reading" and "nothing from a file leaves
+    its directory": the file is opened lazily and the bytes its variables declare are checked
+    against the memory budget ([`limit`][]) before any data is read; a variable
+    stored outside the file (HDF5 external storage, which would read other files' bytes) is
+    refused. Each is a one-line [`DataError`][dynlab.errors.DataError].
+    """
+    from pathlib import Path
+
+    import h5py
+    import xarray as xr
+
+    from dynlab.errors import DataError
+
+    path, file = Path(path), str(path)
+    try:
+        with h5py.File(path, "r") as f:
+            external = []
+            f.visititems(lambda name, obj: external.append(name)
+                         if isinstance(obj, h5py.Dataset) and obj.external is not None else None)
+        if external:
+            raise DataError(f"{file!r} stores {', '.join(external[:3])} in external files (HDF5 external storage); "
+                            "a result file must hold its own data")
+        with xr.open_dataset(path, engine="h5netcdf") as lazy:
+            sizes = {name: v.nbytes for name, v in lazy.variables.items()}
+            shapes = {name: dict(v.sizes) for name, v in lazy.variables.items()}
+        total, (cap, source) = sum(sizes.values()), limit()
+        if total > cap:
+            biggest = max(sizes, key=sizes.get)
+            raise DataError(f"{file!r} declares {human(total)} of data (variable {biggest!r}: "
+                            f"{shapes[biggest]}), more than the {human(cap)} limit ({source}); not read")
+        return xr.load_dataset(path, engine="h5netcdf")
+    except DataError:
+        raise
+    except Exception as e:
+        raise DataError(f"{file!r} is not a readable netCDF result file ({type(e).__name__})") from None

@@ -321,6 +321,16 @@ def judge(claims: list[Claim], datasets: Mapping[str, Any], *, paper: str = "", 
     )
 
 
+def combine_findings(findings: Mapping[str, xr.Dataset], **attrs: str) -> xr.Dataset:
+    """The verdicts of a paper's scenarios in one table (``dynlab reproduce``'s ``findings.nc``):
+    each scenario's findings along ``claim`` in the order given, with a ``scenario`` coordinate
+    naming where each claim was judged; ``attrs`` (``paper``, ``preset``, ``scenarios``) describe it."""
+    tables = [ds.assign(scenario=("claim", [name] * ds.sizes["claim"])) for name, ds in findings.items()]
+    combined = xr.concat(tables, dim="claim", combine_attrs="drop")
+    combined.attrs = {"analysis": "findings", **attrs}
+    return combined
+
+
 def format_verdicts(ds: xr.Dataset, width: int | None = None) -> str:
     """The findings as a table claim | paper | dynlab | scale | verdict, wrapped to ``width`` columns
     (default: the terminal's, at least 80), with a count of each outcome. A scale shared by several

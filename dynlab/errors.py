@@ -7,6 +7,8 @@ and what is valid. The CLI prints that message on one line and exits with status
 
 from __future__ import annotations
 
+import os
+
 
 class DynlabError(Exception):
     """Base class of every error caused by user input (exit status 2 on the CLI)."""
@@ -72,3 +74,54 @@ def require_positive(name: str, value, *, integer: bool = True, finite: bool = T
     ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
     if isinstance(value, bool) or not ok_type or not value > 0 or (finite and not math.isfinite(value)):
         raise ConfigError(f"{name} must be {kind}, got {value!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# How an error that is not a DynlabError reads as one line (the CLI prints these)
+
+
+def exhausted(e: BaseException) -> str | None:
+    """The one line for an allocation that failed although [`dynlab.budget`][] let it through
+    (its estimate is an upper bound of the shapes it knows; a plug-in may allocate more), or
+    ``None`` when ``e`` is not an allocation failure.
+
+    **Enforces** "an allocation failure is one line saying which size to lower, never an
+    internal error": Python's ``MemoryError`` and XLA's ``RESOURCE_EXHAUSTED``.
+    """
+    text = first_line(e)
+    if not (isinstance(e, MemoryError) or "RESOURCE_EXHAUSTED" in text):
+        return None
+    detail = text.split("RESOURCE_EXHAUSTED:", 1)[-1].strip() if "RESOURCE_EXHAUSTED" in text else "out of memory"
+    return (f"out of memory ({detail or 'MemoryError'}); lower the sizes of the run: model.hidden, task.length, "
+            "train.batch_size / train.eval_size, or the analysis's --steps, --k, --samples")
+
+
+def unusable_path(e: OSError) -> str | None:
+    """The one line for a path the command cannot use (a read-only file system or directory, a
+    name too long, a deleted working directory, a full disk), or ``None`` for other OS errors.
+
+    **Enforces** "a place that cannot be written is a user's mistake, not an internal error".
+    """
+    import errno
+
+    reasons = {errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
+               errno.EPERM: "operation not permitted", errno.ENAMETOOLONG: "a file name is too long",
+               errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is exceeded",
+               errno.ENOENT: "no such file or directory", errno.ENOTDIR: "a part of the path is not a directory"}
+    if e.errno not in reasons:
+        return None
+    name = e.filename if e.filename is not None else ""
+    if len(str(name)) > 80:
+        name = f"{str(name)[:60]}…({len(str(name))} characters)"
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        return ("the working directory no longer exists (deleted while dynlab ran or before it started); "
+                "cd to an existing directory")
+    return f"cannot use {str(name)!r}: {reasons[e.errno]}" if name else f"{reasons[e.errno]} ({first_line(e)})"
+
+
+def first_line(e: BaseException) -> str:
+    """The first line of an exception's message (``""`` when it has none)."""
+    text = str(e).strip()
+    return text.splitlines()[0] if text else ""

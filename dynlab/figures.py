@@ -218,6 +218,14 @@ def last_finite(var: xr.DataArray, dim: str) -> xr.DataArray:
     return xr.DataArray(last, dims=[d for d in var.dims if d != dim], coords={d: var[d] for d in var.dims if d != dim})
 
 
+def non_finite_variables(ds: xr.Dataset) -> list[str]:
+    """Names of the float data variables of ``ds`` that hold NaN or inf (a figure that fails on
+    them says so, [`dynlab.errors.NonFiniteResult`][])."""
+    import numpy as np
+
+    return [str(k) for k, v in ds.data_vars.items() if v.dtype.kind in "fc" and not np.isfinite(v.values).all()]
+
+
 def result_ok(ds: xr.Dataset, name: str):
     """Where variable ``name`` of a merged sweep holds a good result: its result's
     ``result_status`` is ``ok`` (``train_*``: the training, ``<analysis>_*``: that analysis), so

@@ -348,6 +348,17 @@ model, then the rules, [`RULES_ARGUMENT`][]); a function whose
 first parameter is something else (``compare_pc_bp(task, widths, ...)``) has a command of its own."""
 RULES_ARGUMENT = "rules"
 """The second parameter of an analysis that takes ``"rules"``: the cell's rules, given by the runner."""
+
+
+def of_what_it_takes(fn: Callable, takes: str) -> bool:
+    """Is the analysis a function of what its ``takes`` says (its first parameter is the model, or
+    the runs: [`ANALYSIS_ARGUMENTS`][])? Only then can a scenario's cell (or its sweep) give it
+    its input and ``dynlab analyze NAME`` be generated from it; a function of a task and a grid
+    (``compare_pc_bp(task, widths, ...)``) builds its own models and has a command of its own."""
+    parameters = list(inspect.signature(fn).parameters)
+    return parameters[:1] == list(ANALYSIS_ARGUMENTS[takes])
+
+
 PARSED = (bool, int, float, str)
 """The value types a command-line option or a TOML value can give (and lists of numbers)."""
 
@@ -390,9 +401,9 @@ def check_analysis_signature(name: str, fn: Callable, takes: str) -> None:
     not when it is used": every parameter after the model (or runs) that has no default, other
     than ``task`` (a task name), must be of a type the command line and a scenario can give
     ([`parsable`][]). A ``ValueError`` naming the parameter otherwise."""
+    if not of_what_it_takes(fn, takes):
+        return  # it brings its own command (pc-bp)
     parameters = list(inspect.signature(fn).parameters.values())
-    if not parameters or parameters[0].name not in ANALYSIS_ARGUMENTS[takes]:
-        return  # not a function of a model or of runs: it brings its own command (pc-bp)
     hints = _type_hints(fn)
     for p in parameters[1:]:
         if p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL) or p.default is not p.empty or p.name == "task" \

@@ -42,6 +42,7 @@ It is not flushed to disk (no ``fsync``): the guarantees cover a killed process,
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import errno
 import hashlib
@@ -62,7 +63,7 @@ import jax.numpy as jnp
 import xarray as xr
 
 from dynlab import config as cfgmod
-from dynlab.errors import CheckpointError, ConfigError, StorageError
+from dynlab.errors import CheckpointError, ConfigError, DataError, StorageError
 
 CLAIM = ".claimed"
 CONFIG = "config.toml"
@@ -363,6 +364,36 @@ def new_run_dir(prefix: str, root: Path | str = "runs") -> Path:
         n += 1
 
 
+def claim_output(out: Path | str | None, prefix: str, *, config: dict | None = None) -> Path:
+    """A command's output directory: ``out``, or a fresh ``runs/<prefix>-<time>``, claimed
+    atomically ([`claim_run_dir`][]): a directory that holds a run, is claimed by another
+    process or holds other files is a one-line error. With ``config``, its config.toml is written
+    at once (read back first, [`write_config`][]), so that a claimed run directory can be resumed
+    from the start; a config that cannot be written releases the claim again."""
+    run_dir = new_run_dir(prefix) if out is None else claim_run_dir(out)
+    if config is not None:
+        with released_on_failure(run_dir, written=(CONFIG,)):
+            write_config(run_dir, config)
+    return run_dir
+
+
+@contextlib.contextmanager
+def released_on_failure(run_dir: Path | str, *, written: tuple[str, ...] = ()):
+    """Run the body; when it raises (Ctrl-C included), [`release_claim`][] ``run_dir`` and raise
+    again: a command that stops before it wrote a result leaves no directory behind."""
+    try:
+        yield
+    except BaseException:
+        release_claim(run_dir, written=written)
+        raise
+
+
+def runs_under(root: Path | str) -> list[Path]:
+    """Every run directory under ``root`` (a folder holding ``config.toml`` and ``model.eqx``,
+    e.g. a sweep's cells), sorted."""
+    return sorted(p.parent for p in Path(root).rglob(MODEL) if (p.parent / CONFIG).is_file())
+
+
 # ---------------------------------------------------------------------------------------------
 # Outputs never replace what exists
 
@@ -458,6 +489,47 @@ def check_output_dir(path: Path | str, option: str = "--out") -> None:
     if names:
         raise ConfigError(f"{option} {str(path)!r} already holds files ({_some(names)}); results are written into "
                           f"a new or empty directory: choose another {option}")
+
+
+def check_writable(folder: Path, option: str) -> None:
+    """A one-line [`ConfigError`][] unless files can be created in ``folder`` (made if missing).
+
+    Checked by creating (and removing) a temporary file in the nearest existing ancestor, which
+    also catches read-only file systems and paths through a regular file.
+    """
+    import tempfile
+
+    folder = Path(folder).absolute()
+    ancestor = folder
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    try:
+        if not ancestor.is_dir():
+            raise NotADirectoryError(f"{ancestor} is not a directory")
+        with tempfile.TemporaryFile(dir=ancestor):
+            pass
+    except OSError as e:
+        reason = e.strerror or str(e)
+        raise ConfigError(f"cannot write results under {str(folder)!r} ({reason}); choose another {option}") from None
+
+
+def rescue_dataset(ds: xr.Dataset, name: str, error: OSError) -> None:
+    """Save a computed dataset that could not be written where asked into the temporary
+    directory, then raise a one-line error naming both places (a result is never lost silently)."""
+    import tempfile
+
+    reason = ("the file appeared while the result was computed, and was kept" if isinstance(error, FileExistsError)
+              else error.strerror or error)
+    folder = None
+    try:
+        folder = Path(tempfile.mkdtemp(prefix=f"dynlab-{name}-"))
+        path = write_dataset(folder / f"{name}.nc", ds)
+    except OSError as again:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise DataError(f"could not write the result ({reason}), nor save it in the temporary directory "
+                        f"({again.strerror or again})") from None
+    raise DataError(f"could not write the result ({reason}); it was saved to {path}") from None
 
 
 # ---------------------------------------------------------------------------------------------

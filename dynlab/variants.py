@@ -1,7 +1,8 @@
 """What a transfer variant ([`dynlab.transfer`][]) changed, read from a run's config alone.
 
 The variants are ordinary runs whose config says what was frozen, made trainable, rotated or
-isolated; figures and the command line name that in one line ([`describe`][]). This module
+isolated; figures and the command line name that in one line ([`describe`][]; of a run directory,
+[`describe_run`][], which also reads whether it was retrained). This module
 imports nothing of dynlab, so the figures of the core can use it ([`dynlab.transfer`][] builds
 the variants and needs the experiment layer).
 """
@@ -9,6 +10,7 @@ the variants and needs the experiment layer).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 CONTROLLER = ("w_ag", "w_gg", "b_g", "w_gn", "b_n", "w_gs", "b_s")
 """The ARU controller's parameters (frozen in a transplanted controller)."""
@@ -47,3 +49,10 @@ def describe(config: Mapping, *, retrained: bool = True) -> str:
         else:
             parts.append(f"frozen: {', '.join(freeze)}")
     return "; ".join(parts)
+
+
+def describe_run(config: Mapping, run_dir) -> str:
+    """[`describe`][] of the run directory ``run_dir`` with config ``config``: what it froze,
+    retrained or isolated. A directory without ``metrics.nc`` was not trained after the variant
+    was made (``dynlab transfer isolate``)."""
+    return describe(config, retrained=(Path(run_dir) / "metrics.nc").is_file())

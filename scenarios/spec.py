@@ -532,6 +532,20 @@ def results_of(entry: dict) -> list[tuple[str, str]]:
             for stage in sorted(entry_stages(entry), key=stage_order)]
 
 
+def _check_input(entry: dict) -> None:
+    """**Enforces** "a scenario names only analyses its cells can give their input to", before any
+    work: a function of a model (or, across cells, of runs), not one that builds its own models
+    from a task and a grid (``pc-bp``, ``pc-bptt``: commands of their own)
+    ([`dynlab.registry.of_what_it_takes`][])."""
+    name = entry["name"]
+    analysis = registry.get("analysis", name)
+    if registry.of_what_it_takes(analysis.obj, analysis.takes):
+        return
+    valid = [e.name for e in registry.entries("analysis") if registry.of_what_it_takes(e.obj, e.takes)]
+    raise ConfigError(f"analyses.{name} builds its own models from a task and a grid, so a cell cannot run it: "
+                      f"run it with `dynlab analyze {name}`; analyses a scenario can run: {', '.join(valid)}")
+
+
 def _check_stages(entry: dict) -> None:
     if "stages" not in entry:
         return
@@ -596,6 +610,7 @@ def _check_analysis(entry: dict) -> dict:
     if not isinstance(entry, dict) or "name" not in entry:
         raise ConfigError("each [[analyses]] entry needs a name, e.g. name = \"lyapunov\"")
     fn = registry.get("analysis", entry["name"]).obj
+    _check_input(entry)
     _check_stages(entry)
     options = {k: v for k, v in entry.items() if k not in ENTRY_KEYS}
     if isinstance(options.get("task"), str):
@@ -817,3 +832,22 @@ def load(name_or_file: str, *, preset: str | None = None, sets=()) -> Scenario |
     if sets:
         doc = cfgmod.apply_sets(doc, sets, regroup=sweep_path)
     return parse(doc, str(path), DEFAULT_PRESET if preset is None else preset)
+
+
+def paper_scenarios(paper: str | None = None, *, preset: str | None = None, sets=()) -> dict:
+    """The built-in programmed scenarios that name a paper, ``{paper: [Program, ...]}`` (or those of
+    ``paper`` only), loaded at ``preset`` with the overrides ``sets``: every one validated before
+    anything runs. An unknown paper is a ConfigError listing the papers."""
+    from dynlab.scenarios.papers import PAPERS
+
+    if paper is not None and paper not in PAPERS:
+        raise ConfigError(f"unknown paper {paper!r}; papers: {', '.join(PAPERS)} (see 'dynlab reproduce --list')")
+    found: dict[str, list] = {p: [] for p in PAPERS if paper in (None, p)}
+    for name in builtin_names():
+        scenario = load(name)
+        if isinstance(scenario, Program) and scenario.paper in found:
+            if preset is not None and preset not in scenario.presets:
+                raise ConfigError(f"scenario {name} (paper {scenario.paper}) has no preset {preset!r}; "
+                                  f"presets: {', '.join(scenario.presets)}")
+            found[scenario.paper].append(load(name, preset=preset, sets=sets) if (preset or sets) else scenario)
+    return found

@@ -113,3 +113,58 @@ def sweep_summary(merged: xr.Dataset) -> str:
     more = f"\n… {len(combos) - len(shown)} more combinations in sweep.nc" if len(combos) > len(shown) else ""
     zipped = "".join(f"\n{k}" for k in keys)
     return f"{title}\n{text_table(header, rows, max_rows=None)}{more}{zipped}"
+
+
+MAX_FAILURE_LINES = 20
+"""Cells not ok whose message ``dynlab run`` prints one by one; the others are counted."""
+
+
+def failure_lines(merged: xr.Dataset) -> list[str]:
+    """One line per cell that is not ok: where it is on the sweep axes, its status and its message
+    (each failed analysis by name); at most [`MAX_FAILURE_LINES`][], then how many more."""
+    status = merged["status"]
+    bad = [idx for idx in np.ndindex(status.shape) if str(status.values[idx]) != "ok"]
+    lines = []
+    for idx in bad[:MAX_FAILURE_LINES]:
+        where = ", ".join(f"{d}={merged[d].values[i]}" for d, i in zip(status.dims, idx)) or "the cell"
+        message = str(merged["message"].values[idx]) or "(no message)"
+        lines.append(f"cell {where}: {status.values[idx]}: {message}")
+    if len(bad) > MAX_FAILURE_LINES:
+        lines.append(f"… {len(bad) - MAX_FAILURE_LINES} more cells not ok (status and message in sweep.nc)")
+    return lines
+
+
+def sweep_report(scenario, out_dir, merged: xr.Dataset) -> tuple[list[str], str]:
+    """What ``dynlab run`` prints when a sweep has finished, ``(lines, incomplete)``: the lines are
+    its results ([`sweep_summary`][], the analyses across cells, the verdicts of its claims, the
+    counts of cells by status, its files, then each cell not ok and each analysis across cells that
+    failed: [`failure_lines`][]); ``incomplete`` is the one line saying that the sweep did not finish
+    ok and where to look (``""`` when every cell and analysis is ok), printed on stderr.
+    The sweep's figure ``sweep.png`` is the caller's to write."""
+    from pathlib import Path
+
+    from dynlab.scenarios.across import across_summary, read_records
+    from dynlab.scenarios.sweep import FINDINGS, RESULT
+
+    out_dir, n = Path(out_dir), len(scenario.cells)
+    statuses = merged["status"].values.ravel().tolist()
+    counts = {k: statuses.count(k) for k in ("ok", "diverged", "failed", "missing") if statuses.count(k)}
+    lines = [text for text in (sweep_summary(merged), across_summary(scenario, out_dir)) if text]
+    if scenario.claims and (out_dir / FINDINGS).is_file():
+        from dynlab.claims import format_verdicts
+
+        lines.append(format_verdicts(xr.load_dataset(out_dir / FINDINGS, engine="h5netcdf")))
+    lines.append(f"done: {', '.join(f'{v} {k}' for k, v in counts.items())}; merged dataset: {out_dir / RESULT}")
+    lines.append(f"figure: {out_dir / 'sweep.png'}" + "".join(
+        f", {out_dir / (a['name'] + '.png')}" for a in scenario.across if (out_dir / (a["name"] + ".png")).is_file()))
+    records = read_records(out_dir)
+    across_failed = {a["name"]: records.get(a["name"], {}).get("message", "not run") for a in scenario.across
+                     if records.get(a["name"], {}).get("status") != "ok"}
+    lines += failure_lines(merged) + [f"{name} across cells failed: {message}" for name, message in across_failed.items()]
+    bad = {k: v for k, v in counts.items() if k != "ok"}
+    if not (bad or across_failed):
+        return lines, ""
+    what = ([f"{', '.join(f'{v} {k}' for k, v in bad.items())} of {n} cell{'s' * (n != 1)}"] if bad else []) + [
+        f"{name} across cells failed" for name in across_failed]
+    return lines, (f"incomplete: {'; '.join(what)} (status and message in {out_dir / RESULT}; --resume recomputes "
+                   "missing cells, --resume --retry-failed also failed ones)")

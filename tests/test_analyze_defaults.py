@@ -1,6 +1,8 @@
 """Issue 34, item 3: ``dynlab analyze NAME`` is generated from the registered analysis, so the
 command with no options and a scenario's ``[[analyses]]`` entry ``{name = NAME}`` with no options
-run the same configuration, for every registered analysis of a model (a plug-in's included).
+run the same configuration, for every registered analysis of a model (a plug-in's included), for
+``dsa`` (an analysis of several runs, run across a scenario's cells) and for ``compare pc-bp`` /
+``analyze pc-bptt`` (no options: what the registered function runs given the task alone).
 
 Each analysis is replaced in the registry by a recorder with its signature: the keyword arguments
 it is called with, its defaults filled in, are what both paths resolved. Nothing is computed.
@@ -38,7 +40,7 @@ def _recorder(fn, calls: list):
         bound = inspect.signature(fn).bind(*args, **kwargs)
         bound.apply_defaults()
         calls.append({k: tuple(v) if k == "rules" else _comparable(v)   # the rules by name
-                      for k, v in bound.arguments.items() if k != "model"})
+                      for k, v in bound.arguments.items() if k not in ("model", "runs")})
         raise Recorded
 
     return record
@@ -105,6 +107,59 @@ def test_the_command_and_a_scenario_entry_with_no_options_run_the_same_configura
     assert command == in_scenario
     if name == "test-plugin-steps":
         assert command["steps"] == 200  # the plug-in's own default, not a command-line one
+
+
+def test_an_analysis_of_several_runs_runs_the_same_configuration_from_the_command_and_across_cells(tmp_path,
+                                                                                                 monkeypatch):
+    """``dynlab analyze dsa RUN RUN`` and a scenario's ``{name = "dsa"}``, run across its cells
+    ([`dynlab.scenarios.across.run_across`][]), call the analysis with the same options: the
+    signature's defaults, the runs' own task."""
+    from dynlab.scenarios.across import run_across
+    from dynlab.scenarios.spec import parse
+
+    entry = registry.get("analysis", "dsa")
+    calls: list[dict] = []
+    monkeypatch.setitem(registry._REGISTRY["analysis"], "dsa", dataclasses.replace(entry, obj=_recorder(entry.obj, calls)))
+    invoke(["analyze", "dsa", "a", "b"], tmp_path)
+    assert len(calls) == 1, "dynlab analyze dsa did not reach the analysis"
+    scenario = parse({**_scenario("dsa", "adding"), "train": {"steps": 1}, "sweep": {"seed": [0, 1]}})
+    trained = {"results": {"train": {"status": "ok"}}, "digest": "-"}
+    (tmp_path / "sweep").mkdir()
+    records = run_across(scenario, tmp_path / "sweep", [tmp_path / "a", tmp_path / "b"], [trained, trained])
+    assert len(calls) == 2 and "Recorded" in records["dsa"]["message"], records
+    command, in_scenario = calls
+    assert command == in_scenario
+    assert command["n_delays"] == 10 and command["task"] is None  # the signature's, and the runs' task
+
+
+@pytest.mark.parametrize("name, command", [("pc-bp", ["compare", "pc-bp"]), ("pc-bptt", ["analyze", "pc-bptt"])])
+def test_a_rule_comparison_with_no_options_runs_the_analysis_own_configuration(name, command, tmp_path, monkeypatch):
+    """``dynlab compare pc-bp`` (``analyze pc-bptt``) with no options runs what the registered
+    function runs when given the task alone: the grid and seeds of its signature and the
+    comparison's settings ([`CompareConfig`][dynlab.analyses.pc_bp.CompareConfig]) at their defaults
+    (the parameterisation's alpha included, which the command once set apart from the function's)."""
+    from dynlab.analyses.pc_bp import CompareConfig
+
+    entry = registry.get("analysis", name)
+    calls: list[dict] = []
+
+    @functools.wraps(entry.obj)
+    def record(task, *args, **kwargs):
+        calls.append({"arguments": inspect.signature(entry.obj).bind(task, *args, **kwargs).arguments})
+        raise Recorded
+
+    monkeypatch.setitem(registry._REGISTRY["analysis"], name, dataclasses.replace(entry, obj=record))
+    result = invoke(command, tmp_path)
+    assert len(calls) == 1, f"{' '.join(command)} did not reach the analysis: {result.output}"
+    given = calls[0]["arguments"]
+    alone = inspect.signature(entry.obj).bind(given["task"])
+    alone.apply_defaults()
+    for key in ("widths", "depths", "lengths", "seeds"):
+        if key in alone.arguments:
+            assert _comparable(given.get(key, alone.arguments[key])) == _comparable(alone.arguments[key]), key
+    rnn = {"model": "rnn"} if name == "pc-bptt" else {}
+    assert CompareConfig.from_options(**{**rnn, **given.get("options", {})}).describe() == \
+        CompareConfig.from_options(**rnn).describe()
 
 
 def test_an_analysis_whose_options_cannot_be_given_fails_when_registered():

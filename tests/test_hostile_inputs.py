@@ -136,7 +136,7 @@ def test_a_result_that_cannot_be_written_is_rescued(tmp_path, monkeypatch):
 def test_non_finite_result_is_kept_and_exit_1(tmp_path):
     """Items 10, 19: a Lyapunov run whose exponents are NaN keeps its dataset, says so in one
     line and exits 1 (the figure is drawn where possible), never a traceback."""
-    from dynlab.cli.analysis import non_finite_variables
+    from dynlab.figures import non_finite_variables
 
     ds = xr.Dataset({"mean": ("exponent", [np.nan, -1.0])}, attrs={"analysis": "lyapunov"})
     path = tmp_path / "l.nc"

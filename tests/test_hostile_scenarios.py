@@ -219,6 +219,20 @@ def test_analysis_options_are_checked_against_every_cell_model(tmp_path):
         parse(__import__("tomllib").loads(doc), "c.toml")
 
 
+@pytest.mark.parametrize("name", ["pc-bp", "pc-bptt"])
+def test_an_analysis_that_builds_its_own_models_is_refused_before_any_work(name, tmp_path):
+    """``pc-bp``/``pc-bptt`` are functions of a task and a grid, not of a cell's model: a scenario
+    naming one is refused in one line naming its command and what a scenario can run, exit 2,
+    nothing trained (it used to fail in every cell, after training)."""
+    (tmp_path / "p.toml").write_text(CELL + f'[[analyses]]\nname = "{name}"\n')
+    res = invoke(["run", "p.toml", "--out", "o", "-q"], tmp_path)
+    assert res.exit_code == 2, res.output + res.stderr
+    err = one_line(res.stderr)
+    assert f"analyses.{name} builds its own models" in err and f"dynlab analyze {name}" in err, err
+    assert "lyapunov" in err and "dsa" in err and ", pc-bp" not in err, err
+    assert not (tmp_path / "o").exists()
+
+
 def test_sweep_with_a_cell_not_ok_exits_1(tmp_path):
     doc = CELL.replace("[train]\n", "[train]\nclip = 0.0\noptimizer = \"sgd\"\n")
     doc = doc.replace('unit = "rnn"', 'unit = "rnn"\nactivation = "relu"') + '[sweep]\n"train.lr" = [1e-3, 1e6]\n'

@@ -280,15 +280,14 @@ def test_pc_bp_title_names_every_length():
 
 def test_transfer_runs_say_what_was_frozen_or_isolated(tmp_path):
     from dynlab import figures
-    from dynlab.cli.analysis import variant_note
     from dynlab.config import dumps
-    from dynlab.variants import describe
+    from dynlab.variants import describe, describe_run
 
     assert describe({"model": {"unit": "aru"}}) == ""
     iso = {"model": {"unit": "aru", "isolated": True}}
-    assert variant_note(iso, str(tmp_path)) == "isolated neurons (W_hh reduced to its diagonal), not retrained"
+    assert describe_run(iso, str(tmp_path)) == "isolated neurons (W_hh reduced to its diagonal), not retrained"
     (tmp_path / "metrics.nc").write_bytes(b"")
-    assert variant_note(iso, str(tmp_path)) == "isolated neurons (W_hh reduced to its diagonal)"
+    assert describe_run(iso, str(tmp_path)) == "isolated neurons (W_hh reduced to its diagonal)"
     act = {"model": {"unit": "rnn-gamma"}, "task": {"rotate": 45.0}, "train": {"trainable": ["cells.*.n", "cells.*.s"]}}
     assert describe(act) == "only (n, s) retrained on 45° rotated digits, all else as trained"
     ctl = {"model": {"unit": "aru"}, "train": {"freeze": [f"cells.*.{n}" for n in
@@ -310,7 +309,7 @@ def test_transfer_runs_say_what_was_frozen_or_isolated(tmp_path):
 
     ds = xr.Dataset({"accuracy": ("strength", [0.1, 0.1])}, coords={"strength": [0.0, 1.0]},
                     attrs={"kind": "noisy", "metric": "accuracy", "chance": 0.1, "task": "x",
-                           "variant": variant_note(iso, str(tmp_path / "none"))})
+                           "variant": describe_run(iso, str(tmp_path / "none"))})
     seen = {}
     draw_figure(tmp_path / "p.png", lambda d: seen.setdefault("fig", perturbation_curve(d)), ds)
     assert seen["fig"]._suptitle.get_text() == "x\nisolated neurons (W_hh reduced to its diagonal), not retrained"

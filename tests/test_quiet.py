@@ -41,7 +41,7 @@ def work_starts(monkeypatch):
 
     import importlib
 
-    for module, name in (("analysis", "busy"), ("dsa", "busy"), ("compare", "progress_bar")):
+    for module, name in (("analysis", "busy"), ("compare", "progress_bar")):
         monkeypatch.setattr(importlib.import_module(f"dynlab.cli.{module}"), name, stub)
     return quiet_flags
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Annotated, Literal
 
 import equinox as eqx
 import jax
@@ -29,6 +30,7 @@ import xarray as xr
 from dynlab.analyses.dsa.core import dsa_distances, havok_dmd
 from dynlab.analyses.dsa.figure import dsa_figure, dsa_summary
 from dynlab.analyses.dsa.null import ALPHA, pair_null
+from dynlab.config import Count, Flag, NonNegative, Range
 from dynlab.errors import ConfigError, require_positive
 from dynlab.provenance import stamp
 from dynlab.registry import register
@@ -84,7 +86,8 @@ def _states(model, xs):
 def check_dsa(*, trials: int, n_delays: int, delay_interval: int, rank: int, pcs: int | None, ridge: float,
               iterations: int, restarts: int, tol: float, length: int | None = None, null_draws: int | None = None, **_) -> None:
     """The options of [`dsa_models`][] / [`dsa_analysis`][]; one ConfigError line otherwise
-    (``length``: the task's steps per trial, when known)."""
+    (``length``: the task's steps per trial, when known; ``pcs="all"``: every component)."""
+    pcs = None if pcs == "all" else pcs
     if null_draws is not None and (isinstance(null_draws, bool) or not isinstance(null_draws, int) or null_draws < 0
                                    or null_draws % 2):
         raise ConfigError(f"null_draws must be an even integer >= 0 (the draws are used in pairs; 0: no null), "
@@ -342,10 +345,11 @@ def _labels(runs: Sequence[Path], configs: Sequence[dict]) -> list[str]:
     summary=dsa_summary,
     takes="runs",
 )
-def dsa_analysis(runs: Sequence[str | Path], *, task=None, trials: int = 16, n_delays: int = 10,
-                 delay_interval: int = 1, rank: int = 10, pcs: int | None = 16, ridge: float = 0.0,
-                 iterations: int = 2000, restarts: int = 4, tol: float = 1e-6, null_draws: int = 20,
-                 seed: int = 0) -> xr.Dataset:
+def dsa_analysis(runs: Sequence[str | Path], *, task=None, trials: Count = 16,
+                 n_delays: Annotated[int, Range(minimum=1), Flag("--delays")] = 10, delay_interval: Count = 1,
+                 rank: Count = 10, pcs: Count | Literal["all"] = 16, ridge: Annotated[float, Range(minimum=0)] = 0.0,
+                 iterations: Count = 2000, restarts: Count = 4, tol: Annotated[float, Range(minimum=0)] = 1e-6,
+                 null_draws: NonNegative = 20, seed: int = 0) -> xr.Dataset:
     r"""The DSA distance matrix between the trained models of ``runs`` (run directories of
     ``dynlab train``, at least 2), as [`dsa_models`][] computes it, with the null that says which
     pairs are distinguishable.
@@ -360,9 +364,26 @@ def dsa_analysis(runs: Sequence[str | Path], *, task=None, trials: int = 16, n_d
     The dataset is that of [`dsa_models`][] with, along `run`, the coordinates `path`, `unit`,
     `rule`, `train_seed` and `task`; labels are "unit rule sSEED" (with the directory name where
     two would agree).
+
+    Args:
+        runs: the run directories (``dynlab train``), at least 2.
+        task: drive every model with this task's inputs (default: the runs' common task).
+        trials: test samples of the task driving every model.
+        n_delays: delays of the embedding.
+        delay_interval: steps between delays.
+        rank: rank r of the HAVOK-DMD operator.
+        pcs: principal components of each model's state observed (``all``: every component).
+        ridge: ridge lambda of the operator's least squares.
+        iterations: most Riemannian steps per restart of the orthogonal alignment.
+        restarts: starting points of the alignment.
+        tol: stop a restart when the Riemannian gradient norm is below this.
+        null_draws: input draws of its own per run, in pairs: the run's distances from itself
+            between the two draws of each pair are its null (even; 0: no null, no verdicts).
+        seed: seed of the input samples and restarts.
     """
     from dynlab import experiment
 
+    pcs = None if pcs == "all" else pcs
     runs = [Path(r) for r in runs]
     configs = comparable_runs(runs, same_task=task is None)
     check_dsa(trials=trials, n_delays=n_delays, delay_interval=delay_interval, rank=rank, pcs=pcs, ridge=ridge,

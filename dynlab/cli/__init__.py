@@ -7,7 +7,7 @@ imports JAX, so ``dynlab --help`` is fast.
 """
 
 from dynlab.cli.main import main
-from dynlab.cli import dsa, importer, plot, reproduce, run, train, transfer  # noqa: F401  (they register their commands)
+from dynlab.cli import importer, plot, reproduce, run, train, transfer  # noqa: F401  (they register their commands)
 from dynlab.cli.analyze import analyze
 from dynlab.cli.compare import compare, pc_bptt_command
 

@@ -44,9 +44,7 @@ def output_paths(out, plot, checkpoint, name, unit, *, create: bool = True):
     from dynlab import store
 
     if out is not None:
-        nc = Path(out)
-        if nc.suffix != ".nc":
-            raise ConfigError(f"--out must name a .nc file, got {out!r}")
+        nc = dataset_file(out)
         folder = nc.parent
     else:
         folder = Path(checkpoint) if checkpoint else (store.new_run_dir(f"analyze-{name}-{unit}") if create else None)
@@ -58,10 +56,17 @@ def output_paths(out, plot, checkpoint, name, unit, *, create: bool = True):
     if not create:
         check_outputs([("--out", nc), ("--plot" if plot else "--out", png)])
         if folder is None:
-            check_writable(Path("runs"), "--out")
+            store.check_writable(Path("runs"), "--out")
         return nc, png
     folder.mkdir(parents=True, exist_ok=True)
     return nc, png
+
+
+def dataset_file(out: str) -> Path:
+    """``--out`` as the path of a dataset: a ``.nc`` file, else a one-line [`ConfigError`][]."""
+    if Path(out).suffix != ".nc":
+        raise ConfigError(f"--out must name a .nc file, got {out!r}")
+    return Path(out)
 
 
 def check_outputs(outputs, *, reading=()) -> None:
@@ -70,8 +75,8 @@ def check_outputs(outputs, *, reading=()) -> None:
 
     Nothing that exists is replaced unless the command was given ``--overwrite``
     ([`dynlab.cli.options.overwrite_given`][]), a run's or sweep's own files never, and each
-    folder must be writable ([`dynlab.store.check_outputs`][], [`check_writable`][]): a one-line
-    [`ConfigError`][] naming the option otherwise.
+    folder must be writable ([`dynlab.store.check_outputs`][], [`dynlab.store.check_writable`][]):
+    a one-line [`ConfigError`][] naming the option otherwise.
     """
     from dynlab import store
     from dynlab.cli.options import overwrite_given
@@ -79,127 +84,100 @@ def check_outputs(outputs, *, reading=()) -> None:
     store.check_outputs(outputs, overwrite=overwrite_given(), reading=reading)
     for option, path in outputs:
         if path is not None:
-            check_writable(Path(path).parent, option)
-
-
-def check_writable(folder: Path, option: str) -> None:
-    """A one-line [`ConfigError`][] unless files can be created in ``folder`` (made if missing).
-
-    Checked by creating (and removing) a temporary file in the nearest existing ancestor, which
-    also catches read-only file systems and paths through a regular file.
-    """
-    import tempfile
-
-    folder = Path(folder).absolute()
-    ancestor = folder
-    while not ancestor.exists() and ancestor != ancestor.parent:
-        ancestor = ancestor.parent
-    try:
-        if not ancestor.is_dir():
-            raise NotADirectoryError(f"{ancestor} is not a directory")
-        with tempfile.TemporaryFile(dir=ancestor):
-            pass
-    except OSError as e:
-        reason = e.strerror or str(e)
-        raise ConfigError(f"cannot write results under {str(folder)!r} ({reason}); choose another {option}") from None
-
-
-def rescue_dataset(ds, name: str, error: OSError) -> None:
-    """Save a computed dataset that could not be written where asked into the temporary
-    directory, then raise a one-line error naming both places (a result is never lost silently)."""
-    import shutil
-    import tempfile
-
-    from dynlab import store
-    from dynlab.errors import DataError
-
-    reason = ("the file appeared while the result was computed, and was kept" if isinstance(error, FileExistsError)
-              else error.strerror or error)
-    folder = None
-    try:
-        folder = Path(tempfile.mkdtemp(prefix=f"dynlab-{name}-"))
-        path = store.write_dataset(folder / f"{name}.nc", ds)
-    except OSError as again:
-        if folder is not None:
-            shutil.rmtree(folder, ignore_errors=True)
-        raise DataError(f"could not write the result ({reason}), nor save it in the temporary directory "
-                        f"({again.strerror or again})") from None
-    raise DataError(f"could not write the result ({reason}); it was saved to {path}") from None
+            store.check_writable(Path(path).parent, option)
 
 
 def run_analysis(name, exp, source, checkpoint, out, plot, quiet, **options):
     """Run the registered analysis ``name`` on ``exp.model`` with ``options``, stamp the dataset
     with what was analysed ([`dynlab.provenance.stamp`][]: the model, its config as TOML text,
-    the checkpoint), write it and draw its registered figure.
+    the checkpoint), write it and draw its registered figure ([`save_result`][]).
 
     Warnings become one-line messages on stderr. The output locations are checked to be
     writable before any work; files are written only after the analysis succeeded (named
-    ``NAME.nc``/``NAME.png``, see [`output_paths`][]). A dataset that cannot be written where
-    asked is saved in the temporary directory instead ([`rescue_dataset`][]). A figure that
-    cannot be drawn because the result holds NaN or inf ends the command with
-    [`NonFiniteResult`][dynlab.errors.NonFiniteResult] (exit status 1), the dataset kept.
+    ``NAME.nc``/``NAME.png``, see [`output_paths`][]).
     """
-    import warnings
-
-    from dynlab import budget, registry, store
+    from dynlab import budget, registry
     from dynlab.config import dumps
     from dynlab.provenance import stamp
+    from dynlab.variants import describe_run
 
-    entry = registry.get("analysis", name)
-    function, figure = entry.obj, entry.figure
-    if figure is None:  # every built-in analysis has one; a plug-in's may not
-        from dynlab.errors import PluginError
-
-        raise PluginError(f"analysis {name!r} was registered without a figure, so its result cannot be drawn; "
-                          f"its plug-in must register it with figure=... (nothing was computed)")
+    entry = drawable(name)
     unit_name = exp.config["model"].get("unit", "aru")
     output_paths(out, plot, checkpoint, name, unit_name, create=False)
-    budget.check_analysis(name, exp.model, {**registry.defaults(function), **options})  # before any work
+    budget.check_analysis(name, exp.model, {**registry.defaults(entry.obj), **options})  # before any work
     if not quiet:
         click.echo(f"{name} of {source}: {unit_name}, {exp.model.param_count()['total']:,} parameters")
-    with busy(quiet, name), warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        ds = function(*((exp.model, exp.rules) if entry.takes == "rules" else (exp.model,)), **options)
-    for w in caught:
-        click.echo(f"warning: {w.message}", err=True)
-    variant = variant_note(exp.config, checkpoint)
+    ds = computed(name, quiet, entry.obj, *((exp.model, exp.rules) if entry.takes == "rules" else (exp.model,)),
+                  **options)
+    variant = describe_run(exp.config, checkpoint) if checkpoint else ""
     if variant:  # e.g. an isolated network at chance: say that it was not retrained
         click.echo(f"note: {checkpoint}: {variant}")
     ds = stamp(ds, analysis=ds.attrs.get("analysis", name), config={
         "model": unit_name, "config": dumps(exp.config), "checkpoint": str(checkpoint or ""), "source": source,
         **({"variant": variant} if variant else {})})
+    return save_result(ds, name, out, plot, checkpoint, unit_name)
+
+
+def run_on_runs(name, runs, out, plot, quiet, **options):
+    """Run the registered analysis ``name`` of several run directories (``takes="runs"``, e.g.
+    ``dsa``) on ``runs``, write its dataset (default: ``NAME.nc`` in a new run directory) and
+    draw its figure, as [`run_analysis`][] does for one model."""
+    entry = drawable(name)
+    output_paths(out, plot, None, name, "runs", create=False)
+    if not quiet:
+        click.echo(f"{name} of {len(runs)} runs: " + ", ".join(str(r) for r in runs))
+    return save_result(computed(name, quiet, entry.obj, runs, **options), name, out, plot, None, "runs")
+
+
+def drawable(name):
+    """The registry entry of the analysis ``name``; a one-line [`PluginError`][dynlab.errors.PluginError]
+    when it has no figure (every built-in analysis has one; a plug-in's may not)."""
+    from dynlab import registry
+
+    entry = registry.get("analysis", name)
+    if entry.figure is None:
+        from dynlab.errors import PluginError
+
+        raise PluginError(f"analysis {name!r} was registered without a figure, so its result cannot be drawn; "
+                          f"its plug-in must register it with figure=... (nothing was computed)")
+    return entry
+
+
+def computed(name, quiet, function, *arguments, **options):
+    """``function(*arguments, **options)`` under the spinner, its warnings as one line each on stderr."""
+    import warnings
+
+    with busy(quiet, name), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ds = function(*arguments, **options)
+    for w in caught:
+        click.echo(f"warning: {w.message}", err=True)
+    return ds
+
+
+def save_result(ds, name, out, plot, checkpoint, unit_name):
+    """Write the dataset of the analysis ``name`` where [`output_paths`][] says (over an existing
+    file only under ``--overwrite``) and draw its registered figure ([`draw_figure`][]); the paths
+    go into ``ds.attrs`` (``path``, ``figure``). A dataset that cannot be written where asked is
+    saved in the temporary directory instead ([`dynlab.store.rescue_dataset`][]). A figure that cannot be
+    drawn because the result holds NaN or inf ends the command with
+    [`NonFiniteResult`][dynlab.errors.NonFiniteResult] (exit status 1), the dataset kept."""
+    from dynlab import registry, store
+
     try:
         nc, png = output_paths(out, plot, checkpoint, name, unit_name)  # only now: a failed analysis leaves nothing
         store.write_dataset(nc, ds, replace=overwrite_given())  # a file that appeared meanwhile is kept
     except OSError as e:
-        rescue_dataset(ds, name, e)
+        store.rescue_dataset(ds, name, e)
     ds.attrs.update(path=str(nc), figure=str(png))
-    draw_figure(png, figure, ds)
+    draw_figure(png, registry.get("analysis", name).figure, ds)
     return ds
-
-
-def variant_note(config: dict, checkpoint) -> str:
-    """What the run directory ``checkpoint`` froze, retrained or isolated ([`dynlab.variants.describe`][];
-    ``""`` for an ordinary run or a fresh model). A directory without ``metrics.nc`` was not trained
-    after the variant was made (``dynlab transfer isolate``)."""
-    if not checkpoint:
-        return ""
-    from dynlab.variants import describe
-
-    return describe(config, retrained=(Path(checkpoint) / "metrics.nc").is_file())
-
-
-def non_finite_variables(ds) -> list[str]:
-    """Names of the float data variables of ``ds`` that hold NaN or inf."""
-    import numpy as np
-
-    return [str(k) for k, v in ds.data_vars.items() if v.dtype.kind in "fc" and not np.isfinite(v.values).all()]
 
 
 def draw_figure(png: Path, figure, ds) -> None:
     """Write ``figure(ds)`` to ``png``; if it fails on a result holding NaN or inf, raise
     [`NonFiniteResult`][dynlab.errors.NonFiniteResult] naming those variables (the dataset is already on disk)."""
-    from dynlab.figures import with_note
+    from dynlab.figures import non_finite_variables, with_note
 
     try:
         fig = with_note(figure(ds), ds.attrs.get("variant"))

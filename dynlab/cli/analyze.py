@@ -12,9 +12,11 @@ resolved by the function a scenario uses ([`dynlab.scenarios.spec.analysis_optio
 command with no options and an ``[[analyses]]`` entry with no options run the same configuration.
 The help is the docstring: its first paragraph, and a line per parameter where the docstring's
 ``Args:`` section has one. What is printed is the analysis's registered summary; the figure its
-registered figure. Analyses that are not functions of one model have their own commands
-(``dsa``: [`dynlab.cli.dsa`][]; ``pc-bp``, ``pc-bptt``: [`dynlab.cli.compare`][]). Nothing is
-imported until a command is looked up, so ``dynlab --help`` stays fast.
+registered figure. An analysis of several runs (``takes="runs"``, ``fn(runs, *, ...)``: ``dsa``)
+takes ``RUN_DIR...`` and ``--runs DIR`` ([`run_directories`][]) in place of the model, and writes
+``NAME.nc`` into a new run directory unless ``--out`` is given. ``pc-bp`` and ``pc-bptt``, functions
+of a task and a grid, are [`dynlab.cli.compare`][]'s. Nothing is imported until a command is
+looked up, so ``dynlab --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -23,15 +25,18 @@ import inspect
 import re
 import typing
 
+from pathlib import Path
+
 import click
 
-from dynlab.cli.analysis import analysis_model, run_analysis
+from dynlab.cli.analysis import analysis_model, run_analysis, run_on_runs
 from dynlab.cli.main import _CommandGroup
-from dynlab.cli.options import analysis_options, seed_option
+from dynlab.cli.options import analysis_options, runs_options, seed_option
+from dynlab.errors import ConfigError
 
-COMMON = ("model", "task", "seed")
+COMMON = ("model", "runs", "task", "seed")
 """Parameters filled from the common options (the model from ``--model``/``--checkpoint``/``--set``,
-``--task``, ``--seed``), not given options of their own."""
+the runs from ``RUN_DIR...``/``--runs``, ``--task``, ``--seed``), not given options of their own."""
 
 
 class _AnalyzeGroup(_CommandGroup):
@@ -40,7 +45,7 @@ class _AnalyzeGroup(_CommandGroup):
     def list_commands(self, ctx):
         from dynlab import registry
 
-        generated = [e.name for e in registry.entries("analysis") if _analyses_a_model(e.obj)]
+        generated = [e.name for e in registry.entries("analysis") if registry.of_what_it_takes(e.obj, e.takes)]
         return sorted(set(super().list_commands(ctx)) | set(generated))
 
     def get_command(self, ctx, name):
@@ -49,19 +54,15 @@ class _AnalyzeGroup(_CommandGroup):
             return command
         from dynlab import registry
 
-        if name in registry.names("analysis") and _analyses_a_model(registry.get("analysis", name).obj):
-            return generated_command(name)
-        return None
+        if name not in registry.names("analysis"):
+            return None
+        entry = registry.get("analysis", name)
+        return generated_command(name) if registry.of_what_it_takes(entry.obj, entry.takes) else None
 
 
 @click.group(cls=_AnalyzeGroup)
 def analyze():
     """Run an analysis on a fresh or trained model; write a labelled netCDF dataset and a figure."""
-
-
-def _analyses_a_model(fn) -> bool:
-    parameters = list(inspect.signature(fn).parameters)
-    return bool(parameters) and parameters[0] == "model"
 
 
 def flag(key: str) -> str:
@@ -142,17 +143,20 @@ def generated_command(name: str) -> click.Command:
     helps = parameter_help(doc)
     quiet_summary = entry.summary is not None and "quiet" in inspect.signature(entry.summary).parameters
 
-    def callback(unit, checkpoint, task_name, seed, sets, out, plot, quiet, **given):
-        from dynlab.errors import NonFiniteResult
+    def parsed(given: dict, seed_v) -> dict:
+        values = {key: text if isinstance(text, bool) else option_value(names[key][0], hints.get(key, own[key].annotation), text)
+                  for key, text in given.items() if text is not None}
+        if seed_v is not None and "seed" in accepts:
+            values["seed"] = seed_v
+        registry.check_config(f"analyze {name}", fn, values, exclude=("model", "runs"))
+        return values
+
+    def on_model(unit, checkpoint, task_name, seed, sets, out, plot, quiet, **given):
         from dynlab.experiment import DEFAULT_TASK
         from dynlab.scenarios.spec import analysis_options as resolve
 
-        values = {key: text if isinstance(text, bool) else option_value(names[key][0], hints.get(key, own[key].annotation), text)
-                  for key, text in given.items() if text is not None}
         seed_v = None if seed is None else seed_option(seed)
-        if seed_v is not None and "seed" in accepts:
-            values["seed"] = seed_v
-        registry.check_config(f"analyze {name}", fn, values, exclude=("model",))
+        values = parsed(given, seed_v)
         fresh_task = task_name or (task_default if isinstance(task_default, str) and task_default != "train" else None)
         exp, source = analysis_model(unit, checkpoint, fresh_task,
                                      list(sets) + ([] if checkpoint else [f"seed={seed_v or 0}"]))
@@ -161,7 +165,24 @@ def generated_command(name: str) -> click.Command:
             values["task"] = "train"  # the model's own task, with its config (a checkpoint's, --set task.*)
         elif task_name is not None and "task" in accepts:
             values["task"] = task_name
-        ds = run_analysis(name, exp, source, checkpoint, out, plot, quiet, **resolve({"name": name, **values}, exp.task))
+        report(run_analysis(name, exp, source, checkpoint, out, plot, quiet, **resolve({"name": name, **values}, exp.task)),
+               quiet)
+
+    def on_runs(run_dirs, roots, task_name, seed, out, plot, quiet, **given):
+        from dynlab.scenarios.spec import analysis_options as resolve
+
+        values = parsed(given, None if seed is None else seed_option(seed))
+        if task_name is not None:
+            values["task"] = task_name
+        runs = run_directories(run_dirs, roots)
+        if len(runs) < 2:
+            raise ConfigError(f"{name} compares at least 2 run directories (RUN_DIR arguments or --runs DIR), "
+                              f"got {len(runs)}")
+        report(run_on_runs(name, runs, out, plot, quiet, **resolve({"name": name, **values})), quiet)
+
+    def report(ds, quiet):
+        from dynlab.errors import NonFiniteResult
+
         if entry.summary is not None:
             click.echo(entry.summary(ds, quiet=quiet) if quiet_summary else entry.summary(ds))
         click.echo(f"dataset: {ds.attrs['path']}\nfigure:  {ds.attrs['figure']}")
@@ -170,6 +191,7 @@ def generated_command(name: str) -> click.Command:
             raise NonFiniteResult(f"{', '.join(bad)} of the result {'holds' if len(bad) == 1 else 'hold'} NaN or inf "
                                   f"(the trajectory left the finite range); the dataset is kept in {ds.attrs['path']}")
 
+    callback = on_runs if entry.takes == "runs" else on_model
     names = {key: [*_spellings(hints.get(key, p.annotation)), flag(key)] for key, p in own.items()}
     for key, p in reversed(own.items()):
         annotation = hints.get(key, p.annotation)
@@ -184,7 +206,25 @@ def generated_command(name: str) -> click.Command:
             callback = click.option(*names[key], key, metavar=metavar, default=None,
                                     help=f"{text} [{kind}; default {_shown(p.default)}]".strip())(callback)
     summary = doc.split("\n\n")[0]
-    return click.command(name, help=_plain(summary), short_help=entry.description)(analysis_options(callback))
+    common = runs_options if entry.takes == "runs" else analysis_options
+    return click.command(name, help=_plain(summary), short_help=entry.description)(common(callback))
+
+
+def run_directories(given, roots) -> list[Path]:
+    """The ``RUN_DIR`` arguments, then every run directory under each ``--runs`` folder
+    ([`dynlab.store.runs_under`][]); each directory once."""
+    from dynlab.store import runs_under
+
+    runs = [Path(r) for r in given]
+    for root in map(Path, roots):
+        if not root.is_dir():
+            raise ConfigError(f"--runs {str(root)!r} is not a directory")
+        found = runs_under(root)
+        if not found:
+            raise ConfigError(f"--runs {str(root)!r} holds no run directory (a folder with config.toml and model.eqx)")
+        runs += found
+    unique = list(dict.fromkeys(r.resolve() for r in runs))
+    return [Path(r) for r in unique] if len(unique) < len(runs) else runs
 
 
 def _spellings(annotation) -> list[str]:

@@ -11,16 +11,9 @@ from pathlib import Path
 import click
 
 from dynlab.errors import ConfigError
-from dynlab.cli.analysis import check_outputs, check_writable, rescue_dataset, write_figure
+from dynlab.cli.analysis import check_outputs, dataset_file, write_figure
 from dynlab.cli.main import _CommandGroup
 from dynlab.cli.options import overwrite_given, overwrite_option, progress_bar
-
-
-def int_list(name: str, text: str) -> list[int]:
-    """``"2,8,32"`` -> ``[2, 8, 32]``: positive integers ([`dynlab.config.parse_numbers`][])."""
-    from dynlab.config import parse_numbers
-
-    return parse_numbers(name, text, integer=True, minimum=1)
 
 
 def _number(name: str, text, kind=float):
@@ -29,39 +22,70 @@ def _number(name: str, text, kind=float):
     return parse_number(name, text, integer=kind is int)
 
 
+def _numbers(name: str, text, **bounds):
+    """Comma-separated numbers ([`dynlab.config.parse_numbers`][]); ``None`` when not given."""
+    from dynlab.config import parse_numbers
+
+    return None if text is None else parse_numbers(name, text, **bounds)
+
+
+class _AnalysisDefaults(click.Command):
+    """``compare pc-bp``: an option not given is not passed, so its default is the analysis's
+    (the signature of [`dynlab.analyses.pc_bp.compare_pc_bp`][] or ``compare_pc_bptt``, and
+    [`dynlab.analyses.pc_bp.CompareConfig`][]); the help shows those, read when it is asked for."""
+
+    def format_options(self, ctx, formatter):
+        import dataclasses
+
+        from dynlab import registry
+        from dynlab.analyses.pc_bp import INFERENCE_KEYS, CompareConfig
+
+        model = next(p.default for p in self.params if p.name == "model_kind")
+        fields = {f.name: f.default for f in dataclasses.fields(CompareConfig) if f.default is not dataclasses.MISSING}
+        defaults = {**fields, **INFERENCE_KEYS, "skips": fields["residual"],
+                    **registry.defaults(registry.get("analysis", "pc-bptt" if model == "rnn" else "pc-bp").obj)}
+        helps = self.__dict__.setdefault("helps", {param.name: param.help or "" for param in self.params})
+        for param in self.params:
+            value = defaults.get(param.name)
+            if param.default is None and isinstance(value, (bool, int, float, str, tuple)):
+                text = ",".join(map(str, value)) if isinstance(value, tuple) else str(value).lower()
+                param.help = f"{helps[param.name]}  [default: {text}]".strip()
+        super().format_options(ctx, formatter)
+
+
 @click.group(cls=_CommandGroup)
 def compare():
     """Compare learning rules side by side (gradients, losses) across model sizes."""
 
 
-@compare.command("pc-bp")
+@compare.command("pc-bp", cls=_AnalysisDefaults)
 @click.option("--model", "model_kind", type=click.Choice(["mlp", "rnn"]), default="mlp", show_default=True,
               help="mlp: feed-forward (PC vs BP over width x depth); rnn: the parameterised RNN (rnn-param; PC "
                    "through time vs BPTT over width x sequence length).")
-@click.option("--widths", default="8,32,128,512", show_default=True, help="Comma-separated widths N.")
-@click.option("--depths", default=None, help="mlp: comma-separated depths L (weight matrices, >= 2) [default: 2,4,8].")
-@click.option("--lengths", default=None, help="rnn: comma-separated sequence lengths T [default: 2,8,32].")
-@click.option("--param", default="mf", show_default=True, help="Parameterisation: sp, ntk, mf, mup.")
+@click.option("--widths", default=None, help="Comma-separated widths N.")
+@click.option("--depths", default=None, help="mlp: comma-separated depths L (weight matrices, >= 2).")
+@click.option("--lengths", default=None, help="rnn: comma-separated sequence lengths T.")
+@click.option("--param", default=None, help="Parameterisation: sp, ntk, mf, mup.")
 @click.option("--alpha", default=None, help="mlp: residual depth exponent in [0, 1] (default: 1/2; 0 for sp).")
-@click.option("--gamma0", default="1.0", show_default=True, help="Output scale gamma0.")
-@click.option("--gain", default=None, help="rnn: recurrent gain g (default 1, the marginal network).")
-@click.option("--skips/--no-skips", default=True, show_default=True, help="mlp: residual (skip) connections.")
-@click.option("--activation", type=click.Choice(["linear", "tanh", "relu"]), default="linear", show_default=True)
+@click.option("--gamma0", default=None, help="Output scale gamma0.")
+@click.option("--gain", default=None, help="rnn: recurrent gain g (1: the marginal network).")
+@click.option("--skips/--no-skips", default=None, help="mlp: residual (skip) connections.")
+@click.option("--activation", type=click.Choice(["linear", "tanh", "relu"]), default=None)
 @click.option("--task", "task_name", default=None,
               help="mlp: toy (x in R^40, 20 samples, y = +-1), mnist or cifar10 (one fixed batch of 64 images, "
                    "synthetic if absent) [default: mnist]; rnn: a sequence task with a length, e.g. adding [default: adding].")
-@click.option("--batches", type=click.Choice(["fixed", "stream"]), default="fixed", show_default=True,
+@click.option("--batches", type=click.Choice(["fixed", "stream"]), default=None,
               help="mlp: train on the task's one fixed batch (as the paper's code does), or on a stream of fresh "
                    "batches from the image pool (batch t at step t).")
 @click.option("--batch-size", default=None,
               help="rnn: size of each length's fixed batch (default 32); mlp with --batches stream: size of each "
                    "streamed batch (default: the task's batch, 64).")
-@click.option("--steps", default="100", show_default=True, help="Training steps.")
-@click.option("--seeds", default="3", show_default=True, help="Number of seeds (weight initialisations).")
-@click.option("--energy", type=click.Choice(["closed-form", "inference"]), default="closed-form", show_default=True,
+@click.option("--steps", default=None, help="Training steps.")
+@click.option("--seeds", default=None, help="Number of seeds (weight initialisations).")
+@click.option("--energy", type=click.Choice(["closed-form", "inference"]), default=None,
               help="PC gradient from the closed-form equilibrated energy (linear) or after numerical inference.")
 @click.option("--inference", type=click.Choice(["discrete", "ode", "gauss-newton", "levenberg-marquardt", "lbfgs"]),
-              default="discrete", show_default=True,
+              default=None,
               help="Numerical inference (with --energy inference): optax steps on the activities, a diffrax ODE "
                    "solve, or Gauss-Newton / Levenberg-Marquardt / L-BFGS in the error coordinates (mse loss).")
 @click.option("--patience", default=None, help="Gauss-Newton / Levenberg-Marquardt / L-BFGS: give up once |grad_z F| "
@@ -71,13 +95,13 @@ def compare():
                    "kinks are smoothed to within each width in turn (units with nonsmooth energies).")
 @click.option("--smoothing-x64", is_flag=True, help="Run the smoothed solves in float64 (float32 cannot resolve "
               "SITH-RNN's at 1e-3); the rest stays in float32.")
-@click.option("--inference-steps", default="500", show_default=True, help="Inference budget (steps).")
-@click.option("--activity-optimizer", type=click.Choice(["sgd", "momentum", "adam"]), default="sgd", show_default=True,
+@click.option("--inference-steps", default=None, help="Inference budget (steps).")
+@click.option("--activity-optimizer", type=click.Choice(["sgd", "momentum", "adam"]), default=None,
               help="Optimiser of the activities (discrete inference); momentum is heavy ball 0.9.")
-@click.option("--beta", default="0.3", show_default=True, help="Activity step size (discrete inference).")
-@click.option("--rtol", default="1e-4", show_default=True, help="Inference converged when |grad_z F| <= atol + rtol |grad_z F|_0.")
-@click.option("--atol", default="0", show_default=True, help="See --rtol.")
-@click.option("--optimizer", type=click.Choice(["gd", "adam"]), default="adam", show_default=True)
+@click.option("--beta", default=None, help="Activity step size (discrete inference).")
+@click.option("--rtol", default=None, help="Inference converged when |grad_z F| <= atol + rtol |grad_z F|_0.")
+@click.option("--atol", default=None, help="See --rtol.")
+@click.option("--optimizer", type=click.Choice(["gd", "adam"]), default=None)
 @click.option("--lr", default=None, help="Base learning rate eta0 (default: adam 1e-3, gd 0.025), scaled per layer.")
 @click.option("--x64", is_flag=True, help="Compute in float64.")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="Data directory (default: $DYNLAB_DATA).")
@@ -107,102 +131,67 @@ def pc_bp(model_kind, widths, depths, lengths, param, alpha, gamma0, gain, skips
     import warnings
 
     from dynlab import registry, store
-    from dynlab.analyses.pc_bp import COSINE_EPS, FEEDFORWARD_TASKS, compare_pc_bp, compare_pc_bptt
-    from dynlab.config import parse_numbers
+    from dynlab.analyses.pc_bp import DEFAULT_TASKS, CompareConfig, named_task, pc_bp_warnings, plan, require_memory
+    from dynlab.analyses.pc_bp_figures import FIGURES, figure_paths
 
     recurrent = model_kind == "rnn"
+    name = "pc-bptt" if recurrent else "pc-bp"
     options = dict(
         model=model_kind, param=param, gamma0=_number("--gamma0", gamma0), activation=activation,
         steps=_number("--steps", steps, int), energy=energy, inference=inference,
         inference_steps=_number("--inference-steps", inference_steps, int), activity_optimizer=activity_optimizer,
         beta=_number("--beta", beta), rtol=_number("--rtol", rtol), atol=_number("--atol", atol), optimizer=optimizer,
-        patience=_number("--patience", patience, int),
-        smoothing=parse_numbers("--smoothing", smoothing, above=0), smoothing_x64=smoothing_x64,
-        lr=_number("--lr", lr), x64=x64,
+        patience=_number("--patience", patience, int), smoothing=_numbers("--smoothing", smoothing, above=0),
+        smoothing_x64=smoothing_x64, lr=_number("--lr", lr), x64=x64,
     )
     if recurrent:
-        _only("mlp", depths=depths, alpha=alpha, batches=None if batches == "fixed" else batches)
-        second = int_list("--lengths", "2,8,32" if lengths is None else lengths)
-        options.update(gain=1.0 if gain is None else _number("--gain", gain),
-                       batch_size=32 if batch_size is None else _number("--batch-size", batch_size, int))
-        task_name = "adding" if task_name is None else task_name
+        _only("mlp", depths=depths, alpha=alpha, skips=skips, batches=batches)
+        grid = {"lengths": _numbers("--lengths", lengths, integer=True, minimum=1)}
+        options.update(gain=_number("--gain", gain), batch_size=_number("--batch-size", batch_size, int))
     else:
         _only("rnn", lengths=lengths, gain=gain)
-        if batch_size is not None and batches == "fixed":
+        if batch_size is not None and batches != "stream":
             raise ConfigError("--batch-size applies to --model rnn, or to --model mlp with --batches stream")
-        second = int_list("--depths", "2,4,8" if depths is None else depths)
-        options.update(alpha=_number("--alpha", alpha), residual=skips, batches=batches)
-        if batch_size is not None:
-            options.update(batch_size=_number("--batch-size", batch_size, int))
-        task_name = "mnist" if task_name is None else task_name
-        if task_name not in FEEDFORWARD_TASKS:
-            raise ConfigError(f"unknown task {task_name!r} for --model mlp; valid: {', '.join(sorted(FEEDFORWARD_TASKS))}")
-    w = int_list("--widths", widths)
-    from dynlab import budget
-
-    rows = options.get("batch_size") or 64  # the fixed batch of 64 images, or the stream's batch
-    budget.require(budget.dense_bytes(w, depth=1 if recurrent else max(second), batch=rows * (max(second) if recurrent else 1)),
-                   size=f"--widths {max(w)}", what=f"a {'recurrent' if recurrent else 'dense'} network of that width",
-                   lower="--widths")
-    n_seeds = _number("--seeds", seeds, int)
-    if n_seeds is None or n_seeds <= 0:
+        grid = {"depths": _numbers("--depths", depths, integer=True, minimum=1)}
+        options.update(alpha=_number("--alpha", alpha), residual=skips, batches=batches,
+                       batch_size=_number("--batch-size", batch_size, int))
+    fn = registry.get("analysis", name).obj
+    options = {k: v for k, v in options.items() if v is not None}  # not given: the analysis's default
+    grid = {"widths": _numbers("--widths", widths, integer=True, minimum=1), **grid}
+    grid = {k: registry.defaults(fn)[k] if v is None else v for k, v in grid.items()}  # the signature's default
+    w, second = grid["widths"], grid["lengths" if recurrent else "depths"]
+    cfg = CompareConfig.from_options(**options)  # validate everything before loading data or creating files
+    rows = cfg.batch_size if recurrent else options.get("batch_size", 64)  # the images' fixed batch of 64
+    require_memory(model_kind, w, second, rows)
+    n_seeds = registry.defaults(fn)["seeds"] if seeds is None else _number("--seeds", seeds, int)
+    if n_seeds <= 0:
         raise ConfigError(f"--seeds must be a positive integer, got {seeds!r}")
-    from dynlab.analyses.pc_bp import CompareConfig, length_task
-
-    CompareConfig.from_options(**options)  # validate everything before loading data or creating files
-    if out is not None and Path(out).suffix != ".nc":
-        raise ConfigError(f"--out must name a .nc file, got {out!r}")
-    if out:  # the dataset and its three figures: nothing that exists is replaced without --overwrite
-        check_outputs([("--out", Path(out))] + [("--out", p) for p in figure_paths(Path(out)).values()])
+    if out is not None:  # the dataset and its three figures: nothing that exists is replaced without --overwrite
+        check_outputs([("--out", dataset_file(out))] + [("--out", p) for p in figure_paths(Path(out)).values()])
     else:
-        check_writable(Path("runs"), "--out")
-    if recurrent:
-        task = length_task(task_name)
-        describe = f"{task_name} (T = {', '.join(map(str, second))}, P = {options['batch_size']})"
-    else:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            kwargs = {"data_dir": data_dir} if task_name != "toy" else {}  # the image tasks read files
-            task = registry.build("task", FEEDFORWARD_TASKS[task_name], **kwargs)
-        for wmsg in caught:
-            click.echo(f"warning: {wmsg.message}", err=True)
-        describe = task.describe()
-
+        store.check_writable(Path("runs"), "--out")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        task = named_task(model_kind, task_name, data_dir)
+    for wmsg in caught:
+        click.echo(f"warning: {wmsg.message}", err=True)
     if not quiet:
-        kind = f"RNN {activation}, PC through time vs BPTT" if recurrent else f"{'residual' if skips else 'MLP'} {activation}"
-        axis = "lengths" if recurrent else "depths"
-        click.echo(f"PC vs BP on {describe}: param {param}, {kind}, energy {energy}, {optimizer}, "
-                   f"{len(w)} widths x {len(second)} {axis} x {n_seeds} seeds x {options['steps']} steps")
+        click.echo(plan(cfg, task, task_name or DEFAULT_TASKS[model_kind], w, second, n_seeds, rows))
     with progress_bar(quiet, "cells") as update:
-        run = compare_pc_bptt if recurrent else compare_pc_bp
-        ds = run(task, w, second, n_seeds, progress=update, **options)
-
+        ds = fn(task, seeds=n_seeds, progress=update, **grid, **options)
     try:
         nc = Path(out) if out else store.new_run_dir("compare-pc-bp") / "pc_bp.nc"
         nc.parent.mkdir(parents=True, exist_ok=True)
         store.write_dataset(nc, ds, replace=overwrite_given())  # a file that appeared meanwhile is kept
     except OSError as e:
-        rescue_dataset(ds, "pc_bp", e)
-    from dynlab.analyses import pc_bp_figures as figures_pc
-
+        store.rescue_dataset(ds, "pc_bp", e)
     figs = figure_paths(nc)
-    for name, fn in (("cosine", figures_pc.cosine_heatmap), ("rescaling", figures_pc.rescaling_vs_l_over_n),
-                     ("loss", figures_pc.loss_curves)):
-        write_figure(figs[name], fn(ds))
-    _table(ds)
-    if ds.attrs["n_unconverged"]:
-        click.echo(f"warning: inference did not converge at {ds.attrs['n_unconverged']} of {ds['converged'].size} "
-                   "steps; their cosines are excluded (NaN in 'cosine', kept in 'cosine_unconverged')", err=True)
-    if ds.attrs["n_vanishing_gradients"]:
-        click.echo(f"warning: at {ds.attrs['n_vanishing_gradients']} steps the product of the PC and BP gradient norms "
-                   f"was below {COSINE_EPS:g} (the network fits its batch); their cosine is set to 0 (the public code's "
-                   "convention): see grad_norm_pc, grad_norm_bp", err=True)
+    for figure, draw in FIGURES.items():
+        write_figure(figs[figure], draw(ds))
+    click.echo(registry.get("analysis", name).summary(ds))
+    for note in pc_bp_warnings(ds):
+        click.echo(f"warning: {note}", err=True)
     click.echo(f"dataset: {nc}\nfigures: " + ", ".join(str(p) for p in figs.values()))
-
-
-def figure_paths(nc: Path) -> dict[str, Path]:
-    """The three figures written next to the dataset ``nc``: ``<stem>_cosine.png``, ``_rescaling``, ``_loss``."""
-    return {name: nc.with_name(f"{nc.stem}_{name}.png") for name in ("cosine", "rescaling", "loss")}
 
 
 def _only(model_kind: str, **given) -> None:
@@ -211,29 +200,6 @@ def _only(model_kind: str, **given) -> None:
         if value is not None:
             flag = "--" + name.replace("_", "-")
             raise ConfigError(f"{flag} applies to --model {model_kind} only")
-
-
-def _table(ds):
-    from rich.console import Console
-    from rich.table import Table
-
-    from dynlab.analyses.pc_bp import grid_axis
-
-    axis = grid_axis(ds)
-    table = Table(title=f"mean PC-BP gradient cosine (over {ds.sizes['seed']} seeds x {ds.sizes['step']} steps)")
-    table.add_column(f"N \\ {axis.symbol}", justify="right")
-    for v in ds[axis.dim].values:
-        table.add_column(str(int(v)), justify="right")
-    for n in ds.width.values:
-        row = ds.mean_cosine.sel(width=n).values
-        table.add_row(str(int(n)), *("—" if v != v else f"{v:.4f}" for v in row))
-    console = Console(width=100)
-    console.print(table)
-    slope = ds.attrs.get("rescaling_slope", float("nan"))
-    if slope == slope:
-        theory = "1" if axis.dim == "depth" else "s - 1 ~ (T-1)/(gamma0^2 N) with the read-out at the last step"
-        console.print(f"log-log slope of s - 1 against {axis.symbol}/N: {slope:.3f} (s = tr(S)/d_out); "
-                      f"{ds.attrs['rescaling_max_slope']:.3f} (s = lambda_max(S)); theory: {theory}")
 
 
 def pc_bptt_command(pc_bp: click.Command) -> click.Command:

@@ -12,7 +12,8 @@ import sys
 
 import click
 
-from dynlab.errors import ConfigError, DivergenceError, DynlabError, NonFiniteResult
+from dynlab.errors import (ConfigError, DivergenceError, DynlabError, NonFiniteResult, exhausted, first_line,
+                           unusable_path)
 
 
 PLURALS = {"units": "unit", "rules": "rule", "tasks": "task", "analyses": "analysis", "scenarios": "scenario",
@@ -67,13 +68,13 @@ class _Group(_CommandGroup):
             click.echo("interrupted", err=True)
             sys.exit(130)
         except (MemoryError, OSError, RuntimeError) as e:
-            message = _exhausted(e) if not isinstance(e, OSError) else _unusable_path(e)
+            message = exhausted(e) if not isinstance(e, OSError) else unusable_path(e)
             if message is None:
                 _internal_error(e)
             click.echo(f"error: {message}", err=True)
             sys.exit(2)
         except Exception as e:  # a bug, not a user mistake: still one line, the traceback in a file
-            message = _exhausted(e)  # XLA reports some failed allocations as a ValueError
+            message = exhausted(e)  # XLA reports some failed allocations as a ValueError
             if message is None:
                 _internal_error(e)
             click.echo(f"error: {message}", err=True)
@@ -87,61 +88,15 @@ def _internal_error(e: BaseException):
     """A bug, not a user mistake: one line, exit status 1, the traceback saved to a file."""
     if os.environ.get("DYNLAB_DEBUG"):
         raise e
-    click.echo(f"internal error: {type(e).__name__}: {_first_line(e)} "
+    click.echo(f"internal error: {type(e).__name__}: {first_line(e)} "
                f"(traceback in {_save_traceback()}; DYNLAB_DEBUG=1 shows it here)", err=True)
     sys.exit(1)
-
-
-def _exhausted(e: BaseException) -> str | None:
-    """The one line for an allocation that failed although [`dynlab.budget`][] let it through
-    (its estimate is an upper bound of the shapes it knows; a plug-in may allocate more), or
-    ``None`` when ``e`` is not an allocation failure.
-
-    **Enforces** "an allocation failure is one line saying which size to lower, never an
-    internal error": Python's ``MemoryError`` and XLA's ``RESOURCE_EXHAUSTED``.
-    """
-    text = _first_line(e)
-    if not (isinstance(e, MemoryError) or "RESOURCE_EXHAUSTED" in text):
-        return None
-    detail = text.split("RESOURCE_EXHAUSTED:", 1)[-1].strip() if "RESOURCE_EXHAUSTED" in text else "out of memory"
-    return (f"out of memory ({detail or 'MemoryError'}); lower the sizes of the run: model.hidden, task.length, "
-            "train.batch_size / train.eval_size, or the analysis's --steps, --k, --samples")
-
-
-def _unusable_path(e: OSError) -> str | None:
-    """The one line for a path the command cannot use (a read-only file system or directory, a
-    name too long, a deleted working directory, a full disk), or ``None`` for other OS errors.
-
-    **Enforces** "a place that cannot be written is a user's mistake, not an internal error".
-    """
-    import errno
-
-    reasons = {errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
-               errno.EPERM: "operation not permitted", errno.ENAMETOOLONG: "a file name is too long",
-               errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is exceeded",
-               errno.ENOENT: "no such file or directory", errno.ENOTDIR: "a part of the path is not a directory"}
-    if e.errno not in reasons:
-        return None
-    name = e.filename if e.filename is not None else ""
-    if len(str(name)) > 80:
-        name = f"{str(name)[:60]}…({len(str(name))} characters)"
-    try:
-        os.getcwd()
-    except FileNotFoundError:
-        return ("the working directory no longer exists (deleted while dynlab ran or before it started); "
-                "cd to an existing directory")
-    return f"cannot use {str(name)!r}: {reasons[e.errno]}" if name else f"{reasons[e.errno]} ({_first_line(e)})"
 
 
 def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """How a warning reaches the terminal during a command: ``warning: MESSAGE`` on one line of
     stderr (the message's whitespace collapsed), not Python's two lines of file, line and source."""
     click.echo(f"warning: {' '.join(str(message).split())}", err=True)
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else ""
 
 
 def _save_traceback() -> str:

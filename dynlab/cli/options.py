@@ -161,6 +161,17 @@ def overwrite_given() -> bool:
     return bool(ctx is not None and ctx.meta.get(OVERWRITE))
 
 
+_SEED = click.option("--seed", metavar="INT", default=None,
+                     help="Seed of the analysis and of a fresh model's init (default 0).")
+_RESULT = [
+    click.option("--out", type=click.Path(dir_okay=False), default=None,
+                 help="Dataset file (.nc). Default: <analysis>.nc in the checkpoint's run directory, or a new one."),
+    click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Figure file (.png). Default: next to --out."),
+    overwrite_option,
+    click.option("-q", "--quiet", is_flag=True, help="No spinner; print only the summary."),
+    data_dir_option,
+]
+"""Where an analysis's result goes, and how it is reported."""
 _COMMON = [
     click.option("--model", "unit", default=None, help="Unit name (default: aru, or the checkpoint's unit)."),
     click.option("--checkpoint", type=click.Path(file_okay=False), default=None,
@@ -168,14 +179,9 @@ _COMMON = [
     click.option("--task", "task_name", default=None,
                  help="Drive the analysis with this task's inputs (a fresh model is built for it). "
                       "Default: the analysis's own (see its task option, if any)."),
-    click.option("--seed", metavar="INT", default=None, help="Seed of the model's init and the analysis (default 0)."),
+    _SEED,
     click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override config keys (model.*, task.*)."),
-    click.option("--out", type=click.Path(dir_okay=False), default=None,
-                 help="Dataset file (.nc). Default: <analysis>.nc in the checkpoint's run directory, or a new one."),
-    click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Figure file (.png). Default: next to --out."),
-    overwrite_option,
-    click.option("-q", "--quiet", is_flag=True, help="No spinner; print only the summary."),
-    data_dir_option,
+    *_RESULT,
 ]
 
 
@@ -191,6 +197,16 @@ def _options(options: list):
 
 
 analysis_options = _options(_COMMON)
+"""The common options of an analysis of one model."""
+runs_options = _options([
+    click.argument("run_dirs", nargs=-1, metavar="RUN_DIR..."),
+    click.option("--runs", "roots", multiple=True, metavar="DIR",
+                 help="Also every run directory under DIR (repeatable), e.g. a sweep's output."),
+    click.option("--task", "task_name", default=None,
+                 help="Drive every model with this task's inputs (default: the runs' common task)."),
+    _SEED, *_RESULT])
+"""The common options of an analysis of several runs (``takes="runs"``): the run directories
+instead of the model, then ``--task``, ``--seed``, ``--out`` and the rest of [`analysis_options`][]."""
 
 
 def int_option(name, text, **bounds):

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from dynlab.cli.analysis import check_outputs, draw_figure, non_finite_variables
-from dynlab.cli.main import _first_line, main
+from dynlab.cli.analysis import check_outputs, draw_figure
+from dynlab.cli.main import main
 from dynlab.cli.options import overwrite_given, overwrite_option
 
 
@@ -22,13 +22,13 @@ def plot(file, out):
 
     An existing --out is refused unless --overwrite is given; a run's or sweep's own files
     (config.toml, model.eqx, sweep.nc, …) and FILE itself are refused even then."""
-    from dynlab import figures
-    from dynlab.errors import DataError
+    from dynlab import budget, figures
+    from dynlab.errors import DataError, first_line
 
     path = Path(file)
     if not path.is_file():
         raise DataError(f"no result file {file!r}")
-    ds = _load_result(path, file)
+    ds = budget.load_result(path)
     png = Path(out) if out else default_figure(path)
     check_outputs([("--out", png)], reading=[path])
 
@@ -36,10 +36,10 @@ def plot(file, out):
         try:
             return figures.plot_dataset(ds)
         except (KeyError, AttributeError, IndexError, ValueError) as e:
-            if non_finite_variables(ds):
+            if figures.non_finite_variables(ds):
                 raise  # draw_figure reports the NaN/inf result
             kind = ds.attrs.get("analysis", "(none)")
-            click.echo(f"warning: {file} lacks what the {kind!r} figure needs ({type(e).__name__}: {_first_line(e)}); "
+            click.echo(f"warning: {file} lacks what the {kind!r} figure needs ({type(e).__name__}: {first_line(e)}); "
                        "drew the generic figure of its variables", err=True)
             return figures.generic(ds)
 
@@ -56,41 +56,3 @@ def default_figure(path: Path) -> Path:
         n += 1
         png = path.with_name(f"{path.stem}-{n}.png")
     return png
-
-
-def _load_result(path: Path, file: str):
-    """Read a result file, after checking what it declares.
-
-    **Enforces** "netCDF dimensions are checked before reading" and "nothing from a file leaves
-    its directory": the file is opened lazily and the bytes its variables declare are checked
-    against the memory budget ([`dynlab.budget.limit`][]) before any data is read; a variable
-    stored outside the file (HDF5 external storage, which would read other files' bytes) is
-    refused. Each is a one-line [`DataError`][dynlab.errors.DataError].
-    """
-    import h5py
-    import xarray as xr
-
-    from dynlab import budget
-    from dynlab.errors import DataError
-
-    try:
-        with h5py.File(path, "r") as f:
-            external = []
-            f.visititems(lambda name, obj: external.append(name)
-                         if isinstance(obj, h5py.Dataset) and obj.external is not None else None)
-        if external:
-            raise DataError(f"{file!r} stores {', '.join(external[:3])} in external files (HDF5 external storage); "
-                            "a result file must hold its own data")
-        with xr.open_dataset(path, engine="h5netcdf") as lazy:
-            sizes = {name: v.nbytes for name, v in lazy.variables.items()}
-            shapes = {name: dict(v.sizes) for name, v in lazy.variables.items()}
-        total, (limit, source) = sum(sizes.values()), budget.limit()
-        if total > limit:
-            biggest = max(sizes, key=sizes.get)
-            raise DataError(f"{file!r} declares {budget.human(total)} of data (variable {biggest!r}: "
-                            f"{shapes[biggest]}), more than the {budget.human(limit)} limit ({source}); not read")
-        return xr.load_dataset(path, engine="h5netcdf")
-    except DataError:
-        raise
-    except Exception as e:
-        raise DataError(f"{file!r} is not a readable netCDF result file ({type(e).__name__})") from None

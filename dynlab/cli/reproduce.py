@@ -9,30 +9,11 @@ from dynlab.cli.options import data_dir_option, progress_bar
 from dynlab.errors import ConfigError
 
 
-def paper_scenarios(paper: str | None = None, *, preset: str | None = None, sets=()) -> dict:
-    """The built-in programmed scenarios that name a paper, ``{paper: [Program, ...]}`` (or those of
-    ``paper`` only), loaded at ``preset`` with the overrides ``sets``: every one validated before
-    anything runs. An unknown paper is a ConfigError listing the papers."""
+def _list() -> None:
     from dynlab.scenarios import spec
     from dynlab.scenarios.papers import PAPERS
 
-    if paper is not None and paper not in PAPERS:
-        raise ConfigError(f"unknown paper {paper!r}; papers: {', '.join(PAPERS)} (see 'dynlab reproduce --list')")
-    found: dict[str, list] = {p: [] for p in PAPERS if paper in (None, p)}
-    for name in spec.builtin_names():
-        scenario = spec.load(name)
-        if isinstance(scenario, spec.Program) and scenario.paper in found:
-            if preset is not None and preset not in scenario.presets:
-                raise ConfigError(f"scenario {name} (paper {scenario.paper}) has no preset {preset!r}; "
-                                  f"presets: {', '.join(scenario.presets)}")
-            found[scenario.paper].append(spec.load(name, preset=preset, sets=sets) if (preset or sets) else scenario)
-    return found
-
-
-def _list() -> None:
-    from dynlab.scenarios.papers import PAPERS
-
-    for paper, scenarios in paper_scenarios().items():
+    for paper, scenarios in spec.paper_scenarios().items():
         click.echo(f"{paper}: {PAPERS[paper].citation}")
         for scenario in scenarios:
             click.echo(f"  scenario {scenario.name}: {scenario.description}")
@@ -77,18 +58,17 @@ def reproduce(paper, list_, preset, sets, out, quiet):
         from dynlab.scenarios.papers import PAPERS
 
         raise ConfigError(f"name a paper ({', '.join(PAPERS)}) or give --list")
-    import xarray as xr
-
     from dynlab import store
-    from dynlab.claims import OUTCOMES, format_verdicts
+    from dynlab.claims import OUTCOMES, combine_findings, format_verdicts
+    from dynlab.scenarios import spec
 
-    scenarios = paper_scenarios(paper, preset=preset, sets=sets)[paper]
+    scenarios = spec.paper_scenarios(paper, preset=preset, sets=sets)[paper]
     if not scenarios:
         raise ConfigError(f"paper {paper} has no scenario yet")
     # claimed: a second reproduce into one --out is refused; one that stops with nothing written leaves nothing
-    out_dir = store.claim_run_dir(out) if out else store.new_run_dir(f"reproduce-{paper}")
-    tables = []
-    try:
+    out_dir = store.claim_output(out or None, f"reproduce-{paper}")
+    tables = {}
+    with store.released_on_failure(out_dir):
         for scenario in scenarios:
             where = out_dir / scenario.name
             if not quiet:
@@ -96,16 +76,11 @@ def reproduce(paper, list_, preset, sets, out, quiet):
             with progress_bar(quiet, scenario.name) as update:
                 datasets = scenario.run(where, progress=update)
             if "findings" in datasets:
-                findings = datasets["findings"]
-                click.echo(format_verdicts(findings))
-                tables.append(findings.assign(scenario=("claim", [scenario.name] * findings.sizes["claim"])))
-    except BaseException:
-        store.release_claim(out_dir)
-        raise
+                click.echo(format_verdicts(datasets["findings"]))
+                tables[scenario.name] = datasets["findings"]
     if tables:
-        combined = xr.concat(tables, dim="claim", combine_attrs="drop")
-        combined.attrs = {"analysis": "findings", "paper": paper, "preset": scenarios[0].preset,
-                          "scenarios": ", ".join(s.name for s in scenarios)}
+        combined = combine_findings(tables, paper=paper, preset=scenarios[0].preset,
+                                    scenarios=", ".join(s.name for s in scenarios))
         store.write_dataset(out_dir / "findings.nc", combined)
         counts = {o: int((combined.outcome == o).sum()) for o in OUTCOMES}
         click.echo(f"{paper}: {combined.sizes['claim']} claims over {len(tables)} scenario(s): "

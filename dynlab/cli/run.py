@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import click
@@ -18,12 +19,14 @@ def _run_scenario(target, sets, out, workers, scheduler, resume, retry_failed, q
     that holds anything (an earlier run's results included) is refused with one line, never
     written over. A directory claimed here that still holds nothing but its claim when the run
     stops (a refused program, a scheduler that could not be reached) is removed
-    ([`dynlab.store.release_claim`][]).
+    ([`dynlab.store.released_on_failure`][]).
     """
-    from dynlab import store
+    from dynlab import registry, store
     from dynlab.scenarios import spec
-    from dynlab.scenarios.sweep import RESULT, run_sweep
+    from dynlab.scenarios.sweep import run_sweep
 
+    if resume and not out:
+        raise ConfigError("--resume needs --out DIR, the directory of the sweep to continue")
     # the preset, then the overrides, apply to the base config; the sweep axes still vary their keys
     workers_v = _workers(workers)
     scenario = spec.load(target, preset=preset, sets=sets)
@@ -33,18 +36,21 @@ def _run_scenario(target, sets, out, workers, scheduler, resume, retry_failed, q
         raise ConfigError(f"scenario {scenario.name} is a programmed scenario (program {scenario.program}); "
                           "--workers, --scheduler and --resume apply to sweeps only")
     program = isinstance(scenario, spec.Program)
-    # a programmed scenario writes into a directory it claims: a second run into one --out is refused
-    created = store.claim_run_dir(out) if out and program else None if out else store.new_run_dir(f"run-{scenario.name}")
-    out_dir = Path(out) if out else created
-    try:
+    if out and not program:  # a sweep's --out may hold the sweep to --resume: the sweep checks it
+        out_dir, claimed = Path(out), contextlib.nullcontext()
+    else:  # a directory claimed here: a second run into one --out is refused; one left empty goes again
+        out_dir = store.claim_output(out or None, f"run-{scenario.name}")
+        claimed = store.released_on_failure(out_dir)
+    with claimed:
         if program:
             if not quiet:
                 click.echo(f"scenario {scenario.name}: program {scenario.program} -> {out_dir}")
             with progress_bar(quiet, scenario.name) as update:
                 datasets = scenario.run(out_dir, progress=update)
-            summary = program_summary(scenario.program, datasets)
-            if summary:
-                click.echo(summary)
+            summary = registry.get("program", scenario.program).summary  # what the program registered to print
+            text = summary(datasets) if summary is not None else ""
+            if text:
+                click.echo(text)
             if "findings" in datasets:
                 from dynlab.claims import format_verdicts
 
@@ -58,72 +64,17 @@ def _run_scenario(target, sets, out, workers, scheduler, resume, retry_failed, q
         with _cells_bar(quiet, n) as update:
             merged = run_sweep(scenario, out_dir, workers=workers_v, scheduler=scheduler, resume=bool(resume),
                                retry_failed=retry_failed, progress=update)
-    except BaseException:
-        if created is not None:  # a directory left holding nothing but its claim goes again
-            store.release_claim(created)
-        raise
-    statuses = merged["status"].values.ravel().tolist()
-    counts = {k: statuses.count(k) for k in ("ok", "diverged", "failed", "missing") if statuses.count(k)}
-    from dynlab.scenarios.across import across_summary, read_records
-    from dynlab.scenarios.summary import sweep_summary
-
-    summary = sweep_summary(merged)
-    if summary:
-        click.echo(summary)
-    across = across_summary(scenario, out_dir)
-    if across:
-        click.echo(across)
-    from dynlab.scenarios.sweep import FINDINGS
-
-    if scenario.claims and (out_dir / FINDINGS).is_file():
-        import xarray as xr
-
-        from dynlab.claims import format_verdicts
-
-        click.echo(format_verdicts(xr.load_dataset(out_dir / FINDINGS, engine="h5netcdf")))
-    click.echo(f"done: {', '.join(f'{v} {k}' for k, v in counts.items())}; merged dataset: {out_dir / RESULT}")
     from dynlab import figures
+    from dynlab.scenarios.summary import sweep_report
 
+    lines, incomplete = sweep_report(scenario, out_dir, merged)
     store.write_figure(out_dir / "sweep.png", figures.plot_dataset(merged))
-    click.echo(f"figure: {out_dir / 'sweep.png'}" + "".join(
-        f", {out_dir / (a['name'] + '.png')}" for a in scenario.across if (out_dir / (a["name"] + ".png")).is_file()))
-    records = read_records(out_dir)
-    across_failed = {a["name"]: records.get(a["name"], {}).get("message", "not run") for a in scenario.across
-                     if records.get(a["name"], {}).get("status") != "ok"}
-    for line in failure_lines(merged):  # results, on stdout; the one line on stderr says the sweep is incomplete
+    for line in lines:  # results, on stdout; the one line on stderr says the sweep is incomplete
         click.echo(line)
-    for name, message in across_failed.items():
-        click.echo(f"{name} across cells failed: {message}")
-    bad = {k: v for k, v in counts.items() if k != "ok"}
-    if bad or across_failed:  # a sweep with results that did not finish ok is not a success
-        what = ([f"{', '.join(f'{v} {k}' for k, v in bad.items())} of {n} cell{'s' * (n != 1)}"] if bad else []) + [
-            f"{name} across cells failed" for name in across_failed]
-        click.echo(f"incomplete: {'; '.join(what)} "
-                   f"(status and message in {out_dir / RESULT}; --resume recomputes missing cells, "
-                   "--resume --retry-failed also failed ones)", err=True)
+    if incomplete:  # a sweep with results that did not finish ok is not a success
+        click.echo(incomplete, err=True)
         return 1
     return 0
-
-
-MAX_FAILURE_LINES = 20
-"""Cells not ok whose message ``dynlab run`` prints one by one; the others are counted."""
-
-
-def failure_lines(merged) -> list[str]:
-    """One line per cell that is not ok: where it is on the sweep axes, its status and its message
-    (each failed analysis by name); at most [`MAX_FAILURE_LINES`][], then how many more."""
-    import numpy as np
-
-    status = merged["status"]
-    bad = [idx for idx in np.ndindex(status.shape) if str(status.values[idx]) != "ok"]
-    lines = []
-    for idx in bad[:MAX_FAILURE_LINES]:
-        where = ", ".join(f"{d}={merged[d].values[i]}" for d, i in zip(status.dims, idx)) or "the cell"
-        message = str(merged["message"].values[idx]) or "(no message)"
-        lines.append(f"cell {where}: {status.values[idx]}: {message}")
-    if len(bad) > MAX_FAILURE_LINES:
-        lines.append(f"… {len(bad) - MAX_FAILURE_LINES} more cells not ok (status and message in sweep.nc)")
-    return lines
 
 
 def _workers(text) -> int | None:
@@ -144,18 +95,8 @@ def _workers(text) -> int | None:
     return value
 
 
-def program_summary(program: str, datasets: dict) -> str:
-    """What a programmed scenario's registered ``summary`` says about its datasets ("" if it has none)."""
-    from dynlab import registry
-
-    summary = registry.get("program", program).summary
-    return summary(datasets) if summary is not None else ""
-
-
 def _cells_bar(quiet: bool, total: int):
     """The sweep's progress bar: ``update(done, total, failures)``."""
-    import contextlib
-
     if quiet:
         return contextlib.nullcontext(None)
 
@@ -202,8 +143,6 @@ def run(scenario, sets, out, workers, scheduler, resume, retry_failed, preset, q
     Exit status 0 when every cell is ok, 1 when any failed or diverged (one line on stderr), 2 for
     a mistake in the scenario or the options.
     """
-    if resume and not out:
-        raise ConfigError("--resume needs --out DIR, the directory of the sweep to continue")
     return _run_scenario(scenario, sets, out, workers, scheduler, resume, retry_failed, quiet, preset)
 
 
@@ -220,6 +159,4 @@ def sweep(scenario, sets, out, workers, scheduler, resume, retry_failed, preset,
       print(cluster.scheduler_address)
     and pass that address with --scheduler.
     """
-    if resume and not out:
-        raise ConfigError("--resume needs --out DIR, the directory of the sweep to continue")
     return _run_scenario(scenario, sets, out, workers, scheduler, resume, retry_failed, quiet, preset)

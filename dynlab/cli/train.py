@@ -63,26 +63,8 @@ def train(unit, task, rule, steps, seed, config_file, sets, out, resume, quiet):
         run_dir = Path(resume)
     else:
         prefix = f"train-{exp.config['model'].get('unit', 'aru')}-{exp.config['task'].get('name', 'adding')}"
-        run_dir = new_run_dir(out, prefix, config=exp.config)
+        run_dir = store.claim_output(out, prefix, config=exp.config)
     train_and_report(exp, run_dir, quiet, resume=bool(resume))
-
-
-def new_run_dir(out: str | None, prefix: str, *, config: dict | None = None) -> Path:
-    """``out``, or a fresh ``runs/<prefix>-<time>``, claimed atomically
-    ([`dynlab.store.claim_run_dir`][]): a directory that holds a run, is claimed by another
-    process or holds other files is a one-line error. With ``config``, its config.toml is written
-    at once (read back first, [`dynlab.store.write_config`][]), so that a claimed run directory
-    can be resumed from the start; a config that cannot be written releases the claim again."""
-    from dynlab import store
-
-    run_dir = store.new_run_dir(prefix) if out is None else store.claim_run_dir(out)
-    if config is not None:
-        try:
-            store.write_config(run_dir, config)
-        except BaseException:
-            store.release_claim(run_dir, written=(store.CONFIG,))
-            raise
-    return run_dir
 
 
 def train_and_report(exp, run_dir: Path, quiet: bool, *, resume: bool = False, what: str = ""):

@@ -16,8 +16,8 @@ from __future__ import annotations
 import click
 
 from dynlab.cli.main import _CommandGroup, main
-from dynlab.cli.options import data_dir_option, int_option, number_option, seed_option
-from dynlab.cli.train import new_run_dir, train_and_report
+from dynlab.cli.options import _options, data_dir_option, int_option, number_option, seed_option
+from dynlab.cli.train import train_and_report
 
 
 def _config(run: str, sets, steps, seed=None) -> dict:
@@ -42,7 +42,7 @@ def transfer():
     isolated neurons. Each writes a run directory."""
 
 
-_common = [
+_common = _options([
     click.option("--steps", metavar="INT", default=None, help="Training steps. Default: the trained run's."),
     click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
                  help="Override task.*/train.* keys (repeatable)."),
@@ -50,28 +50,22 @@ _common = [
                  help="Run directory to create. Default: runs/transfer-<kind>-<time>."),
     click.option("-q", "--quiet", is_flag=True, help="No progress bar; print only the summary."),
     data_dir_option,
-]
-
-
-def _options(f):
-    for option in reversed(_common):
-        f = option(f)
-    return f
+])
 
 
 @transfer.command("controller")
 @click.option("--donor", required=True, type=click.Path(file_okay=False), help="Run directory of a trained aru model.")
 @click.option("--seed", metavar="INT", default=None, help="Seed of the new main network. Default: the donor's + 1.")
-@_options
+@_common
 def controller_cmd(donor, seed, steps, sets, out, quiet):
     """Train a new ARU main network (another seed) around the donor's frozen controller (App. C.4)."""
-    from dynlab import experiment
+    from dynlab import experiment, store
     from dynlab.transfer import transplant_controller
 
     trained = experiment.load_run(donor, unit="aru")
     seed = seed if seed is not None else str(trained.seed + 1)
     exp = transplant_controller(trained.model, _config(donor, sets, steps, seed))
-    run_dir = new_run_dir(out, "transfer-controller")
+    run_dir = store.claim_output(out, "transfer-controller")
     train_and_report(exp, run_dir, quiet, what=" (transplanted controller, frozen)")
 
 
@@ -79,12 +73,12 @@ def controller_cmd(donor, seed, steps, sets, out, quiet):
 @click.option("--checkpoint", required=True, type=click.Path(file_okay=False),
               help="Run directory of a trained rnn-gamma or aru model.")
 @click.option("--rotate", metavar="DEGREES", default="45", show_default=True, help="Rotation of the digits (task.rotate).")
-@_options
+@_common
 def activation_cmd(checkpoint, rotate, steps, sets, out, quiet):
     """Retrain only the per-neuron activation parameters (rnn-gamma: n, s; aru: b_n, b_s) on rotated
     digits (App. B.3); everything else stays as trained."""
     from dynlab import config as cfgmod
-    from dynlab import experiment
+    from dynlab import experiment, store
     from dynlab.errors import ConfigError
     from dynlab.transfer import retrain_activation
 
@@ -95,7 +89,7 @@ def activation_cmd(checkpoint, rotate, steps, sets, out, quiet):
                           f"{trained.task.describe()!r}")
     config = cfgmod.apply_values(config, {"task.rotate": number_option("--rotate", rotate)})
     exp = retrain_activation(trained.model, config)
-    train_and_report(exp, new_run_dir(out, "transfer-activation"), quiet, what=" (activation parameters only)")
+    train_and_report(exp, store.claim_output(out, "transfer-activation"), quiet, what=" (activation parameters only)")
 
 
 @transfer.command("isolate")
@@ -110,7 +104,7 @@ def isolate_cmd(checkpoint, out):
     from dynlab.transfer import isolate
 
     exp = isolate(experiment.load_run(checkpoint))
-    run_dir = new_run_dir(out, "transfer-isolate")
+    run_dir = store.claim_output(out, "transfer-isolate")
     store.write_config(run_dir, exp.config)
     store.save_model(run_dir, exp.model)
     click.echo(f"isolated neurons of {checkpoint} -> {run_dir} (config.toml, model.eqx)")
