@@ -27,7 +27,14 @@ computed the same way.
   float32 trajectory settles to, refined in float64 (the eigenvalue moduli sorted descending);
 - `rnn-zero`: `--model rnn --drive 0`: a fresh tanh RNN rests at h = 0, where its orthogonal
   W_hh gives 16 exponents of exactly 0: the `largest` and `sum of positive exponents` lines
-  (issue item 8) against 0.
+  (issue item 8) against 0;
+- `adaptation`: `analyze adaptation` (drives 1, 5; t_hat 0) on the trained ARU under the adding task's
+  streams (`--task adding`: realisations re-draw the stream, (n_inf, s_inf), the frozen maps and
+  initial conditions): the adapted and fixed arms' lambda_1 intervals (issue item 10). One call with
+  5 x reps realisations; repetition j's interval is what `lambda_vars` (the function the analysis
+  builds its intervals with) makes of realisations 5j..5j+4, i.e. what a call with 5 realisations
+  prints. Truth: the mean over `--truth-realisations` realisations of float64 runs of 10 x the
+  steps (conditional on not escaping, as the printed mean is); its SE is printed.
 
 The table: quantity, nominal level, measured coverage with its 95% Clopper-Pearson interval,
 median half-width, bias (mean estimate - truth), RMS error and the median of |error| / half-width
@@ -55,7 +62,7 @@ from dynlab.analyses.lyapunov import lyapunov_replicates
 from dynlab.analyses.lyapunov.model import lyapunov_analysis_seeds
 from dynlab.analyses.state_map import protocol_inputs, state_map
 
-CASES = ("fresh-adding", "trained-adding", "quickstart", "rnn-zero")
+CASES = ("fresh-adding", "trained-adding", "quickstart", "rnn-zero", "adaptation")
 
 
 def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
@@ -178,6 +185,38 @@ def rnn_zero_case(reps: int) -> list[dict]:
                 get("positive_sum_ci_high"), 0.0)]
 
 
+def adaptation_case(model, task, reps: int, truth_realisations: int) -> list[dict]:
+    from dynlab.analyses.aru.adaptation import adaptation_analysis
+    from dynlab.analyses.aru.frozen_map import Lambda1Runs, lambda_vars
+
+    options = dict(drives=(1.0, 5.0), t_hats=(0,), task=task)
+    t0 = time.time()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        truth = adaptation_analysis(model, realisations=truth_realisations, steps=10000, burn_in=1000, x64=True,
+                                    seed=10**6, **options)
+        print(f"[adaptation] truth from {truth_realisations} float64 realisations in {time.time() - t0:.0f} s")
+        t0 = time.time()
+        ds = adaptation_analysis(model, realisations=5 * reps, seed=0, **options)
+    print(f"[adaptation] {5 * reps} realisations in {time.time() - t0:.0f} s")
+    rows = []
+    for arm in ("adapted", "fixed"):
+        name = f"lambda1_{arm}"
+        runs = Lambda1Runs(*(ds[f"{name}{suffix}"].values for suffix in ("", "_diverged", "_escape", "_within_run_se")),
+                           False)  # [drive, realisation, ic]
+        for i, xi in enumerate(ds.drive.values):
+            chunks = [lambda_vars(name, runs.take(np.s_[i : i + 1, 5 * j : 5 * j + 5]), ("drive",), 0.95, arm, "r")
+                      for j in range(reps)]
+            mean = truth[f"{name}_mean"].values[i]
+            se = (truth[f"{name}_ci_high"].values[i] - mean) / scipy.stats.t.ppf(0.975, truth_realisations - 1)
+            bounded = ds[f"{name}_bounded"].values[i] / ds[name].values[i].size
+            print(f"[adaptation] {arm}, xi = {xi:g}: truth {mean:+.6f} +- {se:.1e}; {bounded:.3f} of runs bounded")
+            rows.append(row(f"adaptation {arm}, xi = {xi:g}: lambda_1 vs float64", [c[f"{name}_mean"][1][0] for c in chunks],
+                            [c[f"{name}_ci_low"][1][0] for c in chunks], [c[f"{name}_ci_high"][1][0] for c in chunks],
+                            mean))
+    return rows
+
+
 def trained_model(exp, args):
     """``exp``'s model after ``args.train_steps`` of BPTT (`dynlab.train.train`), cached in ``args.cache``."""
     import equinox as eqx
@@ -208,6 +247,7 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--steps", type=int, default=2000, help="steps of the adding cases' analyses")
     parser.add_argument("--hidden", type=int, default=64, help="ARU size of the adding cases")
     parser.add_argument("--n-g", type=int, default=16, help="controller size of the adding cases' ARU")
+    parser.add_argument("--truth-realisations", type=int, default=100, help="realisations of adaptation's truth")
     parser.add_argument("--cache", default="/tmp/dynlab-coverage", help="folder of the trained models")
     args = parser.parse_args(argv)
     which = [w.strip() for w in args.which.split(",") if w.strip()]
@@ -221,10 +261,13 @@ def main(argv=None) -> list[dict]:
     if "fresh-adding" in which:
         exp = experiment.build(config)
         rows += adding_case("fresh ARU, adding", exp.model, exp.task, args.reps, args.truth_steps, **size)
-    if "trained-adding" in which:
+    if "trained-adding" in which or "adaptation" in which:
         exp = experiment.build({**config, "train": {"steps": args.train_steps}})
-        rows += adding_case("trained ARU, adding", trained_model(exp, args), exp.task, args.reps, args.truth_steps,
-                            **size)
+        trained = trained_model(exp, args)
+    if "trained-adding" in which:
+        rows += adding_case("trained ARU, adding", trained, exp.task, args.reps, args.truth_steps, **size)
+    if "adaptation" in which:
+        rows += adaptation_case(trained, exp.task, args.reps, args.truth_realisations)
     if "quickstart" in which:
         rows += quickstart_case(args.reps)
     if "rnn-zero" in which:
