@@ -42,6 +42,14 @@ median half-width, bias (mean estimate - truth), RMS error and the median of |er
 about 3x too wide). Runs anywhere JAX runs; on a GPU
 `--reps 200` of all cases takes a few minutes. Only jax, equinox, numpy, scipy and xarray
 (dynlab's own dependencies) are needed.
+
+Measured on 2 shared CPU cores (CPU time; `--k 4`, the other options at their defaults):
+`trained-adding` (64-neuron ARU, 1000 BPTT steps, eval MSE 0.0046 against chance 0.167; truth
+lambda_1 = -0.03423 +- 4.9e-4 from 8 float64 runs of 20,000 steps, `--truth-steps 20000`): lambda_1
+covers 0.965 [0.929, 0.986] of 200, all 4 exponents 0.959 [0.943, 0.971] of 800; median
+|error| / half-width 0.26 (calibrated: 0.34), bias +2.1e-4 against a median half-width of 5.6e-3;
+5 of the 200 analyses took the repeat over twice the steps. Issue item 11's "3-40x too wide"
+for this model (batch-means floors) no longer holds. About 2 s of CPU per analysis.
 """
 
 from __future__ import annotations
