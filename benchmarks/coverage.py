@@ -1,8 +1,8 @@
 """Do the Lyapunov intervals users see cover the truth as often as they say? (issue 38)
 
-    python benchmarks/coverage.py [--reps 200] [--which fresh-adding,trained-adding,quickstart,rnn-zero]
+    python benchmarks/coverage.py [--reps 200] [--which fresh-adding,trained-adding,quickstart,rnn-zero,adaptation]
                                   [--train-steps 1000] [--truth-steps 40000] [--k 16] [--steps 2000]
-                                  [--hidden 64] [--n-g 16] [--cache /tmp/dynlab-coverage]
+                                  [--hidden 64] [--n-g 16] [--truth-realisations 100] [--cache /tmp/dynlab-coverage]
 
 Every repetition runs the public path, `lyapunov_analysis` with its defaults (what
 `dynlab analyze lyapunov` runs: 16 exponents, 2000 steps, burn-in "auto", 5 realisations x 2
@@ -17,11 +17,6 @@ Cases:
 - `trained-adding`: the same after `--train-steps` of BPTT on the adding task (`dynlab.train.train`,
   the model cached under `--cache`, keyed by its size and steps, so a rerun skips the training);
   besides lambda_1, all k exponents pooled (issue item 11: too wide is wrong too);
-
-`--k`, `--steps`, `--hidden`, `--n-g` change the analysis's `k` and `steps` and the ARU's size for
-both adding cases (defaults: the CLI's), to fit a CPU: the default trained ARU with k = 16 costs
-about 80 s of CPU per analysis, with `--k 4` about 2 s (vmapped), and lambda_1's interval is
-computed the same way.
 - `quickstart`: `--model aru` under the constant drive 1 (the quick start), one fresh model per
   seed 0..ceil(reps/16)-1, all 16 exponents; truth ln|mu_i(J(h*))|, h* the fixed point the
   float32 trajectory settles to, refined in float64 (the eigenvalue moduli sorted descending);
@@ -35,6 +30,11 @@ computed the same way.
   builds its intervals with) makes of realisations 5j..5j+4, i.e. what a call with 5 realisations
   prints. Truth: the mean over `--truth-realisations` realisations of float64 runs of 10 x the
   steps (conditional on not escaping, as the printed mean is); its SE is printed.
+
+`--k`, `--steps`, `--hidden`, `--n-g` change the analysis's `k` and `steps` and the ARU's size for
+the adding cases (`--hidden`, `--n-g` also `adaptation`'s model; defaults: the CLI's), to fit a
+CPU: the default trained ARU with k = 16 costs about 80 s of CPU per analysis, with `--k 4` about
+2 s (vmapped), and lambda_1's interval is computed the same way.
 
 The table: quantity, nominal level, measured coverage with its 95% Clopper-Pearson interval,
 median half-width, bias (mean estimate - truth), RMS error and the median of |error| / half-width
