@@ -215,8 +215,8 @@ def adaptation_case(model, task, reps: int, truth_realisations: int) -> list[dic
     rows = []
     for arm in ("adapted", "fixed"):
         name = f"lambda1_{arm}"
-        runs = Lambda1Runs(*(ds[f"{name}{suffix}"].values for suffix in ("", "_diverged", "_escape", "_within_run_se")),
-                           False)  # [drive, realisation, ic]
+        suffixes = ("", "_diverged", "_escape", "_within_run_se")
+        runs = Lambda1Runs(*(ds[f"{name}{s}"].values for s in suffixes), False)  # [drive, realisation, ic]
         for i, xi in enumerate(ds.drive.values):
             chunks = [lambda_vars(name, runs.take(np.s_[i : i + 1, 5 * j : 5 * j + 5]), ("drive",), 0.95, arm, "r")
                       for j in range(reps)]
@@ -224,9 +224,8 @@ def adaptation_case(model, task, reps: int, truth_realisations: int) -> list[dic
             se = (truth[f"{name}_ci_high"].values[i] - mean) / scipy.stats.t.ppf(0.975, truth_realisations - 1)
             bounded = ds[f"{name}_bounded"].values[i] / ds[name].values[i].size
             print(f"[adaptation] {arm}, xi = {xi:g}: truth {mean:+.6f} +- {se:.1e}; {bounded:.3f} of runs bounded")
-            rows.append(row(f"adaptation {arm}, xi = {xi:g}: lambda_1 vs float64", [c[f"{name}_mean"][1][0] for c in chunks],
-                            [c[f"{name}_ci_low"][1][0] for c in chunks], [c[f"{name}_ci_high"][1][0] for c in chunks],
-                            mean))
+            low, high, estimate = ([c[f"{name}_{v}"][1][0] for c in chunks] for v in ("ci_low", "ci_high", "mean"))
+            rows.append(row(f"adaptation {arm}, xi = {xi:g}: lambda_1 vs float64", estimate, low, high, mean))
     return rows
 
 
@@ -269,7 +268,8 @@ def main(argv=None) -> list[dict]:
         parser.error(f"unknown case(s) {sorted(unknown)}; choose from {', '.join(CASES)}")
     print(f"JAX devices: {jax.devices()}")
     rows = []
-    config = {**experiment.default_config("aru", "adding"), "model": {"unit": "aru", "hidden": args.hidden, "n_g": args.n_g}}
+    config = {**experiment.default_config("aru", "adding"),
+              "model": {"unit": "aru", "hidden": args.hidden, "n_g": args.n_g}}
     size = dict(k=args.k, steps=args.steps)
     if "fresh-adding" in which:
         exp = experiment.build(config)
