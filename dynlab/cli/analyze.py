@@ -75,7 +75,10 @@ def option_value(name: str, annotation, text: str):
     ([`dynlab.registry.value_range`][]), a ``Literal`` word or ``None`` as itself, else the text."""
     from dynlab import registry
     from dynlab.config import Range, parse_number, parse_numbers
+    from dynlab.option_groups import group_of, parse_text
 
+    if group_of(annotation) is not None:  # checked as a value once folded with its older flat keys
+        return parse_text(text, name)
     bounds = (registry.value_range(annotation) or Range()).bounds()
     kinds = registry.value_kinds(annotation)
     if text in kinds["words"]:
@@ -129,6 +132,7 @@ def _plain(text: str) -> str:
 def generated_command(name: str) -> click.Command:
     """The ``dynlab analyze NAME`` command of a registered analysis ``fn(model, *, ...)``."""
     from dynlab import registry
+    from dynlab.option_groups import group_parameters, legacy_keys
 
     entry = registry.get("analysis", name)
     fn = entry.obj
@@ -137,6 +141,8 @@ def generated_command(name: str) -> click.Command:
     own = {n: p for n, p in keys.items()
            if p.default is not p.empty and registry.parsable(hints.get(n, p.annotation))}
     accepts = registry.config_keys(fn, exclude=("model",))
+    groups = group_parameters(fn)
+    legacy = legacy_keys(fn)
     task_default = accepts["task"].default if "task" in accepts else None
     doc = inspect.getdoc(fn) or entry.description
     helps = parameter_help(doc)
@@ -145,20 +151,31 @@ def generated_command(name: str) -> click.Command:
     def callback(unit, checkpoint, task_name, seed, sets, out, plot, quiet, **given):
         from dynlab.errors import NonFiniteResult
         from dynlab.experiment import DEFAULT_TASK
+        from dynlab.option_groups import fold_legacy
         from dynlab.scenarios.spec import analysis_options as resolve
 
-        values = {key: text if isinstance(text, bool) else option_value(names[key][0], hints.get(key, own[key].annotation), text)
+        values = {key: text if isinstance(text, bool) else option_value(names[key][0], annotations[key], text)
                   for key, text in given.items() if text is not None}
         seed_v = None if seed is None else seed_option(seed)
         if seed_v is not None and "seed" in accepts:
             values["seed"] = seed_v
+        if task_name is not None and "task" in legacy:
+            values["task"] = task_name  # --task NAME: the input protocol's task stream
+        values = fold_legacy(fn, values, f"analyze {name}")
         registry.check_config(f"analyze {name}", fn, values, exclude=("model",))
-        fresh_task = task_name or (task_default if isinstance(task_default, str) and task_default != "train" else None)
+        # the task whose inputs drive the analysis: --task, else the protocol's task stream, else its default
+        streamed = [key for key, value in values.items() if key in groups and isinstance(value, dict)
+                    and isinstance(value.get("task"), str)]
+        wanted = task_name or next((values[key]["task"] for key in streamed), None) or task_default
+        fresh_task = wanted if isinstance(wanted, str) and wanted != "train" else None
         exp, source = analysis_model(unit, checkpoint, fresh_task,
                                      list(sets) + ([] if checkpoint else [f"seed={seed_v or 0}"]))
         own_task = exp.config["task"].get("name", DEFAULT_TASK)
+        for key in streamed:  # the model's own task, with its config (a checkpoint's, --set task.*)
+            if values[key]["task"] == own_task:
+                values[key] = {**values[key], "task": "train"}
         if "task" in accepts and (task_name or task_default) == own_task:
-            values["task"] = "train"  # the model's own task, with its config (a checkpoint's, --set task.*)
+            values["task"] = "train"
         elif task_name is not None and "task" in accepts:
             values["task"] = task_name
         ds = run_analysis(name, exp, source, checkpoint, out, plot, quiet, **resolve({"name": name, **values}, exp.task))
@@ -171,11 +188,21 @@ def generated_command(name: str) -> click.Command:
                                   f"(the trajectory left the finite range); the dataset is kept in {ds.attrs['path']}")
 
     names = {key: [*_spellings(hints.get(key, p.annotation)), flag(key)] for key, p in own.items()}
+    annotations = {key: hints.get(key, p.annotation) for key, p in own.items()}
+    for key, (group_key, annotation) in legacy.items():
+        if key not in COMMON and key not in own:  # an older flat spelling of a group's key: --drive, --k
+            names[key], annotations[key] = [flag(key)], annotation
+            kind = registry.describe(annotation)
+            callback = click.option(flag(key), key, metavar="VALUE" if " " in kind else kind.upper(), default=None,
+                                    help=f"the same as {flag(group_key)} {key}=VALUE")(callback)
     for key, p in reversed(own.items()):
-        annotation = hints.get(key, p.annotation)
+        annotation = annotations[key]
         text = helps.get(key, "")
         kinds = registry.value_kinds(annotation)
-        if kinds["scalars"] == {bool}:
+        if key in groups:
+            callback = click.option(*names[key], key, metavar="KEY=VALUE,...", default=None,
+                                    help=f"{text} [default {p.default}]".strip())(callback)
+        elif kinds["scalars"] == {bool}:
             callback = click.option(f"{flag(key)}/--no-{flag(key)[2:]}", key, default=None,
                                     help=f"{text} (default: {p.default})".strip())(callback)
         else:
