@@ -19,6 +19,7 @@ imported until a command is looked up, so ``dynlab --help`` stays fast.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import re
 import typing
@@ -149,9 +150,10 @@ def generated_command(name: str) -> click.Command:
     quiet_summary = entry.summary is not None and "quiet" in inspect.signature(entry.summary).parameters
 
     def callback(unit, checkpoint, task_name, seed, sets, out, plot, quiet, **given):
+        from dynlab.analyses.protocol import TaskStream
         from dynlab.errors import NonFiniteResult
         from dynlab.experiment import DEFAULT_TASK
-        from dynlab.option_groups import fold_legacy
+        from dynlab.option_groups import fold_legacy, parse_group
         from dynlab.scenarios.spec import analysis_options as resolve
 
         values = {key: text if isinstance(text, bool) else option_value(names[key][0], annotations[key], text)
@@ -162,18 +164,19 @@ def generated_command(name: str) -> click.Command:
         if task_name is not None and "task" in legacy:
             values["task"] = task_name  # --task NAME: the input protocol's task stream
         values = fold_legacy(fn, values, f"analyze {name}")
+        values = {key: parse_group(flag(key), groups[key][0], value, groups[key][1]) if key in groups else value
+                  for key, value in values.items()}
         registry.check_config(f"analyze {name}", fn, values, exclude=("model",))
         # the task whose inputs drive the analysis: --task, else the protocol's task stream, else its default
-        streamed = [key for key, value in values.items() if key in groups and isinstance(value, dict)
-                    and isinstance(value.get("task"), str)]
-        wanted = task_name or next((values[key]["task"] for key in streamed), None) or task_default
+        streamed = [key for key, value in values.items() if isinstance(value, TaskStream) and isinstance(value.task, str)]
+        wanted = task_name or next((values[key].task for key in streamed), None) or task_default
         fresh_task = wanted if isinstance(wanted, str) and wanted != "train" else None
         exp, source = analysis_model(unit, checkpoint, fresh_task,
                                      list(sets) + ([] if checkpoint else [f"seed={seed_v or 0}"]))
         own_task = exp.config["task"].get("name", DEFAULT_TASK)
         for key in streamed:  # the model's own task, with its config (a checkpoint's, --set task.*)
-            if values[key]["task"] == own_task:
-                values[key] = {**values[key], "task": "train"}
+            if values[key].task == own_task:
+                values[key] = dataclasses.replace(values[key], task="train")
         if "task" in accepts and (task_name or task_default) == own_task:
             values["task"] = "train"
         elif task_name is not None and "task" in accepts:
