@@ -87,11 +87,12 @@ def parse_text(text: str, where: str) -> str | dict:
 
 def group_parameters(fn) -> dict[str, tuple[type[OptionGroup], Any]]:
     """The parameters of ``fn`` whose annotation is an option group: ``{name: (group, default)}``."""
-    from dynlab.registry import _type_hints, config_keys
-
-    hints = _type_hints(fn)
+    try:
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except Exception:  # unresolvable forward references: the raw annotations
+        hints = {}
     out = {}
-    for name, p in config_keys(fn).items():
+    for name, p in inspect.signature(fn).parameters.items():
         group = group_of(hints.get(name, p.annotation))
         if group is not None:
             out[name] = (group, p.default)
