@@ -5,9 +5,8 @@ controller states). Analyses work on the flat vector $h \in \mathbb{R}^N$ of all
 
 $$ h_{t+1} = F(h_t, u_t), \qquad u_t = (x_t, \xi_t) $$
 
-with $x_t$ the input and $\xi_t$ the drive added to every neuron's pre-activation. Three input
-protocols are provided: autonomous ($x = 0$, $\xi = 0$), a constant drive ($x = 0$, $\xi_t = \xi$),
-and the input sequence of a task (driven, non-autonomous dynamics; ``drive`` may be added).
+with $x_t$ the input and $\xi_t$ the drive added to every neuron's pre-activation. What drives it
+is an input protocol, a value of [`dynlab.analyses.protocol`][].
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, PRNGKeyArray
 
+from dynlab.analyses.protocol import from_keywords
 from dynlab.errors import ConfigError, require_positive
 
 
@@ -68,33 +68,15 @@ def state_map(model) -> StateMap:
 def protocol_inputs(
     model, steps: int, *, drive: float | None = None, task=None, key: PRNGKeyArray | None = None
 ) -> tuple[Array, Array]:
-    """Inputs ``(x[steps, D], xi[steps])`` for the chosen protocol.
-
-    * neither ``drive`` nor ``task``: autonomous, zero input and zero drive;
-    * ``drive``: zero input, the constant drive $\\xi$ on every neuron of every layer;
-    * ``task``: consecutive samples of the task's inputs (seeded by ``key``), concatenated in
-      time until ``steps`` are filled; ``drive`` adds on top.
-    """
-    require_positive("steps", steps)
-    xi = jnp.full((steps,), 0.0 if drive is None else float(drive))
-    if task is None:
-        return jnp.zeros((steps, model.input_size)), xi
-    if task.input_size != model.input_size:
-        raise ConfigError(
-            f"task inputs have {task.input_size} features but the model expects {model.input_size}"
-        )
-    n = -(-steps // task.length)
-    x = task.batch(jax.random.key(0) if key is None else key, n, split="test")[0]
-    return x.reshape(n * task.length, -1)[:steps], xi
+    """Inputs ``(x[steps, D], xi[steps])`` of the protocol the keywords name
+    ([`dynlab.analyses.protocol.from_keywords`][]: a ``task``'s stream seeded by ``key``, plus
+    ``drive``; else the constant ``drive``; else autonomous), for callers that take them apart."""
+    return from_keywords(drive, task).inputs(model, steps, key)
 
 
 def protocol_name(drive: float | None, task) -> str:
     """The protocol of [`protocol_inputs`][] in words, for a dataset's ``protocol`` attr."""
-    if task is not None:
-        return f"task {type(task).__name__}" + ("" if drive is None else f" + drive {drive:g}")
-    if drive is None or float(drive) == 0.0:  # a drive of 0 is the autonomous map (``--drive 0``)
-        return "autonomous (zero input)"
-    return f"constant drive xi={drive:g}"
+    return from_keywords(drive, task).name
 
 
 def run_in(smap: StateMap, inputs: tuple[Array, Array], h0: Array | None = None) -> Array:

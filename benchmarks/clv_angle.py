@@ -30,6 +30,8 @@ import numpy as np
 
 import dynlab
 from dynlab.analyses.clv import clv_analysis
+from dynlab.analyses.protocol import Drive
+from dynlab.analyses.qr_settings import QRSettings
 
 
 def main(argv=None) -> list[dict]:
@@ -45,9 +47,9 @@ def main(argv=None) -> list[dict]:
     model = eqx.tree_at(lambda m: m.cells[0].w_hh, model, model.cells[0].w_hh * args.gain)
     rows, t0 = [], time.time()
     for j in range(args.stretches):
-        ds = clv_analysis(model, k=args.k, steps=args.steps, window=min(args.steps, 1000),
-                          transient_forward=1000 + j * args.steps, transient_backward=500, snapshots=0,
-                          drive=args.drive)
+        ds = clv_analysis(model, qr=QRSettings(k=args.k, reortho_every=1), steps=args.steps,
+                          window=min(args.steps, 1000), transient_forward=1000 + j * args.steps,
+                          transient_backward=500, snapshots=0, input=Drive(args.drive))
         parts = np.degrees(ds.min_angle_parts.values)
         rows.append(dict(stretch=j, minimum=float(np.degrees(ds.min_angle_rest)), parts_median=float(np.median(parts)),
                          parts_low=float(parts.min()), parts_high=float(parts.max()),

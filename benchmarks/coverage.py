@@ -86,6 +86,8 @@ from dynlab import experiment
 from dynlab.analyses.lyapunov import lyapunov_replicates
 from dynlab.analyses.lyapunov.model import lyapunov_analysis_seeds
 from dynlab.analyses.state_map import protocol_inputs, state_map
+from dynlab.analyses.protocol import Drive, TaskStream
+from dynlab.analyses.qr_settings import QRSettings
 
 CASES = ("fresh-adding", "trained-adding", "quickstart", "rnn-zero", "adaptation")
 
@@ -142,7 +144,7 @@ def adding_case(name: str, model, task, reps: int, truth_steps: int, k: int = 16
     t0 = time.time()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        sets = lyapunov_analysis_seeds(model, list(range(reps)), task=task, k=k, steps=steps)
+        sets = lyapunov_analysis_seeds(model, list(range(reps)), input=TaskStream(task), qr=QRSettings(k=k), steps=steps)
     extended = sum(ds.attrs["burn_in_extended"] for ds in sets)
     print(f"[{name}] {reps} analyses in {time.time() - t0:.0f} s; {extended} repeated over twice the steps; "
           f"{sum('still drift' in str(w.message) for w in caught)} drift warnings; burn-in median "
@@ -167,7 +169,7 @@ def quickstart_case(reps: int) -> list[dict]:
     for m in range(n_models):
         exp = experiment.build({**experiment.default_config("aru", "adding"), "seed": m})
         model = exp.model
-        (ds,) = lyapunov_analysis_seeds(model, [m], drive=1.0)
+        (ds,) = lyapunov_analysis_seeds(model, [m], input=Drive(1.0))
         smap = state_map(model)
         with jax.enable_x64(True):
             u = (jnp.zeros((model.input_size,), jnp.float64), jnp.asarray(1.0, jnp.float64))
@@ -199,7 +201,7 @@ def rnn_zero_case(reps: int) -> list[dict]:
     t0 = time.time()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        sets = lyapunov_analysis_seeds(model, list(range(reps)), drive=0.0)
+        sets = lyapunov_analysis_seeds(model, list(range(reps)), input=Drive(0.0))
     print(f"[rnn-zero] {reps} analyses in {time.time() - t0:.0f} s")
     get = lambda v: np.array([float(ds[v]) for ds in sets])  # noqa: E731
     lam = np.array([ds["mean"].values for ds in sets])

@@ -37,6 +37,7 @@ import numpy as np
 from dynlab import experiment
 from dynlab.analyses.fixed_points import fixed_points_analysis
 from dynlab.train import train_seeds
+from dynlab.analyses.protocol import TaskStream
 
 
 def config(seed, hidden, steps):
@@ -84,7 +85,7 @@ def torch_seconds(seeds, hidden, steps, task, threads=None):
 
 
 def truth(model, task):
-    ds = fixed_points_analysis(model, steps=1000, burn_in=100, ics=128, task=task, at="zero")
+    ds = fixed_points_analysis(model, steps=1000, burn_in=100, ics=128, input=TaskStream(task), at="zero")
     classes = ds.stability.values
     stable = ds.points.values[(classes == "stable") & ~ds.beyond_visited.values]
     readouts = np.array([np.asarray(model.readout(jnp.asarray(p, jnp.float32))) for p in stable])

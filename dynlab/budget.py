@@ -217,8 +217,11 @@ def check_analysis(name: str, model: Any, options: dict) -> None:
     """Refuse an analysis whose arrays would not fit (see the module): its trajectory,
     ``max(burn_in + steps, 1)`` steps of [`step_bytes`][] for each of ``realisations`` runs and
     ``samples`` samples; ``k`` tangent vectors and one Jacobian of the state; ``n_boot``
-    resampled statistics of one state's size."""
-    given = {k: v for k, v in options.items() if isinstance(v, int) and not isinstance(v, bool)}
+    resampled statistics of one state's size (``k`` also inside an option group, ``qr.k``)."""
+    from dynlab.option_groups import OptionGroup
+
+    inner = {k: v for value in options.values() if isinstance(value, OptionGroup) for k, v in vars(value).items()}
+    given = {k: v for k, v in {**inner, **options}.items() if isinstance(v, int) and not isinstance(v, bool)}
     steps = max(given.get("steps", 0) + given.get("burn_in", 0), 1)
     runs = max(given.get("realisations", 1), 1) * max(given.get("samples", 1), 1)
     state = tree_bytes(model.init_state())

@@ -27,6 +27,7 @@ from typing import Any, Callable, Literal
 
 from dynlab.config import MAY_BE_INFINITE, Range, check_numbers, parse_number
 from dynlab.errors import ConfigError, UnknownNameError
+from dynlab.option_groups import group_of, parse_group
 
 KINDS = ("unit", "model", "rule", "task", "analysis", "loss", "scenario", "program", "format")
 BUILTIN_MODULES = ("dynlab.losses", "dynlab.models", "dynlab.ffmodels", "dynlab.rnn_param", "dynlab.rnn_residual", "dynlab.units",
@@ -279,7 +280,8 @@ def check_config(where: str, obj: Any, config: dict[str, Any], *, extra: dict | 
     Raises [`ConfigError`][] naming the bad key and listing valid keys, or naming the bad value
     and its expected type. Every number must be finite ([`dynlab.config.check_numbers`][]),
     except in keys annotated [`dynlab.config.FloatOrInf`][] and in tables passed on to other
-    constructors, which check their own keys (NaN is refused everywhere).
+    constructors, which check their own keys (NaN is refused everywhere). A key annotated with an
+    option group ([`dynlab.option_groups`][]) is checked by the group's own parser.
     """
     params = dict(config_keys(obj, exclude=exclude))
     params.update(extra or {})
@@ -291,6 +293,9 @@ def check_config(where: str, obj: Any, config: dict[str, Any], *, extra: dict | 
             raise ConfigError(f"unknown config key {where}.{k}; valid keys: {', '.join(sorted(params))}")
         hints = _type_hints(obj)
         annotation = hints.get(k, params[k].annotation)
+        if group_of(annotation) is not None:  # a value of options that belong together: its own one check
+            parse_group(f"{where}.{k}", annotation, v, params[k].default)
+            continue
         check_numbers(f"{where}.{k}", v, allow_inf=_unwrap(annotation)[1] or _is_table(annotation))
         if not _matches(v, annotation):
             raise ConfigError(f"{where}.{k} must be {describe(annotation)}, got {v!r}")
@@ -392,6 +397,8 @@ def value_kinds(annotation: Any) -> dict:
 def parsable(annotation: Any) -> bool:
     """Can an option of this annotation be given as text ([`dynlab.cli.analyze`][]) and as a TOML
     value? Booleans, numbers, strings, ``Literal``s, ``None``, and sequences of numbers."""
+    if group_of(annotation) is not None:
+        return True  # its text is a TOML word or key=value pairs ([`dynlab.option_groups.parse_text`][])
     kinds = value_kinds(annotation)
     return kinds["scalars"] <= set(PARSED) and kinds["list"] in (None, int, float)
 

@@ -96,6 +96,7 @@ from typing import Any
 from dynlab import config as cfgmod
 from dynlab import experiment, registry
 from dynlab.errors import ConfigError
+from dynlab.option_groups import fold_legacy, group_parameters, parse_groups
 from dynlab.scenarios.declared_claims import check_claims, parse_claims
 
 TOP_KEYS = {"name", "description", "seed", "model", "task", "rule", "train", "analyses", "sweep", "claims"}
@@ -612,7 +613,7 @@ def _check_analysis(entry: dict) -> dict:
     fn = registry.get("analysis", entry["name"]).obj
     _check_input(entry)
     _check_stages(entry)
-    options = {k: v for k, v in entry.items() if k not in ENTRY_KEYS}
+    options = fold_legacy(fn, {k: v for k, v in entry.items() if k not in ENTRY_KEYS}, f"analyses.{entry['name']}")
     if isinstance(options.get("task"), str):
         if options["task"] != "train":
             registry.get("task", options["task"])
@@ -621,7 +622,7 @@ def _check_analysis(entry: dict) -> dict:
     if options.get("seed") == CELL_SEED and (takes_runs(entry) or "seed" not in registry.config_keys(fn, exclude=exclude)):
         raise ConfigError(f"analyses.{entry['name']}.seed = \"cell\": this analysis takes no seed of one cell")
     registry.check_config(f"analyses.{entry['name']}", fn, _cell_seed(options), exclude=exclude)
-    return dict(entry)
+    return {**{k: entry[k] for k in ENTRY_KEYS if k in entry}, **options}
 
 
 def analysis_options(entry: dict, own_task=None, own_seed: int | None = None) -> dict:
@@ -629,15 +630,26 @@ def analysis_options(entry: dict, own_task=None, own_seed: int | None = None) ->
     ``own_task`` (a cell's own task; ``None`` for an analysis of several runs: the runs' common
     task), another task name that task, built; ``seed = "cell"`` ([`CELL_SEED`][]) becomes ``own_seed``.
     Without ``task`` in the entry, the analysis's own default (its signature's) is resolved the same way.
+    Option groups become their values ([`dynlab.option_groups`][]; older flat keys folded in), and
+    an input protocol's task stream gets its task the same way
+    ([`dynlab.analyses.protocol.TaskStream.resolved`][]).
 
     **Enforces** "an analysis with no options runs the same configuration from the command line
     and from a scenario": ``dynlab analyze NAME`` passes its options through this function too
     ([`dynlab.cli.analyze`][]).
     """
-    options = {k: v for k, v in entry.items() if k not in ENTRY_KEYS}
+    from dynlab.analyses.protocol import TaskStream
+
+    fn = registry.get("analysis", entry["name"]).obj
+    where = f"analyses.{entry['name']}"
+    options = parse_groups(fn, fold_legacy(fn, {k: v for k, v in entry.items() if k not in ENTRY_KEYS}, where), where)
+    for key, (_, default) in group_parameters(fn).items():
+        value = options.get(key, default)
+        if isinstance(value, TaskStream) and isinstance(value.task, str):
+            options[key] = value.resolved(own_task)
     if options.get("seed") == CELL_SEED:
         options["seed"] = own_seed
-    default = registry.defaults(registry.get("analysis", entry["name"]).obj).get("task")
+    default = registry.defaults(fn).get("task")
     if "task" not in options and isinstance(default, str):
         options["task"] = default
     task = options.get("task")
@@ -716,8 +728,9 @@ def check_cells(scenario: Scenario) -> None:
         fn = registry.get("analysis", entry["name"]).obj
         hook = getattr(fn, "check", None)
         if hook is not None:
+            where = f"analyses.{entry['name']}"
             options = {**registry.defaults(fn, exclude=("model", "rules", "key", "self")),
-                       **_cell_seed({k: v for k, v in entry.items() if k not in ENTRY_KEYS})}
+                       **parse_groups(fn, _cell_seed({k: v for k, v in entry.items() if k not in ENTRY_KEYS}), where)}
             options.pop("task", None)
             hooks.append((entry["name"], hook, options))
     checked, built = set(), set()

@@ -26,11 +26,14 @@ class Recorded(Exception):
 
 
 def _comparable(value):
-    """Arguments as values to compare: a task by its type and description, sequences as tuples."""
+    """Arguments as values to compare: a task by its type and description, sequences as tuples,
+    an option group's value by its type and fields."""
     if hasattr(value, "batch") and hasattr(value, "describe"):
         return ("task", type(value).__name__, value.describe())
     if isinstance(value, (list, tuple)):
         return tuple(_comparable(v) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):  # an option group's value (a task inside)
+        return (type(value).__name__, *(_comparable(getattr(value, f.name)) for f in dataclasses.fields(value)))
     return value
 
 
@@ -174,19 +177,21 @@ def test_an_analysis_whose_options_cannot_be_given_fails_when_registered():
     assert "test-needs-a-callable" not in registry._REGISTRY["analysis"]
 
 
-@pytest.mark.parametrize("where, args, message", [
-    ("command", ["analyze", "lyapunov", "--k", "0"], "--k must be an integer >= 1, got '0'"),
-    ("scenario", None, "analyses.lyapunov.k must be an integer >= 1, got '0'"),
+@pytest.mark.parametrize("where, spelling", [
+    ("command", ["--k", "0"]), ("command", ["--qr", "k=0"]),
+    ("scenario", {"k": 0}), ("scenario", {"qr": {"k": 0}}),
 ])
-def test_a_bound_is_declared_once_and_checked_for_text_and_toml_alike(where, args, message, tmp_path):
-    """``k: Count`` in the signature: the command's text and a scenario's TOML value get the same
-    check, one line and exit 2 before any work."""
+def test_a_bound_is_declared_once_and_checked_for_text_and_toml_alike(where, spelling, tmp_path):
+    """``k >= 1`` is checked by the QR settings' constructor alone (analyses/qr_settings.py): the
+    command's text and a scenario's TOML value, in the old flat spelling and as the value, get the
+    same check, one line and exit 2 before any work."""
     from dynlab.errors import ConfigError
     from dynlab.scenarios.spec import parse
 
+    message = "qr: k must be an integer >= 1, got 0"
     if where == "command":
-        result = invoke(args, tmp_path)
-        assert result.exit_code == 2 and result.stderr.strip() == f"error: {message}"
+        result = invoke(["analyze", "lyapunov", *spelling], tmp_path)
+        assert result.exit_code == 2 and result.stderr.strip() == f"error: --{message}"
         return
-    with pytest.raises(ConfigError, match=message):
-        parse({**_scenario("lyapunov", "adding"), "analyses": [{"name": "lyapunov", "k": 0}]})
+    with pytest.raises(ConfigError, match=f"analyses.lyapunov.{message}$"):
+        parse({**_scenario("lyapunov", "adding"), "analyses": [{"name": "lyapunov", **spelling}]})

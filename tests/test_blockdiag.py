@@ -10,6 +10,8 @@ import pytest
 import dynlab
 from dynlab.errors import ConfigError
 from dynlab.units.continuum import LayerStack
+from dynlab.analyses.protocol import Drive
+from dynlab.analyses.qr_settings import QRSettings
 
 NETS = ["rnn-generic", "rnn-blockdiag", "rnn-diag-uniform", "rnn-diag-geometric", "sith-rnn", "sithcon"]
 SMALL = {"rnn-generic": dict(hidden=12), "sithcon": dict(tau_max=20.0)}
@@ -165,6 +167,6 @@ def test_units_work_in_lyapunov_state_map():
     from dynlab.analyses.lyapunov import lyapunov_analysis
 
     model = dynlab.build("model", unit="sith-rnn", input_size=9, output_size=9, key=jax.random.key(0), n_taus=5, n_layers=1)
-    ds = lyapunov_analysis(model, k=3, steps=600, burn_in=300, ics=2, drive=0.0)
+    ds = lyapunov_analysis(model, qr=QRSettings(k=3), steps=600, burn_in=300, ics=2, input=Drive(0.0))
     # one layer of leaky integrators: the exponents are log e^{-1/tau}, the slowest (tau = 81) nine-fold
     np.testing.assert_allclose(ds["mean"].values, np.full(3, -1 / 81), rtol=0.03)

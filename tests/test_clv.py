@@ -16,6 +16,8 @@ import dynlab
 from cli_runner import invoke
 from dynlab.analyses.clv import clv_analysis, clv_core, clv_summary
 from dynlab.errors import ConfigError
+from dynlab.analyses.protocol import Drive
+from dynlab.analyses.qr_settings import QRSettings
 
 # Sprott, "Chaos and Time-Series Analysis" (2003), Henon map a = 1.4, b = 0.3.
 HENON_LAMBDA = (0.41922, -1.62319)
@@ -135,7 +137,8 @@ def test_readout_angles_match_scipy_subspace_angles():
     """For an RNN the read-out reads the state h, so the angle between CLV i and the read-out
     subspace is the principal angle between v_i and the row space of W_out (scipy)."""
     model = dynlab.build("model", unit="rnn", input_size=2, output_size=2, key=jax.random.key(1), hidden=8)
-    ds = clv_analysis(model, k=3, steps=60, window=30, transient_forward=50, transient_backward=50, drive=0.5,
+    ds = clv_analysis(model, qr=QRSettings(k=3, reortho_every=1), steps=60, window=30, transient_forward=50,
+                      transient_backward=50, input=Drive(0.5),
                       snapshots=4, x64=True)
     w_out = np.asarray(model.readout.weight, np.float64)
     for s, t in enumerate(ds.snapshot_time.values):
@@ -148,10 +151,11 @@ def test_readout_angles_match_scipy_subspace_angles():
 def test_bad_options_are_one_line_config_errors():
     model = dynlab.build("model", unit="rnn", input_size=2, output_size=1, key=jax.random.key(0), hidden=4)
     for options, match in [
-        (dict(k=5), "exceed the state dimension N = 4"),
-        (dict(k=2, steps=50, transient_backward=20, window=80), "longer than the run"),
-        (dict(k=2, steps=0), "steps must be"),
-        (dict(k=2, steps=50, window=10, transient_backward=-1), "transient_backward"),
+        (dict(qr=QRSettings(k=5, reortho_every=1)), "exceeds the state dimension N = 4"),
+        (dict(qr=QRSettings(k=2)), "reortho_every must be 1"),
+        (dict(qr=QRSettings(k=2, reortho_every=1), steps=50, transient_backward=20, window=80), "longer than the run"),
+        (dict(qr=QRSettings(k=2, reortho_every=1), steps=0), "steps must be"),
+        (dict(qr=QRSettings(k=2, reortho_every=1), steps=50, window=10, transient_backward=-1), "transient_backward"),
     ]:
         with pytest.raises(ConfigError, match=match) as error:
             clv_analysis(model, **options)

@@ -21,6 +21,8 @@ from cli_runner import invoke
 from dynlab.analyses.fixed_points import (fixed_points, fixed_points_analysis, fixed_points_summary, minimise_speed,
                                           stability)
 from dynlab.errors import ConfigError
+from dynlab.analyses.protocol import Drive
+from dynlab.analyses.qr_settings import QRSettings
 
 
 def _affine(a, b, h, x):
@@ -143,12 +145,12 @@ def test_fixed_point_eigenvalues_are_the_lyapunov_exponents():
     from dynlab.analyses.lyapunov import lyapunov_analysis
 
     model = _symmetric_rnn()
-    fp = fixed_points_analysis(model, drive=0.4, steps=300, burn_in=100, ics=8)
+    fp = fixed_points_analysis(model, input=Drive(0.4), steps=300, burn_in=100, ics=8)
     stable = np.flatnonzero(fp.stability.values.astype(str) == "stable")
     assert stable.size == 1, fixed_points_summary(fp)
     log_mu = np.log(fp.eig_abs.values[stable[0]])
-    ly = lyapunov_analysis(model, k=6, steps=2500, burn_in=500, drive=0.4, realisations=2, ics=1,
-                           reortho_every=1, x64=True)
+    ly = lyapunov_analysis(model, qr=QRSettings(k=6, reortho_every=1), steps=2500, burn_in=500, input=Drive(0.4),
+                           realisations=2, ics=1, x64=True)
     np.testing.assert_allclose(np.sort(ly["mean"].values), np.sort(log_mu), atol=1e-4)
 
 

@@ -16,6 +16,7 @@ import pytest
 from dynlab import experiment
 from dynlab.analyses.fixed_points import fixed_points_analysis
 from dynlab.train import train
+from dynlab.analyses.protocol import TaskStream
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +33,7 @@ def test_flipflop_network_has_a_stable_point_at_every_corner(trained):
     accuracy = float(result.metrics["eval_sign_accuracy"].values[-1])
     assert accuracy > 0.99
     model = result.model
-    ds = fixed_points_analysis(model, steps=400, burn_in=50, ics=64, task=exp.task, at="zero")
+    ds = fixed_points_analysis(model, steps=400, burn_in=50, ics=64, input=TaskStream(exp.task), at="zero")
     stable = ds.points.values[ds.stability.values == "stable"]
     readouts = np.array([np.asarray(model.readout(jnp.asarray(p, jnp.float32))) for p in stable])
     corners = {tuple(np.sign(r).astype(int)) for r in readouts if np.all(np.abs(np.abs(r) - 1) < 0.2)}

@@ -8,6 +8,8 @@ import pytest
 import dynlab
 from dynlab.errors import ConfigError
 from dynlab.sizing import hidden_for_budget, model_params
+from dynlab.analyses.protocol import Drive
+from dynlab.analyses.qr_settings import QRSettings
 
 
 def sig(z):
@@ -61,5 +63,5 @@ def test_gated_units_train_and_analyse():
     from dynlab.analyses.lyapunov import lyapunov_analysis
 
     model = dynlab.build("model", unit="lstm", input_size=2, output_size=1, key=jax.random.key(0), hidden=6)
-    ds = lyapunov_analysis(model, k=12, steps=300, burn_in=100, ics=2, drive=0.0)
+    ds = lyapunov_analysis(model, qr=QRSettings(k=12), steps=300, burn_in=100, ics=2, input=Drive(0.0))
     assert ds.attrs["state_dim"] == 12 and np.all(np.isfinite(ds["mean"].values))

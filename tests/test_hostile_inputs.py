@@ -37,8 +37,8 @@ TINY_LYAPUNOV = ["--model", "rnn", "--set", "model.hidden=4", "--k", "2", "--ste
         # 10, 12: analysis options
         (["analyze", "lyapunov", "--drive", "nan"], ["--drive is nan"]),
         (["analyze", "lyapunov", "--drive", "-inf"], ["--drive is -inf"]),
-        (["analyze", "lyapunov", "--reortho-every", "0"], ["--reortho-every must be an integer >= 1, got '0'"]),
-        (["analyze", "lyapunov", "--k", "0"], ["--k must be an integer >= 1"]),
+        (["analyze", "lyapunov", "--reortho-every", "0"], ["--qr: reortho_every must be an integer >= 1 or 'auto', got 0"]),
+        (["analyze", "lyapunov", "--k", "0"], ["--qr: k must be an integer >= 1"]),
         (["analyze", "lyapunov", "--k", "1.5"], ["--k must be an integer, got '1.5'"]),
         (["analyze", "lyapunov", "--burn-in", "-3"], ["--burn-in must be an integer >= 0"]),
         (["analyze", "perturb", "--strength", "0,nan"], ["--strength is nan"]),

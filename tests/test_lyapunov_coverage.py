@@ -21,6 +21,8 @@ from dynlab.analyses.lyapunov.model import lyapunov_analysis_seeds
 from dynlab.analyses.lyapunov.replicates import replicate_groups
 from dynlab.cli import main
 from dynlab.statistics import t_interval
+from dynlab.analyses.protocol import TaskStream
+from dynlab.analyses.qr_settings import QRSettings
 
 GROUPS, R = 200, 5
 
@@ -117,7 +119,7 @@ def test_the_analysis_and_the_cli_print_one_interval_per_quantity(tmp_path, monk
 
     exp = experiment.build(apply_sets(experiment.default_config("aru", "adding"), ["model.hidden=4", "model.n_g=2",
                                                                                   "seed=1"]))
-    (again, other) = lyapunov_analysis_seeds(exp.model, [1, 2], k=3, steps=200, task=exp.task)
+    (again, other) = lyapunov_analysis_seeds(exp.model, [1, 2], qr=QRSettings(k=3), steps=200, input=TaskStream(exp.task))
     for v in ("mean", "ci_low", "ci_high"):
         np.testing.assert_allclose(again[v].values, ds[v].values, rtol=1e-5)
     assert not np.allclose(other["mean"].values, ds["mean"].values, rtol=1e-7)

@@ -14,6 +14,8 @@ from dynlab.analyses.lyapunov import interpret_spectrum
 from dynlab.cli import main
 from dynlab.analyses.lyapunov import DEFAULT_DRIVE as FRESH_DRIVE
 from dynlab.errors import ConfigError
+from dynlab.analyses.protocol import Drive, TaskStream
+from dynlab.analyses.qr_settings import QRSettings
 
 
 def fresh(unit, **kw):
@@ -24,7 +26,8 @@ def test_fixed_point_exponents_are_log_eigenvalue_moduli():
     """At a stable fixed point every trajectory ends up at h*, and lambda_i = ln|eig_i(J(h*))|."""
     model = fresh("aru", hidden=6, n_g=3)
     smap = state_map(model)
-    ds = lyapunov_analysis(model, k=smap.dim, steps=3000, burn_in=1000, ics=3, x64=True, drive=0.0)
+    ds = lyapunov_analysis(model, qr=QRSettings(k=smap.dim), steps=3000, burn_in=1000, ics=3, x64=True,
+                           input=Drive(0.0))
     with jax.enable_x64(True):
         inputs = protocol_inputs(model, 4000)
         h_star = run_in(smap, inputs)[-1]
@@ -44,8 +47,8 @@ def test_driven_sum_equals_mean_log_det():
     model = fresh("rnn", hidden=10, activation="tanh")
     task = dynlab.build("task", "adding", length=25)
     smap = state_map(model)
-    ds = lyapunov_analysis(model, k=10, steps=400, burn_in=0, task=task, realisations=2, ics=1, ic_kind="random",
-                           ic_scale=0.5, seed=2, x64=True, reortho_every=1)
+    ds = lyapunov_analysis(model, qr=QRSettings(k=10, reortho_every=1), steps=400, burn_in=0, input=TaskStream(task),
+                           realisations=2, ics=1, ic_kind="random", ic_scale=0.5, seed=2, x64=True)
     # rebuild the same inputs and initial condition, then log|det J_t| with numpy
     key = jax.random.key(2)
     k_in, k_ic, _ = jax.random.split(key, 3)
@@ -64,9 +67,9 @@ def test_driven_sum_equals_mean_log_det():
 def test_bad_options_raise_config_errors():
     model = fresh("rnn", hidden=4)
     with pytest.raises(ConfigError, match="exceeds the state dimension N = 4"):
-        lyapunov_analysis(model, k=5)
+        lyapunov_analysis(model, qr=QRSettings(k=5))
     with pytest.raises(ConfigError, match="steps must be a positive integer"):
-        lyapunov_analysis(model, k=2, steps=0)
+        lyapunov_analysis(model, qr=QRSettings(k=2), steps=0)
 
 
 def test_diverging_network_is_flagged_not_crashing():
@@ -76,7 +79,8 @@ def test_diverging_network_is_flagged_not_crashing():
 
     model = eqx.tree_at(lambda m: m.cells[0].w_hh, model, 1e3 * jnp.eye(4))
     with pytest.warns(RuntimeWarning, match="diverged"):
-        ds = lyapunov_analysis(model, k=2, steps=400, burn_in=10, ics=2, ic_kind="random", drive=1.0)
+        ds = lyapunov_analysis(model, qr=QRSettings(k=2), steps=400, burn_in=10, ics=2, ic_kind="random",
+                               input=Drive(1.0))
     assert bool(ds.diverged.all()) and np.all(np.isnan(ds.exponents.values))
 
 

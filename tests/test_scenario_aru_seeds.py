@@ -34,7 +34,7 @@ def test_the_files_sweep_runs_and_each_cells_spectrum_is_ordered_and_merged_as_w
     analysis.update(steps=85, burn_in=35, ics=2)  # the shortest spectrum whose burn-in the estimator accepts
     ds = run_sweep(parse(doc, str(FILE)), tmp_path / "out")
     assert (ds.status == "ok").all() and dict(ds.status.sizes) == {"model.hidden": 1, "seed": 2}
-    k = analysis["k"]
+    k = analysis["qr"]["k"]
     mean = ds.lyapunov_mean
     assert mean.sizes["lyapunov_exponent"] == k
     assert (mean.diff("lyapunov_exponent") <= 0).all()

@@ -10,6 +10,8 @@ import dynlab
 from dynlab.analyses.lyapunov import lyapunov_analysis
 from dynlab.analyses.spectra import spectra_analysis
 from dynlab.cli import main
+from dynlab.analyses.protocol import Drive
+from dynlab.analyses.qr_settings import QRSettings
 
 
 def test_jacobian_radius_at_fixed_point_equals_exp_of_largest_lyapunov_exponent():
@@ -17,7 +19,7 @@ def test_jacobian_radius_at_fixed_point_equals_exp_of_largest_lyapunov_exponent(
     model = dynlab.build("model", unit="aru", input_size=2, output_size=1, key=jax.random.key(1), hidden=8, n_g=4)
     with pytest.warns(RuntimeWarning, match="no activity covariance spectrum"):
         sp = spectra_analysis(model, steps=200, burn_in=2000, every=50)
-    ly = lyapunov_analysis(model, k=2, steps=2500, burn_in=500, ics=2, drive=0.0)
+    ly = lyapunov_analysis(model, qr=QRSettings(k=2), steps=2500, burn_in=500, ics=2, input=Drive(0.0))
     rho = sp.jacobian_spectral_radius.values
     np.testing.assert_allclose(rho, rho[0], rtol=1e-5)  # the same Jacobian at every sample
     np.testing.assert_allclose(np.log(rho[0]), float(ly["mean"][0]), atol=2e-3)

@@ -52,7 +52,9 @@ def test_each_stage_is_the_analysis_of_the_model_at_that_point(study):
     lam = ds["lyapunov_largest_mean"]
     assert list(ds["stage"].values) == ["init", "trained"] and lam.dims == ("seed", "stage")
     fn = registry.get("analysis", "lyapunov").obj
-    options = dict(k=2, steps=120, burn_in=60, realisations=2)
+    from dynlab.analyses.qr_settings import QRSettings
+
+    options = dict(qr=QRSettings(k=2), steps=120, burn_in=60, realisations=2)
     scenario = spec.load(str(root / "study.toml"))
     for cell in scenario.cells:
         seed = cell.coords["seed"]

@@ -1,7 +1,8 @@
 r"""Covariant Lyapunov vectors of a dynlab model's full state map, registered as the analysis ``clv``.
 
-The map is the one every dynamical analysis sees ([`dynlab.analyses.state_map`][]), under the
-protocol of the ``lyapunov`` analysis (autonomous, a constant drive $\xi$, or a task's inputs).
+The map is the one every dynamical analysis sees ([`dynlab.analyses.state_map`][]), under an
+input protocol ([`dynlab.analyses.protocol`][]: autonomous, a constant drive $\xi$, a task's
+inputs, or input noise).
 The read-out subspace is the row space of the read-out matrix $W_{\text{out}}$, placed on the
 state components that the read-out reads (the last layer's output, when that output is one of
 its state components, as for RNN, GRU, LSTM, ARU and ELM layers).
@@ -17,13 +18,15 @@ from jax.flatten_util import ravel_pytree
 
 from dynlab.analyses.clv.core import clv_core
 from dynlab.analyses.clv.figure import clv_figure, clv_summary
+from dynlab.analyses.protocol import Autonomous, Protocol
+from dynlab.analyses.qr_settings import QRSettings
 from dynlab.config import Count
 from dynlab.errors import ConfigError
 from dynlab.provenance import stamp
 from dynlab.registry import register
 from dynlab.statistics import batch_means
 
-__all__ = ["ANGLE_PARTS", "check_clv", "clv_analysis", "readout_matrix"]
+__all__ = ["ANGLE_PARTS", "CLV_QR", "check_clv", "clv_analysis", "readout_matrix"]
 
 
 def readout_matrix(model, smap) -> tuple[np.ndarray | None, str]:
@@ -60,13 +63,23 @@ def readout_matrix(model, smap) -> tuple[np.ndarray | None, str]:
                   "so the read-out has no subspace in the state")
 
 
-def check_clv(model, *, k: int, steps: int, window: int, transient_forward: int, transient_backward: int,
-              snapshots: int = 20, **_) -> None:
+CLV_QR = QRSettings(k=8, reortho_every=1)
+"""The QR settings of [`clv_analysis`][]: 8 vectors, re-orthonormalised at every step (Ginelli's
+backward pass needs every step's $R_t$, so no other interval is taken)."""
+
+
+def check_clv(model, *, qr: QRSettings = CLV_QR, steps: int, window: int, transient_forward: int,
+              transient_backward: int, snapshots: int = 20, **_) -> None:
     """The options of [`clv_analysis`][] that ``model`` can take; one ConfigError line otherwise."""
     from dynlab.analyses.clv.core import _check
     from dynlab.analyses.state_map import state_map
 
-    _check(k, state_map(model).dim, steps, window, transient_forward, transient_backward, snapshots)
+    if qr.reortho_every != 1:
+        raise ConfigError(f"clv re-orthonormalises at every step (Ginelli's backward pass needs every R_t): "
+                          f"reortho_every must be 1, got {qr.reortho_every!r}")
+    dim = state_map(model).dim
+    qr.check_dim(dim)
+    _check(qr.k, dim, steps, window, transient_forward, transient_backward, snapshots)
 
 
 @register(
@@ -79,21 +92,21 @@ def check_clv(model, *, k: int, steps: int, window: int, transient_forward: int,
 def clv_analysis(
     model,
     *,
-    k: int = 8,
+    qr: QRSettings = CLV_QR,
     steps: Count = 2000,
     window: int = 500,
     transient_forward: int = 1000,
     transient_backward: int = 1000,
-    drive: float | None = None,
-    task=None,
+    input: Protocol = Autonomous(),
     snapshots: int = 20,
     seed: int = 0,
     x64: bool = False,
 ) -> xr.Dataset:
     r"""The $k$ leading covariant Lyapunov vectors of a model's full state map over `steps` steps.
 
-    The state map runs from the model's initial state under the protocol's inputs (autonomous,
-    constant `drive` $\xi$, or `task` inputs seeded by `seed`) for `transient_forward` +
+    $k$ is `qr.k` ([`CLV_QR`][]). The state map runs from the model's initial state under the
+    `input` protocol's inputs (autonomous by default, a constant drive $\xi$, a task's inputs or
+    noise, streams seeded by `seed`; [`dynlab.analyses.protocol`][]) for `transient_forward` +
     `steps` + `transient_backward` steps; Ginelli's method
     (`dynlab.analyses.clv.clv_core`) gives the CLVs over the `steps` in the middle, holding at
     most `window` frames at a time. The initial frame is Gaussian, drawn from `seed`.
@@ -123,14 +136,15 @@ def clv_analysis(
 
     Angles are in radians, growth rates per step (natural log).
     """
-    from dynlab.analyses.state_map import protocol_inputs, protocol_name, state_map
+    from dynlab.analyses.state_map import state_map
 
-    check_clv(model, k=k, steps=steps, window=window, transient_forward=transient_forward,
+    check_clv(model, qr=qr, steps=steps, window=window, transient_forward=transient_forward,
               transient_backward=transient_backward, snapshots=snapshots)
     smap = state_map(model)
+    k = qr.k
     k_in, k_frame = jax.random.split(jax.random.key(seed))
     total = transient_forward + steps + transient_backward
-    inputs = protocol_inputs(model, total, drive=drive, task=task, key=k_in)
+    inputs = input.inputs(model, total, k_in)
     readout, readout_text = readout_matrix(model, smap)
     dtype = jnp.float64 if x64 else jnp.float32
     with jax.enable_x64(x64):
@@ -154,8 +168,7 @@ def clv_analysis(
         config = {"readout_dim": m, "readout_random_angle": float(np.arccos(np.sqrt(m / smap.dim)))}
     return stamp(ds, analysis="clv", seed=seed, config={
         "k": k, "steps": steps, "window": window, "transient_forward": transient_forward,
-        "transient_backward": transient_backward, "protocol": protocol_name(drive, task),
-        "drive": float("nan") if drive is None else float(drive), "state_dim": smap.dim, "x64": x64,
+        "transient_backward": transient_backward, "protocol": input.name, "drive": input.drive_attr, "state_dim": smap.dim, "x64": x64,
         "diverged": result.diverged, "readout": readout_text, **config,
     })
 

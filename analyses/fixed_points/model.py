@@ -2,10 +2,11 @@ r"""Fixed and slow points of a dynlab model's full state map, registered as the 
 
 The map is the one every dynamical analysis sees ([`dynlab.analyses.state_map`][]): all of
 every layer's state as one vector $h$, $h_{t+1} = F(h_t, x_t, \xi_t)$. Initial states for the
-minimisation are states the model visits under the chosen protocol (autonomous, a constant drive
-$\xi$, or a task's inputs), as Sussillo & Barak (2013) prescribe; the points are those of $F$ at
-one fixed input: the protocol's mean input (zero input, the constant drive, or the task's mean
-input $\bar x$ with the drive) or, with ``at="zero"``, zero input and zero drive.
+minimisation are states the model visits under the chosen input protocol
+([`dynlab.analyses.protocol`][]: autonomous, a constant drive $\xi$, a task's inputs, or input
+noise), as Sussillo & Barak (2013) prescribe; the points are those of $F$ at one fixed input:
+the protocol's mean input (zero input, the constant drive, the task's mean input $\bar x$ with
+the drive, or the noise's mean, zero) or, with ``at="zero"``, zero input and zero drive.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import xarray as xr
 from dynlab.analyses.fixed_points.core import fixed_points_from_visited
 from dynlab.analyses.fixed_points.coverage import PERTURBATION_SCALES, state_scale
 from dynlab.analyses.fixed_points.figure import fixed_points_figure, fixed_points_summary
+from dynlab.analyses.protocol import Autonomous, Protocol
 from dynlab.config import Count
 from dynlab.errors import ConfigError, require_positive
 from dynlab.provenance import stamp
@@ -118,8 +120,7 @@ def fixed_points_analysis(
     ics: Count = 64,
     steps: Count = 2000,
     burn_in: int = 200,
-    drive: float | None = None,
-    task=None,
+    input: Protocol = Autonomous(),
     at: Literal["protocol", "zero"] = "protocol",
     noise: float = 0.0,
     scales: tuple[float, ...] = PERTURBATION_SCALES,
@@ -135,17 +136,17 @@ def fixed_points_analysis(
     r"""Fixed and slow points of a model's full state map (Sussillo & Barak 2013), with their stability.
 
     1. **Trajectory.** The state map runs `steps` steps from the model's initial state under the
-       protocol of the `lyapunov` analysis: autonomous (default), a constant `drive` $\xi$ on
-       every neuron, or `task` inputs (seeded by `seed`).
+       `input` protocol ([`dynlab.analyses.protocol`][]): autonomous (default), a constant drive
+       $\xi$ on every neuron, a task's inputs or input noise (streams seeded by `seed`).
     2. **Initial states** (`dynlab.analyses.fixed_points.coverage`). The states visited after
        `burn_in`, joined by short probe trajectories of the map at the input of step 3 started
        from nudged visited states (they leave an unstable point the trajectory rests at);
        `ics` of these, shared out in turn over the perturbation `scales` (Gaussian noise of
        that many times the root mean square of the states, per component; 0: as visited), plus
-       Gaussian noise of absolute standard deviation `noise`.
+       Gaussian noise of absolute standard deviation `noise` (on the initial states, not the input).
     3. **Input.** The points are those of $h \mapsto F(h, \bar x, \bar\xi)$: with
-       `at="protocol"`, $\bar x = 0$ (or a task's mean input over the run) and $\bar\xi$ the
-       drive (0 if none); with `at="zero"`, zero input and zero drive.
+       `at="protocol"`, $\bar x = 0$ (a task's mean input over the run after burn-in; the noise's
+       mean, 0) and $\bar\xi$ the drive (0 if none); with `at="zero"`, zero input and zero drive.
     4. **Minimisation** of $q(h) = \frac12\lVert F(h) - h\rVert^2$ from every initial state,
        batched (`dynlab.analyses.fixed_points.fixed_points`): minima with $q \le$ `q_max` are
        kept and deduplicated within the Euclidean distance `unique_tol`; a point is *fixed* if
@@ -163,7 +164,7 @@ def fixed_points_analysis(
     estimate loses accuracy over hundreds of rank-2 updates, and the fixed points would be
     reported as slow points. float32 halves the memory and time.
 
-    **Arguments** (besides the protocol's `steps`, `burn_in`, `drive`, `task`, `seed`): `ics`,
+    **Arguments** (besides the trajectory's `steps`, `burn_in`, `input`, `seed`): `ics`,
     `scales`, `noise`, `at`, the tolerances `q_tol`, `q_max`, `unique_tol`, `marginal_tol`, the solver's
     `max_steps` and `solver` (`"auto"`: BFGS up to 1024 state components, L-BFGS above).
 
@@ -177,14 +178,14 @@ def fixed_points_analysis(
     trajectory that settles to a point shows its approach; attrs `protocol`,
     `input`, `drive`, `at`, `steps`, `burn_in`, `ics`, `noise`, `seed`, `state_dim`.
     """
-    from dynlab.analyses.state_map import protocol_inputs, protocol_name, run_in, state_map
+    from dynlab.analyses.state_map import run_in, state_map
 
     check_fixed_points(model, steps=steps, burn_in=burn_in, ics=ics, at=at, noise=noise, scales=scales)
     if dtype not in ("float64", "float32"):
         raise ConfigError(f"dtype must be 'float64' or 'float32'; got {dtype!r}")
     smap = state_map(model)
     k_in = jax.random.split(jax.random.key(seed), 3)[0]
-    xs, xi = protocol_inputs(model, steps, drive=drive, task=task, key=k_in)
+    xs, xi = input.inputs(model, steps, k_in)
     run = np.asarray(run_in(smap, (xs, xi)))
     visited = run[burn_in:]
     if not np.all(np.isfinite(run)):
@@ -192,13 +193,8 @@ def fixed_points_analysis(
                           "no visited states to start from (try a smaller drive)")
     if at == "zero":
         x_bar, xi_bar, where = np.zeros(model.input_size), 0.0, "zero input, zero drive"
-    elif task is not None:
-        x_bar = np.asarray(xs[burn_in:]).mean(axis=0)
-        xi_bar = 0.0 if drive is None else float(drive)
-        where = "the task's mean input" + ("" if drive is None else f" + drive {drive:g}")
     else:
-        x_bar, xi_bar = np.zeros(model.input_size), 0.0 if drive is None else float(drive)
-        where = "zero input" + ("" if drive is None else f", constant drive {drive:g}")
+        x_bar, xi_bar, where = input.mean_input(model, xs[burn_in:])
 
     x64 = dtype == "float64"
     with jax.enable_x64(x64):
@@ -225,9 +221,9 @@ def fixed_points_analysis(
     ds["trajectory_pcs"] = (("sample", "pc"), (samples - mean) @ comps.T,
                             {"long_name": f"visited states from the model's initial state (≤ {PCA_ROWS}, evenly spaced), projected"})
     return stamp(ds, analysis="fixed-points", seed=seed, config={
-        "protocol": protocol_name(drive, task),
+        "protocol": input.name,
         "input": where,
-        "drive": float("nan") if drive is None else float(drive),
+        "drive": input.drive_attr,
         "at": at,
         "steps": int(steps),
         "burn_in": int(burn_in),

@@ -18,7 +18,9 @@ from dynlab.analyses.lyapunov.figure import plot_lyapunov
 from dynlab.analyses.lyapunov.reortho import AUTO_MIN_BURN_IN
 from dynlab.analyses.lyapunov.replicates import replicate_groups
 from dynlab.analyses.lyapunov.summaries import lyapunov_summary
-from dynlab.analyses.state_map import initial_conditions, protocol_inputs, protocol_name, run_in, state_map
+from dynlab.analyses.protocol import Drive, Protocol, TaskStream
+from dynlab.analyses.qr_settings import QRSettings
+from dynlab.analyses.state_map import initial_conditions, run_in, state_map
 from dynlab.config import Count, Fraction, NonNegative, Range
 from dynlab.errors import ConfigError, require_positive
 from dynlab.provenance import stamp
@@ -26,8 +28,9 @@ from dynlab.registry import register
 
 
 DEFAULT_DRIVE = 1.0
-r"""The constant drive $\xi$ on every neuron when neither ``drive`` nor ``task`` is given
-(``drive = 0`` gives the autonomous dynamics, the ARU paper's App. D.4 setting of a trained network).
+r"""The constant drive $\xi$ on every neuron of the analysis's default protocol, ``Drive(1.0)``
+(``input = {drive = 0.0}`` or ``"autonomous"`` gives the autonomous dynamics, the ARU paper's
+App. D.4 setting of a trained network).
 
 Why: without input a freshly initialised network rests at the fixed point of its initialisation,
 and its spectrum describes the initialisation, not the network. Measured on the default model
@@ -56,16 +59,14 @@ the ARU paper's Fig. 5 sweep (and of ``analyze adaptation``).
 def lyapunov_analysis(
     model,
     *,
-    k: Count = 16,
+    qr: QRSettings = QRSettings(),
     steps: Count = 2000,
     burn_in: NonNegative | Literal["auto"] = "auto",
-    drive: float | None = None,
-    task=None,
+    input: Protocol = Drive(DEFAULT_DRIVE),
     realisations: Annotated[int, Range(minimum=2)] = 5,
     ics: Count = 2,
     ic_kind: Literal["visited", "random"] = "visited",
     ic_scale: float = 1.0,
-    reortho_every: Count | Literal["auto"] = "auto",
     seed: int = 0,
     x64: bool = False,
     tol: float = 1e-3,
@@ -74,16 +75,18 @@ def lyapunov_analysis(
     r"""The $k$ largest Lyapunov exponents of a model's full state map, repeated over independent realisations.
 
     The map is $h_{t+1} = F(h_t, x_t, \xi_t)$ on every layer's whole state (for ARUs: the
-    activities and the controllers), driven by the protocol's inputs: a constant ``drive`` $\xi$
-    on every neuron (without a ``task``: [`DEFAULT_DRIVE`][] unless given; ``drive = 0`` is the
-    autonomous map, the ARU paper's App. D.4 setting), or a ``task``'s input stream (plus
-    ``drive`` if given).
+    activities and the controllers), driven by the ``input`` protocol
+    ([`dynlab.analyses.protocol`][]): by default the constant drive [`DEFAULT_DRIVE`][] on every
+    neuron (``Drive(0.0)`` or ``Autonomous()`` is the autonomous map, the ARU paper's App. D.4
+    setting), a task's input stream (plus a drive if given), or input noise. ``qr``
+    ([`dynlab.analyses.qr_settings.QRSettings`][]) holds the number of exponents $k$ and the
+    re-orthonormalisation interval.
 
     **What is replicated.** The whole measurement is repeated ``realisations`` times
     ([`dynlab.analyses.lyapunov.lyapunov_replicates`][]), each with its own initial frame:
 
-    * under a ``task``, realisation $r$ runs on its own input sequence, consecutive test
-      samples of the task drawn from ``fold_in(key, r)`` — *input realisations*;
+    * under a task's stream or noise, realisation $r$ runs on its own input sequence (a task's
+      consecutive test samples, or noise) drawn from ``fold_in(key, r)`` — *input realisations*;
     * autonomous or under a constant drive the input is the same for all, so realisation $r$
       starts where one trajectory from the model's initial state is after $r \cdot$ ``steps``
       steps: the realisations measure disjoint stretches of one trajectory, ``steps`` apart,
@@ -116,41 +119,38 @@ def lyapunov_analysis(
     batch-means standard error of the time averages; ``ic_sd`` / ``ic_sd_mean`` — the spread
     over initial conditions under one input, which measures multistability, not the error;
     summaries (largest exponent, sum of positive exponents, Kaplan–Yorke dimension, counts)
-    with their own intervals. ``reortho_every="auto"`` (default) re-orthonormalises as rarely as
+    with their own intervals. ``qr.reortho_every="auto"`` (default) re-orthonormalises as rarely as
     the spread $\lambda_1 - \lambda_k$ measured over the burn-in allows, and records the bound on
     the error that adds in ``reortho_error_bound``. Attrs also hold ``protocol``, ``drive``,
     ``ic_kind``, ``seed``, ``realisation_kind``.
 
     Args:
-        k: number of exponents (1 .. state dim).
+        qr: QR settings k=EXPONENTS,reortho_every=STEPS|auto (k: 1 .. state dim, default 16;
+            reortho_every "auto": picked from the spread of the exponents, error bound in attrs).
+            --k and --reortho-every set one of them.
         steps: steps per trajectory.
         burn_in: steps not accumulated; "auto": steps/4, then as many more as the MSER rule finds
             transient.
-        drive: constant drive xi added to every neuron (without a task: 1 unless given; 0: autonomous).
-        task: the task whose input stream drives the map (non-autonomous exponents).
-        realisations: independent realisations the CI is over (task input sequences; otherwise
-            trajectory stretches).
+        input: input protocol: autonomous, drive=XI (default drive=1), task=NAME[,drive=XI] or
+            noise=STD[,seed=S]. --drive XI and --task NAME set it too.
+        realisations: independent realisations the CI is over (input sequences under a task or
+            noise; otherwise trajectory stretches).
         ics: initial conditions per realisation (their spread measures multistability, not error).
         ic_kind: initial conditions visited after a run-in, or random perturbations of the start.
         ic_scale: std of the random initial conditions.
-        reortho_every: steps between QR steps; "auto" picks them from the spread of the exponents
-            (error bound in attrs).
         seed: seed of the inputs and initial conditions.
         x64: compute in float64.
         tol: exponents with |lambda| < tol count as zero.
         confidence: level of the Student-t interval.
     """
-    if drive is None and task is None:
-        drive = DEFAULT_DRIVE
     return lyapunov_analysis_seeds(
-        model, [seed], k=k, steps=steps, burn_in=burn_in, drive=drive, task=task, realisations=realisations, ics=ics,
-        ic_kind=ic_kind, ic_scale=ic_scale, reortho_every=reortho_every, x64=x64, tol=tol, confidence=confidence,
-        stacklevel=3,
+        model, [seed], qr=qr, steps=steps, burn_in=burn_in, input=input, realisations=realisations, ics=ics,
+        ic_kind=ic_kind, ic_scale=ic_scale, x64=x64, tol=tol, confidence=confidence, stacklevel=3,
     )[0]
 
 
-def lyapunov_analysis_seeds(model, seeds, *, k=16, steps=2000, burn_in="auto", drive=None, task=None, realisations=5,
-                            ics=2, ic_kind="visited", ic_scale=1.0, reortho_every="auto", x64=False, tol=1e-3,
+def lyapunov_analysis_seeds(model, seeds, *, qr=QRSettings(), steps=2000, burn_in="auto", input=Drive(DEFAULT_DRIVE),
+                            realisations=5, ics=2, ic_kind="visited", ic_scale=1.0, x64=False, tol=1e-3,
                             confidence=0.95, stacklevel=2) -> list[xr.Dataset]:
     """[`lyapunov_analysis`][] for several ``seeds`` at once: one dataset per seed, each what
     ``lyapunov_analysis(model, seed=s, ...)`` returns (which calls this with one seed).
@@ -160,12 +160,12 @@ def lyapunov_analysis_seeds(model, seeds, *, k=16, steps=2000, burn_in="auto", d
     the repeat over twice the steps) is taken per seed. Coverage measurements use it to repeat the
     public path hundreds of times in a few compiled calls (`benchmarks/coverage.py`).
     """
-    check_lyapunov(model, k=k, steps=steps, burn_in=burn_in, ics=ics, realisations=realisations,
-                   reortho_every=reortho_every, confidence=confidence)
+    check_lyapunov(model, qr=qr, steps=steps, burn_in=burn_in, ics=ics, realisations=realisations,
+                   confidence=confidence)
     smap = state_map(model)
     auto = burn_in == "auto"
-    options = dict(k=k, drive=drive, task=task, realisations=realisations, ics=ics, ic_kind=ic_kind,
-                   ic_scale=ic_scale, reortho_every=reortho_every, x64=x64, tol=tol, confidence=confidence)
+    options = dict(qr=qr, input=input, realisations=realisations, ics=ics, ic_kind=ic_kind,
+                   ic_scale=ic_scale, x64=x64, tol=tol, confidence=confidence)
     results = _measure(model, smap, seeds, steps=steps, burn_in=auto_burn_in(steps) if auto else burn_in,
                        truncate=auto, stacklevel=stacklevel + 1, **options)
     redo = [i for i, (ds, _) in enumerate(results) if auto and ds.attrs["transient_drift"]]
@@ -189,8 +189,8 @@ def lyapunov_analysis_seeds(model, seeds, *, k=16, steps=2000, burn_in="auto", d
         ds.attrs["burn_in_requested"] = str(burn_in)
         ds.attrs["burn_in_extended"] = int(i in redo)
         out.append(stamp(ds, analysis="lyapunov", config={
-            "protocol": protocol_name(drive, task),
-            "drive": float("nan") if drive is None else float(drive),
+            "protocol": input.name,
+            "drive": input.drive_attr,
             "ic_kind": ic_kind,
             "state_dim": smap.dim,
             "realisation_kind": kind,
@@ -203,22 +203,22 @@ def auto_burn_in(steps: int) -> int:
     return max(AUTO_MIN_BURN_IN, steps // 4)
 
 
-def _setup(model, smap, seed, *, steps, drive, task, realisations, ics, ic_kind, ic_scale):
+def _setup(model, smap, seed, *, steps, input, realisations, ics, ic_kind, ic_scale):
     """One seed's initial conditions, inputs and frame key: ``(h0s, inputs, key, population, kind)``."""
     key = jax.random.key(seed)
     k_in, k_ic, k_frame = jax.random.split(key, 3)
-    if task is not None:
-        inputs = [protocol_inputs(model, steps, drive=drive, task=task, key=jax.random.fold_in(k_in, r))
-                  for r in range(realisations)]
+    if input.stream:
+        inputs = [input.inputs(model, steps, k_in, realisation=r) for r in range(realisations)]
         stacked = jax.tree.map(lambda *a: jnp.stack(a), *inputs)
         starts = jnp.broadcast_to(smap.h0, (realisations, smap.dim))
         visited = jax.vmap(lambda u: run_in(smap, u))(stacked) if ic_kind == "visited" else None  # [R, T, N]
-        population, kind = "input realisations", "independent task input sequences, one per realisation"
+        what = "task input sequences" if isinstance(input, TaskStream) else "input noise sequences"
+        population, kind = "input realisations", f"independent {what}, one per realisation"
     else:
-        one = protocol_inputs(model, steps, drive=drive)
+        one = input.inputs(model, steps)
         stacked = jax.tree.map(lambda a: jnp.broadcast_to(a, (realisations, *a.shape)), one)
         # one trajectory, cut into consecutive stretches of `steps` steps: stretch r starts where r-1 ends
-        trajectory = run_in(smap, protocol_inputs(model, realisations * steps, drive=drive))
+        trajectory = run_in(smap, input.inputs(model, realisations * steps))
         starts = jnp.concatenate([smap.h0[None], trajectory[steps - 1 : -1 : steps]])
         visited = trajectory.reshape(realisations, steps, smap.dim)
         population = "trajectory stretches"
@@ -231,16 +231,16 @@ def _setup(model, smap, seed, *, steps, drive, task, realisations, ics, ic_kind,
     return h0s, stacked, k_frame, population, kind
 
 
-def _measure(model, smap, seeds, *, steps, burn_in, truncate, k, drive, task, realisations, ics, ic_kind, ic_scale,
-             reortho_every, x64, tol, confidence, stacklevel):
+def _measure(model, smap, seeds, *, steps, burn_in, truncate, qr, input, realisations, ics, ic_kind, ic_scale,
+             x64, tol, confidence, stacklevel):
     """One replicated measurement of ``steps`` steps per seed: ``[(dataset, realisation kind in words)]``."""
-    setups = [_setup(model, smap, seed, steps=steps, drive=drive, task=task, realisations=realisations, ics=ics,
+    setups = [_setup(model, smap, seed, steps=steps, input=input, realisations=realisations, ics=ics,
                      ic_kind=ic_kind, ic_scale=ic_scale) for seed in seeds]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         datasets = replicate_groups(
-            smap.step, [s[0] for s in setups], [s[1] for s in setups], k, keys=[s[2] for s in setups],
-            population=setups[0][3], burn_in=burn_in, reortho_every=reortho_every, x64=x64, tol=tol,
+            smap.step, [s[0] for s in setups], [s[1] for s in setups], qr.k, keys=[s[2] for s in setups],
+            population=setups[0][3], burn_in=burn_in, reortho_every=qr.reortho_every, x64=x64, tol=tol,
             confidence=confidence, truncate=truncate,
         )
     for w in caught:  # re-issue from here so the user sees where it came from
@@ -248,9 +248,9 @@ def _measure(model, smap, seeds, *, steps, burn_in, truncate, k, drive, task, re
     return [(ds, setup[4]) for ds, setup in zip(datasets, setups)]
 
 
-def check_lyapunov(model, *, k: int, steps: int, burn_in: int, ics: int, realisations: int = 5,
-                   reortho_every: int | str = "auto", confidence: float = 0.95, **_) -> None:
-    """The options of [`lyapunov_analysis`][] that ``model`` can take (``k`` <= its state dimension).
+def check_lyapunov(model, *, qr: QRSettings = QRSettings(), steps: int, burn_in: int, ics: int, realisations: int = 5,
+                   confidence: float = 0.95, **_) -> None:
+    """The options of [`lyapunov_analysis`][] that ``model`` can take (``qr.k`` <= its state dimension).
 
     Enforces, in one place: lyapunov's options are valid for the model. Called by the analysis
     itself and, as ``lyapunov_analysis.check``, by scenario validation for every cell's model
@@ -258,7 +258,6 @@ def check_lyapunov(model, *, k: int, steps: int, burn_in: int, ics: int, realisa
     """
     require_positive("steps", steps)
     require_positive("ics", ics)
-    require_positive("k", k)
     require_positive("realisations", realisations)
     if realisations < 2:
         raise ConfigError(f"realisations must be at least 2 for an interval over independent realisations, got {realisations}")
@@ -268,17 +267,12 @@ def check_lyapunov(model, *, k: int, steps: int, burn_in: int, ics: int, realisa
         burn_in = auto_burn_in(steps)
     elif isinstance(burn_in, bool) or not isinstance(burn_in, int) or not 0 <= burn_in < steps:
         raise ConfigError(f"burn_in must be 'auto' or an integer with 0 <= burn_in < steps = {steps}, got {burn_in!r}")
-    if reortho_every == "auto":
-        if burn_in < AUTO_MIN_BURN_IN:
-            raise ConfigError(f"reortho_every='auto' measures the spread of the exponents over the burn-in, which "
-                              f"needs burn_in >= {AUTO_MIN_BURN_IN}; got {burn_in} (or give an integer reortho_every)")
-    elif isinstance(reortho_every, bool) or not isinstance(reortho_every, int) or reortho_every < 1:
-        raise ConfigError(f"reortho_every must be an integer >= 1 or 'auto', got {reortho_every!r}")
+    if qr.reortho_every == "auto" and burn_in < AUTO_MIN_BURN_IN:
+        raise ConfigError(f"reortho_every='auto' measures the spread of the exponents over the burn-in, which "
+                          f"needs burn_in >= {AUTO_MIN_BURN_IN}; got {burn_in} (or give an integer reortho_every)")
     if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 < confidence < 1:
         raise ConfigError(f"confidence must lie in (0, 1), got {confidence!r}")
-    dim = state_map(model).dim
-    if k > dim:
-        raise ConfigError(f"k = {k} exceeds the state dimension N = {dim} of this model; use 1 <= k <= {dim}")
+    qr.check_dim(state_map(model).dim)
 
 
 lyapunov_analysis.check = check_lyapunov

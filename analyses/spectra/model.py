@@ -1,7 +1,7 @@
 r"""The registered ``spectra`` analysis: weight, Jacobian and activity-covariance spectra of a dynlab model.
 
-The model's state map ([`dynlab.analyses.state_map`][]) runs under the protocols of the
-``lyapunov`` analysis; the cores of [`dynlab.analyses.spectra`][] do the rest, and their
+The model's state map ([`dynlab.analyses.state_map`][]) runs under an input protocol
+([`dynlab.analyses.protocol`][]); the cores of [`dynlab.analyses.spectra`][] do the rest, and their
 datasets are merged into one with variables prefixed by what they describe.
 """
 
@@ -18,7 +18,8 @@ import xarray as xr
 from dynlab.analyses.spectra.covariance import covariance_spectrum
 from dynlab.analyses.spectra.eigenvalues import jacobian_spectra, weight_eigenvalues
 from dynlab.analyses.spectra.figure import plot_spectra, spectra_summary
-from dynlab.analyses.state_map import protocol_inputs, protocol_name, run_in, state_map
+from dynlab.analyses.protocol import Autonomous, Protocol
+from dynlab.analyses.state_map import run_in, state_map
 from dynlab.config import Count, NonNegative
 from dynlab.errors import ConfigError, require_positive
 from dynlab.provenance import stamp
@@ -66,8 +67,7 @@ def spectra_analysis(
     steps: Count = 2000,
     burn_in: NonNegative = 200,
     every: Count | None = None,
-    drive: float | None = None,
-    task=None,
+    input: Protocol = Autonomous(),
     n_boot: NonNegative = 200,
     block_size: Count | Literal["auto"] = "auto",
     seed: int = 0,
@@ -93,17 +93,17 @@ def spectra_analysis(
       (bias-correcting) bootstrap interval over this one recording, and the fit range is capped
       where eigenvalue bias would dominate (see ``covariance_spectrum``).
 
-    The trajectory runs under the same protocols as
-    [`dynlab.analyses.lyapunov.lyapunov_analysis`][]. Under autonomous dynamics most units
-    settle to a fixed point, whose activity covariance is zero: use a task or a drive for a
-    meaningful covariance spectrum (a warning says so).
+    The trajectory runs under the ``input`` protocol ([`dynlab.analyses.protocol`][]; autonomous
+    by default). Under autonomous dynamics most units settle to a fixed point, whose activity
+    covariance is zero: use a task, a drive or noise for a meaningful covariance spectrum (a
+    warning says so).
 
     Args:
         steps: steps of the analysed window.
         burn_in: steps before the analysed window.
         every: Jacobian sampled every this many steps (default: 20 samples).
-        drive: constant drive xi added to every neuron.
-        task: the task whose input stream drives the trajectory (default: zero input).
+        input: input protocol: autonomous (default), drive=XI, task=NAME[,drive=XI] or
+            noise=STD[,seed=S]. --drive XI and --task NAME set it too.
         n_boot: bootstrap resamples for the CI of alpha.
         block_size: steps per bootstrap block ("auto": ten autocorrelation times).
         seed: seed of the task's inputs and the bootstrap.
@@ -116,7 +116,7 @@ def spectra_analysis(
     require_positive("every", every)
     smap = state_map(model)
     k_in, _ = jax.random.split(jax.random.key(seed))
-    xs, xi = protocol_inputs(model, burn_in + steps, drive=drive, task=task, key=k_in)
+    xs, xi = input.inputs(model, burn_in + steps, k_in)
     states = run_in(smap, (xs, xi))
     h_start = smap.h0 if burn_in == 0 else states[burn_in - 1]
     inputs = (xs[burn_in:], xi[burn_in:])
@@ -129,11 +129,11 @@ def spectra_analysis(
     parts.append(_prefixed(jac, "jacobian", {"eigenvalue": "jacobian_eigenvalue", "singular_value": "jacobian_singular_value"}))
     activity_idx = [i for i, label in enumerate(smap.labels) if label.endswith(".h")]
     activity = np.asarray(states[burn_in:][:, activity_idx])
-    protocol = protocol_name(drive, task)
+    protocol = input.name
     note = ""
     if activity.std(axis=0).max() <= 1e-6 * max(1.0, np.abs(activity).max()):
         note = f"no activity covariance spectrum: the activity is constant (a fixed point) under {protocol}"
-        if task is None and not drive:
+        if not input.driven:
             note += "; drive the model with a task or a drive"
     else:
         try:
@@ -155,7 +155,7 @@ def spectra_analysis(
     return stamp(ds, analysis="spectra", seed=seed, config={
         "protocol": protocol,
         **({"covariance_note": note} if note else {}),
-        "drive": float("nan") if drive is None else float(drive),
+        "drive": input.drive_attr,
         "steps": steps,
         "burn_in": burn_in,
         "every": every,

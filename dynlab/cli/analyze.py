@@ -21,6 +21,7 @@ looked up, so ``dynlab --help`` stays fast.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import re
 import typing
@@ -76,7 +77,10 @@ def option_value(name: str, annotation, text: str):
     ([`dynlab.registry.value_range`][]), a ``Literal`` word or ``None`` as itself, else the text."""
     from dynlab import registry
     from dynlab.config import Range, parse_number, parse_numbers
+    from dynlab.option_groups import group_of, parse_text
 
+    if group_of(annotation) is not None:  # checked as a value once folded with its older flat keys
+        return parse_text(text, name)
     bounds = (registry.value_range(annotation) or Range()).bounds()
     kinds = registry.value_kinds(annotation)
     if text in kinds["words"]:
@@ -130,6 +134,7 @@ def _plain(text: str) -> str:
 def generated_command(name: str) -> click.Command:
     """The ``dynlab analyze NAME`` command of a registered analysis ``fn(model, *, ...)``."""
     from dynlab import registry
+    from dynlab.option_groups import group_parameters, legacy_keys
 
     entry = registry.get("analysis", name)
     fn = entry.obj
@@ -138,31 +143,45 @@ def generated_command(name: str) -> click.Command:
     own = {n: p for n, p in keys.items()
            if p.default is not p.empty and registry.parsable(hints.get(n, p.annotation))}
     accepts = registry.config_keys(fn, exclude=("model",))
+    groups = group_parameters(fn)
+    legacy = legacy_keys(fn)
     task_default = accepts["task"].default if "task" in accepts else None
     doc = inspect.getdoc(fn) or entry.description
     helps = parameter_help(doc)
     quiet_summary = entry.summary is not None and "quiet" in inspect.signature(entry.summary).parameters
 
-    def parsed(given: dict, seed_v) -> dict:
-        values = {key: text if isinstance(text, bool) else option_value(names[key][0], hints.get(key, own[key].annotation), text)
+    def parsed(given: dict, seed_v, task_name) -> dict:
+        values = {key: text if isinstance(text, bool) else option_value(names[key][0], annotations[key], text)
                   for key, text in given.items() if text is not None}
         if seed_v is not None and "seed" in accepts:
             values["seed"] = seed_v
+        if task_name is not None and "task" in legacy:
+            values["task"] = task_name  # --task NAME: the input protocol's task stream
+        values = fold_legacy(fn, values, f"analyze {name}")
+        values = {key: parse_group(flag(key), groups[key][0], value, groups[key][1]) if key in groups else value
+                  for key, value in values.items()}
         registry.check_config(f"analyze {name}", fn, values, exclude=("model", "runs"))
         return values
 
     def on_model(unit, checkpoint, task_name, seed, sets, out, plot, quiet, **given):
+        from dynlab.analyses.protocol import TaskStream
         from dynlab.experiment import DEFAULT_TASK
         from dynlab.scenarios.spec import analysis_options as resolve
 
         seed_v = None if seed is None else seed_option(seed)
-        values = parsed(given, seed_v)
-        fresh_task = task_name or (task_default if isinstance(task_default, str) and task_default != "train" else None)
+        values = parsed(given, seed_v, task_name)
+        # the task whose inputs drive the analysis: --task, else the protocol's task stream, else its default
+        streamed = [key for key, value in values.items() if isinstance(value, TaskStream) and isinstance(value.task, str)]
+        wanted = task_name or next((values[key].task for key in streamed), None) or task_default
+        fresh_task = wanted if isinstance(wanted, str) and wanted != "train" else None
         exp, source = analysis_model(unit, checkpoint, fresh_task,
                                      list(sets) + ([] if checkpoint else [f"seed={seed_v or 0}"]))
         own_task = exp.config["task"].get("name", DEFAULT_TASK)
+        for key in streamed:  # the model's own task, with its config (a checkpoint's, --set task.*)
+            if values[key].task == own_task:
+                values[key] = dataclasses.replace(values[key], task="train")
         if "task" in accepts and (task_name or task_default) == own_task:
-            values["task"] = "train"  # the model's own task, with its config (a checkpoint's, --set task.*)
+            values["task"] = "train"
         elif task_name is not None and "task" in accepts:
             values["task"] = task_name
         report(run_analysis(name, exp, source, checkpoint, out, plot, quiet, **resolve({"name": name, **values}, exp.task)),
@@ -171,7 +190,7 @@ def generated_command(name: str) -> click.Command:
     def on_runs(run_dirs, roots, task_name, seed, out, plot, quiet, **given):
         from dynlab.scenarios.spec import analysis_options as resolve
 
-        values = parsed(given, None if seed is None else seed_option(seed))
+        values = parsed(given, None if seed is None else seed_option(seed), None)
         if task_name is not None:
             values["task"] = task_name
         runs = run_directories(run_dirs, roots)
@@ -193,11 +212,21 @@ def generated_command(name: str) -> click.Command:
 
     callback = on_runs if entry.takes == "runs" else on_model
     names = {key: [*_spellings(hints.get(key, p.annotation)), flag(key)] for key, p in own.items()}
+    annotations = {key: hints.get(key, p.annotation) for key, p in own.items()}
+    for key, (group_key, annotation) in legacy.items():
+        if key not in COMMON and key not in own:  # an older flat spelling of a group's key: --drive, --k
+            names[key], annotations[key] = [flag(key)], annotation
+            kind = registry.describe(annotation)
+            callback = click.option(flag(key), key, metavar="VALUE" if " " in kind else kind.upper(), default=None,
+                                    help=f"the same as {flag(group_key)} {key}=VALUE")(callback)
     for key, p in reversed(own.items()):
-        annotation = hints.get(key, p.annotation)
+        annotation = annotations[key]
         text = helps.get(key, "")
         kinds = registry.value_kinds(annotation)
-        if kinds["scalars"] == {bool}:
+        if key in groups:
+            callback = click.option(*names[key], key, metavar="KEY=VALUE,...", default=None,
+                                    help=f"{text} [default {p.default}]".strip())(callback)
+        elif kinds["scalars"] == {bool}:
             callback = click.option(f"{flag(key)}/--no-{flag(key)[2:]}", key, default=None,
                                     help=f"{text} (default: {p.default})".strip())(callback)
         else:
