@@ -134,7 +134,7 @@ def _plain(text: str) -> str:
 def generated_command(name: str) -> click.Command:
     """The ``dynlab analyze NAME`` command of a registered analysis ``fn(model, *, ...)``."""
     from dynlab import registry
-    from dynlab.option_groups import group_parameters, legacy_keys
+    from dynlab.option_groups import fold_legacy, group_parameters, legacy_keys, parse_group
 
     entry = registry.get("analysis", name)
     fn = entry.obj
