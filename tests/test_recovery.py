@@ -17,7 +17,7 @@ from dynlab.analyses.recovery.figure import recovery_figure, recovery_summary
 from dynlab.analyses.recovery.fingerprint import of_model, of_teacher
 from dynlab.analyses.recovery.state_r2 import state_r2
 from dynlab.analyses.recovery.truth import FingerprintOptions, teacher_inputs, teacher_truth, truth_dir
-from tests.cli_runner import invoke, one_line_error
+from cli_runner import invoke, one_line_error
 
 ALPHA = 0.1
 OPTIONS = dict(steps=300, lyapunov_burn_in=50, ics=16, trials=4, realisations=2, null_draws=38)

@@ -17,7 +17,7 @@ from dynlab.analyses.recovery.fingerprint import FingerprintOptions, fingerprint
 from dynlab.analyses.recovery.spectrum_score import positive_exponents
 from dynlab.teachers.lorenz import Lorenz63
 from dynlab.teachers.network import chaotic_rnn
-from tests.cli_runner import invoke, one_line_error
+from cli_runner import invoke, one_line_error
 
 LORENZ = np.array([0.9056, 0.0, -14.5723])  # Sprott (2003), Table A.2, per unit time
 LORENZ_KY = 2.0621
