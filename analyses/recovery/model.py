@@ -49,6 +49,13 @@ def teacher_of(task):
     return task.teacher
 
 
+def _task_name(task, teacher) -> str:
+    """The registered name of the teacher's task (``teacher-line-attractor``), as users type it."""
+    from dynlab import registry
+
+    return next((e.name for e in registry.entries("task") if e.obj is type(task)), type(teacher).__name__)
+
+
 @register("analysis", "recovery", "recovery of a teacher's dynamics by its student: DSA vs the teacher's null, "
           "fixed points, Lyapunov spectrum, held-out state R^2", figure=recovery_figure, summary=recovery_summary)
 def recovery_analysis(model, *, task="train", trials: int = 8, burn_in: int = 0, ics: int = 64, realisations: int = 5,
@@ -117,7 +124,7 @@ def recovery_analysis(model, *, task="train", trials: int = 8, burn_in: int = 0,
     ds["r2"].attrs["long_name"] = "held-out R^2 of the teacher's latents from the student's states"
     ds["dsa_distance"].attrs.update(units="rad", long_name="DSA distance of the student from the teacher")
     return stamp(ds, analysis="recovery", seed=seed, config={
-        "teacher": type(teacher).__name__, "teacher_digest": teacher.digest(), "trials": trials, "burn_in": burn_in,
+        "teacher": _task_name(task, teacher), "teacher_digest": teacher.digest(), "trials": trials, "burn_in": burn_in,
         "ics": ics, "realisations": realisations, "steps": steps, "lyapunov_burn_in": lyapunov_burn_in,
         "null_draws": null_draws, "pcs": pcs, "n_delays": n_delays, "rank": rank, "match_tol": match_tol,
         "held_out": held_out, "state_scale": scale})

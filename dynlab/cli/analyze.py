@@ -127,8 +127,9 @@ def parameter_help(doc: str) -> dict[str, str]:
 
 
 def _plain(text: str) -> str:
-    """Docs-site cross-references (``[`name`][target]``) as plain ``name`` in a terminal."""
-    return re.sub(r"\[(`[^`]+`)\]\[[^\]]*\]", r"\1", text)
+    """Docs-site cross-references (``[`name`][target]``) as plain ``name``, and ``$math$`` as ``math``, in a terminal."""
+    text = re.sub(r"\[(`[^`]+`)\]\[[^\]]*\]", r"\1", text)
+    return re.sub(r"\$([^$\n]+)\$", r"\1", text)
 
 
 def generated_command(name: str) -> click.Command:
