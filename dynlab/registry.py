@@ -27,7 +27,7 @@ from typing import Any, Callable, Literal
 
 from dynlab.config import MAY_BE_INFINITE, Range, check_numbers, parse_number
 from dynlab.errors import ConfigError, UnknownNameError
-from dynlab.option_groups import group_of, parse_group
+from dynlab.option_groups import fold_legacy, group_of, parse_group, parse_groups
 
 KINDS = ("unit", "model", "rule", "task", "analysis", "loss", "scenario", "program", "format")
 BUILTIN_MODULES = ("dynlab.losses", "dynlab.models", "dynlab.ffmodels", "dynlab.rnn_param", "dynlab.rnn_residual", "dynlab.units",
@@ -338,11 +338,15 @@ def _type_hints(obj: Any) -> dict[str, Any]:
 def build(kind: str, name: str | None = None, /, **kwargs) -> Any:
     """Construct the registered ``kind``/``name`` with checked keyword arguments.
 
-    ``name`` may be omitted for models (the ``"sequence"`` model).
+    ``name`` may be omitted for models (the ``"sequence"`` model). An analysis takes its options
+    as a scenario entry does: older flat keys fold into their option groups (``k=8`` is
+    ``qr={"k": 8}``) and a group's table becomes its value ([`dynlab.option_groups`][]).
     """
     if name is None and kind == "model":
         name = "sequence"
     entry = get(kind, name)
+    if kind == "analysis":
+        kwargs = parse_groups(entry.obj, fold_legacy(entry.obj, kwargs, f"analysis.{name}"), f"analysis.{name}")
     check_config(kind, entry.obj, {k: v for k, v in kwargs.items() if k != "key"})
     return constructor(entry.obj)(**kwargs)
 

@@ -152,3 +152,14 @@ def test_every_protocol_analysis_takes_the_one_value(name):
     assert ("qr" in groups) == (name in ("lyapunov", "clv"))
     keys = registry.config_keys(registry.get("analysis", name).obj)
     assert not {"drive", "task", "k", "reortho_every"} & set(keys)
+
+
+def test_build_takes_an_analysis_options_as_a_scenario_entry_does():
+    """README's ``dynlab.build("analysis", "lyapunov", model=..., k=8)``: the flat key, the table and
+    the value run the same configuration; the key given both ways is one ConfigError."""
+    model = dynlab.build("model", unit="rnn", input_size=2, output_size=1, key=jax.random.key(0), hidden=6)
+    means = [dynlab.build("analysis", "lyapunov", model=model, steps=100, realisations=2, **given)["mean"].values
+             for given in ({"k": 3}, {"qr": {"k": 3}}, {"qr": QRSettings(k=3)})]
+    assert means[0].shape == (3,) and all(np.array_equal(means[0], m) for m in means[1:])
+    with pytest.raises(ConfigError, match="also given in"):
+        dynlab.build("analysis", "lyapunov", model=model, k=3, qr={"k": 2})
