@@ -28,6 +28,7 @@ fold into the table ([`dynlab.option_groups.fold_legacy`][]): `drive = 0.0` is
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import math
 from typing import Any, ClassVar
@@ -118,9 +119,9 @@ class Protocol(OptionGroup):
         return True
 
     @property
+    @abc.abstractmethod
     def name(self) -> str:
         """The protocol in words, for a dataset's ``protocol`` attr."""
-        raise NotImplementedError
 
 
 @dataclasses.dataclass(frozen=True)

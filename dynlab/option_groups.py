@@ -22,6 +22,7 @@ is refused.
 
 from __future__ import annotations
 
+import abc
 import inspect
 import typing
 from typing import Any, ClassVar
@@ -30,7 +31,7 @@ from dynlab.config import parse_value
 from dynlab.errors import ConfigError
 
 
-class OptionGroup:
+class OptionGroup(abc.ABC):
     """Base of the value types of option groups (frozen dataclasses)."""
 
     legacy: ClassVar[dict[str, Any]] = {}
@@ -38,15 +39,11 @@ class OptionGroup:
     annotation its command-line option is parsed by ([`fold_legacy`][])."""
 
     @classmethod
+    @abc.abstractmethod
     def parse(cls, value: Any, *, default: OptionGroup | None = None) -> OptionGroup:
         """The value of a TOML value (a word or a table), or ``value`` itself when it already is one.
         ``default``: the analysis's default value, for groups whose partial tables keep its other
         fields. Raises a [`ConfigError`][dynlab.errors.ConfigError] saying what is valid."""
-        raise NotImplementedError
-
-    def table(self) -> str | dict:
-        """This value as the TOML value that parses back to it (written into datasets and cells)."""
-        raise NotImplementedError
 
 
 def group_of(annotation: Any) -> type[OptionGroup] | None:
