@@ -29,16 +29,18 @@ from dynlab.config import MAY_BE_INFINITE, Range, check_numbers, parse_number
 from dynlab.errors import ConfigError, UnknownNameError
 from dynlab.option_groups import fold_legacy, group_of, parse_group, parse_groups
 
-KINDS = ("unit", "model", "rule", "task", "analysis", "loss", "scenario", "program", "format")
+KINDS = ("unit", "model", "rule", "task", "analysis", "loss", "scenario", "program", "format", "transfer")
 BUILTIN_MODULES = ("dynlab.losses", "dynlab.models", "dynlab.ffmodels", "dynlab.rnn_param", "dynlab.rnn_residual", "dynlab.units",
-                   "dynlab.tasks", "dynlab.imports", "dynlab.rules", "dynlab.analyses", "dynlab.scenarios")
+                   "dynlab.tasks", "dynlab.imports", "dynlab.transfer", "dynlab.rules", "dynlab.analyses",
+                   "dynlab.scenarios")
 """The packages whose modules register dynlab's own plug-ins when imported."""
 PLUGIN_GROUP = "dynlab.plugins"
 """The entry-point group of third-party plug-ins: an installed package declares e.g.
 ``[project.entry-points."dynlab.plugins"] mypkg = "mypkg.dynlab_plugins"``; that module is
 imported and its ``@register`` lines add units, rules, tasks, analyses or programs."""
 PLURALS = {"unit": "units", "model": "models", "rule": "rules", "task": "tasks", "analysis": "analyses",
-           "loss": "losses", "scenario": "scenarios", "program": "programs", "format": "formats"}
+           "loss": "losses", "scenario": "scenarios", "program": "programs", "format": "formats",
+           "transfer": "transfers"}
 
 
 @dataclasses.dataclass(frozen=True)

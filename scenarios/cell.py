@@ -41,8 +41,8 @@ import xarray as xr
 from dynlab import config as cfgmod
 from dynlab import experiment, registry, store
 from dynlab.errors import DivergenceError, StorageError
-from dynlab.scenarios.spec import analysis_options, entry_stages, results_of, stage_step, takes_rules, without_training
-from dynlab.transfer import isolate
+from dynlab.scenarios.spec import (ISOLATED, analysis_options, cell_transfer, entry_stages, results_of, stage_step,
+                                   takes_rules, without_training)
 
 MARKER = "cell.toml"
 
@@ -186,32 +186,62 @@ def _interrupted_info(message: str) -> dict:
     return {"status": INTERRUPTED, "message": message, "files": {}, "results": {}}
 
 
-def _at_stage(stage: str, initial, exp, status: str, snapshots: dict):
-    """The experiment an analysis at ``stage`` sees, or ``None`` when the cell did not reach it:
-    ``initial`` at ``init``; ``exp`` (trained) at ``trained``; its isolated-neuron perturbation at
-    ``isolated``; the model kept after N steps (``snapshots``) at ``step-N``."""
-    if stage == "init":
-        return initial
-    step = stage_step(stage)
-    if step is not None:
-        return None if exp is None or step not in snapshots else dataclasses.replace(exp, model=snapshots[step])
-    if exp is None or status != "ok":
-        return None
-    return isolate(exp) if stage == "isolated" else exp
+TRANSFERRED = "transferred"
+"""The run directory, inside a cell, of its model after its ``[transfer]`` (config, model; when
+retrained, its curves and checkpoints): ``dynlab analyze NAME --checkpoint CELL/transferred`` reads it."""
+
+
+class _Stages:
+    """The experiment an analysis at a stage sees, each made once per cell (a transfer is applied,
+    and retrained, once however many analyses run after it; a failed one is not tried again), or
+    ``None`` when the cell did not reach the stage: ``initial`` at ``init``; the model kept after N
+    steps (``snapshots``) at ``step-N``; ``exp`` (trained) at ``trained``; its isolated neurons at
+    ``isolated``; after ``transfer`` at ``transferred``, written to [`TRANSFERRED`][]."""
+
+    def __init__(self, cell_dir: Path, initial, exp, status: str, snapshots: dict, transfer, progress):
+        self.cell_dir, self.initial, self.exp, self.status = cell_dir, initial, exp, status
+        self.snapshots, self.transfer, self.progress, self.made = snapshots, transfer, progress, {}
+
+    def __call__(self, stage: str):
+        if stage not in self.made:
+            try:
+                self.made[stage] = self._make(stage)
+            except Exception as e:
+                self.made[stage] = e
+        if isinstance(self.made[stage], Exception):
+            raise self.made[stage]
+        return self.made[stage]
+
+    def _make(self, stage: str):
+        if stage == "init":
+            return self.initial
+        step = stage_step(stage)
+        if step is not None:
+            return None if self.exp is None or step not in self.snapshots else \
+                dataclasses.replace(self.exp, model=self.snapshots[step])
+        if self.exp is None or self.status != "ok":
+            return None
+        if stage == "isolated":
+            return ISOLATED.apply(self.exp)
+        if stage == TRANSFERRED:
+            return self.transfer.apply(self.exp, self.cell_dir / TRANSFERRED, self.progress)
+        return self.exp
 
 
 def _finish(cell_dir: Path, exp, analyses: tuple[dict, ...], status: str, message: str,
-            stop_file: str | Path | None = None, initial=None, snapshots: dict | None = None) -> dict:
+            stop_file: str | Path | None = None, initial=None, snapshots: dict | None = None, transfer=None) -> dict:
     """Run the analyses of a trained (or fresh) cell, each at each of its stages on its own, then
     write its marker last (not if interrupted). ``status``/``message``: how training ended;
     ``initial``: the experiment before training (stage ``init``), ``exp`` after it (``trained``),
-    ``snapshots``: the models after the steps of its ``step-N`` stages."""
+    ``snapshots``: the models after the steps of its ``step-N`` stages, ``transfer``: its
+    [`Transfer`][dynlab.transfer.Transfer] (stage ``transferred``)."""
     message = one_line(message)
     results = {"train": {"status": status, "message": message}}
+    at_stage = _Stages(cell_dir, initial, exp, status, snapshots or {}, transfer, _stop_when_interrupted(stop_file))
     for entry in analyses:
         for result, stage in results_of(entry):
             try:
-                at = _at_stage(stage, initial, exp, status, snapshots or {})
+                at = at_stage(stage)
                 if at is None:
                     results[result] = {"status": "skipped", "message": f"not run: training {status}"}
                     continue
@@ -228,7 +258,8 @@ def _finish(cell_dir: Path, exp, analyses: tuple[dict, ...], status: str, messag
     failed = [n for n, r in results.items() if n != "train" and r["status"] == "failed"]
     if status == "ok" and failed:
         status, message = "failed", "; ".join(f"{n}: {results[n]['message']}" for n in failed)
-    files = {p.name: _sha256(p) for p in sorted(cell_dir.iterdir()) if p.is_file() and not p.name.startswith(".")}
+    files = {p.relative_to(cell_dir).as_posix(): _sha256(p) for p in sorted(cell_dir.rglob("*"))
+             if p.is_file() and not p.name.startswith(".")}
     info = {"status": status, "message": message, "results": results, "files": files}
     info["digest"] = marker_digest(info)
     store.atomic_write(cell_dir / MARKER, lambda p: p.write_text(cfgmod.dumps(info)))
@@ -255,8 +286,9 @@ def run_cell(cell_dir: str | Path, config: dict, analyses: tuple[dict, ...], sto
     from dynlab.train import train
 
     cell_dir = _fresh(cell_dir)
-    status, message, exp, initial, snapshots = "ok", "", None, None, {}
+    status, message, exp, initial, snapshots, transfer = "ok", "", None, None, {}, None
     try:
+        config, transfer = cell_transfer(config)
         config, do_train = without_training(config)
         exp = experiment.build(config, training=do_train)
         initial = exp if _at_init(analyses) else None
@@ -271,7 +303,7 @@ def run_cell(cell_dir: str | Path, config: dict, analyses: tuple[dict, ...], sto
         if interrupted(stop_file):
             return _interrupted_info(f"{type(e).__name__}: {e}")
         status, message = _failure(cell_dir, e)
-    return _finish(cell_dir, exp, analyses, status, message, stop_file, initial, snapshots)
+    return _finish(cell_dir, exp, analyses, status, message, stop_file, initial, snapshots, transfer)
 
 
 def run_cells_vmapped(cell_dirs: list, configs: list[dict], analyses: tuple[dict, ...],
@@ -285,7 +317,8 @@ def run_cells_vmapped(cell_dirs: list, configs: list[dict], analyses: tuple[dict
 
     dirs = [_fresh(d) for d in cell_dirs]
     try:
-        pairs = [without_training(c) for c in configs]
+        transfer = cell_transfer(configs[0])[1]  # the cells differ only in seed
+        pairs = [without_training(cell_transfer(c)[0]) for c in configs]
         exps = [experiment.build(c, training=t) for c, t in pairs]
         if not pairs[0][1]:
             results = [None] * len(exps)
@@ -305,7 +338,7 @@ def run_cells_vmapped(cell_dirs: list, configs: list[dict], analyses: tuple[dict
         else:
             trained = e if r is None else dataclasses.replace(e, model=r.model)
             infos.append(_finish(d, trained, analyses, "ok", "", stop_file, e if initial else None,
-                                 {} if r is None else r.snapshots))
+                                 {} if r is None else r.snapshots, transfer))
     return infos
 
 

@@ -38,9 +38,30 @@ Every combination of the sweep axes is a *cell*: one run config, one training ru
 
 **Stages.** An ``[[analyses]]`` entry's ``stages`` names the points of its cell's life it runs
 at: ``init``, ``step-N`` (after N training steps), ``trained`` (the default), ``isolated`` (the
-trained weights with isolated neurons) ([`STAGES`][], [`STEP_STAGE`][]); the dataset gains a
-``stage`` dim in that order ([`stage_order`][]). A stage a cell cannot reach is a
-``ConfigError`` before any work ([`check_cells`][]).
+trained weights with isolated neurons), ``transferred`` (after the cell's transfer)
+([`STAGES`][], [`STEP_STAGE`][]); the dataset gains a ``stage`` dim in that order
+([`stage_order`][]). A stage a cell cannot reach is a ``ConfigError`` before any work
+([`check_cells`][]).
+
+**Transfers.** A ``[transfer]`` table declares what happens to the cell's trained model before
+its ``transferred`` stage: a registered transfer (``dynlab list transfers``,
+[`dynlab.transfer`][]) with its parameters, the task and training keys it changes, and the
+steps it is retrained ([`dynlab.transfer.Transfer`][]):
+
+    [transfer]                            # the ARU paper's App. B.3
+    kind = "activation"                   # isolate | activation | controller (a plug-in may add more)
+    steps = 200                           # retrain (n, s) only, 200 steps; 0: not retrained
+    task = {rotate = 45}                  # ... on the 45°-rotated digits
+    [[analyses]]
+    name = "perturb"
+    stages = ["trained", "transferred"]
+
+It is part of the cell's config, so a sweep varies it like any key (``"transfer.steps" = [50,
+100]``, or a variant axis ``[sweep.variants.transfer.NAME]`` with ``transfer = {kind = ...}``).
+The transfer is applied once per cell, and the transferred model is written as a run directory
+``transferred/`` inside the cell. A ``transferred`` stage in a cell without a transfer, a
+transfer no analysis runs at, an unknown kind, parameters its function does not take, and a
+transfer that cannot apply to the cell's model are each a ``ConfigError`` before any work.
 
 **Overrides.** ``--set`` assignments apply to the document before it is validated; a key inside
 ``[sweep]`` names one axis by its dotted config key ([`sweep_path`][]): ``--set sweep.seed=[0]``
@@ -98,8 +119,9 @@ from dynlab import experiment, registry
 from dynlab.errors import ConfigError
 from dynlab.option_groups import fold_legacy, group_parameters, parse_groups
 from dynlab.scenarios.declared_claims import check_claims, parse_claims
+from dynlab.transfer import Transfer
 
-TOP_KEYS = {"name", "description", "seed", "model", "task", "rule", "train", "analyses", "sweep", "claims"}
+TOP_KEYS = {"name", "description", "seed", "model", "task", "rule", "train", "transfer", "analyses", "sweep", "claims"}
 PROGRAM_KEYS = {"name", "description", "program", "entry", "params", "paper", "presets"}
 DEFAULT_PRESET = "laptop"
 """The preset a scenario runs at when none is named: its ``[params]`` as written."""
@@ -142,6 +164,18 @@ class Cell:
         """A stable name for the cell's directory: a hash of everything that determines its numbers."""
         text = cfgmod.dumps({**self.config, "analyses": {str(i): a for i, a in enumerate(self.analyses)}})
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+TRANSFER = "transfer"
+"""The key of a cell's config that declares its transfer (a scenario's ``[transfer]`` table)."""
+
+
+def cell_transfer(config: dict) -> tuple[dict, Transfer | None]:
+    """A cell's run config without its ``[transfer]`` table, and the transfer that table declares
+    ([`dynlab.transfer.Transfer.parse`][]; ``None`` without one)."""
+    if TRANSFER not in config:
+        return config, None
+    return {k: v for k, v in config.items() if k != TRANSFER}, Transfer.parse(config[TRANSFER])
 
 
 def without_training(config: dict) -> tuple[dict, bool]:
@@ -483,14 +517,18 @@ def _parse_sweep(sweep: dict) -> tuple[tuple[Axis, ...], bool]:
     return tuple(axes), vmap_seeds
 
 
-STAGES = ("init", "trained", "isolated")
+STAGES = ("init", "trained", "isolated", "transferred")
 """The named points of a cell's life an analysis can run at: ``init`` (the freshly built model,
-before training), ``trained`` (after training; the default) and ``isolated`` (the trained weights
-perturbed into isolated neurons, each feeding back onto itself only: [`dynlab.transfer.isolate`][],
-the ARU paper's Fig. 4c; units rnn, rnn-gamma and aru). Besides these, ``step-N`` ([`STEP_STAGE`][])."""
+before training), ``trained`` (after training; the default), ``isolated`` (the trained weights
+perturbed into isolated neurons, each feeding back onto itself only: the registered transfer
+``isolate``, [`dynlab.transfer.isolate`][], the ARU paper's Fig. 4c; units rnn, rnn-gamma and
+aru; not retrained, and needing no ``[transfer]``) and ``transferred`` (the trained model after
+the cell's ``[transfer]`` and its retraining). Besides these, ``step-N`` ([`STEP_STAGE`][])."""
+ISOLATED = Transfer("isolate")
+"""The transfer of the ``isolated`` stage."""
 STEP_STAGE = re.compile(r"step-([1-9][0-9]{0,8})")
 """``step-N``: the model after N of the cell's training steps (1 <= N <= ``train.steps``)."""
-STAGE_FORMS = "init, step-N (after N training steps), trained, isolated"
+STAGE_FORMS = "init, step-N (after N training steps), trained, isolated, transferred"
 
 
 def stage_step(stage: str) -> int | None:
@@ -501,9 +539,9 @@ def stage_step(stage: str) -> int | None:
 
 def stage_order(stage: str) -> tuple[int, int]:
     """Where a stage lies in a cell's life, for ordering the ``stage`` coordinate: ``init``, the
-    ``step-N`` in order of N, ``trained``, ``isolated``."""
+    ``step-N`` in order of N, ``trained``, ``isolated``, ``transferred``."""
     step = stage_step(stage)
-    return (1, step) if step is not None else ({"init": 0, "trained": 2}.get(stage, 3), 0)
+    return (1, step) if step is not None else ({"init": 0, "trained": 2, "isolated": 3, "transferred": 4}[stage], 0)
 
 
 ENTRY_KEYS = ("name", "stages")
@@ -564,13 +602,15 @@ def _check_stages(entry: dict) -> None:
                           f"not {', '.join(repr(x) for x in stages if x != 'trained')}")
 
 
-def _check_cell_stages(scenario: "Scenario", config: dict, trains: bool, cell: "Cell") -> None:
+def _check_cell_stages(scenario: "Scenario", config: dict, trains: bool, transfer: Transfer | None,
+                       cell: "Cell") -> None:
     """**Enforces** "an analysis at a stage its cell cannot reach fails before any work": every
     stage but ``init`` needs training (``train.steps`` > 0), ``step-N`` needs N <= ``train.steps``,
-    ``isolated`` a unit with isolated neurons."""
+    ``transferred`` a ``[transfer]``; and a ``[transfer]`` needs an analysis at ``transferred``
+    (else it would be declared and never run). Whether the transfer (``isolate`` for ``isolated``)
+    applies to the cell's model is [`_check_transfers`][]."""
     where = f"cell {cell_name(cell) or '(the only one)'}"
     steps = config.get("train", {}).get("steps", registry.defaults(experiment.TrainConfig)["steps"])
-    unit = config.get("model", {}).get("unit", experiment.DEFAULT_UNIT)
     for entry in scenario.cell_analyses:
         name = entry["name"]
         for stage in entry.get("stages", ()):  # without stages: trained, or the fresh model when nothing trains
@@ -582,10 +622,27 @@ def _check_cell_stages(scenario: "Scenario", config: dict, trains: bool, cell: "
             if (stage_step(stage) or 0) > steps:
                 raise ConfigError(f"analyses.{name} runs at stage {stage!r}, but {where} trains {steps} steps: "
                                   "N of step-N must be at most train.steps")
-            if stage == "isolated" and not hasattr(registry.get("unit", unit).obj, "isolate"):
-                isolating = [u for u in registry.names("unit") if hasattr(registry.get("unit", u).obj, "isolate")]
-                raise ConfigError(f"analyses.{name} runs at stage 'isolated', but the unit of {where} ({unit}) has no "
-                                  f"isolated neurons; units that do: {', '.join(isolating)}")
+            if stage == "transferred" and transfer is None:
+                raise ConfigError(f"analyses.{name} runs at stage 'transferred', but {where} declares no transfer: "
+                                  f"add a [transfer] table with kind = one of {', '.join(registry.names('transfer'))}")
+    if transfer is not None and not any("transferred" in entry_stages(e) for e in scenario.cell_analyses):
+        raise ConfigError(f"[transfer] ({transfer.kind}) of {where} is never analysed: add \"transferred\" to the "
+                          "stages of an analysis, or remove [transfer]")
+
+
+def _check_transfers(scenario: "Scenario", config: dict, transfer: Transfer | None, cell: "Cell") -> None:
+    """**Enforces** "a stage after a transfer the cell's model cannot take fails before any work":
+    the ``isolate`` transfer for ``isolated`` (a unit with isolated neurons) and the cell's
+    ``[transfer]`` for ``transferred`` are applied to the cell's model built abstractly
+    ([`dynlab.transfer.Transfer.check`][])."""
+    stages = {s for e in scenario.cell_analyses for s in e.get("stages", ())}
+    for stage, declared in (("isolated", ISOLATED), ("transferred", transfer)):
+        if stage in stages and declared is not None:
+            try:
+                declared.check(config)
+            except ConfigError as e:
+                what = "" if stage == "isolated" else f" its [transfer] ({declared.kind}) cannot apply:"
+                raise ConfigError(f"stage {stage!r}{_cell_label(cell)}:{what} {e}") from None
 
 
 RUNS_ARGUMENT = ("runs", "key", "self")
@@ -671,7 +728,7 @@ def parse(doc: dict, source: str = "<dict>", preset: str = DEFAULT_PRESET) -> Sc
             f"{source}: unknown scenario key(s) {', '.join(sorted(unknown))}; valid: {', '.join(sorted(TOP_KEYS))}"
         )
     name, description = scenario_name(doc, source), _description(doc, source)
-    base = {k: doc[k] for k in ("seed", "model", "task", "rule", "train") if k in doc}
+    base = {k: doc[k] for k in ("seed", "model", "task", "rule", "train", TRANSFER) if k in doc}
     analyses = doc.get("analyses", [])
     if not isinstance(analyses, list):
         raise ConfigError(f"{source}: analyses must be an array of tables ([[analyses]])")
@@ -735,14 +792,19 @@ def check_cells(scenario: Scenario) -> None:
             hooks.append((entry["name"], hook, options))
     checked, built = set(), set()
     for cell in scenario.cells:  # every combination must be a valid config
-        config, trains = without_training(cell.config)
-        unseeded = cfgmod.dumps({**{k: v for k, v in config.items() if k != "seed"}, "trains": trains})
+        try:
+            config, transfer = cell_transfer(cell.config)
+        except ConfigError as e:
+            raise ConfigError(f"{e}{_cell_label(cell)}") from None
+        config, trains = without_training(config)
+        unseeded = cfgmod.dumps({**{k: v for k, v in cell.config.items() if k != "seed"}, "trains": trains})
+        _check_cell_stages(scenario, config, trains, transfer, cell)
         if unseeded in built:  # the seed changes values, not shapes: its range is all there is to check
             experiment.validate(config)
         else:
             built.add(unseeded)
             experiment.check(config, training=trains)
-        _check_cell_stages(scenario, config, trains, cell)
+            _check_transfers(scenario, config, transfer, cell)
         _check_rules(scenario, config, cell)
         structure = cfgmod.dumps({"model": config.get("model", {}), "task": config.get("task", {})})
         if not hooks or structure in checked:
@@ -782,7 +844,7 @@ def _check_across(scenario: Scenario) -> None:
     if not scenario.across:
         return
     cells = scenario.cells
-    configs = [experiment.validate(without_training(c.config)[0]) for c in cells]
+    configs = [experiment.validate(without_training(cell_transfer(c.config)[0])[0]) for c in cells]
     names = [cell_name(c) or "(the only cell)" for c in cells]
     for entry in scenario.across:
         name = entry["name"]

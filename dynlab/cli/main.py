@@ -17,7 +17,7 @@ from dynlab.errors import (ConfigError, DivergenceError, DynlabError, NonFiniteR
 
 
 PLURALS = {"units": "unit", "rules": "rule", "tasks": "task", "analyses": "analysis", "scenarios": "scenario",
-           "programs": "program", "losses": "loss", "models": "model", "formats": "format"}
+           "programs": "program", "losses": "loss", "models": "model", "formats": "format", "transfers": "transfer"}
 
 
 class _CommandGroup(click.Group):
@@ -129,7 +129,8 @@ def list_cmd(kind):
 
     **Enforces** that without KIND every kind is listed, under its plural as a heading.
 
-    KIND is one of: units, rules, tasks, analyses, scenarios, programs, losses, models, formats (default: all).
+    KIND is one of: units, rules, tasks, analyses, scenarios, programs, losses, models, formats, transfers
+    (default: all).
     """
     import dynlab
     from dynlab import registry
