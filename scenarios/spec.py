@@ -642,7 +642,8 @@ def _check_transfers(scenario: "Scenario", config: dict, transfer: Transfer | No
                 declared.check(config)
             except ConfigError as e:
                 what = "" if stage == "isolated" else f" its [transfer] ({declared.kind}) cannot apply:"
-                raise ConfigError(f"stage {stage!r}{_cell_label(cell)}:{what} {e}") from None
+                where = f" in cell {cell_name(cell)}" if cell.coords else ""
+                raise ConfigError(f"stage {stage!r}{where}:{what} {e}") from None
 
 
 RUNS_ARGUMENT = ("runs", "key", "self")

@@ -82,7 +82,7 @@ def test_isolated_is_the_trained_recurrence_cut_to_its_diagonal(run):
 @pytest.mark.parametrize("scenario, fragments", [
     (text('["step-11"]'), ["stage 'step-11'", "trains 10 steps", "at most train.steps"]),
     (text('["step-0"]'), ["unknown stage 'step-0'", "step-N (after N training steps)"]),
-    (text('["isolated"]', TINY_CELL.replace('"rnn"', '"gru"')), ["'isolated'", "(gru) has no isolated neurons",
+    (text('["isolated"]', TINY_CELL.replace('"rnn"', '"gru"')), ["'isolated'", "'gru' has no isolated neurons",
                                                                  "aru, rnn, rnn-gamma"]),
     (text('["step-3"]', TINY_CELL.replace("steps = 10", "steps = 0")), ["stage 'step-3'", "train.steps = 0"]),
     (text('["init", "isolated"]', sweep='"model.unit" = ["rnn", "lstm"]'), ["cell unit=lstm", "no isolated neurons"]),

@@ -97,7 +97,7 @@ def test_isolated_neurons_evolve_on_their_own(frozen_run):
         for t in range(9):
             h = float(gamma(w[i] * h + U[i] @ xs[t] + b[i], n[i], s[i]))
             np.testing.assert_allclose(states[t, i], h, rtol=1e-5, atol=1e-6)
-    with pytest.raises(ConfigError, match="no isolated-neuron variant"):
+    with pytest.raises(ConfigError, match="has no isolated neurons; units that do: aru"):
         transfer.isolate(experiment.build(config("gru")))
 
 
