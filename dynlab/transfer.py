@@ -21,7 +21,7 @@ other; the model it starts from is the step-0 checkpoint the trainer writes.
 continue under ([`TRANSFER_ARGUMENTS`][]), so a plug-in adds one with one file. A [`Transfer`][]
 is one declared as a value, as a scenario's ``[transfer]`` table declares it: the kind, its
 parameters, the task and training keys it changes and the steps it retrains, checked once where
-the table becomes the value and applied to a model abstractly before any work ([`Transfer.check`][]).
+the table becomes the value and applied to a model abstractly before any work ([`Transfer.check`][dynlab.transfer.Transfer.check]).
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def isolate(exp: experiment.Experiment) -> experiment.Experiment:
 TRANSFER_ARGUMENTS = ("trained", "config")
 """The parameters a registered transfer is given by its caller: the trained
 [`Experiment`][dynlab.experiment.Experiment] and the config to continue under (its own with the
-transfer's task and training keys, [`Transfer.config`][]); never keys of a ``[transfer]`` table."""
+transfer's task and training keys, [`Transfer.config`][dynlab.transfer.Transfer.config]); never keys of a ``[transfer]`` table."""
 Seed = Annotated[int, Range(minimum=SEED_RANGE[0], maximum=SEED_RANGE[1])]
 
 
@@ -138,17 +138,20 @@ def activation_only(trained: experiment.Experiment, config: dict) -> experiment.
 
 @register("transfer", "controller", "ARU App. C.4: the trained controller, frozen, in a new main network "
                                     "(another seed)")
-def new_main_network(trained: experiment.Experiment, config: dict, *, seed: Seed | None = None) -> experiment.Experiment:
+def new_main_network(trained: experiment.Experiment, config: dict, *,
+                     seed: Seed | None = None) -> experiment.Experiment:
     """[`transplant_controller`][] from the trained ARU into the model ``config`` builds at ``seed``
     (default: the trained run's seed + 1, as ``dynlab transfer controller``)."""
-    return transplant_controller(trained.model, apply_values(config, {"seed": trained.seed + 1 if seed is None else seed}))
+    seed = trained.seed + 1 if seed is None else seed
+    return transplant_controller(trained.model, apply_values(config, {"seed": seed}))
 
 
 def _key(name: str, annotation, default) -> inspect.Parameter:
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
 
 
-TABLE_KEYS = {"steps": _key("steps", NonNegative, 0), "task": _key("task", dict, None), "train": _key("train", dict, None)}
+TABLE_KEYS = {"steps": _key("steps", NonNegative, 0), "task": _key("task", dict, None),
+              "train": _key("train", dict, None)}
 """Keys of every ``[transfer]`` table besides ``kind`` and the transfer's own parameters:
 ``steps``, the training steps after the transfer (0: analysed as transferred, not retrained);
 ``task`` and ``train``, tables of task and training keys the transferred model continues under
@@ -172,7 +175,7 @@ class Transfer:
         value: a registered ``kind``; parameters its function takes, of their types and in range
         ([`dynlab.registry.check_config`][]); ``steps`` an integer >= 0 given as ``steps``, not
         as ``train.steps``. Task and training keys are checked with the config they change
-        ([`check`][Transfer.check])."""
+        ([`check`][dynlab.transfer.Transfer.check])."""
         kinds = ", ".join(registry.names("transfer"))
         if not isinstance(table, dict) or not isinstance(table.get("kind"), str):
             raise ConfigError(f"[{where}] needs kind = \"NAME\" naming a transfer ({kinds}), got {table!r}")
@@ -205,8 +208,9 @@ class Transfer:
         experiment.validate(self.config(config))
         eqx.filter_eval_shape(lambda: (self.start(experiment.build(config)), None)[1])
 
-    def apply(self, trained: experiment.Experiment, run_dir: str | Path | None = None, progress=None) -> experiment.Experiment:
-        """The transferred experiment: [`start`][Transfer.start], then ``steps`` of training
+    def apply(self, trained: experiment.Experiment, run_dir: str | Path | None = None,
+              progress=None) -> experiment.Experiment:
+        """The transferred experiment: [`start`][dynlab.transfer.Transfer.start], then ``steps`` of training
         ([`dynlab.train.train`][], with ``progress``). With ``run_dir`` it is written as a run
         directory (config, model; when retrained, its curves and checkpoints too)."""
         exp = self.start(trained)

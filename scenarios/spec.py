@@ -67,8 +67,8 @@ transfer that cannot apply to the cell's model are each a ``ConfigError`` before
 ``[sweep]`` names one axis by its dotted config key ([`sweep_path`][]): ``--set sweep.seed=[0]``
 changes that axis and keeps the others.
 
-**Programmed scenarios.** Experiments whose steps are not "train, analyse and compare" (transplant
-a controller, fit a model across budgets, …) are registered **programs**
+**Programmed scenarios.** Experiments whose steps are not "train, transfer, analyse and compare"
+(fit a model across budgets, a paper's table, …) are registered **programs**
 (``@register("program", NAME)`` on a Python function, see ``dynlab list program``) that the file
 chooses by name, with the program's keyword arguments in ``[params]``:
 

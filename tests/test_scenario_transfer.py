@@ -11,6 +11,8 @@ path as the controller's, and [`dynlab.transfer.retrain_activation`][] is tested
 
 from __future__ import annotations
 
+import dataclasses
+
 import equinox as eqx
 import jax
 import numpy as np
@@ -22,7 +24,7 @@ from dynlab.config import apply_values
 from dynlab.scenarios import spec
 from dynlab.scenarios.cell import TRANSFERRED, cell_summary, read_marker, run_cell
 from dynlab.train import train
-from dynlab.transfer import Transfer, isolate, transplant_controller
+from dynlab.transfer import Transfer, continued, isolate, transplant_controller
 from dynlab.variants import ACTIVATION, CONTROLLER
 
 ARU = TINY_CELL.replace('unit = "rnn"', 'unit = "aru"\nn_g = 2')
@@ -122,6 +124,26 @@ def test_the_transferred_run_is_part_of_the_cells_marker(cells):
 
 NETWORKS = ('[sweep.variants.network.aru]\nmodel = {unit = "aru", n_g = 2}\n'
             '[sweep.variants.network.gru]\nmodel = {unit = "gru"}\n')
+def scale_recurrence(trained, config: dict, *, factor: float = 0.5):
+    """A plug-in's transfer: every layer's W_hh times ``factor``."""
+    exp = continued(trained.model, config)
+    scaled = [factor * c.w_hh for c in exp.model.cells]
+    return dataclasses.replace(exp, model=eqx.tree_at(lambda m: [c.w_hh for c in m.cells], exp.model, scaled))
+
+
+def test_a_plugin_transfer_is_one_registered_function(tmp_path, monkeypatch):
+    entry = registry.Entry("transfer", "scale", scale_recurrence, "W_hh scaled (a test plug-in)")
+    monkeypatch.setitem(registry._REGISTRY["transfer"], "scale", entry)
+    (tmp_path / "s.toml").write_text(text('[transfer]\nkind = "scale"\nfactor = -0.25\n', '["trained", "transferred"]'))
+    (cell,) = spec.load(str(tmp_path / "s.toml")).cells
+    assert run_cell(tmp_path / "cell", cell.config, cell.analyses)["status"] == "ok"
+    ds = cell_summary(tmp_path / "cell", cell.analyses)
+    scaled = np.sort_complex(-0.25 * eigs(ds, "trained"))  # eig(cW) = c eig(W)
+    np.testing.assert_allclose(eigs(ds, "transferred"), scaled, rtol=1e-5, atol=1e-7)
+    (tmp_path / "s.toml").write_text(text('[transfer]\nkind = "scale"\nfactor = "half"\n', '["transferred"]'))
+    one_line_error(invoke(["run", "s.toml", "--out", "out", "-q"], tmp_path), "transfer.factor must be float")
+
+
 CONTROLLER_ON = '[transfer]\nkind = "controller"\nsteps = 2\n'
 
 
