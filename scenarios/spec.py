@@ -121,7 +121,8 @@ from dynlab.option_groups import fold_legacy, group_parameters, parse_groups
 from dynlab.scenarios.declared_claims import check_claims, parse_claims
 from dynlab.transfer import Transfer
 
-TOP_KEYS = {"name", "description", "seed", "model", "task", "rule", "train", "transfer", "analyses", "sweep", "claims"}
+TOP_KEYS = {"name", "description", "seed", "model", "task", "rule", "train", "transfer", "analyses", "sweep",
+            "claims"}
 PROGRAM_KEYS = {"name", "description", "program", "entry", "params", "paper", "presets"}
 DEFAULT_PRESET = "laptop"
 """The preset a scenario runs at when none is named: its ``[params]`` as written."""
@@ -608,7 +609,8 @@ def _check_cell_stages(scenario: "Scenario", config: dict, trains: bool, transfe
     stage but ``init`` needs training (``train.steps`` > 0), ``step-N`` needs N <= ``train.steps``,
     ``transferred`` a ``[transfer]``; and a ``[transfer]`` needs an analysis at ``transferred``
     (else it would be declared and never run). Whether the transfer (``isolate`` for ``isolated``)
-    applies to the cell's model is [`_check_transfers`][]."""
+    applies to the cell's model is checked once per configuration apart from the seed
+    (``_check_transfers``)."""
     where = f"cell {cell_name(cell) or '(the only one)'}"
     steps = config.get("train", {}).get("steps", registry.defaults(experiment.TrainConfig)["steps"])
     for entry in scenario.cell_analyses:
