@@ -150,8 +150,8 @@ def _key(name: str, annotation, default) -> inspect.Parameter:
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
 
 
-TABLE_KEYS = {"steps": _key("steps", NonNegative, 0), "task": _key("task", dict, None),
-              "train": _key("train", dict, None)}
+TABLE_KEYS = {"steps": _key("steps", NonNegative, 0), "task": _key("task", dict, {}),
+              "train": _key("train", dict, {})}
 """Keys of every ``[transfer]`` table besides ``kind`` and the transfer's own parameters:
 ``steps``, the training steps after the transfer (0: analysed as transferred, not retrained);
 ``task`` and ``train``, tables of task and training keys the transferred model continues under
@@ -185,10 +185,14 @@ class Transfer:
             raise ConfigError(f"{where}.kind: {e}") from None
         options = {k: v for k, v in table.items() if k != "kind"}
         registry.check_config(where, fn, options, extra=TABLE_KEYS, exclude=TRANSFER_ARGUMENTS)
-        if "steps" in (options.get("train") or {}):
+        for section in ("task", "train"):
+            if not isinstance(options.get(section, {}), dict):
+                raise ConfigError(f"{where}.{section} must be a table of {section} keys, e.g. {section} = "
+                                  f"{{{'rotate = 45' if section == 'task' else 'lr = 1e-3'}}}, got {options[section]!r}")
+        if "steps" in options.get("train", {}):
             raise ConfigError(f"{where}.train.steps: the training steps after the transfer are {where}.steps")
         return cls(table["kind"], {k: v for k, v in options.items() if k not in TABLE_KEYS},
-                   options.get("steps", 0), dict(options.get("task") or {}), dict(options.get("train") or {}))
+                   options.get("steps", 0), dict(options.get("task", {})), dict(options.get("train", {})))
 
     def config(self, config: dict) -> dict:
         """``config`` with the task and training keys the transfer changes (and ``train.steps``

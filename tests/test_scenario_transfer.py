@@ -156,6 +156,7 @@ CONTROLLER_ON = '[transfer]\nkind = "controller"\nsteps = 2\n'
     (text('[transfer]\nkind = "controller"\nseed = 1.5\n'), ["transfer.seed must be"]),
     (text('[transfer]\nkind = "isolate"\nrate = 2\n'), ["unknown config key transfer.rate", "steps, task, train"]),
     (text('[transfer]\nkind = "activation"\ntrain = {steps = 5}\n'), ["transfer.train.steps", "transfer.steps"]),
+    (text('[transfer]\nkind = "activation"\ntask = 45\n'), ["transfer.task must be a table", "rotate = 45"]),
     (text('[transfer]\nkind = "activation"\ntask = {rotate = 45}\n'), ["'transferred'", "cannot apply", "rotate"]),
     (text(CONTROLLER_ON, cell=TINY_CELL), ["'transferred'", "(controller) cannot apply", "needs aru"]),
     (text('[transfer]\nkind = "activation"\n', cell=TINY_CELL), ["(activation) cannot apply", "rnn-gamma"]),
