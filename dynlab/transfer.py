@@ -21,7 +21,8 @@ other; the model it starts from is the step-0 checkpoint the trainer writes.
 continue under ([`TRANSFER_ARGUMENTS`][]), so a plug-in adds one with one file. A [`Transfer`][]
 is one declared as a value, as a scenario's ``[transfer]`` table declares it: the kind, its
 parameters, the task and training keys it changes and the steps it retrains, checked once where
-the table becomes the value and applied to a model abstractly before any work ([`Transfer.check`][dynlab.transfer.Transfer.check]).
+the table becomes the value and applied to a model abstractly before any work
+([`Transfer.check`][dynlab.transfer.Transfer.check]).
 """
 
 from __future__ import annotations
@@ -111,14 +112,14 @@ def isolate(exp: experiment.Experiment) -> experiment.Experiment:
     return dataclasses.replace(exp, config=apply_values(exp.config, {"model.isolated": True}), model=model)
 
 
-
 # ---------------------------------------------------------------------------------------------
 # Registered transfers, and a transfer declared as a value.
 
 TRANSFER_ARGUMENTS = ("trained", "config")
 """The parameters a registered transfer is given by its caller: the trained
 [`Experiment`][dynlab.experiment.Experiment] and the config to continue under (its own with the
-transfer's task and training keys, [`Transfer.config`][dynlab.transfer.Transfer.config]); never keys of a ``[transfer]`` table."""
+transfer's task and training keys, [`Transfer.config`][dynlab.transfer.Transfer.config]); never
+keys of a ``[transfer]`` table."""
 Seed = Annotated[int, Range(minimum=SEED_RANGE[0], maximum=SEED_RANGE[1])]
 
 
