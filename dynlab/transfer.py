@@ -186,10 +186,10 @@ class Transfer:
             raise ConfigError(f"{where}.kind: {e}") from None
         options = {k: v for k, v in table.items() if k != "kind"}
         registry.check_config(where, fn, options, extra=TABLE_KEYS, exclude=TRANSFER_ARGUMENTS)
-        for section in ("task", "train"):
+        for section, example in (("task", "{rotate = 45}"), ("train", "{lr = 1e-3}")):
             if not isinstance(options.get(section, {}), dict):
-                raise ConfigError(f"{where}.{section} must be a table of {section} keys, e.g. {section} = "
-                                  f"{{{'rotate = 45' if section == 'task' else 'lr = 1e-3'}}}, got {options[section]!r}")
+                raise ConfigError(f"{where}.{section} must be a table of {section} keys, e.g. {section} = {example}, "
+                                  f"got {options[section]!r}")
         if "steps" in options.get("train", {}):
             raise ConfigError(f"{where}.train.steps: the training steps after the transfer are {where}.steps")
         return cls(table["kind"], {k: v for k, v in options.items() if k not in TABLE_KEYS},
