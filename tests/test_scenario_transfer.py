@@ -24,7 +24,7 @@ from dynlab.config import apply_values
 from dynlab.scenarios import spec
 from dynlab.scenarios.cell import TRANSFERRED, cell_summary, read_marker, run_cell
 from dynlab.train import train
-from dynlab.transfer import Transfer, continued, isolate, transplant_controller
+from dynlab.transfer import Transfer, continued, transplant_controller
 from dynlab.variants import ACTIVATION, CONTROLLER
 
 ARU = TINY_CELL.replace('unit = "rnn"', 'unit = "aru"\nn_g = 2')
@@ -110,7 +110,7 @@ def test_transferred_by_isolate_is_the_isolated_stage_and_the_diagonal(cells):
     np.testing.assert_array_equal(eigs(ds, "transferred"), eigs(ds, "isolated"))
     w = np.asarray(experiment.load_run(cell_dir).model.cells[0].w_hh, np.float64)
     np.testing.assert_allclose(eigs(ds, "transferred"), np.sort_complex(np.diag(w) + 0j), rtol=1e-6, atol=1e-7)
-    saved = isolate(experiment.load_run(cell_dir / TRANSFERRED)).model  # written as a run directory, reloadable
+    saved = experiment.load_run(cell_dir / TRANSFERRED).model  # written as a run directory of isolated neurons
     np.testing.assert_array_equal(np.asarray(saved.cells[0].w_hh), np.diag(w).astype(np.float32))
 
 
@@ -122,8 +122,6 @@ def test_the_transferred_run_is_part_of_the_cells_marker(cells):
     assert read_marker(cell_dir) is None
 
 
-NETWORKS = ('[sweep.variants.network.aru]\nmodel = {unit = "aru", n_g = 2}\n'
-            '[sweep.variants.network.gru]\nmodel = {unit = "gru"}\n')
 def scale_recurrence(trained, config: dict, *, factor: float = 0.5):
     """A plug-in's transfer: every layer's W_hh times ``factor``."""
     exp = continued(trained.model, config)
@@ -145,6 +143,8 @@ def test_a_plugin_transfer_is_one_registered_function(tmp_path, monkeypatch):
 
 
 CONTROLLER_ON = '[transfer]\nkind = "controller"\nsteps = 2\n'
+NETWORKS = ('[sweep.variants.network.aru]\nmodel = {unit = "aru", n_g = 2}\n'
+            '[sweep.variants.network.gru]\nmodel = {unit = "gru"}\n')
 
 
 @pytest.mark.parametrize("scenario, fragments", [
