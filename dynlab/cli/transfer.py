@@ -20,8 +20,8 @@ from dynlab.cli.options import _options, data_dir_option, int_option, number_opt
 from dynlab.cli.train import train_and_report
 
 
-def _config(run: str, sets, steps, seed=None) -> dict:
-    """The stored config of ``run`` with the command's overrides (``train.*``, ``task.*``, seed)."""
+def _config(run: str, sets, steps) -> dict:
+    """The stored config of ``run`` with the command's overrides (``train.*``, ``task.*``)."""
     from dynlab import config as cfgmod
     from dynlab import store
     from dynlab.errors import ConfigError
@@ -31,8 +31,6 @@ def _config(run: str, sets, steps, seed=None) -> dict:
     overrides = list(sets)
     if steps is not None:
         overrides.append(f"train.steps={int_option('--steps', steps)}")
-    if seed is not None:
-        overrides.append(f"seed={seed_option(seed)}")
     return cfgmod.apply_sets(store.read_config(run), overrides)
 
 
@@ -60,11 +58,10 @@ _common = _options([
 def controller_cmd(donor, seed, steps, sets, out, quiet):
     """Train a new ARU main network (another seed) around the donor's frozen controller (App. C.4)."""
     from dynlab import experiment, store
-    from dynlab.transfer import transplant_controller
+    from dynlab.transfer import new_main_network
 
     trained = experiment.load_run(donor, unit="aru")
-    seed = seed if seed is not None else str(trained.seed + 1)
-    exp = transplant_controller(trained.model, _config(donor, sets, steps, seed))
+    exp = new_main_network(trained, _config(donor, sets, steps), seed=None if seed is None else seed_option(seed))
     run_dir = store.claim_output(out, "transfer-controller")
     train_and_report(exp, run_dir, quiet, what=" (transplanted controller, frozen)")
 
