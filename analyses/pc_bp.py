@@ -686,11 +686,14 @@ def require_memory(model: str, widths: list[int], second: list[int], rows: int) 
 def plan(model: str, arguments: dict) -> str:
     """One line saying what a comparison will run, from the arguments of [`compare_pc_bp`][]
     (``model`` ``"mlp"``) or [`compare_pc_bptt`][] (``"rnn"``), defaults included: the task,
-    parameterisation, network, energy, optimiser and the size of the grid. The settings are
-    checked on the way ([`CompareConfig`][]), so a mistake is found before any work."""
+    parameterisation, network, energy, optimiser and the size of the grid. The settings and the
+    memory the grid needs are checked on the way ([`CompareConfig`][], [`require_memory`][]), so a
+    mistake is found before any work."""
     cfg = _compare_config(model, arguments)
     recurrent = model == "rnn"
     second = _int_list("lengths" if recurrent else "depths", arguments["lengths" if recurrent else "depths"])
+    require_memory(model, _int_list("widths", arguments["widths"]), second,
+                   cfg.batch_size if recurrent else arguments["batch_size"] or 64)
     task = arguments["task"] if isinstance(arguments["task"], str) else "the given task"
     network = "RNN" if recurrent else "residual" if cfg.residual else "MLP"
     kind = f"{network} {cfg.activation}" + (", PC through time vs BPTT" if recurrent else "")
