@@ -466,13 +466,9 @@ def compare_pc_bp(
     only), the coordinate ``L_over_N`` and, when $s-1$ is defined, the log–log slope of the
     per-cell mean $s-1$ against $L/N$ (attr ``rescaling_slope``; the theory says 1).
     """
-    cfg = _compare_config("mlp", locals())
-    widths, depths = _int_list("widths", widths), _int_list("depths", depths)
-    if batch_size is not None and batches != "stream":
-        raise ConfigError("batch_size applies to streamed batches (batches stream) only; a fixed batch is the task's")
-    require_memory("mlp", widths, depths, batch_size or 64)
-    seeds = _seed_list(seeds)
-    task = feedforward_task(task) if isinstance(task, str) else task
+    cfg = _compare_config("mlp", locals())  # everything checked before any work
+    widths, depths, seeds = _int_list("widths", widths), _int_list("depths", depths), _seed_list(seeds)
+    task = registry.build("task", feedforward_name(task)) if isinstance(task, str) else task  # reads --data-dir
     fixed = task.fixed_batch("train") if hasattr(task, "fixed_batch") else task
     cfg = dataclasses.replace(cfg, batch_size=batch_size or int(np.shape(fixed[0])[0]))
     if min(depths) < 2:
@@ -527,7 +523,7 @@ def compare_pc_bptt(
     atol: float = 0.0,
     ftol: float | None = None,
 ) -> xr.Dataset:
-    r"""PC through time vs BPTT over width x sequence length (module docstring).
+    r"""PC through time vs BPTT across width x sequence length: cosine, s - 1, loss curves.
 
     The network is an RNN under the same parameterisation ([`ParamRNN`][dynlab.rnn_param.ParamRNN]),
     PC runs through time (rule pc-time) against BPTT, and the sequence length T takes the place of
@@ -551,10 +547,8 @@ def compare_pc_bptt(
     ``step``), ``mean_cosine`` over (``width``, ``length``), the coordinate ``T_over_N`` and the
     log–log slope of $s-1$ against $T/N$ (attr ``rescaling_slope``; linear RNNs).
     """
-    cfg = _compare_config("rnn", locals())
-    widths, lengths = _int_list("widths", widths), _int_list("lengths", lengths)
-    require_memory("rnn", widths, lengths, cfg.batch_size)
-    seeds = _seed_list(seeds)
+    cfg = _compare_config("rnn", locals())  # everything checked before any work
+    widths, lengths, seeds = _int_list("widths", widths), _int_list("lengths", lengths), _seed_list(seeds)
     make_task = length_task(task) if isinstance(task, str) else task
     first = make_task(lengths[0])
     if first.loss not in pc_time.OUTPUTS:
@@ -589,9 +583,24 @@ GRID_ARGUMENTS = ("task", "widths", "depths", "lengths", "seeds", "progress")
 
 def _compare_config(model: str, arguments: dict) -> CompareConfig:
     """The comparison's settings from its function's arguments (the signature holds their
-    defaults): every argument but the grid's ([`GRID_ARGUMENTS`][]), through [`CompareConfig.from_options`][]."""
+    defaults): every argument but the grid's ([`GRID_ARGUMENTS`][]), through [`CompareConfig.from_options`][].
+
+    **Enforces** "a mistake is found before any work": the settings, the grid, the seeds, a task
+    named by its name, and the memory the grid needs ([`require_memory`][]) are checked here."""
     options = {k: v for k, v in arguments.items() if k not in GRID_ARGUMENTS and not (k == "batch_size" and v is None)}
-    return CompareConfig.from_options(model=model, **options)
+    cfg = CompareConfig.from_options(model=model, **options)
+    recurrent, task, batch_size = model == "rnn", arguments["task"], arguments["batch_size"]
+    if not recurrent and batch_size is not None and cfg.batches != "stream":
+        raise ConfigError("batch_size applies to streamed batches (batches stream) only; a fixed batch is the task's")
+    if isinstance(task, str) and recurrent:
+        length_task(task)
+    elif isinstance(task, str):
+        feedforward_name(task)
+    second = _int_list("lengths" if recurrent else "depths", arguments["lengths" if recurrent else "depths"])
+    _seed_list(arguments["seeds"])
+    require_memory(model, _int_list("widths", arguments["widths"]), second,
+                   cfg.batch_size if recurrent else batch_size or 64)
+    return cfg
 
 
 def pc_bp_warnings(ds: xr.Dataset) -> list[str]:
@@ -664,12 +673,12 @@ def _int_list(name, values, zero=False):
 FEEDFORWARD_TASKS = {"toy": "pc-toy", "mnist": "pc-mnist", "cifar10": "pc-cifar10"}
 """The tasks of the feed-forward comparison by their short names (recurrent models take any
 registered task that has a ``length``)."""
-def feedforward_task(name: str):
-    """The fixed-batch task of the feed-forward comparison by its short name ([`FEEDFORWARD_TASKS`][];
-    the image tasks read the command's data directory); an unknown name is a [`ConfigError`][] listing the valid ones."""
+def feedforward_name(name: str) -> str:
+    """The registered task of the feed-forward comparison's short name ([`FEEDFORWARD_TASKS`][]);
+    an unknown name is a [`ConfigError`][] listing the valid ones."""
     if name not in FEEDFORWARD_TASKS:
         raise ConfigError(f"unknown task {name!r} for --model mlp; valid: {', '.join(sorted(FEEDFORWARD_TASKS))}")
-    return registry.build("task", FEEDFORWARD_TASKS[name])
+    return FEEDFORWARD_TASKS[name]
 
 
 def require_memory(model: str, widths: list[int], second: list[int], rows: int) -> None:
@@ -692,8 +701,6 @@ def plan(model: str, arguments: dict) -> str:
     cfg = _compare_config(model, arguments)
     recurrent = model == "rnn"
     second = _int_list("lengths" if recurrent else "depths", arguments["lengths" if recurrent else "depths"])
-    require_memory(model, _int_list("widths", arguments["widths"]), second,
-                   cfg.batch_size if recurrent else arguments["batch_size"] or 64)
     task = arguments["task"] if isinstance(arguments["task"], str) else "the given task"
     network = "RNN" if recurrent else "residual" if cfg.residual else "MLP"
     kind = f"{network} {cfg.activation}" + (", PC through time vs BPTT" if recurrent else "")
