@@ -588,6 +588,8 @@ def _compare_config(model: str, arguments: dict) -> CompareConfig:
     **Enforces** "a mistake is found before any work": the settings, the grid, the seeds, a task
     named by its name, and the memory the grid needs ([`require_memory`][]) are checked here."""
     options = {k: v for k, v in arguments.items() if k not in GRID_ARGUMENTS and not (k == "batch_size" and v is None)}
+    if isinstance(options["inference"], pc_inference.AbstractInference):
+        del options["energy"]  # a value says it all (from Python)
     cfg = CompareConfig.from_options(model=model, **options)
     recurrent, task, batch_size = model == "rnn", arguments["task"], arguments["batch_size"]
     if not recurrent and batch_size is not None and cfg.batches != "stream":
