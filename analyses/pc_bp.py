@@ -47,7 +47,7 @@ import contextlib
 import dataclasses
 import re
 import time
-from typing import Callable, Literal
+from typing import Annotated, Any, Callable, Literal
 
 import equinox as eqx
 import jax
@@ -59,7 +59,7 @@ from jaxtyping import Array
 
 from dynlab import budget, ffmodels, registry, train
 from dynlab.rules import pc_closed_form as cf
-from dynlab.config import number_list
+from dynlab.config import Count, Flag, Range, number_list
 from dynlab.errors import ConfigError, require_positive
 from dynlab.analyses import pc_bp_figures
 from dynlab.provenance import stamp
@@ -94,6 +94,13 @@ INFERENCE_KEYS = {"energy": "closed-form", "inference": "discrete", "activity_op
                   "smoothing": None, "smoothing_x64": False}
 """The spelled keys (CLI, TOML, ``**options``) that [`CompareConfig.from_options`][] turns into
 the one ``inference`` value, with their defaults."""
+
+
+Energy = Literal["closed-form", "inference"]
+"""How the PC gradient is computed: at the exact equilibrium, or after numerical inference."""
+Inference = Literal[INFERENCES]
+"""A numerical inference method by its spelling ([`INFERENCES`][]); a caller in Python may give a value of
+[`dynlab.rules.pc_inference`][] instead."""
 
 
 class CompareConfig(eqx.Module):
@@ -382,42 +389,90 @@ VARIABLES = {
     summary=pc_bp_figures.pc_bp_summary,
 )
 def compare_pc_bp(
-    task,
-    widths: list[int] = (8, 32, 128, 512),
-    depths: list[int] = (2, 4, 8),
+    task: str | tuple | Any = "mnist",
+    widths: list[Count] = (8, 32, 128, 512),
+    depths: list[Count] = (2, 4, 8),
     seeds: int | list[int] = 3,
     *,
     progress: Callable[[int, int, dict], None] | None = None,
-    **options,
+    param: str = "mf",
+    alpha: float | None = None,
+    gamma0: float = 1.0,
+    residual: Annotated[bool, Flag("--skips")] = True,
+    activation: Literal["linear", "tanh", "relu"] = "linear",
+    batches: Literal["fixed", "stream"] = "fixed",
+    batch_size: int | None = None,
+    steps: int = 100,
+    optimizer: Literal["gd", "adam"] = "adam",
+    lr: float | None = None,
+    x64: bool = False,
+    energy: Energy = "closed-form",
+    inference: Inference = "discrete",
+    patience: int | None = None,
+    smoothing: list[Annotated[float, Range(above=0)]] | None = None,
+    smoothing_x64: bool = False,
+    inference_steps: int = 500,
+    activity_optimizer: Literal["sgd", "momentum", "adam"] = "sgd",
+    beta: float = 0.3,
+    rtol: float = 1e-4,
+    atol: float = 0.0,
+    ftol: float | None = None,
 ) -> xr.Dataset:
-    r"""Run the PC/BP comparison over ``widths`` × ``depths`` × ``seeds``; an ``xr.Dataset``.
+    r"""PC vs BP gradients across width x depth: cosine, s - 1, L/F*, loss curves.
+
+    PC and BP train as separate runs from identical weights on one fixed batch (or, with
+    ``batches="stream"``, on the same stream of fresh batches); every step records the cosine of
+    their gradients, both losses, the PC energy and $s(\theta) - 1$, over ``widths`` × ``depths`` × ``seeds``.
 
     Args:
-        task: a fixed-batch task (``pc-toy``, ``pc-mnist``) or a pair ``(x[P, D], y[P, d_out])``
-            (with ``batches="stream"``: ``pc-mnist``, or a pair holding the pool; batches of
-            ``batch_size``, default the fixed batch's size).
-        widths, depths: the grid (positive integers; depths ≥ 2).
-        seeds: a number of seeds (``0..seeds-1``) or a list of seeds.
+        task: toy (x in R^40, 20 samples, y = +-1), mnist or cifar10 (one fixed batch of 64
+            images, synthetic if absent; [`FEEDFORWARD_TASKS`][]); from Python also a fixed-batch
+            task, or a pair (x[P, D], y[P, d_out]) (with batches stream: pc-mnist, or a pair holding the pool).
+        widths: the widths N (positive integers).
+        depths: the depths L (weight matrices, >= 2).
+        seeds: a number of seeds (weight initialisations 0..seeds-1) or a list of seeds.
         progress: called as ``progress(cells_done, cells_total, {"N": .., "L": .., "cos": ..})``.
-        **options: the fields of [`CompareConfig`][] (``param``, ``alpha``, ``gamma0``,
-            ``residual``, ``activation``, ``steps``, ``energy``, ``optimizer``, ``lr``,
-            ``inference``, ``activity_optimizer``, ``beta``, ``inference_steps``, ``atol``, ``rtol``,
-            ``x64``, ``batches``, ``batch_size``).
+        param: parameterisation: sp, ntk, mf, mup.
+        alpha: residual depth exponent in [0, 1] (None: the parameterisation's, 1/2; 0 for sp).
+        gamma0: output scale gamma0.
+        residual: residual (skip) connections.
+        activation: the network's activation.
+        batches: train on the task's one fixed batch (as the paper's code does), or on a stream of
+            fresh batches from the image pool (batch t at step t).
+        batch_size: with batches stream, the size of each streamed batch (None: the task's batch,
+            64); compare_pc_bptt: the size of each length's fixed batch (32).
+        steps: training steps.
+        optimizer: the optimiser of both runs.
+        lr: base learning rate eta0 (None: adam 1e-3, gd 0.025), scaled per layer.
+        x64: compute in float64.
+        energy: the PC gradient from the closed-form equilibrated energy (linear) or after numerical inference.
+        inference: numerical inference (with energy inference): optax steps on the activities, a
+            diffrax ODE solve, or Gauss-Newton / Levenberg-Marquardt / L-BFGS in the error
+            coordinates (mse loss); or a value of [`dynlab.rules.pc_inference`][].
+        patience: Gauss-Newton / Levenberg-Marquardt / L-BFGS: give up once |grad_z F| has not
+            halved in this many steps (nonsmooth energies); None: the whole budget.
+        smoothing: decreasing smoothing widths, e.g. 1e-2,1e-3: run the inference on energies
+            whose ReLU / max kinks are smoothed to within each width in turn.
+        smoothing_x64: run the smoothed solves in float64; the rest stays in float32.
+        inference_steps: inference budget (steps).
+        activity_optimizer: optimiser of the activities (discrete inference); momentum is heavy ball 0.9.
+        beta: activity step size (discrete inference).
+        rtol: inference converged when |grad_z F| <= atol + rtol |grad_z F|_0.
+        atol: see rtol.
+        ftol: inference converged when the energy changes by less than this, relatively (None: not used).
 
     Returns variables over (``width``, ``depth``, ``seed``, ``step``) — see [`VARIABLES`][] —
     plus ``mean_cosine`` over (``width``, ``depth``) (mean over seeds and steps, converged steps
     only), the coordinate ``L_over_N`` and, when $s-1$ is defined, the log–log slope of the
     per-cell mean $s-1$ against $L/N$ (attr ``rescaling_slope``; the theory says 1).
     """
+    cfg = _compare_config("mlp", locals())  # everything checked before any work
+    widths, depths, seeds = _int_list("widths", widths), _int_list("depths", depths), _seed_list(seeds)
+    task = registry.build("task", feedforward_name(task)) if isinstance(task, str) else task  # reads --data-dir
     fixed = task.fixed_batch("train") if hasattr(task, "fixed_batch") else task
-    options.setdefault("batch_size", int(np.shape(fixed[0])[0]))
-    cfg = CompareConfig.from_options(**options)
-    if cfg.model != "mlp":
-        raise ConfigError(f"compare_pc_bp compares feed-forward models; for model {cfg.model!r} use compare_pc_bptt")
-    widths, depths = _int_list("widths", widths), _int_list("depths", depths)
+    cfg = dataclasses.replace(cfg, batch_size=batch_size or int(np.shape(fixed[0])[0]))
     if min(depths) < 2:
         raise ConfigError(f"depths must be at least 2, got {min(depths)}")
-    seeds = _seed_list(seeds)
     x, y = task.stream_pool() if cfg.batches == "stream" and hasattr(task, "stream_pool") else fixed
     if cfg.batches == "stream" and np.shape(x)[0] < cfg.batch_size:
         raise ConfigError(f"batch_size {cfg.batch_size} is larger than the pool to stream from ({np.shape(x)[0]} samples)")
@@ -440,36 +495,60 @@ def compare_pc_bp(
     summary=pc_bp_figures.pc_bp_summary,
 )
 def compare_pc_bptt(
-    task,
-    widths: list[int] = (8, 32, 128, 512),
-    lengths: list[int] = (2, 8, 32),
+    task: str | Callable = "adding",
+    widths: list[Count] = (8, 32, 128, 512),
+    lengths: list[Count] = (2, 8, 32),
     seeds: int | list[int] = 3,
     *,
     progress: Callable[[int, int, dict], None] | None = None,
-    **options,
+    param: str = "mf",
+    gamma0: float = 1.0,
+    gain: float = 1.0,
+    time_alpha: float | None = None,
+    activation: Literal["linear", "tanh", "relu"] = "linear",
+    batch_size: int = 32,
+    steps: int = 100,
+    optimizer: Literal["gd", "adam"] = "adam",
+    lr: float | None = None,
+    x64: bool = False,
+    energy: Energy = "closed-form",
+    inference: Inference = "discrete",
+    patience: int | None = None,
+    smoothing: list[Annotated[float, Range(above=0)]] | None = None,
+    smoothing_x64: bool = False,
+    inference_steps: int = 500,
+    activity_optimizer: Literal["sgd", "momentum", "adam"] = "sgd",
+    beta: float = 0.3,
+    rtol: float = 1e-4,
+    atol: float = 0.0,
+    ftol: float | None = None,
 ) -> xr.Dataset:
-    r"""PC through time against BPTT over ``widths`` × ``lengths`` × ``seeds`` (module docstring); an ``xr.Dataset``.
+    r"""PC through time vs BPTT across width x sequence length: cosine, s - 1, loss curves.
+
+    The network is an RNN under the same parameterisation ([`ParamRNN`][dynlab.rnn_param.ParamRNN]),
+    PC runs through time (rule pc-time) against BPTT, and the sequence length T takes the place of
+    the depth of [`compare_pc_bp`][] (s - 1 against T/N).
 
     Args:
-        task: a registered sequence task with a ``length`` key (e.g. ``"adding"``), or a function
-            ``length -> Task``. Each length's fixed batch is ``task.batch(key(0), batch_size)``.
-        widths, lengths: the grid (positive integers): RNN widths $N$ and sequence lengths $T$.
-        seeds: a number of seeds (``0..seeds-1``) or a list of seeds (weight initialisations).
+        task: a registered sequence task with a length (e.g. adding); from Python also a function
+            length -> Task. Each length's fixed batch is task.batch(key(0), batch_size).
+        widths: the RNN widths N (positive integers).
+        lengths: the sequence lengths T (positive integers).
+        seeds: a number of seeds (weight initialisations 0..seeds-1) or a list of seeds.
         progress: called as ``progress(cells_done, cells_total, {"N": .., "T": .., "cos": ..})``.
-        **options: the fields of [`CompareConfig`][] (``model`` defaults to ``rnn`` here;
-            ``param``, ``gamma0``, ``gain``, ``activation``, ``batch_size``, ``steps``, ``energy``,
-            ``optimizer``, ``lr``, ``inference``, ``activity_optimizer``, ``beta``,
-            ``inference_steps``, ``atol``, ``rtol``, ``x64``).
+        param, gamma0, activation, steps, optimizer, lr, x64: as for [`compare_pc_bp`][].
+        energy, inference, patience, smoothing, smoothing_x64: as for [`compare_pc_bp`][].
+        inference_steps, activity_optimizer, beta, rtol, atol, ftol: as for [`compare_pc_bp`][].
+        gain: recurrent gain g (1: the marginal network).
+        time_alpha: None: the parameterised RNN; a number: the residual recurrence with depth factor T^-time_alpha.
+        batch_size: size of each length's fixed batch.
 
     Returns the variables of [`compare_pc_bp`][] over (``width``, ``length``, ``seed``,
     ``step``), ``mean_cosine`` over (``width``, ``length``), the coordinate ``T_over_N`` and the
     log–log slope of $s-1$ against $T/N$ (attr ``rescaling_slope``; linear RNNs).
     """
-    cfg = CompareConfig.from_options(**{"model": "rnn", **options})
-    if cfg.model != "rnn":
-        raise ConfigError(f"compare_pc_bptt compares recurrent models (model 'rnn'), got {cfg.model!r}")
-    widths, lengths = _int_list("widths", widths), _int_list("lengths", lengths)
-    seeds = _seed_list(seeds)
+    cfg = _compare_config("rnn", locals())  # everything checked before any work
+    widths, lengths, seeds = _int_list("widths", widths), _int_list("lengths", lengths), _seed_list(seeds)
     make_task = length_task(task) if isinstance(task, str) else task
     first = make_task(lengths[0])
     if first.loss not in pc_time.OUTPUTS:
@@ -496,6 +575,34 @@ def compare_pc_bptt(
     # the task at every length of the grid, not at the first only ("T=2" for T = 2, 8, 32)
     described = re.sub(r"\bT=\d+", "T=" + ", ".join(str(int(t)) for t in lengths), first.describe(), count=1)
     return _dataset(data, seconds, widths, lengths, seeds, cfg, described, LENGTH)
+
+
+GRID_ARGUMENTS = ("task", "widths", "depths", "lengths", "seeds", "progress")
+"""The arguments of [`compare_pc_bp`][] and [`compare_pc_bptt`][] that are not settings of [`CompareConfig`][]."""
+
+
+def _compare_config(model: str, arguments: dict) -> CompareConfig:
+    """The comparison's settings from its function's arguments (the signature holds their
+    defaults): every argument but the grid's ([`GRID_ARGUMENTS`][]), through [`CompareConfig.from_options`][].
+
+    **Enforces** "a mistake is found before any work": the settings, the grid, the seeds, a task
+    named by its name, and the memory the grid needs ([`require_memory`][]) are checked here."""
+    options = {k: v for k, v in arguments.items() if k not in GRID_ARGUMENTS and not (k == "batch_size" and v is None)}
+    if isinstance(options["inference"], pc_inference.AbstractInference):
+        del options["energy"]  # a value says it all (from Python)
+    cfg = CompareConfig.from_options(model=model, **options)
+    recurrent, task, batch_size = model == "rnn", arguments["task"], arguments["batch_size"]
+    if not recurrent and batch_size is not None and cfg.batches != "stream":
+        raise ConfigError("batch_size applies to streamed batches (batches stream) only; a fixed batch is the task's")
+    if isinstance(task, str) and recurrent:
+        length_task(task)
+    elif isinstance(task, str):
+        feedforward_name(task)
+    second = _int_list("lengths" if recurrent else "depths", arguments["lengths" if recurrent else "depths"])
+    _seed_list(arguments["seeds"])
+    require_memory(model, _int_list("widths", arguments["widths"]), second,
+                   cfg.batch_size if recurrent else batch_size or 64)
+    return cfg
 
 
 def pc_bp_warnings(ds: xr.Dataset) -> list[str]:
@@ -568,21 +675,12 @@ def _int_list(name, values, zero=False):
 FEEDFORWARD_TASKS = {"toy": "pc-toy", "mnist": "pc-mnist", "cifar10": "pc-cifar10"}
 """The tasks of the feed-forward comparison by their short names (recurrent models take any
 registered task that has a ``length``)."""
-DEFAULT_TASKS = {"mlp": "mnist", "rnn": "adding"}
-"""The task of a comparison when none is named, by model (the command line's ``--task``)."""
-
-
-def named_task(model: str, name: str | None = None, data_dir=None):
-    """The task of a comparison named by its short name (``None``: [`DEFAULT_TASKS`][]): for
-    ``model`` ``"mlp"`` one of [`FEEDFORWARD_TASKS`][], built (the image tasks read ``data_dir``);
-    for ``"rnn"`` a registered task with a ``length``, as ``length -> Task`` ([`length_task`][]).
-    An unknown name is a [`ConfigError`][] listing the valid ones."""
-    name = name or DEFAULT_TASKS[model]
-    if model == "rnn":
-        return length_task(name)
+def feedforward_name(name: str) -> str:
+    """The registered task of the feed-forward comparison's short name ([`FEEDFORWARD_TASKS`][]);
+    an unknown name is a [`ConfigError`][] listing the valid ones."""
     if name not in FEEDFORWARD_TASKS:
         raise ConfigError(f"unknown task {name!r} for --model mlp; valid: {', '.join(sorted(FEEDFORWARD_TASKS))}")
-    return registry.build("task", FEEDFORWARD_TASKS[name], **({"data_dir": data_dir} if name != "toy" else {}))
+    return FEEDFORWARD_TASKS[name]
 
 
 def require_memory(model: str, widths: list[int], second: list[int], rows: int) -> None:
@@ -596,16 +694,22 @@ def require_memory(model: str, widths: list[int], second: list[int], rows: int) 
                    what=f"a {'recurrent' if recurrent else 'dense'} network of that width")
 
 
-def plan(cfg: CompareConfig, task, task_name: str, widths: list[int], second: list[int], seeds: int, rows: int) -> str:
-    """One line saying what a comparison will run: the task, parameterisation, network, energy,
-    optimiser and the size of the grid."""
-    recurrent = cfg.model == "rnn"
+def plan(model: str, arguments: dict) -> str:
+    """One line saying what a comparison will run, from the arguments of [`compare_pc_bp`][]
+    (``model`` ``"mlp"``) or [`compare_pc_bptt`][] (``"rnn"``), defaults included: the task,
+    parameterisation, network, energy, optimiser and the size of the grid. The settings and the
+    memory the grid needs are checked on the way ([`CompareConfig`][], [`require_memory`][]), so a
+    mistake is found before any work."""
+    cfg = _compare_config(model, arguments)
+    recurrent = model == "rnn"
+    second = _int_list("lengths" if recurrent else "depths", arguments["lengths" if recurrent else "depths"])
+    task = arguments["task"] if isinstance(arguments["task"], str) else "the given task"
     network = "RNN" if recurrent else "residual" if cfg.residual else "MLP"
     kind = f"{network} {cfg.activation}" + (", PC through time vs BPTT" if recurrent else "")
-    on = f"{task_name} (T = {', '.join(map(str, second))}, P = {rows})" if recurrent else task.describe()
+    on = f"{task} (T = {', '.join(map(str, second))}, P = {cfg.batch_size})" if recurrent else task
     return (f"PC vs BP on {on}: param {cfg.param}, {kind}, energy {cfg.energy}, {cfg.optimizer}, "
-            f"{len(widths)} widths x {len(second)} {'lengths' if recurrent else 'depths'} x {seeds} seeds "
-            f"x {cfg.steps} steps")
+            f"{len(_int_list('widths', arguments['widths']))} widths x {len(second)} {'lengths' if recurrent else 'depths'} "
+            f"x {len(_seed_list(arguments['seeds']))} seeds x {cfg.steps} steps")
 
 
 def rescaling_slope(ds: xr.Dataset, variable: str = "s_minus_1") -> tuple[float, float]:

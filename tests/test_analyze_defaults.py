@@ -137,32 +137,30 @@ def test_an_analysis_of_several_runs_runs_the_same_configuration_from_the_comman
 
 @pytest.mark.parametrize("name, command", [("pc-bp", ["compare", "pc-bp"]), ("pc-bptt", ["analyze", "pc-bptt"])])
 def test_a_rule_comparison_with_no_options_runs_the_analysis_own_configuration(name, command, tmp_path, monkeypatch):
-    """``dynlab compare pc-bp`` (``analyze pc-bptt``) with no options runs what the registered
-    function runs when given the task alone: the grid and seeds of its signature and the
-    comparison's settings ([`CompareConfig`][dynlab.analyses.pc_bp.CompareConfig]) at their defaults
-    (the parameterisation's alpha included, which the command once set apart from the function's)."""
-    from dynlab.analyses.pc_bp import CompareConfig
+    """``dynlab compare pc-bp`` (``analyze pc-bptt``) with no options calls the registered function
+    with every argument at its signature's default (the task, grid and seeds included), and those
+    settings are the comparison's own defaults ([`CompareConfig`][dynlab.analyses.pc_bp.CompareConfig];
+    the parameterisation's alpha included, which the command once set apart from the function's)."""
+    from dynlab.analyses.pc_bp import CompareConfig, _compare_config
 
     entry = registry.get("analysis", name)
     calls: list[dict] = []
 
     @functools.wraps(entry.obj)
-    def record(task, *args, **kwargs):
-        calls.append({"arguments": inspect.signature(entry.obj).bind(task, *args, **kwargs).arguments})
+    def record(*args, **kwargs):
+        bound = inspect.signature(entry.obj).bind(*args, **kwargs)
+        bound.apply_defaults()
+        calls.append({k: _comparable(v) for k, v in bound.arguments.items() if k != "progress"})
         raise Recorded
 
     monkeypatch.setitem(registry._REGISTRY["analysis"], name, dataclasses.replace(entry, obj=record))
     result = invoke(command, tmp_path)
     assert len(calls) == 1, f"{' '.join(command)} did not reach the analysis: {result.output}"
-    given = calls[0]["arguments"]
-    alone = inspect.signature(entry.obj).bind(given["task"])
+    alone = inspect.signature(entry.obj).bind()
     alone.apply_defaults()
-    for key in ("widths", "depths", "lengths", "seeds"):
-        if key in alone.arguments:
-            assert _comparable(given.get(key, alone.arguments[key])) == _comparable(alone.arguments[key]), key
-    rnn = {"model": "rnn"} if name == "pc-bptt" else {}
-    assert CompareConfig.from_options(**{**rnn, **given.get("options", {})}).describe() == \
-        CompareConfig.from_options(**rnn).describe()
+    assert calls[0] == {k: _comparable(v) for k, v in alone.arguments.items() if k != "progress"}
+    model = "rnn" if name == "pc-bptt" else "mlp"  # the signature's settings are the comparison's defaults
+    assert _compare_config(model, alone.arguments).describe() == CompareConfig.from_options(model=model).describe()
 
 
 def test_an_analysis_whose_options_cannot_be_given_fails_when_registered():

@@ -9,11 +9,11 @@ imports JAX, so ``dynlab --help`` is fast.
 from dynlab.cli.main import main
 from dynlab.cli import importer, plot, reproduce, run, train, transfer  # noqa: F401  (they register their commands)
 from dynlab.cli.analyze import analyze
-from dynlab.cli.compare import compare, pc_bptt_command
+from dynlab.cli.compare import compare, comparison_command
 
 main.add_command(analyze)
 main.add_command(compare)
-analyze.add_command(compare.commands["pc-bp"])  # the same command under both names
-analyze.add_command(pc_bptt_command(compare.commands["pc-bp"]))
+compare.lazy["pc-bp"] = analyze.lazy["pc-bp"] = lambda: comparison_command("pc-bp", "mlp")  # one command, two names
+analyze.lazy["pc-bptt"] = lambda: comparison_command("pc-bptt", "rnn")
 
 __all__ = ["main"]

@@ -74,7 +74,8 @@ def flag(key: str) -> str:
 def option_value(name: str, annotation, text: str):
     """Command-line text as a value of the parameter's type: numbers (and comma-separated lists of
     numbers) through [`dynlab.config.parse_number`][] within the bounds the annotation declares
-    ([`dynlab.registry.value_range`][]), a ``Literal`` word or ``None`` as itself, else the text."""
+    ([`dynlab.registry.value_range`][]; for a number or a list, ``3`` is the number), a ``Literal``
+    word or ``None`` as itself, else the text."""
     from dynlab import registry
     from dynlab.config import Range, parse_number, parse_numbers
     from dynlab.option_groups import group_of, parse_text
@@ -91,7 +92,7 @@ def option_value(name: str, annotation, text: str):
         from dynlab.errors import ConfigError
 
         raise ConfigError(f"{name} must be one of {', '.join(kinds['words'])}, got {text!r}")
-    if kinds["list"] is not None:
+    if kinds["list"] is not None and not (kinds["scalars"] & {int, float} and "," not in text):  # one number: itself
         return parse_numbers(name, text, integer=kinds["list"] is int, **bounds)
     if int in kinds["scalars"] or float in kinds["scalars"]:
         return parse_number(name, text, integer=float not in kinds["scalars"], **bounds)
@@ -132,37 +133,78 @@ def _plain(text: str) -> str:
     return re.sub(r"\$([^$\n]+)\$", r"\1", text)
 
 
-def generated_command(name: str) -> click.Command:
-    """The ``dynlab analyze NAME`` command of a registered analysis ``fn(model, *, ...)``."""
+@dataclasses.dataclass(frozen=True)
+class SignatureOptions:
+    """The options of a registered function's keyword parameters ([`signature_options`][]):
+    ``options`` ``{key: click decorator}`` in the signature's order, ``spelled`` ``{key: its
+    option's name}``, and ``parse(given, **common)``, the given texts (``None``: not given, so
+    not passed) as checked values."""
+
+    options: dict
+    spelled: dict
+    parse: typing.Callable
+
+
+def signature_options(name: str, fn, exclude=COMMON) -> SignatureOptions:
+    """One option per keyword parameter of ``fn`` (but ``exclude``) of a type the command line can
+    give, each without a default of its own, its help from the docstring's ``Args:``; and the
+    parser of their text ([`option_value`][], option groups, [`dynlab.registry.check_config`][])."""
     from dynlab import registry
     from dynlab.option_groups import fold_legacy, group_parameters, legacy_keys, parse_group
 
+    hints = typing.get_type_hints(fn, include_extras=True)
+    own = {n: p for n, p in registry.config_keys(fn, exclude=exclude).items()
+           if p.default is not p.empty and registry.parsable(hints.get(n, p.annotation))}
+    groups, legacy = group_parameters(fn), legacy_keys(fn)
+    helps = parameter_help(inspect.getdoc(fn) or "")
+    names = {key: [*_spellings(hints.get(key, p.annotation)), flag(key)] for key, p in own.items()}
+    annotations = {key: hints.get(key, p.annotation) for key, p in own.items()}
+    options = {}
+    for key, p in own.items():
+        annotation, text, kinds = annotations[key], helps.get(key, ""), registry.value_kinds(annotations[key])
+        if key in groups:
+            options[key] = click.option(*names[key], key, metavar="KEY=VALUE,...", default=None,
+                                        help=f"{text} [default {p.default}]".strip())
+        elif kinds["scalars"] == {bool}:
+            options[key] = click.option(f"{names[key][0]}/--no-{names[key][0][2:]}", key, default=None,
+                                        help=f"{text} (default: {p.default})".strip())
+        else:
+            kind = "comma-separated numbers" if kinds["list"] else registry.describe(annotation)
+            metavar = "LIST" if kinds["list"] else "VALUE" if " " in kind else kind.upper()
+            options[key] = click.option(*names[key], key, metavar=metavar, default=None,
+                                        help=f"{text} [{kind}; default {_shown(p.default)}]".strip())
+    for key, (group_key, annotation) in legacy.items():
+        if key not in exclude and key not in own:  # an older flat spelling of a group's key: --drive, --k
+            names[key], annotations[key] = [flag(key)], annotation
+            kind = registry.describe(annotation)
+            options[key] = click.option(flag(key), key, metavar="VALUE" if " " in kind else kind.upper(), default=None,
+                                        help=f"the same as {flag(group_key)} {key}=VALUE")
+
+    def parse(given: dict, **common) -> dict:
+        values = {key: text if isinstance(text, bool) else option_value(names[key][0], annotations[key], text)
+                  for key, text in given.items() if text is not None}
+        values = fold_legacy(fn, {**values, **common}, f"analyze {name}")
+        values = {key: parse_group(flag(key), groups[key][0], value, groups[key][1]) if key in groups else value
+                  for key, value in values.items()}
+        registry.check_config(f"analyze {name}", fn, values, exclude=("model", "runs", "progress"))
+        return values
+
+    return SignatureOptions(options, {key: spelled[0] for key, spelled in names.items()}, parse)
+
+
+def generated_command(name: str) -> click.Command:
+    """The ``dynlab analyze NAME`` command of a registered analysis ``fn(model, *, ...)``."""
+    from dynlab import registry
+    from dynlab.option_groups import legacy_keys
+
     entry = registry.get("analysis", name)
     fn = entry.obj
-    hints = typing.get_type_hints(fn, include_extras=True)
-    keys = registry.config_keys(fn, exclude=COMMON)
-    own = {n: p for n, p in keys.items()
-           if p.default is not p.empty and registry.parsable(hints.get(n, p.annotation))}
     accepts = registry.config_keys(fn, exclude=("model",))
-    groups = group_parameters(fn)
+    signature = signature_options(name, fn)
     legacy = legacy_keys(fn)
     task_default = accepts["task"].default if "task" in accepts else None
     doc = inspect.getdoc(fn) or entry.description
-    helps = parameter_help(doc)
     quiet_summary = entry.summary is not None and "quiet" in inspect.signature(entry.summary).parameters
-
-    def parsed(given: dict, seed_v, task_name) -> dict:
-        values = {key: text if isinstance(text, bool) else option_value(names[key][0], annotations[key], text)
-                  for key, text in given.items() if text is not None}
-        if seed_v is not None and "seed" in accepts:
-            values["seed"] = seed_v
-        if task_name is not None and "task" in legacy:
-            values["task"] = task_name  # --task NAME: the input protocol's task stream
-        values = fold_legacy(fn, values, f"analyze {name}")
-        values = {key: parse_group(flag(key), groups[key][0], value, groups[key][1]) if key in groups else value
-                  for key, value in values.items()}
-        registry.check_config(f"analyze {name}", fn, values, exclude=("model", "runs"))
-        return values
 
     def on_model(unit, checkpoint, task_name, seed, sets, out, plot, quiet, **given):
         from dynlab.analyses.protocol import TaskStream
@@ -170,7 +212,10 @@ def generated_command(name: str) -> click.Command:
         from dynlab.scenarios.spec import analysis_options as resolve
 
         seed_v = None if seed is None else seed_option(seed)
-        values = parsed(given, seed_v, task_name)
+        common = {"seed": seed_v} if seed_v is not None and "seed" in accepts else {}
+        if task_name is not None and "task" in legacy:
+            common["task"] = task_name  # --task NAME: the input protocol's task stream
+        values = signature.parse(given, **common)
         # the task whose inputs drive the analysis: --task, else the protocol's task stream, else its default
         streamed = [key for key, value in values.items() if isinstance(value, TaskStream) and isinstance(value.task, str)]
         wanted = task_name or next((values[key].task for key in streamed), None) or task_default
@@ -191,7 +236,7 @@ def generated_command(name: str) -> click.Command:
     def on_runs(run_dirs, roots, task_name, seed, out, plot, quiet, **given):
         from dynlab.scenarios.spec import analysis_options as resolve
 
-        values = parsed(given, None if seed is None else seed_option(seed), None)
+        values = signature.parse(given, **({} if seed is None else {"seed": seed_option(seed)}))
         if task_name is not None:
             values["task"] = task_name
         runs = run_directories(run_dirs, roots)
@@ -212,32 +257,10 @@ def generated_command(name: str) -> click.Command:
                                   f"(the trajectory left the finite range); the dataset is kept in {ds.attrs['path']}")
 
     callback = on_runs if entry.takes == "runs" else on_model
-    names = {key: [*_spellings(hints.get(key, p.annotation)), flag(key)] for key, p in own.items()}
-    annotations = {key: hints.get(key, p.annotation) for key, p in own.items()}
-    for key, (group_key, annotation) in legacy.items():
-        if key not in COMMON and key not in own:  # an older flat spelling of a group's key: --drive, --k
-            names[key], annotations[key] = [flag(key)], annotation
-            kind = registry.describe(annotation)
-            callback = click.option(flag(key), key, metavar="VALUE" if " " in kind else kind.upper(), default=None,
-                                    help=f"the same as {flag(group_key)} {key}=VALUE")(callback)
-    for key, p in reversed(own.items()):
-        annotation = annotations[key]
-        text = helps.get(key, "")
-        kinds = registry.value_kinds(annotation)
-        if key in groups:
-            callback = click.option(*names[key], key, metavar="KEY=VALUE,...", default=None,
-                                    help=f"{text} [default {p.default}]".strip())(callback)
-        elif kinds["scalars"] == {bool}:
-            callback = click.option(f"{flag(key)}/--no-{flag(key)[2:]}", key, default=None,
-                                    help=f"{text} (default: {p.default})".strip())(callback)
-        else:
-            kind = "comma-separated numbers" if kinds["list"] else registry.describe(annotation)
-            metavar = "LIST" if kinds["list"] else "VALUE" if " " in kind else kind.upper()
-            callback = click.option(*names[key], key, metavar=metavar, default=None,
-                                    help=f"{text} [{kind}; default {_shown(p.default)}]".strip())(callback)
-    summary = doc.split("\n\n")[0]
+    for option in reversed(list(signature.options.values())):
+        callback = option(callback)
     common = runs_options if entry.takes == "runs" else analysis_options
-    return click.command(name, help=_plain(summary), short_help=entry.description)(common(callback))
+    return click.command(name, help=_plain(doc.split("\n\n")[0]), short_help=entry.description)(common(callback))
 
 
 def run_directories(given, roots) -> list[Path]:

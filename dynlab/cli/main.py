@@ -21,7 +21,21 @@ PLURALS = {"units": "unit", "rules": "rule", "tasks": "task", "analyses": "analy
 
 
 class _CommandGroup(click.Group):
-    """A command group whose unknown-command message lists the valid commands."""
+    """A command group whose unknown-command message lists the valid commands, and whose ``lazy``
+    commands (name -> the function that makes it) are made when first looked up, so that
+    ``dynlab --help`` imports no analysis."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lazy = {}
+
+    def list_commands(self, ctx):
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx, name):
+        if name in self.lazy and name not in self.commands:
+            self.add_command(self.lazy[name](), name)
+        return super().get_command(ctx, name)
 
     def resolve_command(self, ctx, args):
         name = args[0] if args else None
