@@ -786,10 +786,15 @@ class Smoothed(AbstractInference):
                                           "(Problem.astype); this rule's cannot")
                     base = problem.astype(jnp.float64)
                     z, ref = ffmodels.astype((z, ref), jnp.float64)
-                steps = exact.steps
-                for mu in self.widths:
+
+                def solve(carry, mu):  # one program for every width: compiled once, not once per width
+                    z, steps = carry
                     result = inner(smoothed_problem(base, mu)._replace(z0=z, reference=ref))
-                    z, steps = result.z, steps + result.steps
+                    return (result.z, (steps + result.steps).astype(steps.dtype)), result
+
+                dtype = jax.tree_util.tree_leaves(z)[0].dtype
+                (_, steps), results = jax.lax.scan(solve, (z, exact.steps), jnp.asarray(self.widths, dtype))
+                result = jax.tree_util.tree_map(lambda a: a[-1], results)
                 result = result._replace(steps=steps, smoothing=zero + self.widths[-1])
             # back in the caller's types (float64 and int64 ones from an x64 solve)
             return jax.tree_util.tree_map(lambda r, e: r.astype(e.dtype), result, exact._replace(smoothing=zero))

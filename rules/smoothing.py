@@ -195,8 +195,10 @@ def _trace(fn, args, argnums):
 
 def smooth(fn: Callable, mu: float, argnums: int | Sequence[int] = 0) -> Callable:
     r"""``fn`` with every kink that depends on the arguments ``argnums`` replaced by its $\mu$-smoothing
-    (module docstring). ``mu > 0``; without kinks the result equals ``fn`` exactly."""
-    if not (isinstance(mu, (int, float)) and math.isfinite(mu) and mu > 0):
+    (module docstring). ``mu > 0``: a number, checked here, or a JAX scalar (a width traced through
+    ``lax.scan``, as [`dynlab.rules.pc_inference.Smoothed`][] runs its widths), checked where it was
+    made; without kinks the result equals ``fn`` exactly."""
+    if not isinstance(mu, jax.Array) and not (isinstance(mu, (int, float)) and math.isfinite(mu) and mu > 0):
         raise ValueError(f"the smoothing width must be a positive finite number, got {mu!r}")
 
     @functools.wraps(fn)
