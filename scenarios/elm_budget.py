@@ -94,7 +94,7 @@ def axis_configs(*, n_sweep: dict | None, k_e_sweep: dict | None, model: dict | 
 
 
 def _axis_points(n_sweep: dict | None, k_e_sweep: dict | None) -> list[tuple[int, int]]:
-    """The ``(N, d_m)`` points of the single-axis sweeps, in order (a point on both sweeps twice).
+    """The ``(N, d_m)`` points of the single-axis sweeps, in order (a point on both sweeps appears twice).
 
     **Enforces** that each sweep given has exactly its two keys and lists at least 3 distinct
     positive integers along its axis, at a positive integer fixed value (one line naming both)."""

@@ -84,8 +84,8 @@ class TeacherTask(Task):
         self.output_size = latents or teacher.output_size
         self.loss = "mse"
         with jax.ensure_compile_time_eval():  # a number even while a config is checked abstractly
-            self.chance = float(_mean_square_target(teacher, jax.random.key(0), CHANCE_TRIALS, length, latents))
-        self.chance += self.noise**2
+            mean_square = float(_mean_square_target(teacher, jax.random.key(0), CHANCE_TRIALS, length, latents))
+        self.chance = mean_square + self.noise**2
 
     def clean(self, key, batch_size):
         """Inputs and noiseless targets of ``batch_size`` trials."""
