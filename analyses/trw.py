@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 import equinox as eqx
@@ -138,10 +138,43 @@ def check_scales(T: int, scales) -> list[int]:
 WARMUPS = ("stream", "none")
 
 
-def _after_warmup(layer_fn, warm):
+class _AfterWarmup(eqx.Module):
     """``layer_fn`` run on ``warm`` then ``x``, returning only the outputs for ``x``."""
-    W = warm.shape[0]
-    return lambda x: tuple(o[W:] for o in layer_fn(jnp.concatenate([warm, x])))
+
+    layer_fn: Callable
+    warm: jax.Array
+
+    def __call__(self, x):
+        W = self.warm.shape[0]
+        return tuple(o[W:] for o in self.layer_fn(jnp.concatenate([self.warm, x])))
+
+
+class _ModelLayers(eqx.Module):
+    """[`model_layers`][] as a pytree: the model's arrays are arguments of a compiled program, not
+    constants in it, so another model of the same structure reuses the program."""
+
+    model: eqx.Module
+    method: str = eqx.field(static=True)
+
+    def __call__(self, xs):
+        return model_layers(self.model, self.method)(xs)
+
+
+@eqx.filter_jit
+def _scrambled(layer_fn, x, ref, keys, scales, entries: str, batch_size: int) -> jax.Array:
+    """``C[shuffle, layer]`` of [`scramble_correlations`][] for one scale per key. Compiled once per
+    structure of ``layer_fn`` (a pytree such as ``_ModelLayers``: one program for every model of one
+    architecture, e.g. a trained network and its untrained control; a plain function: per function)."""
+    T = x.shape[0]
+
+    def one(args):
+        k, s = args
+        idx = block_permutation(k, T, s)
+        inv = jnp.argsort(idx)
+        outs = layer_fn(x[idx])
+        return jnp.stack([recurrence_correlation(r, normalise_rows(o[inv]), entries) for r, o in zip(ref, outs)])
+
+    return jax.lax.map(one, (keys, scales), batch_size=batch_size)
 
 
 def scramble_correlations(layer_fn, x, scales, n_shuffle: int, key, *, entries: str = "offdiag",
@@ -161,19 +194,11 @@ def scramble_correlations(layer_fn, x, scales, n_shuffle: int, key, *, entries: 
     T = x.shape[0]
     scales = check_scales(T, scales)
     if warmup == "stream":
-        layer_fn = _after_warmup(layer_fn, x)
+        layer_fn = _AfterWarmup(layer_fn, x)
     ref = [normalise_rows(o) for o in layer_fn(x)]
-
-    def one(args):
-        k, s = args
-        idx = block_permutation(k, T, s)
-        inv = jnp.argsort(idx)
-        outs = layer_fn(x[idx])
-        return jnp.stack([recurrence_correlation(r, normalise_rows(o[inv]), entries) for r, o in zip(ref, outs)])
-
     keys = jax.random.split(key, len(scales) * n_shuffle)
     ss = jnp.repeat(jnp.asarray(scales), n_shuffle)
-    c = jax.jit(lambda k, s: jax.lax.map(one, (k, s), batch_size=batch_size))(keys, ss)  # [S*n, L]
+    c = _scrambled(layer_fn, x, ref, keys, ss, entries, batch_size)  # [S*n, L]
     return c.reshape(len(scales), n_shuffle, -1).transpose(2, 0, 1)
 
 
@@ -345,7 +370,7 @@ def trw_analysis(model, *, task=TASK, n_shuffle: Count = 200, scales: Sequence[i
     scales = check_scales(T, scales)
     if m and extend:
         model = extended_model(model, 3**m, how)
-    c = np.asarray(scramble_correlations(model_layers(model, "scan"), x, scales, n_shuffle, jax.random.key(seed),
+    c = np.asarray(scramble_correlations(_ModelLayers(model, "scan"), x, scales, n_shuffle, jax.random.key(seed),
                                          entries=entries, warmup=warmup, batch_size=batch_size))
     mean = c.mean(-1)
     res = [s50(scales, row, frac) for row in mean]

@@ -84,6 +84,20 @@ def axis_configs(*, n_sweep: dict | None, k_e_sweep: dict | None, model: dict | 
     (the neuron at a fixed N); a point on both sweeps is trained once. ``settings`` are
     [`run_configs`][]'s seeds, task and training. Every run is checked before it returns."""
     from dynlab import experiment
+
+    seed_configs = _seed_configs(**settings)
+    configs = {}
+    for n, d in dict.fromkeys(_axis_points(n_sweep, k_e_sweep)):
+        configs[n, d] = seed_configs({"unit": "elm-net", **(model or {}), "hidden": n, "d_m": d})
+        experiment.check(configs[n, d][0])
+    return configs
+
+
+def _axis_points(n_sweep: dict | None, k_e_sweep: dict | None) -> list[tuple[int, int]]:
+    """The ``(N, d_m)`` points of the single-axis sweeps, in order (a point on both sweeps appears twice).
+
+    **Enforces** that each sweep given has exactly its two keys and lists at least 3 distinct
+    positive integers along its axis, at a positive integer fixed value (one line naming both)."""
     from dynlab.errors import ConfigError
 
     points = []
@@ -98,20 +112,17 @@ def axis_configs(*, n_sweep: dict | None, k_e_sweep: dict | None, model: dict | 
             raise ConfigError(f"params.{name}: {axis} must list at least 3 distinct positive integers and {fixed} "
                               f"be one, got {axis} = {values!r}, {fixed} = {sweep[fixed]!r}")
         points += [(v, sweep["d_m"]) if axis == "hidden" else (sweep["hidden"], v) for v in values]
-    seed_configs = _seed_configs(**settings)
-    configs = {}
-    for n, d in dict.fromkeys(points):
-        configs[n, d] = seed_configs({"unit": "elm-net", **(model or {}), "hidden": n, "d_m": d})
-        experiment.check(configs[n, d][0])
-    return configs
+    return points
 
 
 def check_params(*, budgets=(8_000, 16_000, 32_000), d_ms=(2, 5, 10, 20), seeds=(0, 1), fit: bool = True,
-                 **_) -> None:
+                 n_sweep: dict | None = None, k_e_sweep: dict | None = None, **_) -> None:
     """What [`run_elm_budget`][] checks before any training (the scenario runner calls it when it
-    reads the file): the I_rep fit's at least 4 trained networks (budgets x d_ms x seeds)."""
+    reads the file): the I_rep fit's at least 4 trained networks (budgets x d_ms x seeds), and the
+    single-axis sweeps' keys and values; both before any network is built."""
     from dynlab.errors import ConfigError
 
+    _axis_points(n_sweep, k_e_sweep)
     n_nets = len(budgets) * len(d_ms) * len(seeds)
     if fit and n_nets < 4:  # what _fit needs
         raise ConfigError(f"elm-budget: the I_rep fit needs at least 4 trained networks (budgets x d_ms x seeds), "
@@ -152,7 +163,7 @@ def run_elm_budget(
     """
     from dynlab import store
 
-    check_params(budgets=budgets, d_ms=d_ms, seeds=seeds, fit=fit)
+    check_params(budgets=budgets, d_ms=d_ms, seeds=seeds, fit=fit, n_sweep=n_sweep, k_e_sweep=k_e_sweep)
     budgets, d_ms, seeds = [int(b) for b in budgets], [int(d) for d in d_ms], [int(s) for s in seeds]
     out = Path(out_dir)
     settings = dict(seeds=seeds, task=task, task_options=task_options, steps=steps, batch_size=batch_size, lr=lr,

@@ -2,7 +2,8 @@
 
 Two runs of [`dynlab.scenarios.elm_budget.run_elm_budget`][]:
 
-- **trained**: the smallest grid the I_rep fit accepts (one budget, 4 memory sizes, 3 steps each),
+- **trained**: the smallest grid the I_rep fit accepts (one budget, 2 memory sizes x 2 seeds: 4
+  networks, 3 steps each; the seeds of one size train as one vmapped program, so 2 compile),
   checked against identities that hold whatever the numbers are: the budget arithmetic
   $P = N(k_e + k_c) \\le$ budget $< (N + 1)(k_e + k_c)$, each table entry equal to the final
   held-out loss its run directory wrote, and the fit's least-squares identities (fitted losses on
@@ -24,7 +25,7 @@ import xarray as xr
 
 from dynlab.scenarios import elm_budget
 
-GRID = dict(budgets=[2000], d_ms=[2, 3, 5, 10], seeds=[0], steps=3, batch_size=4, eval_size=8)
+GRID = dict(budgets=[2000], d_ms=[2, 5], seeds=[0, 1], steps=3, batch_size=4, eval_size=8)
 
 
 @pytest.fixture(scope="module")
@@ -46,10 +47,12 @@ def test_the_table_holds_each_runs_final_held_out_loss(trained):
     out, res = trained
     ds = res["budget"]
     for d in GRID["d_ms"]:
-        with xr.open_dataset(out / "runs" / f"P2000-dm{d}-seed0" / "metrics.nc") as m:
-            assert int(m.eval_step[-1]) == GRID["steps"]
-            assert float(ds.loss.sel(budget=2000, d_m=d, seed=0)) == float(m.eval_loss[-1])
-            assert float(ds.accuracy.sel(budget=2000, d_m=d, seed=0)) == float(m.eval_accuracy[-1])
+        for seed in GRID["seeds"]:
+            with xr.open_dataset(out / "runs" / f"P2000-dm{d}-seed{seed}" / "metrics.nc") as m:
+                assert int(m.eval_step[-1]) == GRID["steps"]
+                assert float(ds.loss.sel(budget=2000, d_m=d, seed=seed)) == float(m.eval_loss[-1])
+                assert float(ds.accuracy.sel(budget=2000, d_m=d, seed=seed)) == float(m.eval_accuracy[-1])
+    assert ds.loss.sel(seed=0).values.tolist() != ds.loss.sel(seed=1).values.tolist()  # each seed its own run
 
 
 def test_the_fit_is_least_squares_on_its_line(trained):

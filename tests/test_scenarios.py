@@ -31,7 +31,7 @@ steps = 40
 burn_in = 10
 ics = 2
 [sweep]
-"model.hidden" = [3, 4]
+"model.gain" = [1.0, 0.5]
 seed = [0, 1]
 [sweep.zip.opt]
 "train.lr" = [1e-3, 1e-2]
@@ -41,7 +41,11 @@ seed = [0, 1]
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    """One uninterrupted in-process run of the 8-cell sweep."""
+    """One uninterrupted in-process run of the 8-cell sweep.
+
+    Its model axis (``model.gain``, the RNN's initial recurrent scale) changes values, not shapes,
+    so every cell of one optimiser setting runs the same compiled programs; sweeps over shapes
+    (``model.hidden``, ``model.unit``) are merged in tests/test_sweep_units.py."""
     root = tmp_path_factory.mktemp("ref")
     (root / "tiny.toml").write_text(TINY)
     merged = run_sweep(load(str(root / "tiny.toml")), root / "out")
@@ -50,12 +54,13 @@ def reference(tmp_path_factory):
 
 def test_sweep_merges_all_cells(reference):
     _, ds = reference
-    assert dict(ds["status"].sizes) == {"model.hidden": 2, "seed": 2, "opt": 2}
+    assert dict(ds["status"].sizes) == {"model.gain": 2, "seed": 2, "opt": 2}
     assert (ds["status"] == "ok").all()
     assert list(ds["train.lr"].values) == [1e-3, 1e-2] and ds["train_loss"].dims[-1] == "train_step"
-    assert ds["lyapunov_mean"].dims == ("model.hidden", "seed", "opt", "lyapunov_exponent")
-    # cells differ: different seeds give different curves
+    assert ds["lyapunov_mean"].dims == ("model.gain", "seed", "opt", "lyapunov_exponent")
+    # cells differ: different seeds, and different gains, give different curves
     assert not np.array_equal(ds.train_loss.isel(seed=0).values, ds.train_loss.isel(seed=1).values)
+    assert not np.array_equal(ds.train_loss.isel({"model.gain": 0}).values, ds.train_loss.isel({"model.gain": 1}).values)
 
 
 def test_resume_skips_finished_and_recomputes_partial_or_corrupt(reference, tmp_path):
@@ -100,9 +105,9 @@ def test_kill_minus_9_then_resume_equals_uninterrupted(reference, tmp_path):
     xr.testing.assert_identical(merged.drop_attrs(), xr.load_dataset(root / "out" / "sweep.nc").drop_attrs())
 
 
-def test_workers_give_the_same_dataset(tmp_path):
-    doc = TINY.replace('"model.hidden" = [3, 4]', '"model.hidden" = [3]').replace("[sweep.zip.opt]", "[x]")
-    doc = doc.split("[x]")[0]
+def test_workers_give_the_same_dataset(reference, tmp_path):
+    # two of the reference's cells (gain 1, the default lr 1e-3 without warmup): the serial run reuses its programs
+    doc = TINY.replace('"model.gain" = [1.0, 0.5]', '"model.gain" = [1.0]').split("[sweep.zip.opt]")[0]
     (tmp_path / "s.toml").write_text(doc)
     a = run_sweep(load(str(tmp_path / "s.toml")), tmp_path / "a")
     b = run_sweep(load(str(tmp_path / "s.toml")), tmp_path / "b", workers=2)

@@ -128,21 +128,16 @@ def test_second_run_into_a_finished_sweep_is_refused_and_changes_nothing(units):
 
 TINY = ("""
 name = "tiny-pair"
-""" + TINY_CELL + """[[analyses]]
-name = "lyapunov"
-k = 2
-steps = 30
-burn_in = 10
-ics = 2
-realisations = 2
-[sweep]
-"model.hidden" = [3, 4]
+""" + TINY_CELL + """[sweep]
+seed = [0, 1]
 """)
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    """One uninterrupted run of a two-cell sweep (the reference of the concurrent resumes)."""
+    """One uninterrupted run of a two-cell sweep (the reference of the concurrent resumes): training
+    only, both cells one compiled program, since what is tested is the directory's lock (a cell's
+    analyses are resumed and merged in the tests above and below)."""
     root = tmp_path_factory.mktemp("tiny")
     (root / "s.toml").write_text(TINY)
     res = invoke(["run", "s.toml", "--out", "out", "-q"], root)

@@ -47,6 +47,22 @@ def _seed(value) -> int:
     return value
 
 
+def _clean(teacher: Teacher, key, batch_size: int, length: int, latents: int):
+    """Inputs and noiseless targets of ``batch_size`` trials of ``length`` steps: the teacher's
+    outputs (``latents = 0``) or its first ``latents`` state components."""
+    xs = teacher.inputs(key, batch_size, length)
+    states, outputs = jax.vmap(teacher.run)(xs)
+    return xs, (outputs if latents == 0 else states[..., :latents])
+
+
+@eqx.filter_jit
+def _mean_square_target(teacher: Teacher, key, batch_size: int, length: int, latents: int):
+    """The mean square of the noiseless targets of ``batch_size`` trials: what predicting 0 scores.
+    One compiled program per teacher kind and size (not one per operation, as run eagerly), so the
+    tasks of a sweep's cells, built again while each cell's config is checked, cost one compilation."""
+    return jnp.mean(_clean(teacher, key, batch_size, length, latents)[1] ** 2)
+
+
 class TeacherTask(Task):
     """A teacher's trials as a task; see the module docstring."""
 
@@ -68,14 +84,12 @@ class TeacherTask(Task):
         self.output_size = latents or teacher.output_size
         self.loss = "mse"
         with jax.ensure_compile_time_eval():  # a number even while a config is checked abstractly
-            y = self.clean(jax.random.key(0), CHANCE_TRIALS)[1]
-            self.chance = float(jnp.mean(y**2)) + self.noise**2
+            mean_square = float(_mean_square_target(teacher, jax.random.key(0), CHANCE_TRIALS, length, latents))
+        self.chance = mean_square + self.noise**2
 
     def clean(self, key, batch_size):
         """Inputs and noiseless targets of ``batch_size`` trials."""
-        xs = self.teacher.inputs(key, batch_size, self.length)
-        latents, outputs = jax.vmap(self.teacher.run)(xs)
-        return xs, (outputs if self.latents == 0 else latents[..., : self.latents])
+        return _clean(self.teacher, key, batch_size, self.length, self.latents)
 
     def batch(self, key, batch_size, split="train"):
         k_trials, k_noise = jax.random.split(key)
