@@ -1,7 +1,8 @@
 """PC on linear networks against truths the code does not produce: the paper's formulas (Eqs. 6,
 16, 26, 104), dense linear algebra, and agreement of three independent methods (discrete
-inference, a diffrax ODE solve, the closed form). float64 throughout. Each test's JAX work runs as one compiled program (``eqx.filter_jit``): run op by
-op it compiled every primitive on its own, most of these tests' time."""
+inference, a diffrax ODE solve, the closed form). float64 throughout. Each test's JAX work runs as
+one compiled program (``eqx.filter_jit``): run op by op it compiled every primitive on its own, most
+of these tests' time."""
 
 import diffrax
 import equinox as eqx
@@ -131,7 +132,7 @@ def test_scalar_output_energy_is_loss_over_s():
     with jax.enable_x64(True):
         m = model64(d_out=1, depth=6, gamma0=0.7)
         x, y = batch64(d_out=1)
-        res, s, loss = eqx.filter_jit(lambda m, x, y: (cf.closed_form(m, x, y), cf.rescaling(m), pc.loss(m, x, y)))(m, x, y)
+        res, s, loss = eqx.filter_jit(lambda m: (cf.closed_form(m, x, y), cf.rescaling(m), pc.loss(m, x, y)))(m)
         s, loss = float(s), float(loss)
     mats = np_weights(m)
     s_np, path = 1.0, mats[-1]
