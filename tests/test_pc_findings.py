@@ -94,11 +94,11 @@ def test_scenario_writes_each_comparison_and_its_verdicts(tmp_path):
     gives directly, and the verdicts are computed from them (slope, widest SP cosine, best deep MLP)."""
     from dynlab.scenarios import spec
 
-    sets = ['params.task="toy"', "params.widths=[4,16]", "params.depths=[2,3]", "params.sp_widths=[4]",
+    sets = ['params.task="toy"', "params.widths=[4,16]", "params.depths=[2]", "params.sp_widths=[4]",
             "params.sp_depth=2", "params.mlp_widths=[4]", "params.mlp_depths=[3]", "params.seeds=1", "params.steps=2"]
     out = spec.load("pc-width-depth", sets=sets).run(tmp_path)  # the runner judges the program's claims
     toy = dynlab.build("task", "pc-toy")
-    direct = compare_pc_bp(toy, [4, 16], [2, 3], 1, steps=2, param="mf", alpha=0.5, residual=True)
+    direct = compare_pc_bp(toy, [4, 16], [2], 1, steps=2, param="mf", alpha=0.5, residual=True)  # two L/N: a slope
     np.testing.assert_array_equal(out["mf-residual"].cosine.values, direct.cosine.values)
     f = out["findings"]
     assert f.value.values[2] == direct.attrs["rescaling_slope"]

@@ -1,8 +1,11 @@
 """PC on linear networks against truths the code does not produce: the paper's formulas (Eqs. 6,
 16, 26, 104), dense linear algebra, and agreement of three independent methods (discrete
-inference, a diffrax ODE solve, the closed form). float64 throughout."""
+inference, a diffrax ODE solve, the closed form). float64 throughout. Each test's JAX work runs as
+one compiled program (``eqx.filter_jit``): run op by op it compiled every primitive on its own, most
+of these tests' time."""
 
 import diffrax
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -77,12 +80,17 @@ def test_closed_form_activities_solve_the_dense_linear_system(residual):
     with jax.enable_x64(True):
         m = model64(residual=residual, width=5, depth=4)
         x, y = batch64(p=3)
-        z0 = m.activations(x)
-        f = lambda zf: pc.energy(m, zf.reshape(z0.shape), x, y)
-        hess = jax.hessian(f)(z0.ravel())
-        z_dense = np.asarray(z0.ravel() - jnp.linalg.solve(hess, jax.grad(f)(z0.ravel())))
-        z_star = np.asarray(cf.exact_activities(m, x, y)).ravel()
-        f_star, f_at = float(cf.equilibrated_energy(m, x, y)), float(f(jnp.asarray(z_dense)))
+
+        @eqx.filter_jit
+        def both(m, x, y):
+            z0 = m.activations(x)
+            f = lambda zf: pc.energy(m, zf.reshape(z0.shape), x, y)  # noqa: E731
+            hess = jax.hessian(f)(z0.ravel())
+            z_dense = z0.ravel() - jnp.linalg.solve(hess, jax.grad(f)(z0.ravel()))
+            return z_dense, cf.exact_activities(m, x, y).ravel(), cf.equilibrated_energy(m, x, y), f(z_dense)
+
+        z_dense, z_star, f_star, f_at = (np.asarray(v) for v in both(m, x, y))
+        f_star, f_at = float(f_star), float(f_at)
     np.testing.assert_allclose(z_star, z_dense, rtol=1e-9, atol=1e-12)
     assert f_star == pytest.approx(f_at, rel=1e-10)
 
@@ -92,12 +100,19 @@ def test_discrete_and_ode_inference_converge_to_the_closed_form(residual):
     with jax.enable_x64(True):
         m = model64(residual=residual)
         x, y = batch64()
-        z_star = cf.exact_activities(m, x, y)
-        f_star = float(cf.equilibrated_energy(m, x, y))
-        disc = pc.infer(m, x, y, optimizer=optax.sgd(0.3), max_steps=20_000, rtol=1e-11, z_exact=z_star, record=True)
-        ode = pc.infer_ode(m, x, y, rtol=1e-8, controller=diffrax.PIDController(rtol=1e-10, atol=1e-12), max_steps=20_000)
-        rel = lambda z: float(jnp.linalg.norm(z - z_star) / jnp.linalg.norm(z_star))
-        d_disc, d_ode = rel(disc.z), rel(ode.z)
+
+        @eqx.filter_jit
+        def three(m, x, y):
+            z_star = cf.exact_activities(m, x, y)
+            disc = pc.infer(m, x, y, optimizer=optax.sgd(0.3), max_steps=20_000, rtol=1e-11, z_exact=z_star,
+                            record=True)
+            ode = pc.infer_ode(m, x, y, rtol=1e-8, controller=diffrax.PIDController(rtol=1e-10, atol=1e-12),
+                               max_steps=20_000)
+            rel = lambda z: jnp.linalg.norm(z - z_star) / jnp.linalg.norm(z_star)  # noqa: E731
+            return cf.equilibrated_energy(m, x, y), disc, ode, rel(disc.z), rel(ode.z)
+
+        f_star, disc, ode, d_disc, d_ode = three(m, x, y)
+        f_star, d_disc, d_ode = float(f_star), float(d_disc), float(d_ode)
         trace = np.asarray(disc.trace_distance)
         energies = np.asarray(disc.trace_energy)
     assert bool(disc.converged) and bool(ode.converged)
@@ -117,9 +132,8 @@ def test_scalar_output_energy_is_loss_over_s():
     with jax.enable_x64(True):
         m = model64(d_out=1, depth=6, gamma0=0.7)
         x, y = batch64(d_out=1)
-        res = cf.closed_form(m, x, y)
-        s = float(cf.rescaling(m))
-        loss = float(pc.loss(m, x, y))
+        res, s, loss = eqx.filter_jit(lambda m: (cf.closed_form(m, x, y), cf.rescaling(m), pc.loss(m, x, y)))(m)
+        s, loss = float(s), float(loss)
     mats = np_weights(m)
     s_np, path = 1.0, mats[-1]
     for k in range(len(mats) - 2, 0, -1):  # Σ_{ℓ=2}^{L} |W_{L:ℓ}|²
@@ -167,12 +181,17 @@ def test_energy_gradient_is_eq_26_and_pc_weight_gradient_at_equilibrium():
     with jax.enable_x64(True):
         m = model64(d_out=1, depth=4)
         x, y = batch64(d_out=1)
-        res, g_star = cf.energy_and_grads(m, x, y)
-        loss, g_loss = bp_grads(m, x, y)
-        s = cf.rescaling(m)
-        g_s = jax.grad(lambda mm: cf.rescaling(mm), allow_int=True)(m)
-        expected = jax.tree_util.tree_map(lambda gl, gs: gl / s - loss / s**2 * gs, g_loss, g_s)
-        _, g_pc = pc.weight_grads(m, cf.exact_activities(m, x, y), x, y)
+
+        @eqx.filter_jit
+        def three(m, x, y):
+            _, g_star = cf.energy_and_grads(m, x, y)
+            loss, g_loss = bp_grads(m, x, y)
+            s = cf.rescaling(m)
+            g_s = eqx.filter_grad(cf.rescaling)(m)
+            expected = jax.tree_util.tree_map(lambda gl, gs: gl / s - loss / s**2 * gs, g_loss, g_s)
+            return g_star, expected, pc.weight_grads(m, cf.exact_activities(m, x, y), x, y)[1]
+
+        g_star, expected, g_pc = three(m, x, y)
     for a, b, c in zip(leaves(g_star), leaves(expected), leaves(g_pc)):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-13)
         np.testing.assert_allclose(a, c, rtol=1e-9, atol=1e-13)
@@ -189,9 +208,8 @@ def test_pc_rule_closed_form_and_discrete_agree():
         batch = (xs.astype(jnp.float64)[:, None], ys.astype(jnp.float64)[:, None], jnp.ones((20, 1)))
         exact = dynlab.build("rule", "pc", loss="mse", inference="closed-form")
         disc = dynlab.build("rule", "pc", loss="mse", beta=0.3, max_steps=5000, rtol=1e-10)
-        g1, m1 = exact.grads(m, batch, jax.random.key(0))
-        g2, m2 = disc.grads(m, batch, jax.random.key(0))
-        f_star = float(cf.equilibrated_energy(m, xs.astype(jnp.float64), ys.astype(jnp.float64)))
+        (g1, m1), (g2, m2) = (eqx.filter_jit(rule.grads)(m, batch, jax.random.key(0)) for rule in (exact, disc))
+        f_star = float(eqx.filter_jit(cf.equilibrated_energy)(m, xs.astype(jnp.float64), ys.astype(jnp.float64)))
     assert float(m2["converged"]) == 1.0 and int(m2["inference_steps"]) > 0
     assert float(m1["energy"]) == pytest.approx(f_star, rel=1e-10)
     assert float(m2["energy"]) == pytest.approx(f_star, rel=1e-8)
@@ -205,9 +223,14 @@ def test_cross_entropy_energy_gradient_matches_autodiff_of_the_loss_at_wide_limi
         m = model64(d_out=4, activation="tanh")
         x, _ = batch64(d_out=4)
         y = jax.nn.one_hot(jnp.arange(7) % 4, 4, dtype=jnp.float64)
-        z0 = m.activations(x)
-        f0 = float(pc.energy(m, z0, x, y, output="ce"))
-        ce = float(pc.loss(m, x, y, output="ce"))
-        inf = pc.infer(m, x, y, output="ce", optimizer=optax.sgd(0.2), max_steps=3000, rtol=1e-8)
+
+        @eqx.filter_jit
+        def three(m, x, y):
+            f0 = pc.energy(m, m.activations(x), x, y, output="ce")
+            inf = pc.infer(m, x, y, output="ce", optimizer=optax.sgd(0.2), max_steps=3000, rtol=1e-8)
+            return f0, pc.loss(m, x, y, output="ce"), inf
+
+        f0, ce, inf = three(m, x, y)
+        f0, ce = float(f0), float(ce)
     assert f0 == pytest.approx(ce, rel=1e-12)  # at the feed-forward pass every hidden error is zero
     assert bool(inf.converged) and float(inf.energy) < f0

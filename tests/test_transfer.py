@@ -101,9 +101,9 @@ def test_isolated_neurons_evolve_on_their_own(frozen_run):
         transfer.isolate(experiment.build(config("gru")))
 
 
-def test_transfer_cli_writes_run_directories_of_each_variant(tmp_path):
+def test_transfer_cli_writes_run_directories_of_each_variant(tmp_path, frozen_run):
     """`dynlab transfer controller|activation|isolate` on a tiny psMNIST ARU: what each run froze,
-    trained or isolated, read back from the run directories it wrote."""
+    trained or isolated, read back from the run directories it wrote; refused on the rnn-gamma adding run above."""
     from cli_runner import invoke
     from test_mnist import write_mnist
 
@@ -136,11 +136,9 @@ def test_transfer_cli_writes_run_directories_of_each_variant(tmp_path):
     assert r.exit_code == 0, r.output
     np.testing.assert_array_equal(params("iso")["cells.0.w_hh"], np.diagonal(before["cells.0.w_hh"]))
 
-    r = invoke(["train", "--model", "rnn-gamma", "--set", "model.hidden=3", "--set", "task.length=5", "--out", "adding",
-                *short], tmp_path)
-    assert r.exit_code == 0, r.output
-    for args, says in ((["activation", "--checkpoint", "adding"], "needs an MNIST task"),
-                       (["controller", "--donor", "adding"], "holds a 'rnn-gamma' model, not 'aru'"),
+    adding = str(frozen_run[0])  # an rnn-gamma run on the adding task
+    for args, says in ((["activation", "--checkpoint", adding], "needs an MNIST task"),
+                       (["controller", "--donor", adding], "holds a 'rnn-gamma' model, not 'aru'"),
                        (["controller", "--donor", "donor", "--set", "model.hidden=3"], "drop the --set model.*")):
         r = invoke(["transfer", *args, "--out", "x"], tmp_path)
         assert r.exit_code == 2 and says in r.output, (args, r.output)
