@@ -107,8 +107,9 @@ def test_cli_lyapunov_fresh_and_checkpoint(tmp_path, monkeypatch):
     r = CliRunner().invoke(main, ["train", "--model", "aru", "--steps", "10", "--out", "run", "-q", *tiny,
                                   "--set", "train.batch_size=4", "--set", "task.length=6"])
     assert r.exit_code == 0, r.stderr
-    r = CliRunner().invoke(main, ["analyze", "lyapunov", "--checkpoint", "run", "--steps", "100", "--burn-in", "10",
-                                  "--k", "2", "--ics", "2", "--task", "adding", "-q"])
+    # the fresh run's sizes (under the task's stream now): its compiled programs serve this one too
+    r = CliRunner().invoke(main, ["analyze", "lyapunov", "--checkpoint", "run", "--steps", "200", "--burn-in", "50",
+                                  "--k", "3", "--ics", "3", "--task", "adding", "-q"])
     assert r.exit_code == 0, r.output + r.stderr
     assert (tmp_path / "run" / "lyapunov.nc").is_file() and (tmp_path / "run" / "lyapunov.png").is_file()
 
