@@ -104,8 +104,9 @@ def test_cli_lyapunov_fresh_and_checkpoint(tmp_path, monkeypatch):
     assert ds.attrs["drive"] == FRESH_DRIVE and ds.attrs["protocol"].startswith("constant drive")
     check_reading(r.output, ds)
 
+    # test_cli's tiny ARU training (same chunk and held-out programs: the suite's compilation cache serves both)
     r = CliRunner().invoke(main, ["train", "--model", "aru", "--steps", "10", "--out", "run", "-q", *tiny,
-                                  "--set", "train.batch_size=4", "--set", "task.length=6"])
+                                  "--set", "train.batch_size=4", "--set", "task.length=6", "--set", "train.eval_size=8"])
     assert r.exit_code == 0, r.stderr
     # the fresh run's sizes (under the task's stream now): its compiled programs serve this one too
     r = CliRunner().invoke(main, ["analyze", "lyapunov", "--checkpoint", "run", "--steps", "200", "--burn-in", "50",
