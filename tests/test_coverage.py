@@ -216,7 +216,7 @@ def alpha_coverage(tmp_path_factory) -> dict[tuple, float]:
     """The coverage of every case of ``ALPHA_CASES``, all computed in one child process with
     single-threaded BLAS: on a 2-core machine OpenBLAS's spinning worker threads (woken by the JAX
     tests before) make the 40,000 small eigendecompositions up to 20x slower. One process for both
-    cases: starting one (importing dynlab) costs about what 100 recordings do."""
+    cases: starting one (importing dynlab, 2.6 s of CPU) costs about what 70 recordings do."""
     import json
     import os
     import subprocess
@@ -225,8 +225,8 @@ def alpha_coverage(tmp_path_factory) -> dict[tuple, float]:
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "JAX_PLATFORMS": "cpu"}
     cases = [(m, rho, seed, REPS) for m, rho, seed in ALPHA_CASES]
     out = subprocess.run([sys.executable, "-c", _ALPHA_COVERAGE, json.dumps(cases)], capture_output=True, text=True,
-                         env=env, timeout=900,
-                         cwd=tmp_path_factory.mktemp("alpha"))  # not the checkout: its dynlab/ would shadow the installed package
+                         env=env, timeout=900,  # cwd not the checkout: its dynlab/ would shadow the installed package
+                         cwd=tmp_path_factory.mktemp("alpha"))
     assert out.returncode == 0, out.stderr
     return dict(zip(ALPHA_CASES, json.loads(out.stdout.strip().splitlines()[-1])))
 

@@ -106,7 +106,8 @@ def test_cli_lyapunov_fresh_and_checkpoint(tmp_path, monkeypatch):
 
     # test_cli's tiny ARU training (same chunk and held-out programs: the suite's compilation cache serves both)
     r = CliRunner().invoke(main, ["train", "--model", "aru", "--steps", "10", "--out", "run", "-q", *tiny,
-                                  "--set", "train.batch_size=4", "--set", "task.length=6", "--set", "train.eval_size=8"])
+                                  "--set", "train.batch_size=4", "--set", "task.length=6",
+                                  "--set", "train.eval_size=8"])
     assert r.exit_code == 0, r.stderr
     # the fresh run's sizes (under the task's stream now): its compiled programs serve this one too
     r = CliRunner().invoke(main, ["analyze", "lyapunov", "--checkpoint", "run", "--steps", "200", "--burn-in", "50",
