@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import functools
 import inspect
 import types
 import typing
@@ -327,14 +328,18 @@ def check_range(where: str, value: Any, annotation: Any) -> None:
             parse_number(where, repr(item), integer=isinstance(item, int), **bounds.bounds())
 
 
-def _type_hints(obj: Any) -> dict[str, Any]:
+@functools.cache
+def _type_hints(obj: Any) -> types.MappingProxyType:
+    """``obj``'s resolved annotations (read-only), resolved once per object: they do not change after
+    its definition, and [`check_config`][] asks for them for every key of every cell of a sweep
+    (loading the scenarios of docs/papers/cross-paper.md resolved them 10,054 times: 11.8 -> 8.5 s CPU)."""
     hints: dict[str, Any] = {}
     for target in reversed(_targets(obj)):  # the one called first wins
         try:
             hints.update(typing.get_type_hints(target, include_extras=True))
         except Exception:  # unresolvable forward references: fall back to raw annotations
             pass
-    return hints
+    return types.MappingProxyType(hints)
 
 
 def build(kind: str, name: str | None = None, /, **kwargs) -> Any:

@@ -313,7 +313,8 @@ def test_adaptation_intervals_cover_lambda1_of_long_float64_runs(aru):
     from dynlab import experiment
     from dynlab.analyses.aru.frozen_map import Lambda1Runs, lambda_vars
 
-    task = experiment.build(experiment.default_config("aru", "adding")).task
+    task_cfg = dict(experiment.default_config("aru", "adding")["task"])  # the task alone: no 64-unit model built
+    task = dynlab.build("task", task_cfg.pop("name"), **task_cfg)
     options = dict(drives=(2.0,), t_hats=(0,), task=task, onset=20, duration=100, window=20, ics=2)
     truth = ad.adaptation_analysis(aru, realisations=50, steps=2000, burn_in=500, x64=True, seed=10**6, **options)
     ds = ad.adaptation_analysis(aru, realisations=500, steps=400, burn_in=100, seed=0, **options)

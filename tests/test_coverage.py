@@ -185,45 +185,59 @@ def test_auto_reortho_stays_within_its_bound(case):
 
 
 _ALPHA_COVERAGE = """
+import json
 import sys
 import numpy as np
 from scipy.signal import lfilter
 from dynlab.analyses.spectra import covariance_spectrum
 
-m, rho, seed, reps = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-rng = np.random.default_rng(seed)
-covered = []
-for r in range(reps):
-    z = rng.standard_normal((m, 64))
-    if rho:
-        z[0] /= np.sqrt(1 - rho**2)  # stationary start
-        z = lfilter([np.sqrt(1 - rho**2)], [1.0, -rho], z, axis=0)
-    ds = covariance_spectrum(z * np.arange(1, 65) ** -0.5, n_boot=100, seed=r)
-    covered.append(float(ds.alpha_ci_low) <= 1.0 <= float(ds.alpha_ci_high))
-assert ds.attrs["ci_method"].startswith("half-sample"), ds.attrs["ci_method"]
-assert "half-samples of this recording" in ds.attrs["ci_population"]
-print(np.mean(covered))
+rates = []
+for m, rho, seed, reps in json.loads(sys.argv[1]):
+    rng = np.random.default_rng(seed)
+    covered = []
+    for r in range(reps):
+        z = rng.standard_normal((m, 64))
+        if rho:
+            z[0] /= np.sqrt(1 - rho**2)  # stationary start
+            z = lfilter([np.sqrt(1 - rho**2)], [1.0, -rho], z, axis=0)
+        ds = covariance_spectrum(z * np.arange(1, 65) ** -0.5, n_boot=100, seed=r)
+        covered.append(float(ds.alpha_ci_low) <= 1.0 <= float(ds.alpha_ci_high))
+    assert ds.attrs["ci_method"].startswith("half-sample"), ds.attrs["ci_method"]
+    assert "half-samples of this recording" in ds.attrs["ci_population"]
+    rates.append(float(np.mean(covered)))
+print(json.dumps(rates))
 """
 
+ALPHA_CASES = [(1000, 0.0, 0), (2000, 0.9, 0)]
 
-@pytest.mark.parametrize("m, rho, seed", [(1000, 0.0, 0), (2000, 0.9, 0)])
-def test_covariance_alpha_interval_covers_the_true_exponent(m, rho, seed, tmp_path):
-    """Default interval (half-samples of blocks of ceil(10 tau) rows, fit over ranks up to
-    0.7 sqrt(M_eff)), 200 recordings with eigenvalues n^-1 (alpha = 1). Measured over 5 seeds:
-    i.i.d. M = 1000: 0.91-0.96; AR(1) M = 2000: 0.92-0.945 (i.i.d. M = 200: 0.89-0.95, so not
-    asserted here). Runs in a child process with single-threaded BLAS: on a 2-core machine
-    OpenBLAS's spinning worker threads (woken by the JAX tests before) make the 20,000 small
-    eigendecompositions up to 20x slower."""
+
+@pytest.fixture(scope="module")
+def alpha_coverage(tmp_path_factory) -> dict[tuple, float]:
+    """The coverage of every case of ``ALPHA_CASES``, all computed in one child process with
+    single-threaded BLAS: on a 2-core machine OpenBLAS's spinning worker threads (woken by the JAX
+    tests before) make the 40,000 small eigendecompositions up to 20x slower. One process for both
+    cases: starting one (importing dynlab, 2.6 s of CPU) costs about what 70 recordings do."""
+    import json
     import os
     import subprocess
     import sys
 
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "JAX_PLATFORMS": "cpu"}
-    out = subprocess.run([sys.executable, "-c", _ALPHA_COVERAGE, str(m), str(rho), str(seed), str(REPS)],
-                         capture_output=True, text=True, env=env, timeout=600,
-                         cwd=tmp_path)  # not the checkout: its dynlab/ would shadow the installed package
+    cases = [(m, rho, seed, REPS) for m, rho, seed in ALPHA_CASES]
+    out = subprocess.run([sys.executable, "-c", _ALPHA_COVERAGE, json.dumps(cases)], capture_output=True, text=True,
+                         env=env, timeout=900,  # cwd not the checkout: its dynlab/ would shadow the installed package
+                         cwd=tmp_path_factory.mktemp("alpha"))
     assert out.returncode == 0, out.stderr
-    rate = float(out.stdout.strip().splitlines()[-1])
+    return dict(zip(ALPHA_CASES, json.loads(out.stdout.strip().splitlines()[-1])))
+
+
+@pytest.mark.parametrize("m, rho, seed", ALPHA_CASES)
+def test_covariance_alpha_interval_covers_the_true_exponent(m, rho, seed, alpha_coverage):
+    """Default interval (half-samples of blocks of ceil(10 tau) rows, fit over ranks up to
+    0.7 sqrt(M_eff)), 200 recordings with eigenvalues n^-1 (alpha = 1). Measured over 5 seeds:
+    i.i.d. M = 1000: 0.91-0.96; AR(1) M = 2000: 0.92-0.945 (i.i.d. M = 200: 0.89-0.95, so not
+    asserted here)."""
+    rate = alpha_coverage[(m, rho, seed)]
     assert 0.90 <= rate <= 0.99, rate
 
 

@@ -145,11 +145,11 @@ def test_sweeps_are_refused_by_their_cell_count_before_building_cells(tmp_path):
     million = _scenario(tmp_path, "million", f'seed = {axis(1000)}\n"model.hidden" = {axis(1000)}')
     one_line_error(invoke(["run", million], tmp_path), "1,000,000 cells", "1,000 seed x 1,000 model.hidden")
     assert time.monotonic() - start < 10
-    # 10^7 seeds do not fit in a scenario file: refused by its size, before parsing
+    # 10^6 seeds (7.9 MB) do not fit in a scenario file: refused by its size (1 MiB), before parsing
     seeds = tmp_path / "seeds.toml"
     with open(seeds, "w") as f:
         f.write('name = "seeds"\n[sweep]\nseed = [')
-        f.writelines(f"{i}, " for i in range(10**7))
+        f.writelines(f"{i}, " for i in range(10**6))
         f.write("]\n")
     one_line_error(invoke(["run", str(seeds)], tmp_path), "larger than 1 MiB")
     assert not (tmp_path / "runs").exists()

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from jax.tree_util import Partial
 
 import dynlab
 from dynlab.analyses.lyapunov.burn_in import mser_truncation, truncate_running
@@ -127,6 +128,10 @@ def test_the_analysis_and_the_cli_print_one_interval_per_quantity(tmp_path, monk
     assert "measured" in ds.attrs["rounding_floor"] and np.all(ds.rounding_error.values > 0)
 
 
+def _tanh_step(w, b, h, x):
+    return jnp.tanh(w @ h + b + x)
+
+
 def test_fixed_point_intervals_cover_the_log_eigenvalue_moduli():
     """The quick start's case in small: float32 runs that settle on a fixed point agree to the bit, so
     the interval is the rounding floor; measured against a float64 run it covers ln|mu_i(J(h*))|."""
@@ -135,13 +140,9 @@ def test_fixed_point_intervals_cover_the_log_eigenvalue_moduli():
     for net in range(5):
         w = jnp.asarray(rng.normal(size=(n, n)) * 0.8 / np.sqrt(n), jnp.float32)
         b = jnp.asarray(rng.normal(size=n), jnp.float32)
-
-        def step(h, x, w=w, b=b):
-            return jnp.tanh(w @ h + b + x)
-
-        h0s = np.zeros((R, 1, n), np.float32)
-        (ds,) = replicate_groups(step, [h0s], [np.zeros((R, 300, n), np.float32)], n, keys=[jax.random.key(net)],
-                                 burn_in=100, reortho_every=1, truncate=True)
+        h0s = np.zeros((R, 1, n), np.float32)  # the network's weights are arguments: one program for all 5
+        (ds,) = replicate_groups(Partial(_tanh_step, w, b), [h0s], [np.zeros((R, 300, n), np.float32)], n,
+                                 keys=[jax.random.key(net)], burn_in=100, reortho_every=1, truncate=True)
         w64, b64 = np.asarray(w, np.float64), np.asarray(b, np.float64)
         h = np.zeros(n)
         for _ in range(300):

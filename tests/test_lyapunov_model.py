@@ -54,13 +54,13 @@ def test_driven_sum_equals_mean_log_det():
     k_in, k_ic, _ = jax.random.split(key, 3)
     xs, xi = protocol_inputs(model, 400, task=task, key=jax.random.fold_in(k_in, 1))
     h = np.asarray(smap.h0 + 0.5 * jax.random.normal(jax.random.fold_in(k_ic, 1), (1, smap.dim))[0], np.float64)
-    jac = jax.jit(jax.jacfwd(smap.step))
+    jac, step = jax.jit(jax.jacfwd(smap.step)), jax.jit(lambda h, u: smap.step(h, u))  # compiled, not op-by-op
     logdets = []
     with jax.enable_x64(True):
         for t in range(400):
             u = (jnp.asarray(xs[t], jnp.float64), jnp.float64(xi[t]))
             logdets.append(np.linalg.slogdet(np.asarray(jac(jnp.asarray(h), u)))[1])
-            h = np.asarray(smap.step(jnp.asarray(h), u))
+            h = np.asarray(step(jnp.asarray(h), u))
     np.testing.assert_allclose(float(ds.exponents.sel(realisation=1, ic=0).sum()), np.mean(logdets), atol=1e-4)
 
 
@@ -104,11 +104,14 @@ def test_cli_lyapunov_fresh_and_checkpoint(tmp_path, monkeypatch):
     assert ds.attrs["drive"] == FRESH_DRIVE and ds.attrs["protocol"].startswith("constant drive")
     check_reading(r.output, ds)
 
+    # test_cli's tiny ARU training (same chunk and held-out programs: the suite's compilation cache serves both)
     r = CliRunner().invoke(main, ["train", "--model", "aru", "--steps", "10", "--out", "run", "-q", *tiny,
-                                  "--set", "train.batch_size=4", "--set", "task.length=6"])
+                                  "--set", "train.batch_size=4", "--set", "task.length=6",
+                                  "--set", "train.eval_size=8"])
     assert r.exit_code == 0, r.stderr
-    r = CliRunner().invoke(main, ["analyze", "lyapunov", "--checkpoint", "run", "--steps", "100", "--burn-in", "10",
-                                  "--k", "2", "--ics", "2", "--task", "adding", "-q"])
+    # the fresh run's sizes (under the task's stream now): its compiled programs serve this one too
+    r = CliRunner().invoke(main, ["analyze", "lyapunov", "--checkpoint", "run", "--steps", "200", "--burn-in", "50",
+                                  "--k", "3", "--ics", "3", "--task", "adding", "-q"])
     assert r.exit_code == 0, r.output + r.stderr
     assert (tmp_path / "run" / "lyapunov.nc").is_file() and (tmp_path / "run" / "lyapunov.png").is_file()
 

@@ -2,13 +2,20 @@
 which then works everywhere a built-in unit does, with no table to edit.
 
 The plug-in is a real installed distribution as Python sees one (a ``*.dist-info`` folder with
-``entry_points.txt`` beside the module on ``sys.path``), exercised in a subprocess.
+``entry_points.txt`` beside the module on ``sys.path``), exercised in a fresh interpreter. One such
+interpreter serves every check of the installed plug-in: it finds the plug-in through its entry
+point as a ``dynlab`` process does, then takes the tests' steps in order (each ``dynlab`` command
+through click's runner, exit status and stdout and stderr apart, and the Python snippet) and hands
+back what each gave. Starting a process (importing JAX and dynlab) costs more than most of these
+commands, and nine processes were started before.
 """
 
+import json
 import os
 import subprocess
 import sys
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -76,40 +83,104 @@ def plugin_path(tmp_path_factory) -> Path:
     return root
 
 
-def run(code_or_args, plugin_path, cwd, *, cli=False):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(plugin_path), os.environ.get("PYTHONPATH", "")]))
-    args = [sys.executable, "-m", "dynlab.cli", *code_or_args] if cli else [sys.executable, "-c", code_or_args]
-    return subprocess.run(args, capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
+def python(args, site, cwd):
+    """``python ARGS`` in a fresh interpreter with ``site`` on its path."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=600)
 
 
-def test_a_plugin_unit_is_listed_built_and_sized_with_no_table(plugin_path, tmp_path):
-    listed = run(["list", "units"], plugin_path, tmp_path, cli=True)
+DRIVER = """
+import contextlib, io, json, os, sys, traceback
+from click.testing import CliRunner
+from dynlab.cli import main
+
+answers = []
+for cwd, step in json.loads(sys.argv[1]):
+    os.chdir(cwd)
+    if isinstance(step, list):  # dynlab ARGS
+        r = CliRunner().invoke(main, step)
+        answers.append({"returncode": r.exit_code, "stdout": r.stdout, "stderr": r.stderr})
+        continue
+    out, err, code = io.StringIO(), io.StringIO(), 0  # Python code
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            exec(step, {})
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+    answers.append({"returncode": code, "stdout": out.getvalue(), "stderr": err.getvalue()})
+print(json.dumps(answers))
+"""
+
+
+@dataclass
+class Answer:
+    """What one step gave, named as ``subprocess.run``'s result names it."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+BUILD = textwrap.dedent("""
+    import jax, numpy as np
+    import dynlab
+    from dynlab.scenarios.every_unit import model_section
+    section = model_section("toy-leaky", 12)
+    assert section == {"unit": "toy-leaky", "hidden": 12}, section
+    model = dynlab.build("model", input_size=1, output_size=1, key=jax.random.key(0),
+                         **section)
+    y = model(np.ones((5, 1), np.float32))
+    assert y.shape[-1] == 1 and np.isfinite(np.asarray(y)).all()
+    print("ok")
+""")
+
+STEPS = {
+    "unit": [
+        ("listed", ["list", "units"]),
+        ("built", BUILD),
+        ("trained", ["train", "--model", "toy-leaky", "--task", "adding", "--steps", "10", "--out", "r",
+                     "--set", "model.hidden=6", "--set", "task.length=5", "--set", "train.batch_size=4",
+                     "--set", "train.eval_size=8", "--set", "train.eval_every=10", "-q"]),
+        ("analysed", ["analyze", "lyapunov", "--checkpoint", "r", "--k", "2", "--steps", "40", "--burn-in", "10",
+                      "--ics", "2", "-q"]),
+    ],
+    "analysis": [
+        ("helped", ["analyze", "toy-norm", "--help"]),
+        ("bad", ["analyze", "toy-norm", "--level", "nan"]),
+        ("done", ["analyze", "toy-norm", "--model", "rnn", "--set", "model.hidden=5", "--level", "0.5",
+                  "--steps", "20", "--out", "n.nc", "-q"]),
+        ("unlinked", "import os; os.remove('n.png')"),  # so that the figure is the plot's
+        ("plotted", ["plot", "n.nc"]),
+    ],
+}
+"""Each test's steps, in order, by the name its test reads the answer under."""
+
+
+@pytest.fixture(scope="module")
+def answers(plugin_path, tmp_path_factory) -> dict[str, tuple[Path, dict[str, Answer]]]:
+    """Every test's steps in one fresh interpreter with the plug-in installed, each test's in its own
+    directory: ``{test: (its directory, {step: answer})}``."""
+    dirs = {test: tmp_path_factory.mktemp(test) for test in STEPS}
+    steps = [(str(dirs[test]), step) for test, named in STEPS.items() for _, step in named]
+    done = python(["-c", DRIVER, json.dumps(steps)], plugin_path, dirs["unit"])
+    assert done.returncode == 0, done.stderr
+    given = iter(Answer(**a) for a in json.loads(done.stdout.strip().splitlines()[-1]))
+    return {test: (dirs[test], {name: next(given) for name, _ in named}) for test, named in STEPS.items()}
+
+
+def test_a_plugin_unit_is_listed_built_and_sized_with_no_table(answers):
+    _, got = answers["unit"]
+    listed, built = got["listed"], got["built"]
     assert listed.returncode == 0 and "toy-leaky" in listed.stdout and "test plug-in" in listed.stdout, listed.stderr
-    code = textwrap.dedent("""
-        import jax, numpy as np
-        import dynlab
-        from dynlab.scenarios.every_unit import model_section
-        section = model_section("toy-leaky", 12)
-        assert section == {"unit": "toy-leaky", "hidden": 12}, section
-        model = dynlab.build("model", input_size=1, output_size=1, key=jax.random.key(0),
-                             **section)
-        y = model(np.ones((5, 1), np.float32))
-        assert y.shape[-1] == 1 and np.isfinite(np.asarray(y)).all()
-        print("ok")
-    """)
-    built = run(code, plugin_path, tmp_path)
     assert built.returncode == 0 and "ok" in built.stdout, built.stderr
 
 
-def test_a_plugin_unit_trains_and_is_analysed_from_the_command_line(plugin_path, tmp_path):
-    trained = run(["train", "--model", "toy-leaky", "--task", "adding", "--steps", "10", "--out", "r",
-                   "--set", "model.hidden=6", "--set", "task.length=5", "--set", "train.batch_size=4",
-                   "--set", "train.eval_size=8", "--set", "train.eval_every=10", "-q"], plugin_path, tmp_path, cli=True)
-    assert trained.returncode == 0, trained.stderr
-    analysed = run(["analyze", "lyapunov", "--checkpoint", "r", "--k", "2", "--steps", "40", "--burn-in", "10",
-                    "--ics", "2", "-q"], plugin_path, tmp_path, cli=True)
-    assert analysed.returncode == 0, analysed.stderr
-    assert (tmp_path / "r" / "lyapunov.nc").is_file()
+def test_a_plugin_unit_trains_and_is_analysed_from_the_command_line(answers):
+    where, got = answers["unit"]
+    assert got["trained"].returncode == 0, got["trained"].stderr
+    assert got["analysed"].returncode == 0, got["analysed"].stderr
+    assert (where / "r" / "lyapunov.nc").is_file()
 
 
 def test_a_broken_plugin_is_a_warning_not_a_failure(tmp_path):
@@ -118,26 +189,22 @@ def test_a_broken_plugin_is_a_warning_not_a_failure(tmp_path):
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-plugin\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text("[dynlab.plugins]\nbroken = no_such_module_anywhere\n")
-    listed = run(["list", "units"], root, tmp_path, cli=True)
+    listed = python(["-m", "dynlab.cli", "list", "units"], root, tmp_path)
     assert listed.returncode == 0 and "gru" in listed.stdout
     assert "plug-in 'broken'" in listed.stderr and "Traceback" not in listed.stderr
 
 
-def test_a_plugin_analysis_gets_a_command_a_dataset_and_its_figure(plugin_path, tmp_path):
+def test_a_plugin_analysis_gets_a_command_a_dataset_and_its_figure(answers):
     """One file adds an analysis: 'dynlab analyze NAME --help', its run and 'dynlab plot' of the
     result work with no other file touched (the command is generated from its signature)."""
-    helped = run(["analyze", "toy-norm", "--help"], plugin_path, tmp_path, cli=True)
+    where, got = answers["analysis"]
+    helped, bad, done, unlinked, plotted = (got[k] for k in ("helped", "bad", "done", "unlinked", "plotted"))
     assert helped.returncode == 0 and "--level" in helped.stdout and "constant input" in helped.stdout, helped.stderr
-    bad = run(["analyze", "toy-norm", "--level", "nan"], plugin_path, tmp_path, cli=True)
     assert bad.returncode == 2 and bad.stderr.strip() == "error: --level is nan: give a finite number"
-    done = run(["analyze", "toy-norm", "--model", "rnn", "--set", "model.hidden=5", "--level", "0.5",
-                "--steps", "20", "--out", "n.nc", "-q"], plugin_path, tmp_path, cli=True)
     assert done.returncode == 0, done.stderr
     import xarray as xr
 
-    ds = xr.load_dataset(tmp_path / "n.nc", engine="h5netcdf")
+    ds = xr.load_dataset(where / "n.nc", engine="h5netcdf")
     assert ds.sizes["time"] == 20 and ds.attrs["level"] == 0.5 and ds.attrs["model"] == "rnn"
-    (tmp_path / "n.png").unlink()
-    plotted = run(["plot", "n.nc"], plugin_path, tmp_path, cli=True)
-    assert plotted.returncode == 0 and (tmp_path / "n.png").stat().st_size > 1000, plotted.stderr
-
+    assert unlinked.returncode == 0, unlinked.stderr
+    assert plotted.returncode == 0 and (where / "n.png").stat().st_size > 1000, plotted.stderr
