@@ -73,10 +73,10 @@ across ``exec``), so forking ``dynlab`` from a test worker that has grown to 2.3
 
 
 def run_capped(args, cwd, *, timeout=90):
-    """``dynlab ARGS`` in a fresh session under ``RLIMIT_AS = CAP``: (status, stderr, seconds,
-    peak RSS in bytes, processes of its session still alive)."""
+    """``dynlab ARGS`` in a fresh session under ``RLIMIT_AS = CAP``: (status, stderr, peak RSS in
+    bytes, processes of its session still alive); a command still running after ``timeout`` s is
+    killed and fails the test."""
     err_path, rss_path = Path(cwd) / ".stderr", Path(cwd) / ".peak-rss"
-    start = time.monotonic()
     with open(err_path, "w") as err:
         child = subprocess.Popen([sys.executable, "-c", LAUNCHER, str(CAP), str(rss_path),
                                   sys.executable, "-m", "dynlab.cli", *args],
@@ -87,9 +87,8 @@ def run_capped(args, cwd, *, timeout=90):
             os.killpg(child.pid, 9)
             child.wait()
             pytest.fail(f"dynlab {' '.join(args)} ran past {timeout} s")
-    seconds = time.monotonic() - start
     time.sleep(0.2)
-    return (child.returncode, err_path.read_text(), seconds, int(rss_path.read_text()),
+    return (child.returncode, err_path.read_text(), int(rss_path.read_text()),
             _session_members(child.pid))
 
 
@@ -119,10 +118,10 @@ def _gzip_bomb(path: Path, shape=(10, 28, 28), members: int = 320) -> None:
 def test_an_exhausting_size_is_one_line_under_a_memory_cap(tmp_path, args, fragments):
     if "bomb" in args:
         _gzip_bomb(tmp_path / "bomb" / "mnist" / "t10k-images-idx3-ubyte.gz")
-    status, err, seconds, rss, left = run_capped(args, tmp_path)
+    status, err, rss, left = run_capped(args, tmp_path)
     assert status == 2, err
     assert err.startswith("error: ") and err.count("\n") == 1 and all(f in err for f in fragments), err
-    assert seconds < 60 and rss < RSS_CEILING, (seconds, rss)
+    assert rss < RSS_CEILING, rss  # (a command that hangs instead fails run_capped's timeout)
     assert not left, f"processes left behind: {left}"
 
 
@@ -136,15 +135,19 @@ def _scenario(tmp_path, name, sweep: str) -> str:
     return str(path)
 
 
-def test_sweeps_are_refused_by_their_cell_count_before_building_cells(tmp_path):
+def test_sweeps_are_refused_by_their_cell_count_before_building_cells(tmp_path, monkeypatch):
+    from dynlab.scenarios import spec
+
+    built = []
+    cell = spec.Cell
+    monkeypatch.setattr(spec, "Cell", lambda *a, **k: built.append(a[0]) or cell(*a, **k))
     axis = lambda n: str(list(range(1, n + 1)))  # noqa: E731
     billion = _scenario(tmp_path, "billion", f'seed = {axis(1000)}\n"model.hidden" = {axis(1000)}\n'
                                              f'"train.lr" = {[1e-3] * 1000}')
-    start = time.monotonic()
     one_line_error(invoke(["run", billion], tmp_path), "1,000,000,000 cells", "at most 10,000")
     million = _scenario(tmp_path, "million", f'seed = {axis(1000)}\n"model.hidden" = {axis(1000)}')
     one_line_error(invoke(["run", million], tmp_path), "1,000,000 cells", "1,000 seed x 1,000 model.hidden")
-    assert time.monotonic() - start < 10
+    assert built == []  # refused from the axes' lengths: not one cell was made
     # 10^6 seeds (7.9 MB) do not fit in a scenario file: refused by its size (1 MiB), before parsing
     seeds = tmp_path / "seeds.toml"
     with open(seeds, "w") as f:
@@ -185,13 +188,16 @@ def test_an_allocation_failure_that_slips_through_names_the_sizes(tmp_path, monk
 
 
 @pytest.mark.parametrize("target", ["/dev/zero", "/dev/urandom", "big"])
-def test_config_files_are_refused_by_kind_and_size_before_parsing(tmp_path, target):
+def test_config_files_are_refused_by_kind_and_size_before_parsing(tmp_path, target, monkeypatch):
+    from dynlab import config
+
     if target == "big":
         target = str(tmp_path / "big.toml")
         Path(target).write_text("# padding\n" * 200_000)
-    start = time.monotonic()
+    parsed = []
+    monkeypatch.setattr(config.tomllib, "loads", lambda text, **k: parsed.append(len(text)) or {})
     one_line_error(invoke(["train", "--config", target], tmp_path), "config file")
-    assert time.monotonic() - start < 5
+    assert parsed == []  # refused by the file's kind or size: nothing of it reached the parser
 
 
 @pytest.mark.parametrize("args, fragment", [
