@@ -116,7 +116,8 @@ def test_accuracy_vs_dilation_and_impulse_collapse():
 
 
 def test_cli_trw(tmp_path):
-    res = invoke(["analyze", "trw", "--model", "sith-rnn", "--set", "model.n_taus=6", "--n-shuffle", "3",
+    # the SITH-RNN of test_trw_on_generic_model_and_layer_stacks: its compiled programs are reused
+    res = invoke(["analyze", "trw", "--model", "sith-rnn", "--set", "model.n_taus=8", "--n-shuffle", "2",
                   "--out", "t.nc", "-q"], tmp_path)
     assert res.exit_code == 0, res.output + res.stderr
     assert "cell0.layer4" in res.output and (tmp_path / "t.nc").is_file() and (tmp_path / "t.png").is_file()
