@@ -162,22 +162,18 @@ def scramble_correlations(layer_fn, x, scales, n_shuffle: int, key, *, entries: 
     scales = check_scales(T, scales)
     if warmup == "stream":
         layer_fn = _after_warmup(layer_fn, x)
+    ref = [normalise_rows(o) for o in layer_fn(x)]
 
-    def correlations(keys, ss):  # the intact run and every shuffle: one compiled program, no op-by-op work
-        ref = [normalise_rows(o) for o in layer_fn(x)]
-
-        def one(args):
-            k, s = args
-            idx = block_permutation(k, T, s)
-            inv = jnp.argsort(idx)
-            outs = layer_fn(x[idx])
-            return jnp.stack([recurrence_correlation(r, normalise_rows(o[inv]), entries) for r, o in zip(ref, outs)])
-
-        return jax.lax.map(one, (keys, ss), batch_size=batch_size)
+    def one(args):
+        k, s = args
+        idx = block_permutation(k, T, s)
+        inv = jnp.argsort(idx)
+        outs = layer_fn(x[idx])
+        return jnp.stack([recurrence_correlation(r, normalise_rows(o[inv]), entries) for r, o in zip(ref, outs)])
 
     keys = jax.random.split(key, len(scales) * n_shuffle)
     ss = jnp.repeat(jnp.asarray(scales), n_shuffle)
-    c = jax.jit(correlations)(keys, ss)  # [S*n, L]
+    c = jax.jit(lambda k, s: jax.lax.map(one, (k, s), batch_size=batch_size))(keys, ss)  # [S*n, L]
     return c.reshape(len(scales), n_shuffle, -1).transpose(2, 0, 1)
 
 
