@@ -408,6 +408,12 @@ def _pools_over_tau(cell) -> bool:
     return _is_stack(cell) and cell.g is not None
 
 
+@eqx.filter_jit
+def _pooled_sequence(cell, u):
+    """``cell.pooled_sequence(u)`` compiled as one program (op by op, its FFT path costs more CPU)."""
+    return cell.pooled_sequence(u)
+
+
 def selected_timescales(model, *, task=None, dilation: int = 0, mode: str | None = None, how: str = "shift",
                         rescale: bool = True, warmup: str = "stream", quantiles=(0.1, 0.5, 0.9)) -> xr.Dataset:
     r"""Which time cell each layer's max over τ picks on the intact stream (What × When units).
@@ -438,7 +444,7 @@ def selected_timescales(model, *, task=None, dilation: int = 0, mode: str | None
         if not _pools_over_tau(cell):
             raise ConfigError(f"cell {i} ({type(cell).__name__}) has no max over tau; selected timescales need "
                               "a What x When unit (sithcon, rnn-blockdiag, rnn-diag-*, sith-rnn)")
-        feats, outs = cell.pooled_sequence(u)
+        feats, outs = _pooled_sequence(cell, u)
         feats = np.asarray(feats)[:, W:]  # [layers, T, n_f, n_tau]
         idx = feats.argmax(-1)
         tau = np.asarray(cell.taus, np.float64)[idx] if isinstance(cell, TauExtensible) else idx.astype(np.float64)
@@ -509,7 +515,7 @@ def impulse_responses(cell, *, steps: int | None = None, feature: int = 0, margi
     taus = np.asarray(cell.taus) if isinstance(cell, TauExtensible) else None
     if steps is None:
         steps = int(10 * (taus.max() if taus is not None else 81))
-    h, lh = (np.asarray(a) for a in cell.impulse_response(steps, feature))
+    h, lh = (np.asarray(a) for a in eqx.filter_jit(lambda c: c.impulse_response(steps, feature))(cell))  # one program
     t = np.arange(steps)
 
     def centroid(r):

@@ -29,12 +29,13 @@ TOL = 1e-10
 
 def trajectory64(model, xs):
     """``model.trajectory(xs)`` with every floating-point array of the model in float64 (call
-    inside ``jax.enable_x64``): outputs ``[T, O]`` and each layer's states."""
+    inside ``jax.enable_x64``): outputs ``[T, O]`` and each layer's states. Compiled as one program,
+    as the analyses run it (op by op costs more CPU)."""
     import equinox as eqx
     import jax.numpy as jnp
 
     model = jax.tree_util.tree_map(lambda a: a.astype(jnp.float64) if eqx.is_inexact_array(a) else a, model)
-    return model.trajectory(jnp.asarray(xs, jnp.float64))
+    return eqx.filter_jit(lambda m, xs: m.trajectory(xs))(model, jnp.asarray(xs, jnp.float64))
 
 
 def _trainable(model) -> int:
@@ -460,8 +461,9 @@ def test_split_biases_are_the_codes_parameters():
             state, h = cell(state, x)
         return jnp.sum(h**2)
 
-    np.testing.assert_allclose(loss(split), loss(whole), rtol=1e-6)
-    gs, gw = jax.grad(loss)(split), jax.grad(loss)(whole)
+    value, grad = jax.jit(loss), jax.jit(jax.grad(loss))  # one program each, as training runs them
+    np.testing.assert_allclose(value(split), value(whole), rtol=1e-6)
+    gs, gw = grad(split), grad(whole)
     for a, b, total in ((gs.b_xh, gs.b_hh, gw.b_h), (gs.b_ag, gs.b_gg, gw.b_g)):
         assert np.abs(np.asarray(total)).max() > 1e-3
         np.testing.assert_allclose(a, total, rtol=1e-5, atol=1e-7)

@@ -41,14 +41,19 @@ def test_fast_paths_equal_step_scan(unit):
     xs = jax.random.normal(jax.random.key(2), (40, 3))
     drive = 0.1 * jnp.sin(jnp.arange(40.0))
 
-    def body(s, inp):
-        s, o = cell(s, inp[0], drive=inp[1])
-        return s, cell.layer_outputs(s)
+    @eqx.filter_jit  # one program, as training runs it (op by op costs more CPU)
+    def three_ways(cell, xs, drive):
+        def body(s, inp):
+            s, o = cell(s, inp[0], drive=inp[1])
+            return s, cell.layer_outputs(s)
 
-    ref = np.asarray(jax.lax.scan(body, cell.init_state(), (xs, drive))[1]).transpose(1, 0, 2)
+        return jax.lax.scan(body, cell.init_state(), (xs, drive))[1], cell.sequence(xs, drive), cell.scan_layers(xs, drive)
+
+    ref, sequence, scan_layers = three_ways(cell, xs, drive)
+    ref = np.asarray(ref).transpose(1, 0, 2)
     tol = 1e-4 * np.abs(ref).max()
-    np.testing.assert_allclose(cell.sequence(xs, drive), ref, atol=tol)
-    np.testing.assert_allclose(cell.scan_layers(xs, drive), ref, atol=tol)
+    np.testing.assert_allclose(sequence, ref, atol=tol)
+    np.testing.assert_allclose(scan_layers, ref, atol=tol)
 
 
 @pytest.mark.parametrize("hidden_input", ["pulse", "hold"])
@@ -80,13 +85,16 @@ def test_diagonal_net_against_numpy_equations(hidden_input):
             lh = h[l] @ L.T
             u = np.array([max(sum(g[o, b] * lh[b, i] for b in range(3)) for i in range(6)) for o in range(3)])
         out.append(u)
-    np.testing.assert_allclose(cell.sequence(jnp.asarray(xs, jnp.float32))[-1], np.array(out), rtol=1e-4, atol=1e-5)
+    sequence = eqx.filter_jit(lambda c, x: c.sequence(x))(cell, jnp.asarray(xs, jnp.float32))  # one program
+    np.testing.assert_allclose(sequence[-1], np.array(out), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(np.asarray(cell.readout_matrix()), L, atol=1e-6)
     np.testing.assert_allclose(L[3:-3].sum(1), 0, atol=1e-6)  # zero-sum rows away from the edges
 
 
 def test_paper_parameter_counts():
-    counts = {u: dynlab.build("unit", u, input_size=9, key=jax.random.key(0)).param_count()["total"] for u in NETS}
+    # built abstractly (shapes only): the counts need no values, and the full-size units cost seconds to draw
+    counts = {u: eqx.filter_eval_shape(lambda u=u: dynlab.build("unit", u, input_size=9, key=jax.random.key(0)))
+              .param_count()["total"] for u in NETS}
     assert counts == {"rnn-generic": 210600, "rnn-blockdiag": 5131, "rnn-diag-uniform": 2581,
                       "rnn-diag-geometric": 2581, "sith-rnn": 88, "sithcon": 81}
     assert counts["sith-rnn"] / counts["rnn-generic"] < 0.0005
@@ -103,6 +111,11 @@ def test_fixed_decays_untouched_by_adamw():
     np.testing.assert_array_equal(eqx.combine(params, static).cells[0].decays(), before)
 
 
+@eqx.filter_jit  # one program per shape, shared by the tests below (op by op costs more CPU)
+def _hidden_sequence(cell, x):
+    return cell.layer_hidden_sequence(x)
+
+
 def _original_and_dilated(how: str):
     """A one-layer SITH-RNN's read-out of sparse pulses, and that of the same network with its tau
     grid rescaled by 3 (``how``) of the pulses dilated by 3, taken at the dilated times."""
@@ -113,8 +126,8 @@ def _original_and_dilated(how: str):
     x[np.arange(0, 30, 4), np.arange(8) % 3] = 1
     xd = np.zeros((90, 3), np.float32)
     xd[::3] = x
-    h1 = np.asarray(cell.layer_hidden_sequence(jnp.asarray(x)))
-    h3 = np.asarray(rescaled.layer_hidden_sequence(jnp.asarray(xd)))[3 * np.arange(30)]
+    h1 = np.asarray(_hidden_sequence(cell, jnp.asarray(x)))
+    h3 = np.asarray(_hidden_sequence(rescaled, jnp.asarray(xd)))[3 * np.arange(30)]
     return rescaled, h1, h3
 
 

@@ -452,20 +452,22 @@ def test_custom_regulariser_reaches_bptt_through_the_model():
 
     plain, custom = build(()), build((MemoryL2(0.5),))
     assert not plain.penalised and custom.penalised and not build((MemoryL2(0.0),)).penalised
-    batch = task.batch(jax.random.key(5), 8)
-    _, states = jax.vmap(custom.trajectory)(batch[0])
-    np.testing.assert_allclose(jax.vmap(custom.penalty)(batch[0], states),
-                               0.5 * jnp.sum(jnp.mean(jnp.square(states[0].m), axis=1), axis=(1, 2)), rtol=1e-6)
+    batch = jax.jit(task.batch, static_argnums=1)(jax.random.key(5), 8)
+
+    def mean_penalty(m):
+        _, states = jax.vmap(m.trajectory)(batch[0])
+        penalties = jax.vmap(m.penalty)(batch[0], states)
+        return jnp.mean(penalties), (penalties, states[0].m)
+
+    # compiled, one program each, as training runs them (op by op, the eager calls cost more CPU)
+    g_reg, (penalties, memories) = eqx.filter_jit(eqx.filter_grad(mean_penalty, has_aux=True))(custom)
+    np.testing.assert_allclose(penalties, 0.5 * np.sum(np.mean(np.square(np.asarray(memories, np.float64)), axis=1),
+                                                       axis=(1, 2)), rtol=1e-6)
 
     g_plain, m_plain = eqx.filter_jit(rule.grads)(plain, batch, None)
     g_custom, m_custom = eqx.filter_jit(rule.grads)(custom, batch, None)
     np.testing.assert_allclose(m_custom["loss"], m_plain["loss"], rtol=1e-6)  # the task loss, penalty left out
 
-    def mean_penalty(m):
-        _, states = jax.vmap(m.trajectory)(batch[0])
-        return jnp.mean(jax.vmap(m.penalty)(batch[0], states))
-
-    g_reg = eqx.filter_jit(eqx.filter_grad(mean_penalty))(custom)
     assert float(jnp.max(jnp.abs(g_reg.cells[0].layer.mlp.weights[0]))) > 1e-4  # the memory term moves the MLP
     for a, b, c in zip(*(jax.tree_util.tree_leaves(g) for g in (g_custom, g_plain, g_reg)), strict=True):
         np.testing.assert_allclose(a, b + c, rtol=1e-4, atol=1e-6)
@@ -551,7 +553,7 @@ def test_constant_tau_ablation_is_expressible():
     learnable = ELMCell(3, d_m=4, tau_min=25.0, tau_max=25.0, tau_bounds=[0.0, 500.0], key=jax.random.key(0))
     np.testing.assert_allclose(learnable.tau_m, 25.0, rtol=1e-4)
     net = ElmNet(3, hidden=5, d_m=3, d_tree=2, d_branch=3, rho_rec=0.5, tau_min=25.0, tau_max=25.0, key=jax.random.key(0))
-    _, y = net(net.init_state(), jnp.ones(3))
+    _, y = eqx.filter_jit(lambda n: n(n.init_state(), jnp.ones(3)))(net)  # compiled: op by op costs more CPU
     assert np.isfinite(np.asarray(y)).all()
     with pytest.raises(ConfigError, match="tau_min must be <= tau_max"):
         ELMCell(3, tau_min=30.0, tau_max=25.0, key=jax.random.key(0))

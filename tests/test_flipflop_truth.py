@@ -21,8 +21,10 @@ from dynlab.analyses.protocol import TaskStream
 
 @pytest.fixture(scope="module")
 def trained():
+    """400 steps: on seeds 0-3 every run is then above the 99% bar (99.53-99.79% sign accuracy; from
+    99.27% at 300) with exactly 4 stable points, one at each corner."""
     config = {"seed": 0, "model": {"unit": "gru", "hidden": 16}, "task": {"name": "flipflop", "bits": 2, "length": 32},
-              "rule": {"name": "bptt"}, "train": {"steps": 600, "eval_every": 600, "log_every": 100}}
+              "rule": {"name": "bptt"}, "train": {"steps": 400, "eval_every": 400, "log_every": 100}}
     exp = experiment.build(config)
     result = train(exp)
     return exp, result

@@ -12,6 +12,7 @@ import os
 import pickle
 import sys
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -57,7 +58,8 @@ def test_imported_modules_equal_pytorchs_own(kind, nonlinearity, layers, bias, t
     out = out if batch_first else out.transpose(0, 1)
     config, model = imported_model(save(tmp_path, module.state_dict()), f"torch-{kind.lower()}", **extra)
     assert config["model"]["layers"] == layers and config["task"]["input_size"] == D
-    ys, states = jax.vmap(model.trajectory)(jnp.asarray(x.numpy()))
+    # compiled as one program, as training and the analyses run it (op by op costs more CPU)
+    ys, states = eqx.filter_jit(lambda m, xs: jax.vmap(m.trajectory)(xs))(model, jnp.asarray(x.numpy()))
     np.testing.assert_allclose(np.asarray(ys), out.numpy(), atol=1e-5, rtol=0)  # output = last layer's h_t
     h_n, c_n = final if kind == "LSTM" else (final, None)
     for l in range(layers):

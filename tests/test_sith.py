@@ -11,6 +11,12 @@ from dynlab.errors import ConfigError
 from dynlab.units.sith import SITH, _fd_operator, causal_fft_conv, diagonal_scan, post_kernel, tau_grid
 
 
+def sequence(mem, f, **kw):
+    """``mem.sequence(f, **kw)`` (the FFT fast path) compiled as one program, as the units run it
+    inside training (op by op costs more CPU)."""
+    return jax.jit(lambda f: mem.sequence(f, **kw))(f)
+
+
 def scan_memory(mem, f):
     def body(s, x):
         s = mem.step(s, x)
@@ -40,7 +46,7 @@ def test_cascade_recurrence_equals_filter_bank():
     ref = ref.transpose(2, 0, 1)
     scale = np.abs(ref).max()
     np.testing.assert_allclose(rec, ref, atol=2e-5 * scale)
-    np.testing.assert_allclose(mem.sequence(f), ref, atol=2e-5 * scale)  # FFT fast path
+    np.testing.assert_allclose(sequence(mem, f), ref, atol=2e-5 * scale)  # FFT fast path
 
 
 def test_impulse_response_peaks_near_tau_star():
@@ -62,7 +68,7 @@ def test_fd_recurrence_approximates_post_filters_and_equals_its_filter_bank():
     ref = np.stack([[np.convolve(np.asarray(f[:, j], np.float64), fd[i])[:150] for i in range(50)] for j in range(2)]).transpose(2, 0, 1)
     # float32 finite differences of order k cancel digits (weights ~ (s/ds)^k): agreement to ~0.3%
     np.testing.assert_allclose(rec, ref, atol=5e-3 * np.abs(ref).max())
-    np.testing.assert_allclose(mem.sequence(f), ref, atol=5e-3 * np.abs(ref).max())
+    np.testing.assert_allclose(sequence(mem, f), ref, atol=5e-3 * np.abs(ref).max())
 
 
 @pytest.mark.parametrize("method", ["cascade", "fd"])
@@ -93,7 +99,7 @@ def test_held_input_kernels_integrate_the_filters_over_each_step(method):
     conv = conv.transpose(2, 0, 1)
     tol = (2e-5 if method == "cascade" else 5e-3) * np.abs(conv).max()  # fd: float32 cancellation, as above
     np.testing.assert_allclose(rec, conv, atol=tol)
-    np.testing.assert_allclose(mem.sequence(f, hold=True), conv, atol=tol)
+    np.testing.assert_allclose(sequence(mem, f, hold=True), conv, atol=tol)
 
 
 @pytest.mark.parametrize("method", ["cascade", "fd"])
@@ -105,8 +111,8 @@ def test_time_rescaling_translates_memory_along_tau(method):
     pulses[rng.choice(60, 12, replace=False), 0] = 1.0
     dil = np.zeros((180, 1), np.float32)
     dil[::3] = pulses
-    m1 = np.asarray(mem.sequence(jnp.asarray(pulses)))[:, 0]
-    m3 = np.asarray(mem.sequence(jnp.asarray(dil)))[:, 0]
+    m1 = np.asarray(sequence(mem, jnp.asarray(pulses)))[:, 0]
+    m3 = np.asarray(sequence(mem, jnp.asarray(dil)))[:, 0]
     t = np.arange(60)
     tol = 1e-5 if method == "cascade" else 2e-2
     np.testing.assert_allclose(3 * m3[3 * t, 2:], m1[:, :-2], atol=tol * np.abs(m1).max())
@@ -128,7 +134,8 @@ def test_diagonal_scan_chunked_matches_loop():
         h = a * h + b[t]
         ref[t] = h
     for chunk in (None, 32):
-        np.testing.assert_allclose(diagonal_scan(jnp.asarray(a, jnp.float32), jnp.asarray(b, jnp.float32), chunk=chunk),
+        scan = jax.jit(lambda a, b, chunk=chunk: diagonal_scan(a, b, chunk=chunk))  # one program (op by op costs more)
+        np.testing.assert_allclose(scan(jnp.asarray(a, jnp.float32), jnp.asarray(b, jnp.float32)),
                                    ref, rtol=1e-4, atol=1e-4)
 
 

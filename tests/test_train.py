@@ -90,9 +90,12 @@ def test_divergence_stops_and_keeps_last_good_checkpoint(tmp_path):
 
 @pytest.mark.parametrize(
     "task, task_cfg, steps, margin",
-    [("adding", {"length": 20}, 800, "mse"), ("recall", {}, 600, "accuracy")],
+    [("adding", {"length": 20}, 600, "mse"), ("recall", {}, 600, "accuracy")],
 )
 def test_aru_learns_memory_tasks(task, task_cfg, steps, margin):
+    """Steps: the fewest at which 5 of 5 seeds (0-4) clear the bar with room. Adding at 600 steps: final
+    MSE 0.02-0.10 x chance against the bar 0.25 (at 500, seed 1 is at 0.31); recall at 600 steps:
+    3.4-4.0 x chance against the bar 2.5 (at 500, seed 4 is at 2.8)."""
     cfg = experiment.default_config("aru", task, seed=0)
     cfg["model"].update(hidden=32, n_g=8)
     cfg["task"].update(task_cfg)

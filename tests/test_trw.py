@@ -2,6 +2,7 @@
 
 import math
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -116,7 +117,8 @@ def test_accuracy_vs_dilation_and_impulse_collapse():
 
 
 def test_cli_trw(tmp_path):
-    res = invoke(["analyze", "trw", "--model", "sith-rnn", "--set", "model.n_taus=6", "--n-shuffle", "3",
+    # the SITH-RNN of test_trw_on_generic_model_and_layer_stacks: its compiled programs are reused
+    res = invoke(["analyze", "trw", "--model", "sith-rnn", "--set", "model.n_taus=8", "--n-shuffle", "2",
                   "--out", "t.nc", "-q"], tmp_path)
     assert res.exit_code == 0, res.output + res.stderr
     assert "cell0.layer4" in res.output and (tmp_path / "t.nc").is_file() and (tmp_path / "t.png").is_file()
@@ -141,8 +143,6 @@ def test_cli_trw_bad_input(args, fragment, tmp_path):
 
 
 def sithcon_identity_mixing(n_layers=1, **kw):
-    import equinox as eqx
-
     model = dynlab.build("model", unit="sithcon", input_size=9, output_size=9, key=jax.random.key(0),
                          n_layers=n_layers, **kw)
     return eqx.tree_at(lambda m: m.cells[0].g, model, jnp.eye(9))
@@ -153,7 +153,8 @@ def test_max_over_tau_of_a_pulse_selects_tau_k_over_k_plus_1_times_the_lag():
     maximal at $\tau = k t / (k + 1)$: the selected cell is the grid point nearest to it in log τ."""
     cell = sithcon_identity_mixing(tau_max=60.0, n_taus=40).cells[0]
     x = jnp.zeros((80, 9)).at[0, 2].set(1.0)
-    feats = np.asarray(cell.pooled_sequence(x)[0])[0, :, 2]  # [T, n_tau]
+    pooled = eqx.filter_jit(lambda c, x: c.pooled_sequence(x)[0])(cell, x)  # one program (op by op costs more CPU)
+    feats = np.asarray(pooled)[0, :, 2]  # [T, n_tau]
     t = np.arange(2, 60)
     expected = np.abs(np.log(cell.taus)[None, :] - np.log(15 * t / 16)[:, None]).argmin(1)
     np.testing.assert_array_equal(feats[t].argmax(1), expected)

@@ -37,11 +37,12 @@ def test_aru_matches_per_neuron_reference(prior):
     rng = np.random.default_rng(0)
     h, g = np.zeros(7), np.zeros((7, 5))
     state = cell.init_state()
+    step = eqx.filter_jit(lambda c, s, x, xi: c(s, x, drive=xi))  # one program (op by op costs more CPU)
     for t in range(6):
         x = rng.normal(size=3)
         xi = 0.3 * t
         h, g = np_aru_step(cell, h, g, x, xi)
-        state, out = cell(state, jnp.asarray(x, jnp.float32), drive=jnp.float32(xi))
+        state, out = step(cell, state, jnp.asarray(x, jnp.float32), jnp.float32(xi))
         np.testing.assert_allclose(state.h, h, rtol=2e-5, atol=1e-6)
         np.testing.assert_allclose(state.g, g, rtol=2e-5, atol=1e-6)
         np.testing.assert_array_equal(out, state.h)
@@ -104,7 +105,8 @@ def test_orthogonal_recurrence_and_isolation():
     h, x = jnp.linspace(-1, 1, 16), jnp.ones(1)
     dense = eqx.tree_at(lambda c: c.w_hh, cell, jnp.diag(jnp.diagonal(cell.w_hh)))
     s0 = ARUState(h=h, g=jnp.zeros((16, 4)))
-    np.testing.assert_allclose(iso(s0, x)[1], dense(s0, x)[1], rtol=1e-6)
+    call = eqx.filter_jit(lambda c, s, x: c(s, x)[1])  # one program per cell (op by op costs more CPU)
+    np.testing.assert_allclose(call(iso, s0, x), call(dense, s0, x), rtol=1e-6)
     fresh = dynlab.build("unit", "aru", input_size=1, key=jax.random.key(4), hidden=16, n_g=4, isolated=True)
     np.testing.assert_array_equal(fresh.w_hh, jnp.diagonal(cell.w_hh))
     assert fresh.param_count()["total"] == cell.param_count()["total"] - 16 * 15
@@ -124,13 +126,15 @@ def test_model_stack_and_trajectory():
     model = dynlab.build("model", unit="aru", input_size=2, output_size=3, key=jax.random.key(0),
                          hidden=8, n_g=4, layers=2, encoder_size=5)
     xs = jax.random.normal(jax.random.key(1), (11, 2))
-    ys, states = model.trajectory(xs)
+    # compiled, one program each, as training and the analyses run them (op by op costs more CPU)
+    ys, states = eqx.filter_jit(lambda m, xs: m.trajectory(xs))(model, xs)
     assert ys.shape == (11, 3) and len(states) == 2 and states[1].g.shape == (11, 8, 4)
-    np.testing.assert_array_equal(model(xs), ys)
+    np.testing.assert_array_equal(eqx.filter_jit(lambda m, xs: m(xs))(model, xs), ys)
     # trajectory == stepping by hand through model.step
     state = model.init_state()
+    step = eqx.filter_jit(lambda m, s, x: m.step(s, x))
     for t in range(11):
-        state, y = model.step(state, xs[t])
+        state, y = step(model, state, xs[t])
         np.testing.assert_allclose(y, ys[t], rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(state[1].h, states[1].h[-1], rtol=1e-6)
 
