@@ -161,11 +161,13 @@ class _ModelLayers(eqx.Module):
 
 
 @eqx.filter_jit
-def _scrambled(layer_fn, x, ref, keys, scales, entries: str, batch_size: int) -> jax.Array:
-    """``C[shuffle, layer]`` of [`scramble_correlations`][] for one scale per key. Compiled once per
-    structure of ``layer_fn`` (a pytree such as ``_ModelLayers``: one program for every model of one
-    architecture, e.g. a trained network and its untrained control; a plain function: per function)."""
+def _scrambled(layer_fn, x, keys, scales, entries: str, batch_size: int) -> jax.Array:
+    """``C[shuffle, layer]`` of [`scramble_correlations`][] for one scale per key, the intact stream's
+    run included. Compiled once per structure of ``layer_fn`` (a pytree such as ``_ModelLayers``: one
+    program for every model of one architecture, e.g. a trained network and its untrained control; a
+    plain function: per function)."""
     T = x.shape[0]
+    ref = [normalise_rows(o) for o in layer_fn(x)]
 
     def one(args):
         k, s = args
@@ -195,10 +197,9 @@ def scramble_correlations(layer_fn, x, scales, n_shuffle: int, key, *, entries: 
     scales = check_scales(T, scales)
     if warmup == "stream":
         layer_fn = _AfterWarmup(layer_fn, x)
-    ref = [normalise_rows(o) for o in layer_fn(x)]
     keys = jax.random.split(key, len(scales) * n_shuffle)
     ss = jnp.repeat(jnp.asarray(scales), n_shuffle)
-    c = _scrambled(layer_fn, x, ref, keys, ss, entries, batch_size)  # [S*n, L]
+    c = _scrambled(layer_fn, x, keys, ss, entries, batch_size)  # [S*n, L]
     return c.reshape(len(scales), n_shuffle, -1).transpose(2, 0, 1)
 
 
