@@ -94,5 +94,6 @@ def comparison_command(name: str, default: str) -> click.Command:
         overwrite_option,
         click.option("-q", "--quiet", is_flag=True, help="No progress bar; print only the summary."),
         data_dir_option])
-    doc = "\n\n".join(inspect.getdoc(e.obj).split("\n\n")[0] for m, e in sorted(entries.items(), key=lambda x: x[0] != default))
+    doc = "\n\n".join(f"--model {m}: " + inspect.getdoc(e.obj).split("\n\n")[0]
+                       for m, e in sorted(entries.items(), key=lambda x: x[0] != default))
     return click.command(name, help=_plain(doc), short_help=entries[default].description)(common(callback))
