@@ -415,6 +415,13 @@ def _pooled_sequence(cell, u):
     return cell.pooled_sequence(u)
 
 
+@eqx.filter_jit
+def _impulse_response(cell, steps: int, feature: int):
+    """``cell.impulse_response(steps, feature)`` compiled as one program, once per cell structure and
+    (``steps``, ``feature``): a lambda made on each call would be compiled on each call."""
+    return cell.impulse_response(steps, feature)
+
+
 def selected_timescales(model, *, task=None, dilation: int = 0, mode: str | None = None, how: str = "shift",
                         rescale: bool = True, warmup: str = "stream", quantiles=(0.1, 0.5, 0.9)) -> xr.Dataset:
     r"""Which time cell each layer's max over τ picks on the intact stream (What × When units).
@@ -516,7 +523,7 @@ def impulse_responses(cell, *, steps: int | None = None, feature: int = 0, margi
     taus = np.asarray(cell.taus) if isinstance(cell, TauExtensible) else None
     if steps is None:
         steps = int(10 * (taus.max() if taus is not None else 81))
-    h, lh = (np.asarray(a) for a in eqx.filter_jit(lambda c: c.impulse_response(steps, feature))(cell))  # one program
+    h, lh = (np.asarray(a) for a in _impulse_response(cell, steps, feature))
     t = np.arange(steps)
 
     def centroid(r):
