@@ -18,6 +18,15 @@ on correlations of scale 1 (their tolerance now says how that is compared). Meas
 test_coverage + test_lyapunov_model 78 -> 54 s; the whole suite 15:38 -> 11:06 wall (26:14 ->
 19:18 user). A flag the environment already sets is kept.
 
+**Fusion emitters.** XLA's CPU backend compiles each fusion through its newer MLIR "fusion
+emitters" by default; ``--xla_cpu_use_fusion_emitters=false`` takes its older LLVM-IR emitters,
+which compile these small programs much faster. The same HLO is computed, with no fast-math at
+either, but the two emitters may lower a transcendental function differently, so results can differ
+in the last bits, as with -O0. Measured on 2 cores at -O0, test_pc_time + test_units +
+test_lyapunov_core alone: 104 and 100 s wall (126 and 123 s user) with the fusion emitters, 68 s
+(71 s user) without. XLA aborts the process on a flag it does not know, so the flag is given only
+where a probe process of this jaxlib accepts it ([`_accepted`][]).
+
 **Memory maps.** Keep each test process below the kernel's memory-map limit.
 
 Every executable XLA compiles on the CPU keeps memory maps until it is freed, and one xdist worker
@@ -32,10 +41,20 @@ worker holds more than half the limit. The largest growth within one module was 
 limit kept workers at or below 26,657 maps but cost ~1 minute of recompilation over the suite
 (14:03 against 13:06 on 2 cores), so it is not done earlier than needed. The guard is
 [`dynlab.memory_maps.relieve`][], which the long programs and the docs gallery call too.
+
+**Longest modules first.** xdist (``--dist loadscope``) hands each worker one module at a time, in
+collection order, so the run ends when the last module handed out ends. By default it orders modules
+by their number of tests, which put the two-test README tour (~100 s) among the last. The modules
+of [`LONGEST_FIRST`][] are collected first, in that order, and xdist's reordering is turned off
+(``--no-loadscopereorder`` in ``addopts``): the longest-processing-time-first rule, so what is left
+at the end is short. The list is measured (per-module wall time on one worker, 2 cores); a module
+missing from it only runs later, and one that grew only balances less well.
 """
 
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 
 import jax
@@ -44,10 +63,53 @@ import pytest
 from dynlab import memory_maps
 
 CACHE = "JAX_COMPILATION_CACHE_DIR"
-FAST_COMPILE = "--xla_backend_optimization_level=0"
+LONGEST_FIRST = (  # seconds on one worker, measured at 2b684e5
+    "test_readme.py",  # 102
+    "test_smoothing.py",  # 90
+    "test_paper_presets.py",  # 69
+    "test_sweep_units.py",  # 68
+    "test_train.py",  # 62
+    "test_scenarios.py",  # 61
+    "test_durability.py",  # 59
+    "test_pc_inference.py",  # 48
+    "test_units.py",  # 45
+    "test_lyapunov_core.py",  # 39
+    "test_teachers.py",  # 36
+    "test_context_integration_truth.py",  # 34
+    "test_pc_time.py",  # 34
+    "test_coverage.py",  # 32
+    "test_elm_units.py",  # 31
+    "test_scenario_elm_budget.py",  # 30
+    "test_scenario_sith_trw.py",  # 28
+    "test_sweep_cluster.py",  # 27
+    "test_pc_findings.py",  # 24
+    "test_lyapunov_model.py",  # 24
+    "test_docs.py",  # 24
+    "test_aru_analyses.py",  # 24
+    "test_transfer.py",  # 21
+    "test_lyapunov_coverage.py",  # 20
+)
+FAST_COMPILE = ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false")
 
-if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):  # before any backend starts
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip()
+
+def _accepted(flags: str) -> bool:
+    """Whether XLA starts with ``XLA_FLAGS=flags`` (it aborts on an unknown flag): a probe process."""
+    probe = [sys.executable, "-c", "import jax; jax.devices()"]
+    return subprocess.run(probe, env={**os.environ, "XLA_FLAGS": flags}, capture_output=True).returncode == 0
+
+
+def _fast_compile_flags() -> None:
+    """Add each flag of [`FAST_COMPILE`][] that the environment does not set and this jaxlib knows,
+    before any backend starts; the workers and the processes they start inherit them."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    for flag in FAST_COMPILE:
+        name = flag.split("=")[0]
+        if name not in flags and (name == "--xla_backend_optimization_level" or _accepted(f"{flags} {flag}")):
+            flags = f"{flags} {flag}".strip()
+    os.environ["XLA_FLAGS"] = flags
+
+
+_fast_compile_flags()
 
 
 def pytest_configure(config):
@@ -58,6 +120,12 @@ def pytest_configure(config):
     os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
     jax.config.update("jax_compilation_cache_dir", config._dynlab_cache)  # this process imported jax already
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+
+
+def pytest_collection_modifyitems(config, items):
+    """The modules of [`LONGEST_FIRST`][] first, in its order; the rest as collected (a stable sort)."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
 def pytest_unconfigure(config):
