@@ -46,7 +46,7 @@ limit kept workers at or below 26,657 maps but cost ~1 minute of recompilation o
 collection order, so the run ends when the last module handed out ends. By default it orders modules
 by their number of tests, which put the two-test README tour (~100 s) among the last. The modules
 of [`LONGEST_FIRST`][] are collected first, in that order, and xdist's reordering is turned off
-(``--no-loadscopereorder`` in ``addopts``): the longest-processing-time-first rule, so what is left
+(its ``loadscopereorder`` option, where the installed xdist has it): the longest-processing-time-first rule, so what is left
 at the end is short. The list is measured (per-module wall time on one worker, 2 cores); a module
 missing from it only runs later, and one that grew only balances less well.
 """
@@ -113,6 +113,8 @@ _fast_compile_flags()
 
 
 def pytest_configure(config):
+    if hasattr(config.option, "loadscopereorder"):  # keep LONGEST_FIRST's order (xdist's default sorts modules by test count)
+        config.option.loadscopereorder = False
     if hasattr(config, "workerinput") or CACHE in os.environ:  # a worker inherits the controller's
         return
     config._dynlab_cache = tempfile.mkdtemp(prefix="dynlab-test-jax-cache-")
