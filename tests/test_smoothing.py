@@ -151,15 +151,19 @@ def test_elm_neuron_inference_converges_smoothed_and_its_equilibria_converge_lik
 
 def test_where_the_exact_energy_converges_smoothing_changes_nothing():
     """The ARU's energy has kinks (the floor of its gain, |x| in its controller) but its minimum does not
-    sit on one: it is inferred bit for bit as without smoothing. An energy without kinks is handed to the
-    inner method as it is."""
+    sit on one: the exact attempt converges and is returned (smoothing 0), the same solve as without
+    smoothing. It is one solve compiled inside two different programs, and XLA need not round two
+    programs alike: bit for bit under XLA's default CPU emitters, 60 of 160 elements apart by at most
+    3.9e-16 (relative 9.6e-15) under the older emitters the suite compiles with. So the states are
+    compared to 1e-12 relative, four orders above that and far below what a smoothed solve would move
+    (at width 1e-2). An energy without kinks is handed to the inner method as it is."""
     problem = _problem("aru")
     assert kinks(problem.sample_energies, problem.z0)
     inner = pi.lbfgs(pi.Criterion(max_steps=100))
     a, b = jax.jit(lambda: inner(problem))(), jax.jit(lambda: pi.Smoothed(inner, (1e-2,))(problem))()
     assert a.converged and b.smoothing == 0
     for u, v in zip(jax.tree_util.tree_leaves(a.z), jax.tree_util.tree_leaves(b.z)):
-        np.testing.assert_array_equal(u, v)
+        np.testing.assert_allclose(u, v, rtol=1e-12, atol=0)
     quadratic = pi.Problem(lambda z: 0.5 * jnp.sum((z - 0.5) ** 2, axis=1), jnp.zeros((2, 3)), 0)
     descent = pi.Descent(optax.sgd(0.5), pi.Criterion(ftol=None))
     plain, smoothed = descent(quadratic), pi.Smoothed(descent)(quadratic)
@@ -182,25 +186,23 @@ def test_smoothing_needs_an_iterative_inference():
 
 
 def test_smoothed_solves_in_float64_inside_a_float32_program_match_a_float64_program():
-    """SITH-RNN's max over tau at mu = 1e-3: in float32 the energy stops resolving L-BFGS's progress and
-    the continuation does not converge; with ``x64`` the smoothed solves run on the problem restated in
-    float64 (``Problem.astype``) and the result comes back in float32. Measured here (width 16, T = 10,
-    4 samples): float32 gives up after 2041 steps, float64 converges in 1140 (at T = 20, twice the run
-    time: float32 stops at g/g0 = 1.0e-3 after 2062, float64 converges in 1196; at width 8 float32
-    converges, so the need would not show). Truth: the
-    same continuation in a program that is float64 throughout, from the same float32 weights, and the
-    restated energy equal to the float32 one to float32 rounding. The float64 solves are given 300 steps
-    each where float32 had 1000 (they need about 140 at both widths): a float32 failure is not for want
-    of steps, and the exact attempts, which cannot converge on the kink, cost less."""
-    inner, enough = pi.lbfgs(pi.Criterion(max_steps=1000)), pi.lbfgs(pi.Criterion(max_steps=300))
+    """SITH-RNN's max over tau at mu = 1e-3, where float32 can stop resolving L-BFGS's progress: with
+    ``x64`` the smoothed solves run on the problem restated in float64 (``Problem.astype``) and the
+    result comes back in float32. Measured (width 16, T = 10, 4 samples), under XLA's default CPU
+    emitters: float32 gives up after 2041 steps, float64 converges in 1140. Whether float32 gives up
+    depends on its rounding: under the older emitters the suite compiles with, the same float32 solve
+    converged, so that failure is not asserted here; what ``x64`` promises is. Truth: the same
+    continuation in a program that is float64 throughout, from the same float32 weights, and the
+    restated energy equal to the float32 one to float32 rounding. The float64 solves are given 300
+    steps each (they need about 140), so the exact attempts, which cannot converge on the kink, cost
+    little."""
+    enough = pi.lbfgs(pi.Criterion(max_steps=300))
     with jax.enable_x64(False):
         exp = experiment.build({"seed": 0, "model": model_section("sith-rnn", 16), "task": {"name": "adding", "length": 10}})
         x, y, m = length_task("adding")(10).batch(jax.random.key(0), 4, "train")
         problem = pc_time.problem(exp.model, x, y, m, exp.task.loss)
-        plain = jax.jit(lambda: pi.Smoothed(inner)(problem))()
         mixed = jax.jit(lambda: pi.Smoothed(enough, x64=True)(problem))()
         f32 = problem.sample_energies(problem.z0)
-    assert not plain.converged and plain.smoothing == 1e-3
     assert mixed.converged and mixed.smoothing == np.float32(1e-3)
     assert {a.dtype for a in jax.tree_util.tree_leaves(mixed.z)} == {np.dtype(np.float32)}
     assert mixed.steps.dtype == np.int32 and mixed.energy.dtype == np.float32
