@@ -86,12 +86,16 @@ def exhausted(e: BaseException) -> str | None:
     ``None`` when ``e`` is not an allocation failure.
 
     **Enforces** "an allocation failure is one line saying which size to lower, never an
-    internal error": Python's ``MemoryError`` and XLA's ``RESOURCE_EXHAUSTED``.
+    internal error": Python's ``MemoryError``, XLA's ``RESOURCE_EXHAUSTED``, and jaxlib's ``INTERNAL:
+    Error dispatching computation: ... Out of memory allocating N bytes.`` (how its CPU client reports
+    an output buffer it could not allocate, once the buffer is waited for).
     """
     text = first_line(e)
-    if not (isinstance(e, MemoryError) or "RESOURCE_EXHAUSTED" in text):
+    oom = "Out of memory allocating"
+    if not (isinstance(e, MemoryError) or "RESOURCE_EXHAUSTED" in text or oom in text):
         return None
-    detail = text.split("RESOURCE_EXHAUSTED:", 1)[-1].strip() if "RESOURCE_EXHAUSTED" in text else "out of memory"
+    detail = (text.split("RESOURCE_EXHAUSTED:", 1)[-1].strip() if "RESOURCE_EXHAUSTED" in text
+              else oom + text.split(oom, 1)[1] if oom in text else "out of memory")
     return (f"out of memory ({detail or 'MemoryError'}); lower the sizes of the run: model.hidden, task.length, "
             "train.batch_size / train.eval_size, or the analysis's --steps, --k, --samples")
 

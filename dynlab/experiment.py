@@ -257,7 +257,10 @@ def build(config: dict, *, training: bool = True, weights: bool = True) -> Exper
         return TimeResidual(model, task.length, **factor)
 
     budget.check_training(config, task, make_model, training=training)  # from shapes, before any array
-    model = make_model() if weights else eqx.filter_eval_shape(make_model)
+    # Waited for here: XLA allocates the weights asynchronously, and a failed allocation must be raised as
+    # an error now, not met later by reading the array's memory (jaxlib aborts the process on a
+    # buffer whose allocation failed, the third time in one process: dynlab train with model.hidden=1000000).
+    model = jax.block_until_ready(make_model()) if weights else eqx.filter_eval_shape(make_model)
     rules = {n: registry.build("rule", n, loss=task.loss, **keys) for n, keys in rule_configs(rule_cfg).items()}
     return Experiment(config, model, task, rules.get(trains), TrainConfig(**config["train"]), rules)
 
