@@ -35,6 +35,19 @@ pairs share operators, so its SE is above the binomial 0.019; the exact rank tes
 1/21 = 0.048). A model's median distance from itself is 0.19-0.25 rad (range about 0.1-0.45),
 as large as the median distances between the models (0.36-0.46): with 16 trials DSA tells
 these untrained models apart in only 8-39% of pairs.
+
+Measured again (2 CPU cores, ``--copies 8 --reps 2 --seed 2``: seeds 2 and 3, 26-72 s per
+comparison, 2026-11-28), fraction called distinguishable:
+
+| comparison        | one model, two draws (56 + 56 pairs per seed) | across the models (64 + 64 pairs per seed) |
+|-------------------|-----------------------------------------------|--------------------------------------------|
+| aru s0 / gru s0   | 0.054, 0.018                                  | 0.125, 0.109                               |
+| aru s0 / aru s1   | 0.018, 0.000                                  | 0.281, 0.000                               |
+| rnn / rnn x0.3    | 0.071, 0.036                                  | 0.250, 0.703                               |
+
+False-distinguishable rate over these 336 pairs: 0.033 (11/336); with the 180 pairs above, 24 of
+516 = 0.047, at the exact rank test's 1/21 = 0.048. The power across models varies from seed to
+seed (aru s0 / aru s1: 0.28 at seed 2, 0 at seed 3).
 """
 
 from __future__ import annotations
