@@ -91,11 +91,14 @@ def exhausted(e: BaseException) -> str | None:
     an output buffer it could not allocate, once the buffer is waited for).
     """
     text = first_line(e)
-    oom = "Out of memory allocating"
-    if not (isinstance(e, MemoryError) or "RESOURCE_EXHAUSTED" in text or oom in text):
+    if "RESOURCE_EXHAUSTED" in text:
+        detail = text.split("RESOURCE_EXHAUSTED:", 1)[-1].strip()
+    elif "Out of memory allocating" in text:
+        detail = text[text.index("Out of memory allocating"):]
+    elif isinstance(e, MemoryError):
+        detail = "out of memory"
+    else:
         return None
-    detail = (text.split("RESOURCE_EXHAUSTED:", 1)[-1].strip() if "RESOURCE_EXHAUSTED" in text
-              else oom + text.split(oom, 1)[1] if oom in text else "out of memory")
     return (f"out of memory ({detail or 'MemoryError'}); lower the sizes of the run: model.hidden, task.length, "
             "train.batch_size / train.eval_size, or the analysis's --steps, --k, --samples")
 
