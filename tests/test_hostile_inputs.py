@@ -16,7 +16,7 @@ from dynlab.errors import ConfigError
 from dynlab.train import TrainConfig
 
 
-TINY_LYAPUNOV = ["--model", "rnn", "--set", "model.hidden=4", "--k", "2", "--steps", "40", "--burn-in", "10",
+TINY_LYAPUNOV = ["--model", "rnn", "--set", "model.hidden=4", "--k", "1", "--steps", "40", "--burn-in", "10",
                  "--ics", "2", "-q"]
 
 

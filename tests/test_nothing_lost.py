@@ -28,7 +28,7 @@ from dynlab.errors import ConfigError, StorageError
 
 TRAIN = ["train", "--model", "rnn", "--set", "model.hidden=4", "--set", "task.length=6", "--steps", "2",
          "--set", "train.batch_size=4", "--set", "train.eval_size=8", "-q"]
-LYAPUNOV = ["analyze", "lyapunov", "--steps", "20", "--k", "2", "--burn-in", "5", "--realisations", "2",
+LYAPUNOV = ["analyze", "lyapunov", "--steps", "20", "--k", "1", "--burn-in", "5", "--realisations", "2",
             "--ics", "1", "-q"]
 TMP = re.compile(r"^\..+\.\d+\.tmp$")
 

@@ -23,6 +23,7 @@ from dynlab.analyses.lyapunov.core import (
     LyapunovResult, Method, StepFn, _qr_times, _run, _state_dim, lyapunov_core, num_steps,
 )
 from dynlab.analyses.lyapunov.burn_in import mser_cap, transient_blocks, truncate_running
+from dynlab.analyses.lyapunov.resolution import RESOLUTION, clusters, widened
 from dynlab.analyses.lyapunov.factorisations import Householder, QRMethod
 from dynlab.analyses.lyapunov.reortho import _reortho_attrs, _resolve_reortho, blocking_error_bound
 from dynlab.analyses.lyapunov.within_run import (
@@ -278,7 +279,10 @@ def lyapunov_replicates(
       and `rounding_error` (runs that settle on one fixed point agree to the bit), with $\nu$ =
       attr `floor_dof` the batches that error was estimated from (a floor with the realisations'
       own 4 degrees of freedom covered 99.5-100% on chaotic maps); attrs `ci_level`,
-      `ci_population`, `ci_method`, `ci_n` say so. Fewer than 2 realisations is a ConfigError;
+      `ci_population`, `ci_method`, `ci_n` say so. Neighbours the frame has not separated (its mean weight on the
+      neighbour over the window at least 5%: [`RESOLUTION`][dynlab.analyses.lyapunov.resolution.RESOLUTION]) share the
+      hull of their intervals, and `cluster` (`exponent`) names each one's cluster
+      ([`dynlab.analyses.lyapunov.resolution`][]). Fewer than 2 realisations is a ConfigError;
     - `rounding_error` (`exponent`): in float32, where every run contracts ($\lambda_1 < 0$),
       $|\lambda^{(32)} - \lambda^{(64)}|$ of the first run repeated in float64 (the error of a fixed
       point's exponents is the rounding of $h^*$ and $J(h^*)$, shared by all realisations: a
@@ -470,6 +474,8 @@ def _replicates_dataset(result, reference, *, k, n, n_real, n_ic, steps, burn_in
         n_blocks = int(np.sum(np.diff(np.concatenate([[0], kept_times])) == kept_times[0]))
         floor_dof = max(1, int(real_valid.sum()) * max(1, n_blocks // (2 * window + 1) - 1))
         ci = t_interval(per_real, population=population, level=confidence, se_floor=floor, floor_dof=floor_dof)
+        groups = clusters(ci.estimate, burn_in + dropped_steps, steps - burn_in - dropped_steps)
+        ci = widened(ci, groups)
         ic_sd_mean = np.nanmean(ic_sd, axis=0)
     ci_attrs = ci.attrs()
     interval = f"{ci.label}"
@@ -495,6 +501,10 @@ def _replicates_dataset(result, reference, *, k, n, n_real, n_ic, steps, burn_in
         "se_floor": ("exponent", floor, {
             **_EXPONENT_ATTRS, "long_name": "the interval's SE floor: the largest of within_run_se_of_mean, the end "
                                             "term of telescoping local exponents and rounding_error"}),
+        "cluster": ("exponent", groups, {
+            "long_name": "first exponent of the run of neighbours the frame has not separated (mean weight on the "
+                         f"neighbour over the window >= {100 * np.exp(-RESOLUTION):.0f}%); a cluster shares one "
+                         "interval, the hull of its members'"}),
         "rounding_error": ("exponent", rounding, {
             **_EXPONENT_ATTRS, "long_name": "rounding error of the exponents (float32: measured against a float64 "
                                             "run where the trajectory contracts), a floor of the interval's SE"}),

@@ -200,9 +200,16 @@ def lyapunov_summary(ds, quiet: bool = False, show: int = 12) -> str:
     def number(x, fmt="+.5f"):
         return "—" if not np.isfinite(x) else format(x, fmt)
 
+    groups = ds["cluster"].values if "cluster" in ds else np.arange(1, k + 1)
+    last = {g: int(np.flatnonzero(groups == g)[-1]) + 1 for g in np.unique(groups)}
+
+    def shared(i):  # "[6-9]": the cluster whose one interval this row shows
+        g = int(groups[i])
+        return f" [{g}-{last[g]}]" if last[g] > g else ""
+
     for i in range(min(k, show)):
         table.add_row(str(i + 1), number(float(ds["mean"][i])),
-                      number((float(ds.ci_high[i]) - float(ds.ci_low[i])) / 2, ".1e"),
+                      number((float(ds.ci_high[i]) - float(ds.ci_low[i])) / 2, ".1e") + shared(i),
                       number(float(ds.within_run_se_of_mean[i]), ".1e"), number(float(ds.ic_sd_mean[i]), ".1e"))
     if k > show:
         table.add_row("…", f"({k - show} more in the dataset)", "", "", "")
@@ -219,6 +226,8 @@ def lyapunov_summary(ds, quiet: bool = False, show: int = 12) -> str:
                            if ds.attrs.get("burn_in_extended") else "") + ")") if "burn_in_fixed" in ds.attrs else ""
     if not quiet:
         lines.append(
+            ("\\[i-j]: exponents the QR frame has not separated at this run length; they share one interval, "
+               "the hull of theirs; " if any(last[g] > g for g in last) else "") +
             f"within-run SE: batch-means standard error that time averaging alone leaves in the mean; "
             f"IC sd: spread over initial conditions under one input (multistability, not an error bar); "
             f"QR every {ds.attrs['reortho_every']} steps ({ds.attrs['reortho_requested']}), "

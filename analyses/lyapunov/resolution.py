@@ -1,0 +1,85 @@
+r"""Exponents a run cannot tell apart, and the one interval they then share.
+
+A QR run estimates $\lambda_i$ from the growth of the $i$-th column of its frame, which turns
+into the $i$-th Oseledets direction only as fast as the gaps allow. By Cauchy–Binet, a frame
+$Q_0$ of $k$ columns grows its $k$-volume under a product with exponents $\lambda_j$ as
+
+$$\mathrm{vol}_k(M_t Q_0)^2 = \sum_{|I| = k} \det(Q_0[I, :])^2\, e^{2t \sum_{j \in I} \lambda_j},$$
+
+so the local growth rate is a weighted mean of the subsets' sums whose weight on any subset
+other than the top one decays as $e^{-g t}$, $g$ the gap it loses to the top. Until then the
+partial sums $\lambda_1 + \dots + \lambda_i$ come out low, and each estimate of a cluster of
+nearly equal exponents is a mixture of its members: biased by up to their gaps. An interval over
+realisations does not show it (every realisation shares it), nor does the MSER burn-in rule
+when $1/g$ is much longer than the run (the drift is then a steady offset, not a trend).
+
+**The rule.** Adjacent exponents are resolved when the frame has separated them over the
+window: the weight left on the neighbour, averaged over the $T$ steps of the window after $B$
+steps of burn-in,
+
+$$w(g) = \frac{1}{T}\int_B^{B+T} e^{-g t}\, dt = e^{-gB}\, \frac{1 - e^{-gT}}{gT}
+\qquad (g = \hat\lambda_i - \hat\lambda_{i+1};\ w \to 1 \text{ as } g \to 0),$$
+
+is below $e^{-c}$, $c$ = [`RESOLUTION`][] (5%). A run of unresolved neighbours is a cluster:
+every truth of a cluster lies between its extreme members', so each of its exponents is
+reported with the hull of the cluster's intervals ([`widened`][]); resolved exponents keep their
+own. The Lorenz flow at $dt = 0.01$ ($g = 0.009$ per step) is resolved after 300 steps of
+burn-in and 2,700 in the window ($w = 0.003$). The last computed exponent may still mix with
+$\lambda_{k+1}$, which the run does not see.
+
+Measured on a fresh 64-neuron ARU under the adding task (its 64 controller modes give exponents
+within $10^{-4}$ of one another; truth from float64 runs of 80,000 steps, converged to about
+$10^{-6}$): the default analysis with $k = 4$ (2,000 steps, repeated over 4,000, burn-in 3,000)
+gave exponents 2-4 biased by $-5.8$, $-9.0$ and $-24.6\times10^{-5}$ against half-widths of 7-15
+$\times10^{-5}$; their own intervals covered 0.68, 0.73 and 0.00 of 40 analyses, the clusters'
+hulls all 40.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from jaxtyping import ArrayLike
+
+from dynlab.statistics import Interval
+
+__all__ = ["RESOLUTION", "clusters", "widened"]
+
+RESOLUTION = float(np.log(20))
+r"""$c = \ln 20$: adjacent exponents are resolved when the frame's mean weight on the neighbour
+over the window, $w(g)$, is below $e^{-c}$ = 5%. A weight of a few percent leaves a bias of a
+few percent of the gap, which the interval's floors already hold: at the quick start's fixed point
+($g = 3\times10^{-3}$, $w = 1.4\%$) the exponents' own intervals covered ln|mu(J*)|."""
+
+
+def clusters(estimate: ArrayLike, burn_in: int, window: int, resolution: float = RESOLUTION) -> np.ndarray:
+    r"""The cluster of each exponent: the 1-based index of the first exponent of its run of
+    unresolved neighbours ($w(\hat\lambda_i - \hat\lambda_{i+1}) \ge e^{-c}$ after ``burn_in``
+    steps, over a ``window`` of steps; ``estimate`` in descending order; a gap $\le 0$ is
+    unresolved, a NaN one resolved). ``[k]`` integers; ``1, 2, …, k`` when all are resolved."""
+    lam = np.asarray(estimate, float)
+    gap = lam[:-1] - lam[1:]
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        g = np.where(gap > 0, gap, 0.0)
+        spread = np.where(g * window > 0, -np.expm1(-g * window) / (g * window), 1.0)
+        weight = np.exp(-g * burn_in) * spread
+    resolved = np.isnan(gap) | (weight < np.exp(-resolution))
+    starts = np.concatenate([[True], resolved])
+    index = np.arange(1, lam.size + 1)
+    return np.maximum.accumulate(np.where(starts, index, 0))
+
+
+def widened(interval: Interval, groups: ArrayLike) -> Interval:
+    """``interval`` (over exponents) with each exponent's bounds replaced by the hull of its
+    cluster's bounds ([`clusters`][]); the estimates are unchanged. Where every exponent is its
+    own cluster, ``interval`` itself."""
+    groups = np.asarray(groups)
+    if np.array_equal(groups, np.arange(1, groups.size + 1)):
+        return interval
+    low, high = np.array(interval.low, float), np.array(interval.high, float)
+    for g in np.unique(groups):
+        members = groups == g
+        low[members], high[members] = np.min(low[members]), np.max(high[members])
+    return dataclasses.replace(interval, low=low, high=high,
+                               method=f"{interval.method}; unresolved neighbours share their cluster's hull")
