@@ -125,15 +125,17 @@ Seed = Annotated[int, Range(minimum=SEED_RANGE[0], maximum=SEED_RANGE[1])]
 
 @register("transfer", "isolate", "ARU Fig. 4c: the trained weights with isolated neurons (W_hh cut to its diagonal)")
 def isolated_neurons(trained: experiment.Experiment, config: dict) -> experiment.Experiment:
-    """[`isolate`][] of the trained model under ``config``; units rnn, rnn-gamma and aru."""
+    """The trained network with every neuron feeding back only onto itself ([`isolate`][]); units rnn,
+    rnn-gamma and aru. At chance, it says the recurrence carried the task."""
     return isolate(continued(trained.model, config))
 
 
 @register("transfer", "activation", "ARU App. B.3: only the per-neuron activation parameters trainable "
                                     "(rnn-gamma: n, s; aru: b_n, b_s)")
 def activation_only(trained: experiment.Experiment, config: dict) -> experiment.Experiment:
-    """[`retrain_activation`][] of the trained model under ``config`` (e.g. the task with
-    ``rotate = 45``)."""
+    """The trained network with only its per-neuron activation parameters trainable
+    ([`retrain_activation`][]), e.g. retrained on digits rotated by 45 degrees (task key
+    ``rotate = 45``, App. B.3)."""
     return retrain_activation(trained.model, config)
 
 
@@ -141,8 +143,12 @@ def activation_only(trained: experiment.Experiment, config: dict) -> experiment.
                                     "(another seed)")
 def new_main_network(trained: experiment.Experiment, config: dict, *,
                      seed: Seed | None = None) -> experiment.Experiment:
-    """[`transplant_controller`][] from the trained ARU into the model ``config`` builds at ``seed``
-    (default: the trained run's seed + 1, as ``dynlab transfer controller``)."""
+    """The trained ARU's controller, frozen, in a new main network drawn at another seed
+    ([`transplant_controller`][]), to be trained around it.
+
+    Args:
+        seed: seed of the new main network (default: the trained run's seed + 1).
+    """
     seed = trained.seed + 1 if seed is None else seed
     return transplant_controller(trained.model, apply_values(config, {"seed": seed}))
 

@@ -103,7 +103,9 @@ def test_isolated_neurons_evolve_on_their_own(frozen_run):
 
 def test_transfer_cli_writes_run_directories_of_each_variant(tmp_path, frozen_run):
     """`dynlab transfer controller|activation|isolate` on a tiny psMNIST ARU: what each run froze,
-    trained or isolated, read back from the run directories it wrote; refused on the rnn-gamma adding run above."""
+    trained or isolated, read back from the run directories it wrote; refused on the rnn-gamma adding run above.
+    The commands are generated from the registered transfers, so without --steps a transfer is written
+    untrained, as a scenario's `[transfer]` table with no steps makes it."""
     from cli_runner import invoke
     from test_mnist import write_mnist
 
@@ -119,7 +121,7 @@ def test_transfer_cli_writes_run_directories_of_each_variant(tmp_path, frozen_ru
     donor = experiment.load_run(tmp_path / "donor").model
     params = lambda run: parameter_paths(experiment.load_run(tmp_path / run).model)  # noqa: E731
 
-    r = invoke(["transfer", "controller", "--donor", "donor", "--out", "ctl", *short], tmp_path)
+    r = invoke(["transfer", "controller", "--checkpoint", "donor", "--out", "ctl", *short], tmp_path)
     assert r.exit_code == 0, r.output
     ctl, before = params("ctl"), parameter_paths(donor)
     for name in transfer.CONTROLLER:
@@ -127,7 +129,8 @@ def test_transfer_cli_writes_run_directories_of_each_variant(tmp_path, frozen_ru
     assert not np.array_equal(ctl["cells.0.w_hh"], before["cells.0.w_hh"])  # a new main network
     assert store.read_config(tmp_path / "ctl")["seed"] == 1
 
-    r = invoke(["transfer", "activation", "--checkpoint", "donor", "--out", "act", *short], tmp_path)
+    r = invoke(["transfer", "activation", "--checkpoint", "donor", "--set", "task.rotate=45", "--out", "act", *short],
+               tmp_path)
     assert r.exit_code == 0, r.output
     assert changed(donor, experiment.load_run(tmp_path / "act").model) == {"cells.0.b_n", "cells.0.b_s"}
     assert store.read_config(tmp_path / "act")["task"]["rotate"] == 45
@@ -136,9 +139,16 @@ def test_transfer_cli_writes_run_directories_of_each_variant(tmp_path, frozen_ru
     assert r.exit_code == 0, r.output
     np.testing.assert_array_equal(params("iso")["cells.0.w_hh"], np.diagonal(before["cells.0.w_hh"]))
 
+    r = invoke(["transfer", "controller", "--checkpoint", "donor", "--out", "ctl0", "-q"], tmp_path)
+    assert r.exit_code == 0, r.output  # no options: the model a [transfer] table with only its kind makes
+    table = transfer.Transfer.parse({"kind": "controller"}).start(experiment.load_run(tmp_path / "donor"))
+    assert changed(table.model, experiment.load_run(tmp_path / "ctl0").model) == set()
+    assert store.read_config(tmp_path / "ctl0")["train"]["freeze"] == table.config["train"]["freeze"]
+
     adding = str(frozen_run[0])  # an rnn-gamma run on the adding task
-    for args, says in ((["activation", "--checkpoint", adding], "needs an MNIST task"),
-                       (["controller", "--donor", adding], "holds a 'rnn-gamma' model, not 'aru'"),
-                       (["controller", "--donor", "donor", "--set", "model.hidden=3"], "drop the --set model.*")):
+    for args, says in ((["activation", "--checkpoint", adding, "--set", "task.rotate=45"], "task.rotate"),
+                       (["controller", "--checkpoint", adding], "needs aru models, got donor 'rnn-gamma'"),
+                       (["controller", "--checkpoint", "donor", "--set", "model.hidden=3"], "task.* and train.* keys"),
+                       (["controller", "--checkpoint", "donor", "--seed", "-1"], "--seed must be an integer >= 0")):
         r = invoke(["transfer", *args, "--out", "x"], tmp_path)
         assert r.exit_code == 2 and says in r.output, (args, r.output)

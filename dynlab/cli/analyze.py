@@ -145,10 +145,11 @@ class SignatureOptions:
     parse: typing.Callable
 
 
-def signature_options(name: str, fn, exclude=COMMON) -> SignatureOptions:
+def signature_options(name: str, fn, exclude=COMMON, where: str | None = None) -> SignatureOptions:
     """One option per keyword parameter of ``fn`` (but ``exclude``) of a type the command line can
     give, each without a default of its own, its help from the docstring's ``Args:``; and the
-    parser of their text ([`option_value`][], option groups, [`dynlab.registry.check_config`][])."""
+    parser of their text ([`option_value`][], option groups, [`dynlab.registry.check_config`][]),
+    whose errors begin with ``where`` (default ``analyze NAME``)."""
     from dynlab import registry
     from dynlab.option_groups import fold_legacy, group_parameters, legacy_keys, parse_group
 
@@ -183,10 +184,10 @@ def signature_options(name: str, fn, exclude=COMMON) -> SignatureOptions:
     def parse(given: dict, **common) -> dict:
         values = {key: text if isinstance(text, bool) else option_value(names[key][0], annotations[key], text)
                   for key, text in given.items() if text is not None}
-        values = fold_legacy(fn, {**values, **common}, f"analyze {name}")
+        values = fold_legacy(fn, {**values, **common}, where or f"analyze {name}")
         values = {key: parse_group(flag(key), groups[key][0], value, groups[key][1]) if key in groups else value
                   for key, value in values.items()}
-        registry.check_config(f"analyze {name}", fn, values, exclude=("model", "runs", "progress"))
+        registry.check_config(where or f"analyze {name}", fn, values, exclude=("model", "runs", "progress"))
         return values
 
     return SignatureOptions(options, {key: spelled[0] for key, spelled in names.items()}, parse)

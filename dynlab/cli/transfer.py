@@ -1,10 +1,18 @@
-"""``dynlab transfer``: the ARU paper's variants of trained networks from the command line
-([`dynlab.transfer`][]; registered on ``dynlab.cli.main``).
+"""``dynlab transfer KIND``: a registered transfer ([`dynlab.transfer`][]) of a trained run, one
+command per transfer, generated from it as ``dynlab analyze NAME`` is from its analysis.
+
+The command applies the same value a scenario's ``[transfer]`` table declares
+([`dynlab.transfer.Transfer`][]): the transfer's own parameters are options from its typed
+signature ([`dynlab.cli.analyze.signature_options`][]: ``dynlab transfer controller --seed 3``),
+``--steps`` are the training steps after it (0, the default, as in a table: the transferred
+model is written untrained) and ``--set task.KEY=VALUE`` / ``--set train.KEY=VALUE`` the task and
+training keys it continues under. So the command with no options and ``[transfer] kind = "NAME"``
+make the same model. The built-in ones are the ARU paper's:
 
 * ``controller`` — App. C.4: a trained ARU's controller, frozen, inside a new main network
-  (another seed) trained around it;
-* ``activation`` — App. B.3: a trained network retrained on 45°-rotated digits with only its
-  per-neuron activation parameters free;
+  (another seed), to be trained around it (``--steps``);
+* ``activation`` — App. B.3: only the per-neuron activation parameters trainable, e.g. retrained
+  on rotated digits (``--set task.rotate=45 --steps N``);
 * ``isolate`` — Fig. 4c: the trained network with only the diagonal of ``W_hh`` kept.
 
 Each writes an ordinary run directory (``config.toml`` says what was frozen, or that the units are
@@ -13,37 +21,44 @@ isolated), so ``dynlab train --resume`` and every ``dynlab analyze … --checkpo
 
 from __future__ import annotations
 
+import inspect
+
 import click
 
+from dynlab.cli.analyze import _plain, signature_options
 from dynlab.cli.main import _CommandGroup, main
-from dynlab.cli.options import _options, data_dir_option, int_option, number_option, seed_option
+from dynlab.cli.options import _options, data_dir_option, int_option
 from dynlab.cli.train import train_and_report
+from dynlab.errors import ConfigError
 
 
-def _config(run: str, sets, steps) -> dict:
-    """The stored config of ``run`` with the command's overrides (``train.*``, ``task.*``)."""
-    from dynlab import config as cfgmod
-    from dynlab import store
-    from dynlab.errors import ConfigError
+class _TransferGroup(_CommandGroup):
+    """One generated command per registered transfer, made when first looked up."""
 
-    if any(s.split("=", 1)[0].startswith("model.") for s in sets):
-        raise ConfigError("the model comes from the trained run: drop the --set model.* overrides")
-    overrides = list(sets)
-    if steps is not None:
-        overrides.append(f"train.steps={int_option('--steps', steps)}")
-    return cfgmod.apply_sets(store.read_config(run), overrides)
+    def list_commands(self, ctx):
+        from dynlab import registry
+
+        return sorted({*super().list_commands(ctx), *registry.names("transfer")})
+
+    def get_command(self, ctx, name):
+        from dynlab import registry
+
+        if name in registry.names("transfer") and name not in self.commands:
+            self.add_command(transfer_command(name), name)
+        return super().get_command(ctx, name)
 
 
-@main.group(cls=_CommandGroup)
+@main.group(cls=_TransferGroup)
 def transfer():
-    """Variants of a trained network (ARU paper): controller transplant, activation-only retraining,
-    isolated neurons. Each writes a run directory."""
+    """Variants of a trained network: the registered transfers ('dynlab list transfers'). Each writes a run directory."""
 
 
 _common = _options([
-    click.option("--steps", metavar="INT", default=None, help="Training steps. Default: the trained run's."),
+    click.option("--checkpoint", required=True, type=click.Path(file_okay=False), help="Run directory of the trained model."),
+    click.option("--steps", metavar="INT", default=None,
+                 help="Training steps after the transfer (default 0: the transferred model, untrained)."),
     click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
-                 help="Override task.*/train.* keys (repeatable)."),
+                 help="A task.* or train.* key the transferred model continues under (repeatable)."),
     click.option("--out", type=click.Path(file_okay=False), default=None,
                  help="Run directory to create. Default: runs/transfer-<kind>-<time>."),
     click.option("-q", "--quiet", is_flag=True, help="No progress bar; print only the summary."),
@@ -51,57 +66,37 @@ _common = _options([
 ])
 
 
-@transfer.command("controller")
-@click.option("--donor", required=True, type=click.Path(file_okay=False), help="Run directory of a trained aru model.")
-@click.option("--seed", metavar="INT", default=None, help="Seed of the new main network. Default: the donor's + 1.")
-@_common
-def controller_cmd(donor, seed, steps, sets, out, quiet):
-    """Train a new ARU main network (another seed) around the donor's frozen controller (App. C.4)."""
-    from dynlab import experiment, store
-    from dynlab.transfer import new_main_network
+def transfer_command(name: str) -> click.Command:
+    """The ``dynlab transfer NAME`` command of the registered transfer ``name``."""
+    from dynlab import registry
+    from dynlab.transfer import TRANSFER_ARGUMENTS
 
-    trained = experiment.load_run(donor, unit="aru")
-    exp = new_main_network(trained, _config(donor, sets, steps), seed=None if seed is None else seed_option(seed))
-    run_dir = store.claim_output(out, "transfer-controller")
-    train_and_report(exp, run_dir, quiet, what=" (transplanted controller, frozen)")
+    entry = registry.get("transfer", name)
+    signature = signature_options(name, entry.obj, exclude=TRANSFER_ARGUMENTS, where=f"transfer {name}")
 
+    def callback(checkpoint, steps, sets, out, quiet, **given):
+        from dynlab import config as cfgmod
+        from dynlab import experiment, store
+        from dynlab.transfer import Transfer
 
-@transfer.command("activation")
-@click.option("--checkpoint", required=True, type=click.Path(file_okay=False),
-              help="Run directory of a trained rnn-gamma or aru model.")
-@click.option("--rotate", metavar="DEGREES", default="45", show_default=True, help="Rotation of the digits (task.rotate).")
-@_common
-def activation_cmd(checkpoint, rotate, steps, sets, out, quiet):
-    """Retrain only the per-neuron activation parameters (rnn-gamma: n, s; aru: b_n, b_s) on rotated
-    digits (App. B.3); everything else stays as trained."""
-    from dynlab import config as cfgmod
-    from dynlab import experiment, store
-    from dynlab.errors import ConfigError
-    from dynlab.transfer import retrain_activation
+        tables = cfgmod.apply_sets({}, list(sets))
+        if set(tables) - {"task", "train"}:
+            raise ConfigError(f"--set takes task.* and train.* keys (the model comes from the trained run), got "
+                              f"{', '.join(sorted(set(tables) - {'task', 'train'}))}.*")
+        table = {"kind": name, **signature.parse(given), **tables,
+                 **({} if steps is None else {"steps": int_option("--steps", steps, minimum=0)})}
+        value = Transfer.parse(table, where=f"transfer {name}")
+        trained = experiment.load_run(checkpoint)
+        exp = value.start(trained)  # every check before the run directory is claimed
+        run_dir = store.claim_output(out, f"transfer-{name}")
+        if value.steps:
+            train_and_report(exp, run_dir, quiet, what=f" ({name} of {checkpoint})")
+            return
+        store.write_config(run_dir, exp.config)
+        store.save_model(run_dir, exp.model)
+        click.echo(f"{name} of {checkpoint} -> {run_dir} (config.toml, model.eqx; not retrained: --steps N trains it)")
 
-    trained = experiment.load_run(checkpoint)
-    config = _config(checkpoint, sets, steps)
-    if config["task"].get("name") not in ("psmnist", "smnist"):
-        raise ConfigError(f"--rotate needs an MNIST task (psmnist, smnist); the run's task is "
-                          f"{trained.task.describe()!r}")
-    config = cfgmod.apply_values(config, {"task.rotate": number_option("--rotate", rotate)})
-    exp = retrain_activation(trained.model, config)
-    train_and_report(exp, store.claim_output(out, "transfer-activation"), quiet, what=" (activation parameters only)")
-
-
-@transfer.command("isolate")
-@click.option("--checkpoint", required=True, type=click.Path(file_okay=False),
-              help="Run directory of a trained rnn, rnn-gamma or aru model.")
-@click.option("--out", type=click.Path(file_okay=False), default=None,
-              help="Run directory to create. Default: runs/transfer-isolate-<time>.")
-def isolate_cmd(checkpoint, out):
-    """Write the trained network with isolated neurons (W_hh -> diag W_hh, Fig. 4c) as a run directory
-    to analyse, e.g. 'dynlab analyze perturb --checkpoint OUT'. Nothing is trained."""
-    from dynlab import experiment, store
-    from dynlab.transfer import isolate
-
-    exp = isolate(experiment.load_run(checkpoint))
-    run_dir = store.claim_output(out, "transfer-isolate")
-    store.write_config(run_dir, exp.config)
-    store.save_model(run_dir, exp.model)
-    click.echo(f"isolated neurons of {checkpoint} -> {run_dir} (config.toml, model.eqx)")
+    for option in reversed(list(signature.options.values())):
+        callback = option(callback)
+    doc = _plain((inspect.getdoc(entry.obj) or entry.description).split("\n\n")[0])
+    return click.command(name, help=f"{entry.description}.\n\n{doc}", short_help=entry.description)(_common(callback))
