@@ -175,12 +175,12 @@ def diagonal_map(mu, h, x):
     return jnp.exp(mu + 0.005 * x) * h
 
 
-def test_unresolved_neighbours_share_an_interval_that_covers_them():
+def test_unresolved_neighbours_intervals_reach_up_to_cover_them():
     r"""A cluster like the fresh ARU's controller modes: $\lambda_{1..4}$ within $1.1\times10^{-4}$ and two
     more $8$-$9\times10^{-4}$ below, which the $k = 4$ frame does not see. After 500 + 1500 steps the frame
     has not separated them ($gT \ll 1$), so every estimate is a mixture and all come out low (by up to
-    $3.3\times10^{-4}$, measured): their own intervals covered 0.91, 0.36, 0.55 and 0.11 of 200. As one
-    cluster sharing the hull of their intervals they cover 0.91, 0.925, 1.0 and 1.0 (measured)."""
+    $3.3\times10^{-4}$, measured): their own intervals covered 0.91, 0.36, 0.55 and 0.11 of 200. With each
+    upper bound raised to the highest above it in the cluster they cover 0.91, 0.925, 1.0 and 1.0 (measured)."""
     mu = jnp.array([0.0, -3e-6, -1e-4, -1.1e-4, -8e-4, -9e-4, -0.05, -0.06])
     h0s, inputs, keys = _groups(2000, 8, 3)
     sets = replicate_groups(Partial(diagonal_map, mu), h0s, inputs, 4, keys=keys, burn_in=500, reortho_every=1,

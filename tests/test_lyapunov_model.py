@@ -99,7 +99,7 @@ def test_cli_lyapunov_fresh_and_checkpoint(tmp_path, monkeypatch):
     assert ds.sizes == {"realisation": 5, "ic": 3, "exponent": 3, "time": -(-150 // m)}
     assert "freshly initialised" in ds.attrs["source"] and ds.attrs["reortho_requested"] == "auto"
     assert ds.attrs["ci_population"] == "5 trajectory stretches" and ds.attrs["ci_level"] == 0.95
-    assert "95% CI half-width (5 realisations)" in r.output and "multistab" in r.output
+    assert "95% CI (5 realisations)" in r.output and "multistab" in r.output
     # issue 23: a fresh model without --drive/--task is driven by FRESH_DRIVE; one line reads the numbers
     assert ds.attrs["drive"] == FRESH_DRIVE and ds.attrs["protocol"].startswith("constant drive")
     check_reading(r.output, ds)

@@ -192,7 +192,7 @@ def lyapunov_summary(ds, quiet: bool = False, show: int = 12) -> str:
                         f"{ds.attrs['n_ic']} initial conditions each")
     table.add_column("i", justify="right")
     table.add_column("mean λ_i", justify="right")
-    table.add_column(f"± {level} CI half-width ({ds.attrs['n_realisations']} realisations)", justify="right")
+    table.add_column(f"± {level} CI ({ds.attrs['n_realisations']} realisations)", justify="right")
     table.add_column("within-run SE", justify="right")
     table.add_column("IC sd (multistab.)", justify="right")
     k = ds.sizes["exponent"]
@@ -207,9 +207,14 @@ def lyapunov_summary(ds, quiet: bool = False, show: int = 12) -> str:
         g = int(groups[i])
         return f" [{g}-{last[g]}]" if last[g] > g else ""
 
+    def bounds(i):  # "± h", or "+u -d" where the upper bound reaches those above the exponent
+        up, down = float(ds.ci_high[i]) - float(ds["mean"][i]), float(ds["mean"][i]) - float(ds.ci_low[i])
+        if np.isclose(up, down, rtol=1e-6, atol=0):
+            return number((up + down) / 2, ".1e")
+        return f"+{number(up, '.1e')} -{number(down, '.1e')}"
+
     for i in range(min(k, show)):
-        table.add_row(str(i + 1), number(float(ds["mean"][i])),
-                      number((float(ds.ci_high[i]) - float(ds.ci_low[i])) / 2, ".1e") + shared(i),
+        table.add_row(str(i + 1), number(float(ds["mean"][i])), bounds(i) + shared(i),
                       number(float(ds.within_run_se_of_mean[i]), ".1e"), number(float(ds.ic_sd_mean[i]), ".1e"))
     if k > show:
         table.add_row("…", f"({k - show} more in the dataset)", "", "", "")
@@ -226,8 +231,9 @@ def lyapunov_summary(ds, quiet: bool = False, show: int = 12) -> str:
                            if ds.attrs.get("burn_in_extended") else "") + ")") if "burn_in_fixed" in ds.attrs else ""
     if not quiet:
         lines.append(
-            ("\\[i-j]: exponents the QR frame has not separated at this run length; they share one interval, "
-               "the hull of theirs; " if any(last[g] > g for g in last) else "") +
+            ("\\[i-j]: exponents the QR frame has not separated at this run length; an estimate among them "
+               "can sit below its truth by up to the distance to those above it, so its upper bound (+) reaches "
+               "theirs; " if any(last[g] > g for g in last) else "") +
             f"within-run SE: batch-means standard error that time averaging alone leaves in the mean; "
             f"IC sd: spread over initial conditions under one input (multistability, not an error bar); "
             f"QR every {ds.attrs['reortho_every']} steps ({ds.attrs['reortho_requested']}), "
