@@ -89,7 +89,7 @@ class Estimate:
         if n == 0:
             raise NotTestable(f"no finite value over the {population}")
         if n < 2:
-            return cls(float(np.nanmean(values)), note="; ".join(filter(None, [f"one of the {population} only", what])))
+            return cls(float(np.nanmean(values)), note="; ".join(filter(None, [f"only one value over {population}", what])))
         ci = t_interval(values, population=population, allow_fewer=True, level=level)
         return cls(float(ci.estimate), float(ci.low), float(ci.high), level=ci.level, population=ci.population,
                    method="; ".join(filter(None, [ci.method, what])))
