@@ -50,12 +50,20 @@ covers 0.965 [0.929, 0.986] of 200, all 4 exponents 0.959 [0.943, 0.971] of 800;
 |error| / half-width 0.26 (calibrated: 0.34), bias +2.1e-4 against a median half-width of 5.6e-3;
 5 of the 200 analyses took the repeat over twice the steps. Issue item 11's "3-40x too wide"
 for this model (batch-means floors) no longer holds. About 2 s of CPU per analysis.
-`fresh-adding` (`--k 4`; truth -0.4096420 +- 3.7e-6): lambda_1 covers 0.925 [0.879, 0.957] of 200
-(median |error| / half-width 0.31), but all 4 exponents together only 0.604 [0.569, 0.638] of 800
-(bias -8.9e-5 against a median half-width of 9.0e-5): every analysis took the repeat over twice the
-steps (burn-in median 3000 of 4000) and 125 of 200 still warn that the local exponents drift, i.e.
-exponents 2-4 of the nearly equal controller modes keep a frame transient that 4000 steps do not
-outlast; the warning says so, the intervals do not cover it.
+`fresh-adding` (`--k 4`): with a truth from 8 float64 runs of 40,000 steps (-0.4096420 +- 3.7e-6)
+lambda_1 covered 0.925 [0.879, 0.957] of 200, but all 4 exponents together only 0.604 [0.569, 0.638]
+of 800: exponents 2-4 of the nearly equal controller modes (truth, 80,000 steps: -0.4096366,
+-0.4096397, -0.4097403, -0.4097415) came out low by 6-25e-5 against half-widths of 7-15e-5, a
+frame transient every analysis shares (every one took the repeat over twice the steps, burn-in
+median 3000 of 4000, and 125 of 200 still warned of drift). Since 2026-11-28 an exponent the frame
+has not separated from those above it (`dynlab.analyses.lyapunov.resolution`) has its upper bound
+raised to theirs: against the 80,000-step truth (`--truth-steps 80000`) lambda_1 covers 0.930
+[0.885, 0.961] of 200 (median |error| / half-width 0.27) and all 4 exponents 0.981 [0.969, 0.989]
+of 800 (0.56). A symmetric hull of each cluster's intervals, tried first, covered lambda_1 0.995
+(0.06: 5x wider than needed). The same run: `trained-adding` (its exponents are resolved, nothing
+raised) 0.955 [0.916, 0.979] and 0.960 [0.944, 0.972]; `quickstart` (13 models x 16 exponents,
+50 s on 2 cores) 0.981 [0.951, 0.995] of 208 (median |error| / half-width 0.16), lambda_1 alone
+12 of 13.
 `adaptation` (same model; truth from 100 float64 realisations of 10,000 steps, `--truth-realisations 100`):
 over 200 repetitions the adapted arm covers 0.940, 0.970, 0.930 and the fixed arm 0.940, 0.950, 0.965
 at xi = 0, 1, 5 (median |error| / half-width 0.22-0.28); 0.5-0.6% of the fixed arm's runs escape at
