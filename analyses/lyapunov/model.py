@@ -117,8 +117,8 @@ def lyapunov_analysis(
     the mean over realisations and its Student-t ``confidence`` interval (attrs ``ci_level``,
     ``ci_population``, ``ci_method``), whose upper bound reaches those above an exponent the QR
     frame has not separated from them (``cluster``; [`dynlab.analyses.lyapunov.resolution`][]: a
-    ``RuntimeWarning`` says when such a cluster reaches the last computed exponent); ``within_run_se`` / ``within_run_se_of_mean`` — the
-    batch-means standard error of the time averages; ``ic_sd`` / ``ic_sd_mean`` — the spread
+    ``RuntimeWarning`` says when such a cluster reaches the last computed exponent);
+    ``within_run_se`` / ``within_run_se_of_mean`` — the batch-means standard error of the time averages; ``ic_sd`` / ``ic_sd_mean`` — the spread
     over initial conditions under one input, which measures multistability, not the error;
     summaries (largest exponent, sum of positive exponents, Kaplan–Yorke dimension, counts)
     with their own intervals. ``qr.reortho_every="auto"`` (default) re-orthonormalises as rarely as
@@ -193,7 +193,8 @@ def lyapunov_analysis_seeds(model, seeds, *, qr=QRSettings(), steps=2000, burn_i
             warnings.warn(f"lyapunov: exponents {first}..{ds.sizes['exponent']} are not resolved from one another after "
                           f"{ds.attrs['burn_in']} steps of burn-in (their upper bounds reach those above them); their "
                           f"cluster reaches the last computed exponent, so it may go on below it, and a bias the "
-                          f"uncomputed ones share with it is not in the interval: rerun with more steps or a larger k", RuntimeWarning, stacklevel=stacklevel)
+                          f"uncomputed ones share with it is not in the interval: rerun with more steps or a larger k",
+                          RuntimeWarning, stacklevel=stacklevel)
         ds.attrs["burn_in_requested"] = str(burn_in)
         ds.attrs["burn_in_extended"] = int(i in redo)
         out.append(stamp(ds, analysis="lyapunov", config={

@@ -279,10 +279,12 @@ def lyapunov_replicates(
       and `rounding_error` (runs that settle on one fixed point agree to the bit), with $\nu$ =
       attr `floor_dof` the batches that error was estimated from (a floor with the realisations'
       own 4 degrees of freedom covered 99.5-100% on chaotic maps); attrs `ci_level`,
-      `ci_population`, `ci_method`, `ci_n` say so. Where the frame has not separated neighbours (its mean weight on the
-      neighbour over the window at least 5%: [`RESOLUTION`][dynlab.analyses.lyapunov.resolution.RESOLUTION]),
-      an exponent's upper bound is the highest of those above it in its cluster, and `cluster`
-      (`exponent`) names each one's cluster ([`dynlab.analyses.lyapunov.resolution`][]). Fewer than 2 realisations is a ConfigError;
+      `ci_population`, `ci_method`, `ci_n` say so. Where the frame has not separated neighbours
+      (its mean weight on the neighbour over the window at least 5%:
+      [`RESOLUTION`][dynlab.analyses.lyapunov.resolution.RESOLUTION]), an exponent's upper bound
+      is the highest of those above it in its cluster, and `cluster` (`exponent`) names each
+      one's cluster ([`dynlab.analyses.lyapunov.resolution`][]). Fewer than 2 realisations is a
+      ConfigError;
     - `rounding_error` (`exponent`): in float32, where every run contracts ($\lambda_1 < 0$),
       $|\lambda^{(32)} - \lambda^{(64)}|$ of the first run repeated in float64 (the error of a fixed
       point's exponents is the rounding of $h^*$ and $J(h^*)$, shared by all realisations: a

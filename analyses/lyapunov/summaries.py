@@ -203,13 +203,13 @@ def lyapunov_summary(ds, quiet: bool = False, show: int = 12) -> str:
     groups = ds["cluster"].values if "cluster" in ds else np.arange(1, k + 1)
     last = {g: int(np.flatnonzero(groups == g)[-1]) + 1 for g in np.unique(groups)}
 
-    def shared(i):  # "[6-9]": the cluster whose one interval this row shows
+    def shared(i):  # "[6-9]": the cluster of exponents the frame has not separated that i belongs to
         g = int(groups[i])
         return f" [{g}-{last[g]}]" if last[g] > g else ""
 
     def bounds(i):  # "± h", or "+u -d" where the upper bound reaches those above the exponent
         up, down = float(ds.ci_high[i]) - float(ds["mean"][i]), float(ds["mean"][i]) - float(ds.ci_low[i])
-        if np.isclose(up, down, rtol=1e-6, atol=0):
+        if not np.isfinite(up + down) or np.isclose(up, down, rtol=1e-6, atol=0):
             return number((up + down) / 2, ".1e")
         return f"+{number(up, '.1e')} -{number(down, '.1e')}"
 
