@@ -17,8 +17,11 @@ truth in 71 s CPU; lambda_1 = 0.00054 [-0.00004, 0.00113] per step (lambda_1 tau
 positive (the test resolves it above 0 with 3 runs of 6,000 steps of the top exponent). Fixed-point
 search from the visited states: 32 slow points, no fixed point below q_tol (the origin, a fixed
 point by construction, is far from the chaotic states), about 496 unseen (Chao1). With teacher_seed
-0 (before it was changed): lambda_1 = 0.00051 [-0.00030, 0.00131], 96 s CPU. The flip-flop part
-was not run in this session.
+0 (before it was changed): lambda_1 = 0.00051 [-0.00030, 0.00131], 96 s CPU.
+``--only flipflop`` (2026-11-28, empty cache): truth in 17 s CPU; at zero input **8 stable points
+(expected 2^3 = 8)** and 12 saddles, besides 227 marginal points with 63 eigenvalues on the unit
+circle (the saturated-gate continuum far from the visited states); lambda_1 = -0.124
+[-0.236, -0.011] per step, no positive exponent.
 
 Run: ``python benchmarks/teachers.py [--only chaotic-rnn|flipflop]`` (minutes on 2 cores).
 """
