@@ -198,7 +198,7 @@ def verdict(claim: Claim, estimate: Estimate) -> tuple[str, str, float, bool]:
     lo, hi = (low, high) if from_interval else (value, value)
     m = margin(lo, hi, claim.lower, claim.upper)
     if from_interval:
-        what = f"{100 * estimate.level:g}% CI [{low:.4g}, {high:.4g}]" + (" (zero width)" if high == low else "")
+        what = f"{100 * estimate.level:.4g}% CI [{low:.4g}, {high:.4g}]" + (" (zero width)" if high == low else "")
     elif estimate.exact:
         what = f"exact value {value:.4g}" + (f" ({estimate.note})" if estimate.note else "")
     else:
@@ -282,7 +282,7 @@ def judge(claims: list[Claim], datasets: Mapping[str, Any], *, paper: str = "", 
             rows.append((UNTESTABLE, math.nan, math.nan, math.nan, math.nan, False, f"{UNTESTABLE}: {got}", ""))
             continue
         outcome, text, m, from_interval = verdict(claim, got)
-        interval = f"{100 * got.level:g}% CI over {got.population} ({got.method})" if got.has_interval else ""
+        interval = f"{100 * got.level:.4g}% CI over {got.population} ({got.method})" if got.has_interval else ""
         rows.append((outcome, got.value, got.low, got.high, m, from_interval, text, interval))
     outcome, value, low, high, margins, from_interval, texts, intervals = (list(col) for col in zip(*rows))
     with np.errstate(divide="ignore", invalid="ignore"):
