@@ -34,8 +34,8 @@ burn-in and 2,700 in the window ($w = 0.003$). The last computed exponent may st
 $\lambda_{k+1}$, which the run does not see.
 
 Measured on a fresh 64-neuron ARU under the adding task (its 64 controller modes give exponents
-within $10^{-4}$ of one another; truth from float64 runs of 80,000 steps, converged to about
-$10^{-6}$; `benchmarks/coverage.py`): the default analysis with $k = 4$ (2,000 steps, repeated
+within $10^{-4}$ of one another; truth from float64 runs of 80,000 steps, within
+$2.4\times10^{-6}$ of runs of 160,000; `benchmarks/coverage.py`): the default analysis with $k = 4$ (2,000 steps, repeated
 over 4,000, burn-in 3,000) gave exponents 2-4 biased by $-5.8$, $-9.0$ and $-24.6\times10^{-5}$
 against half-widths of 7-15 $\times10^{-5}$, and $\lambda_1$ by $+0.1\times10^{-5}$. With their own
 intervals the four together covered 0.604 of 800; with the raised upper bounds 0.981 of 800, and
