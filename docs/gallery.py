@@ -172,6 +172,10 @@ ENTRIES: tuple[Entry, ...] = (
               "parameter-matched LSTM and against itself with one constant timescale of 25 ms, on "
               "SHD-Adding at two bin sizes (synthetic unless the SHD files are present).", "--set 'params.seeds=[0]' --set params.steps=10 --set params.eval_size=64 "
               "--set 'params.bins_ms=[50.0,100.0]'", paper=True),
+    _scenario("isolated-neurons", "Scenario isolated-neurons (a [transfer])", "The ARU paper's Fig. 4c probe "
+              "as a study: three units trained on the adding task (50 steps), then with isolated neurons; "
+              "lambda_1 and the held-out loss at both stages.",
+              "--set train.steps=50 --set 'sweep.seed=[0]'"),
     _scenario("pc-time-law", "Scenario pc-time-law", "The width/length law of PC through time: s − 1 and the "
               "cosine over width × length, without and with the residual recurrence.",
               "--set 'params.widths=[8,32]' --set 'params.lengths=[2,8]' --set 'params.seeds=[0]' --set params.steps=2"),
