@@ -25,8 +25,8 @@ either, but the two emitters may lower a transcendental function differently, so
 in the last bits, as with -O0. Measured on 2 cores at -O0, test_pc_time + test_units +
 test_lyapunov_core alone: 104 and 100 s wall (126 and 123 s user) with the fusion emitters, 68 s
 (71 s user) without; the whole suite, with the order below, 1,604 -> 1,088 s of work summed over
-both workers and 12:55-15:27 -> 9:09-9:34 wall from a fresh clone. XLA aborts the process on a flag it does not know, so the flag is given only
-where a probe process of this jaxlib accepts it ([`_accepted`][]; about 0.7 s per flag, once per run).
+both workers and 12:55-15:27 -> 9:09-9:34 wall from a fresh clone. XLA aborts the process on a
+flag it does not know, so the flag is given only where a probe process of this jaxlib accepts it ([`_accepted`][]; about 0.7 s per flag, once per run).
 
 **Memory maps.** Keep each test process below the kernel's memory-map limit.
 

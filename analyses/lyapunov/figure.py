@@ -33,7 +33,8 @@ def plot_lyapunov(ds: xr.Dataset, *, max_running: int = 8):
     fig, (ax_s, ax_r) = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [1, 1.15]})
     idx = ds.exponent.values
     mean = ds["mean"].values
-    err = [list(mean - ds.ci_low.values), list(ds.ci_high.values - mean)]  # lists: one exponent is no NumPy scalar warning
+    # lists, not arrays: with k = 1 matplotlib turns a one-element array into a scalar with a NumPy warning
+    err = [list(mean - ds.ci_low.values), list(ds.ci_high.values - mean)]
     level = int(round(100 * ds.attrs.get("ci_level", ds.attrs.get("confidence", 0.95))))
     population = ds.attrs.get("ci_population", "initial conditions")
     ax_s.errorbar(idx, mean, yerr=err, fmt="o", ms=3, capsize=2)

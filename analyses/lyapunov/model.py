@@ -118,8 +118,9 @@ def lyapunov_analysis(
     ``ci_population``, ``ci_method``), whose upper bound reaches those above an exponent the QR
     frame has not separated from them (``cluster``; [`dynlab.analyses.lyapunov.resolution`][]: a
     ``RuntimeWarning`` says when such a cluster reaches the last computed exponent);
-    ``within_run_se`` / ``within_run_se_of_mean`` — the batch-means standard error of the time averages; ``ic_sd`` / ``ic_sd_mean`` — the spread
-    over initial conditions under one input, which measures multistability, not the error;
+    ``within_run_se`` / ``within_run_se_of_mean`` — the batch-means standard error of the time
+    averages; ``ic_sd`` / ``ic_sd_mean`` — the spread over initial conditions under one input,
+    which measures multistability, not the error;
     summaries (largest exponent, sum of positive exponents, Kaplan–Yorke dimension, counts)
     with their own intervals. ``qr.reortho_every="auto"`` (default) re-orthonormalises as rarely as
     the spread $\lambda_1 - \lambda_k$ measured over the burn-in allows, and records the bound on

@@ -35,9 +35,10 @@ $\lambda_{k+1}$, which the run does not see.
 
 Measured on a fresh 64-neuron ARU under the adding task (its 64 controller modes give exponents
 within $10^{-4}$ of one another; truth from float64 runs of 80,000 steps, within
-$2.4\times10^{-6}$ of runs of 160,000; `benchmarks/coverage.py`): the default analysis with $k = 4$ (2,000 steps, repeated
-over 4,000, burn-in 3,000) gave exponents 2-4 biased by $-5.8$, $-9.0$ and $-24.6\times10^{-5}$
-against half-widths of 7-15 $\times10^{-5}$, and $\lambda_1$ by $+0.1\times10^{-5}$. With their own
+$2.4\times10^{-6}$ of runs of 160,000; `benchmarks/coverage.py`): the default analysis with
+$k = 4$ (2,000 steps, repeated over 4,000, burn-in 3,000) gave exponents 2-4 biased by $-5.8$,
+$-9.0$ and $-24.6\times10^{-5}$ against half-widths of 7-15 $\times10^{-5}$, and $\lambda_1$ by
+$+0.1\times10^{-5}$. With their own
 intervals the four together covered 0.604 of 800; with the raised upper bounds 0.981 of 800, and
 $\lambda_1$ 0.930 of 200. A symmetric hull of each cluster (tried first) covered $\lambda_1$ 0.995, five
 times wider than needed. The quick start's 13 models x 16 exponents at their fixed points cover
@@ -57,9 +58,10 @@ __all__ = ["RESOLUTION", "clusters", "widened"]
 
 RESOLUTION = float(np.log(20))
 r"""$c = \ln 20$: adjacent exponents are resolved when the frame's mean weight on the neighbour
-over the window, $w(g)$, is below $e^{-c}$ = 5%. A weight of a few percent leaves a bias of a
-few percent of the gap, which the interval's floors already hold: at the quick start's fixed point
-($g = 3\times10^{-3}$, $w = 1.4\%$) the exponents' own intervals covered ln|mu(J*)|."""
+over the window, $w(g)$, is below $e^{-c}$ = 5%. A weight $w$ leaves a bias of about $w g$ at
+most: the quick start's exponents 13 and 14 ($g = 3\times10^{-3}$ after 1,050 steps of burn-in,
+$w = 1.4\%$) may be off by $4\times10^{-5}$, and a 1% threshold, tried first, joined them in a
+cluster whose interval was $\pm 1.5\times10^{-3}$."""
 
 
 def clusters(estimate: ArrayLike, burn_in: int, window: int, resolution: float = RESOLUTION) -> np.ndarray:

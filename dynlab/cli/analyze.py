@@ -31,7 +31,7 @@ from pathlib import Path
 import click
 
 from dynlab.cli.analysis import analysis_model, run_analysis, run_on_runs
-from dynlab.cli.main import _CommandGroup
+from dynlab.cli.main import _RegistryGroup
 from dynlab.cli.options import analysis_options, runs_options, seed_option
 from dynlab.errors import ConfigError
 
@@ -40,25 +40,19 @@ COMMON = ("model", "runs", "task", "seed")
 the runs from ``RUN_DIR...``/``--runs``, ``--task``, ``--seed``), not given options of their own."""
 
 
-class _AnalyzeGroup(_CommandGroup):
-    """The ``analyze`` group: hand-written commands first, then one generated per registered analysis."""
+class _AnalyzeGroup(_RegistryGroup):
+    """The ``analyze`` group: ``pc-bp`` and ``pc-bptt`` ([`dynlab.cli.compare`][]), then one command
+    generated per registered analysis of a model or of runs."""
 
-    def list_commands(self, ctx):
+    kind = "analysis"
+
+    def generates(self, entry) -> bool:
         from dynlab import registry
 
-        generated = [e.name for e in registry.entries("analysis") if registry.of_what_it_takes(e.obj, e.takes)]
-        return sorted(set(super().list_commands(ctx)) | set(generated))
+        return registry.of_what_it_takes(entry.obj, entry.takes)
 
-    def get_command(self, ctx, name):
-        command = super().get_command(ctx, name)
-        if command is not None:
-            return command
-        from dynlab import registry
-
-        if name not in registry.names("analysis"):
-            return None
-        entry = registry.get("analysis", name)
-        return generated_command(name) if registry.of_what_it_takes(entry.obj, entry.takes) else None
+    def make(self, name: str) -> click.Command:
+        return generated_command(name)
 
 
 @click.group(cls=_AnalyzeGroup)

@@ -45,6 +45,38 @@ class _CommandGroup(click.Group):
         return super().resolve_command(ctx, args)
 
 
+class _RegistryGroup(_CommandGroup):
+    """A command group that also has one command per registered entry of ``kind`` that ``generates``
+    accepts, made by ``make`` at each lookup (so a plug-in registered later, or again, is what runs):
+    ``analyze``, ``transfer``."""
+
+    kind: str = ""
+
+    def generates(self, entry) -> bool:
+        """Whether the registered ``entry`` gets a command."""
+        return True
+
+    def make(self, name: str) -> click.Command:
+        """The generated command of the registered entry ``name``."""
+        raise NotImplementedError
+
+    def list_commands(self, ctx):
+        from dynlab import registry
+
+        generated = {e.name for e in registry.entries(self.kind) if self.generates(e)}
+        return sorted({*super().list_commands(ctx), *generated})
+
+    def get_command(self, ctx, name):
+        command = super().get_command(ctx, name)
+        if command is not None:
+            return command
+        from dynlab import registry
+
+        if name not in registry.names(self.kind) or not self.generates(registry.get(self.kind, name)):
+            return None
+        return self.make(name)
+
+
 class _Group(_CommandGroup):
     """Turns every error into one line on stderr and a meaningful exit status.
 

@@ -26,26 +26,19 @@ import inspect
 import click
 
 from dynlab.cli.analyze import _plain, signature_options
-from dynlab.cli.main import _CommandGroup, main
+from dynlab.cli.main import _RegistryGroup, main
 from dynlab.cli.options import _options, data_dir_option, int_option
 from dynlab.cli.train import train_and_report
 from dynlab.errors import ConfigError
 
 
-class _TransferGroup(_CommandGroup):
-    """One generated command per registered transfer, made when first looked up."""
+class _TransferGroup(_RegistryGroup):
+    """One generated command per registered transfer."""
 
-    def list_commands(self, ctx):
-        from dynlab import registry
+    kind = "transfer"
 
-        return sorted({*super().list_commands(ctx), *registry.names("transfer")})
-
-    def get_command(self, ctx, name):
-        from dynlab import registry
-
-        if name in registry.names("transfer") and name not in self.commands:
-            self.add_command(transfer_command(name), name)
-        return super().get_command(ctx, name)
+    def make(self, name: str) -> click.Command:
+        return transfer_command(name)
 
 
 @main.group(cls=_TransferGroup)
@@ -54,7 +47,8 @@ def transfer():
 
 
 _common = _options([
-    click.option("--checkpoint", required=True, type=click.Path(file_okay=False), help="Run directory of the trained model."),
+    click.option("--checkpoint", required=True, type=click.Path(file_okay=False),
+                 help="Run directory of the trained model."),
     click.option("--steps", metavar="INT", default=None,
                  help="Training steps after the transfer (default 0: the transferred model, untrained)."),
     click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
