@@ -241,9 +241,14 @@ def apply_sets(config: dict, assignments: list[str] | tuple[str, ...], regroup=N
     """A copy of ``config`` with each ``section.key=value`` assignment applied ([`parse_set`][]);
     ``regroup``, if given, maps an assignment's key path to the path it sets (in a scenario,
     ``sweep.model.unit`` sets the axis ``"model.unit"``: [`dynlab.scenarios.spec.sweep_path`][])."""
+    return apply_paths(config, [parse_set(assignment) for assignment in assignments], regroup)
+
+
+def apply_paths(config: dict, paths, regroup=None) -> dict:
+    """A copy of ``config`` with each ``(key path, value)`` of ``paths`` set as [`apply_sets`][]
+    sets an assignment (``regroup`` likewise)."""
     config = copy.deepcopy(config)
-    for assignment in assignments:
-        keys, value = parse_set(assignment)
+    for keys, value in paths:
         _set(config, regroup(keys) if regroup else keys, value)
     return config
 

@@ -30,7 +30,7 @@ from dynlab import config as cfgmod
 from dynlab import registry, store
 from dynlab.figures import format_value, key_label
 from dynlab.scenarios.cell import _sha256, marker_digest, one_line
-from dynlab.scenarios.spec import Scenario, analysis_options, cell_name, cell_values
+from dynlab.scenarios.spec import Scenario, analysis_options, cell_name, cell_values, entry_selects
 
 MARKER = "across.toml"
 
@@ -126,8 +126,9 @@ def by_group(ds: xr.Dataset) -> xr.Dataset:
 
 
 def run_across(scenario: Scenario, out_dir: Path, cell_dirs: list[Path], infos: list[dict | None]) -> dict[str, dict]:
-    """Run every analysis of several runs of ``scenario`` across its cells whose training finished
-    ``ok`` (a cell where another analysis failed still has its trained model)
+    """Run every analysis of several runs of ``scenario`` across the cells it selects
+    ([`dynlab.scenarios.spec.entry_selects`][]) whose training finished ``ok`` (a cell where
+    another analysis failed still has its trained model)
     (``cell_dirs`` and ``infos``: each cell's directory and marker, ``None`` if missing, in the
     order of ``scenario.cells``); return name -> ``{"status", "message"}``.
 
@@ -143,19 +144,20 @@ def run_across(scenario: Scenario, out_dir: Path, cell_dirs: list[Path], infos: 
     records = {}
     for entry in scenario.across:
         name = entry["name"]
+        chosen = [k for k, c in enumerate(cells) if entry_selects(entry, c.coords)]
         if _intact(old.get(name), out_dir, inputs):
             records[name] = old[name]
             continue
         nc, png = out_dir / f"{name}.nc", out_dir / f"{name}.png"
         record = {"status": "ok", "message": "", "inputs": inputs, "files": {}}
-        if len(cells) < 2:
-            record.update(status="failed", message=f"{name} compares at least 2 trained cells; {len(cells)} "
+        if len(chosen) < 2:
+            record.update(status="failed", message=f"{name} compares at least 2 trained cells; {len(chosen)} "
                                                    "finished training (see the cells' status in sweep.nc)")
         else:
             analysis = registry.get("analysis", name)
             try:
-                ds = analysis.obj(dirs, **analysis_options(entry))
-                ds = _label(ds, cells)
+                ds = analysis.obj([dirs[k] for k in chosen], **analysis_options(entry))
+                ds = _label(ds, [cells[k] for k in chosen])
                 store.write_dataset(nc, ds)
                 record["files"][nc.name] = _sha256(nc)
                 if analysis.figure is not None:

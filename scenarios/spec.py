@@ -43,6 +43,13 @@ trained weights with isolated neurons), ``transferred`` (after the cell's transf
 ([`stage_order`][]). A stage a cell cannot reach is a ``ConfigError`` before any work
 ([`check_cells`][]).
 
+**Where.** An entry's ``where`` restricts it to the cells at some coordinates of the sweep axes
+(an axis = a value or a list of values, as a claim's ``where`` selects): a study of several tasks
+measures each with what fits it, ``where = {"task.name" = ["teacher-lorenz"]}``. A cell an entry
+does not select has no result of it (NaN in the merged dataset, result status ``n/a``); an
+analysis across cells compares only the cells it selects. An unknown axis or a value not on the
+axis is a ``ConfigError`` before any work ([`entry_selects`][]).
+
 **Transfers.** A ``[transfer]`` table declares what happens to the cell's trained model before
 its ``transferred`` stage: a registered transfer (``dynlab list transfers``,
 [`dynlab.transfer`][]) with its parameters, the task and training keys it changes, and the
@@ -122,12 +129,12 @@ from dynlab.scenarios.declared_claims import check_claims, parse_claims
 from dynlab.transfer import Transfer
 
 TOP_KEYS = {"name", "description", "seed", "model", "task", "rule", "train", "transfer", "analyses", "sweep",
-            "claims"}
+            "claims", "presets"}
 PROGRAM_KEYS = {"name", "description", "program", "entry", "params", "paper", "presets"}
 DEFAULT_PRESET = "laptop"
-"""The preset a scenario runs at when none is named: its ``[params]`` as written."""
+"""The preset a scenario runs at when none is named: the file as written."""
 PRESET_KEYS = {"description", "cost"}
-"""Keys of a ``[presets.NAME]`` table that describe the preset rather than override ``[params]``."""
+"""Keys of a ``[presets.NAME]`` table that describe the preset rather than override the file."""
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
@@ -255,7 +262,8 @@ class Scenario:
             for axis, i in zip(self.axes, index):
                 coords[axis.name] = i if len(axis.values) > 1 else next(iter(axis.values.values()))[i]
                 config = cfgmod.apply_values(config, axis.config_values(i))
-            out.append(Cell(index, coords, config, self.cell_analyses, self.axes))
+            analyses = tuple(a for a in self.cell_analyses if entry_selects(a, coords))
+            out.append(Cell(index, coords, config, analyses, self.axes))
         return out
 
 
@@ -407,10 +415,10 @@ def _parse_program(doc: dict, source: str, preset: str = DEFAULT_PRESET) -> Prog
 
 
 def _presets(doc: dict, source: str) -> dict[str, dict]:
-    """The file's ``[presets.NAME]`` tables, ``laptop`` always among them (the ``[params]`` as written)."""
+    """The file's ``[presets.NAME]`` tables, ``laptop`` always among them (the file as written)."""
     presets = doc.get("presets", {})
     if not isinstance(presets, dict) or not all(isinstance(v, dict) for v in presets.values()):
-        raise ConfigError(f"{source}: [presets] must hold tables [presets.NAME] of [params] overrides")
+        raise ConfigError(f"{source}: [presets] must hold tables [presets.NAME] of overrides")
     for name in presets:
         if not SAFE_NAME.fullmatch(name):
             raise ConfigError(f"{source}: preset name {name!r} must be letters, digits, '.', '_' or '-'")
@@ -418,21 +426,30 @@ def _presets(doc: dict, source: str) -> dict[str, dict]:
 
 
 def apply_preset(doc: dict, preset: str | None, source: str) -> dict:
-    """``doc`` with ``[presets.<preset>]`` merged over ``[params]`` (a copy; ``None``: the default).
+    """``doc`` at ``[presets.<preset>]`` (a copy; ``None``: the default, the file as written).
 
-    A preset the scenario lacks is a ConfigError naming the ones it has."""
+    A programmed scenario's preset is merged over its ``[params]``. A sweep's preset holds keys
+    of the file as ``--set`` names them, written as TOML dotted keys, each set as that ``--set``
+    would set it ([`sweep_path`][]): ``train.steps = 1500`` or ``sweep.seed = [0, 1, 2]`` (one
+    axis replaced, the others kept). A preset the scenario lacks is a ConfigError naming the ones
+    it has."""
     name = DEFAULT_PRESET if preset is None else preset
-    if "program" not in doc and "entry" not in doc:
-        if name != DEFAULT_PRESET:
-            raise ConfigError(f"{source}: --preset applies to programmed scenarios; this one has only "
-                              f"the default ({DEFAULT_PRESET})")
-        return doc
     presets = _presets(doc, source)
     if name not in presets:
         raise ConfigError(f"{source}: no preset {name!r}; presets: {', '.join(presets)}")
     overrides = {k: v for k, v in presets[name].items() if k not in PRESET_KEYS}
     out = copy.deepcopy(doc)
-    out["params"] = {**out.get("params", {}), **overrides}
+    if "program" in doc or "entry" in doc:
+        out["params"] = {**out.get("params", {}), **overrides}
+        return out
+    return cfgmod.apply_paths(out, _leaves(overrides), regroup=sweep_path)
+
+
+def _leaves(table: dict, path: tuple = ()) -> list[tuple[list[str], Any]]:
+    """A nested table's values with their key paths (a list or any other value is a leaf)."""
+    out = []
+    for key, value in table.items():
+        out += _leaves(value, path + (key,)) if isinstance(value, dict) else [([*path, key], value)]
     return out
 
 
@@ -545,7 +562,7 @@ def stage_order(stage: str) -> tuple[int, int]:
     return (1, step) if step is not None else ({"init": 0, "trained": 2, "isolated": 3, "transferred": 4}[stage], 0)
 
 
-ENTRY_KEYS = ("name", "stages")
+ENTRY_KEYS = ("name", "stages", "where")
 """Keys of an ``[[analyses]]`` entry that are not options of the analysis."""
 CELL_SEED = "cell"
 """``seed = "cell"`` in an ``[[analyses]]`` entry: the analysis draws its randomness (inputs,
@@ -562,6 +579,43 @@ def _cell_seed(options: dict) -> dict:
 def entry_stages(entry: dict) -> tuple[str, ...]:
     """The stages an ``[[analyses]]`` entry runs at (``stages``, default ``["trained"]``)."""
     return tuple(entry.get("stages", ("trained",)))
+
+
+def entry_selects(entry: dict, coords: dict) -> bool:
+    """Whether an ``[[analyses]]`` entry runs in the cell at ``coords`` (axis -> the cell's
+    coordinate): every axis its ``where`` names holds the cell's coordinate (one value, or one of
+    a list); an entry without ``where`` runs in every cell."""
+    return all(coords[axis] in (wanted if isinstance(wanted, list) else [wanted])
+               for axis, wanted in entry.get("where", {}).items())
+
+
+def _check_where(entry: dict, coordinates: dict[str, list]) -> None:
+    """**Enforces** "an analysis restricted to some cells names them by the sweep's coordinates",
+    before any work: ``where`` is a non-empty table whose keys are axes (``coordinates``: axis ->
+    its values, [`axis_coordinates`][]) and whose values lie on them. Axes vary independently, so
+    such a selection always holds at least one cell."""
+    if "where" not in entry:
+        return
+    where, name = entry["where"], entry["name"]
+    if not isinstance(where, dict) or not where:
+        raise ConfigError(f"analyses.{name}.where must be a table of sweep axis = value or [values], "
+                          f"e.g. where = {{\"task.name\" = \"flipflop\"}}, got {where!r}")
+    for axis, wanted in where.items():
+        if axis not in coordinates:
+            valid = ", ".join(coordinates) or "none: the scenario has no [sweep]"
+            raise ConfigError(f"analyses.{name}.where: {axis!r} is not a sweep axis; axes: {valid}")
+        values = wanted if isinstance(wanted, list) else [wanted]
+        off = [v for v in values if v not in coordinates[axis]]
+        if not values or off:
+            raise ConfigError(f"analyses.{name}.where: {axis} = {off[0] if off else wanted!r} is not on the axis; "
+                              f"its values: {', '.join(map(str, coordinates[axis]))}")
+
+
+def axis_coordinates(axes) -> dict[str, list]:
+    """Each sweep axis's coordinates in the merged dataset: its values, a zipped axis's positions,
+    a variant axis's labels."""
+    return {a.name: (list(next(iter(a.values.values()))) if len(a.values) == 1 else list(range(a.size)))
+            for a in axes}
 
 
 def results_of(entry: dict) -> list[tuple[str, str]]:
@@ -603,8 +657,7 @@ def _check_stages(entry: dict) -> None:
                           f"not {', '.join(repr(x) for x in stages if x != 'trained')}")
 
 
-def _check_cell_stages(scenario: "Scenario", config: dict, trains: bool, transfer: Transfer | None,
-                       cell: "Cell") -> None:
+def _check_cell_stages(config: dict, trains: bool, transfer: Transfer | None, cell: "Cell") -> None:
     """**Enforces** "an analysis at a stage its cell cannot reach fails before any work": every
     stage but ``init`` needs training (``train.steps`` > 0), ``step-N`` needs N <= ``train.steps``,
     ``transferred`` a ``[transfer]``; and a ``[transfer]`` needs an analysis at ``transferred``
@@ -613,7 +666,7 @@ def _check_cell_stages(scenario: "Scenario", config: dict, trains: bool, transfe
     (``_check_transfers``)."""
     where = f"cell {cell_name(cell) or '(the only one)'}"
     steps = config.get("train", {}).get("steps", registry.defaults(experiment.TrainConfig)["steps"])
-    for entry in scenario.cell_analyses:
+    for entry in cell.analyses:
         name = entry["name"]
         for stage in entry.get("stages", ()):  # without stages: trained, or the fresh model when nothing trains
             if stage == "init":
@@ -627,17 +680,17 @@ def _check_cell_stages(scenario: "Scenario", config: dict, trains: bool, transfe
             if stage == "transferred" and transfer is None:
                 raise ConfigError(f"analyses.{name} runs at stage 'transferred', but {where} declares no transfer: "
                                   f"add a [transfer] table with kind = one of {', '.join(registry.names('transfer'))}")
-    if transfer is not None and not any("transferred" in entry_stages(e) for e in scenario.cell_analyses):
+    if transfer is not None and not any("transferred" in entry_stages(e) for e in cell.analyses):
         raise ConfigError(f"[transfer] ({transfer.kind}) of {where} is never analysed: add \"transferred\" to the "
                           "stages of an analysis, or remove [transfer]")
 
 
-def _check_transfers(scenario: "Scenario", config: dict, transfer: Transfer | None, cell: "Cell") -> None:
+def _check_transfers(config: dict, transfer: Transfer | None, cell: "Cell") -> None:
     """**Enforces** "a stage after a transfer the cell's model cannot take fails before any work":
     the ``isolate`` transfer for ``isolated`` (a unit with isolated neurons) and the cell's
     ``[transfer]`` for ``transferred`` are applied to the cell's model built abstractly
     ([`dynlab.transfer.Transfer.check`][])."""
-    stages = {s for e in scenario.cell_analyses for s in e.get("stages", ())}
+    stages = {s for e in cell.analyses for s in e.get("stages", ())}
     for stage, declared in (("isolated", ISOLATED), ("transferred", transfer)):
         if stage in stages and declared is not None:
             try:
@@ -742,6 +795,8 @@ def parse(doc: dict, source: str = "<dict>", preset: str = DEFAULT_PRESET) -> Sc
         names = [a.name for a in axes]
         if len(set(names)) != len(names):
             raise ConfigError(f"sweep axes must have distinct names, got {names}")
+        for entry in analyses:
+            _check_where(entry, axis_coordinates(axes))
         claims = parse_claims(doc.get("claims"))
         scenario = Scenario(name, description, base, analyses, axes, source, vmap_seeds, claims)
         check_cells(scenario)
@@ -756,8 +811,7 @@ def claim_coordinates(scenario: Scenario) -> dict[str, dict[str, list | None]]:
     """What the scenario's claims can select from: the sweep's dataset (its axes with their values,
     and ``stage`` when an analysis names stages) and each analysis across cells (``run``,
     ``run_b``, ``group`` and each swept key along ``run``)."""
-    sweep = {a.name: (next(iter(a.values.values())) if len(a.values) == 1 else list(range(a.size)))
-             for a in scenario.axes}
+    sweep = axis_coordinates(scenario.axes)
     stages = sorted({s for e in scenario.cell_analyses if "stages" in e for s in entry_stages(e)}, key=stage_order)
     if stages:
         sweep["stage"] = stages
@@ -792,7 +846,7 @@ def check_cells(scenario: Scenario) -> None:
             options = {**registry.defaults(fn, exclude=("model", "rules", "key", "self")),
                        **parse_groups(fn, _cell_seed({k: v for k, v in entry.items() if k not in ENTRY_KEYS}), where)}
             options.pop("task", None)
-            hooks.append((entry["name"], hook, options))
+            hooks.append((entry, hook, options))
     checked, built = set(), set()
     for cell in scenario.cells:  # every combination must be a valid config
         try:
@@ -800,23 +854,27 @@ def check_cells(scenario: Scenario) -> None:
         except ConfigError as e:
             raise ConfigError(f"{e}{_cell_label(cell)}") from None
         config, trains = without_training(config)
-        unseeded = cfgmod.dumps({**{k: v for k, v in cell.config.items() if k != "seed"}, "trains": trains})
-        _check_cell_stages(scenario, config, trains, transfer, cell)
+        analyses = {str(i): a for i, a in enumerate(cell.analyses)}  # a where may select by any axis
+        unseeded = cfgmod.dumps({**{k: v for k, v in cell.config.items() if k != "seed"}, "trains": trains,
+                                 "analyses": analyses})
+        _check_cell_stages(config, trains, transfer, cell)
         if unseeded in built:  # the seed changes values, not shapes: its range is all there is to check
             experiment.validate(config)
         else:
             built.add(unseeded)
             experiment.check(config, training=trains)
-            _check_transfers(scenario, config, transfer, cell)
-        _check_rules(scenario, config, cell)
-        structure = cfgmod.dumps({"model": config.get("model", {}), "task": config.get("task", {})})
-        if not hooks or structure in checked:
+            _check_transfers(config, transfer, cell)
+        _check_rules(config, cell)
+        own = [(entry["name"], hook, options) for entry, hook, options in hooks if entry in cell.analyses]
+        structure = cfgmod.dumps({"model": config.get("model", {}), "task": config.get("task", {}),
+                                  "hooks": [name for name, _, _ in own]})
+        if not own or structure in checked:
             continue
         checked.add(structure)
 
-        def run_hooks(config=config, cell=cell):
+        def run_hooks(config=config, cell=cell, own=own):
             model = experiment.build(config).model
-            for name, hook, options in hooks:
+            for name, hook, options in own:
                 try:
                     hook(model, **options)
                 except ConfigError as e:
@@ -826,10 +884,10 @@ def check_cells(scenario: Scenario) -> None:
     _check_across(scenario)
 
 
-def _check_rules(scenario: Scenario, config: dict, cell: Cell) -> None:
+def _check_rules(config: dict, cell: Cell) -> None:
     """**Enforces** "an analysis of the cell's rules (``grad-compare``) has two or more to compare"
     before any work: the cell's ``[rule]`` names several ([`dynlab.experiment.rule_names`][])."""
-    for entry in scenario.cell_analyses:
+    for entry in cell.analyses:
         names = experiment.rule_names(config.get("rule", {}))
         if takes_rules(entry) and len(names) < 2:
             raise ConfigError(f"analyses.{entry['name']} compares the cell's rules, but [rule]{_cell_label(cell)} "
@@ -839,18 +897,20 @@ def _check_rules(scenario: Scenario, config: dict, cell: Cell) -> None:
 def _check_across(scenario: Scenario) -> None:
     """Every analysis of several runs (``dsa``) against the cells it will compare, before any work.
 
-    Enforces: such an analysis runs across the cells' trained models, so every cell trains
+    Enforces: such an analysis runs across the trained models of the cells it selects
+    ([`entry_selects`][]), so every one of them trains
     (``train.steps`` > 0) and its ``check(configs, names, **options)`` hook (defaults filled in,
     ``task = "train"`` meaning the cells' common task) accepts the cells' configs: at least two
     cells, one task to drive them, options that task allows.
     """
     if not scenario.across:
         return
-    cells = scenario.cells
-    configs = [experiment.validate(without_training(cell_transfer(c.config)[0])[0]) for c in cells]
-    names = [cell_name(c) or "(the only cell)" for c in cells]
+    every = scenario.cells
     for entry in scenario.across:
         name = entry["name"]
+        cells = [c for c in every if entry_selects(entry, c.coords)]
+        configs = [experiment.validate(without_training(cell_transfer(c.config)[0])[0]) for c in cells]
+        names = [cell_name(c) or "(the only cell)" for c in cells]
         untrained = [n for c, n in zip(cells, names) if not without_training(c.config)[1]]
         if untrained:
             raise ConfigError(f"analyses.{name} compares the cells' trained models, but cell {untrained[0]} has "
@@ -892,8 +952,8 @@ def builtin_names() -> dict[str, Path]:
 
 
 def load(name_or_file: str, *, preset: str | None = None, sets=()) -> Scenario | Program:
-    """A built-in scenario by name, or a scenario file by path; at ``preset`` (programmed scenarios:
-    ``[presets.NAME]`` over ``[params]``), then the ``--set`` overrides ``sets``."""
+    """A built-in scenario by name, or a scenario file by path; at ``preset`` ([`apply_preset`][]),
+    then the ``--set`` overrides ``sets``."""
     path = Path(name_or_file)
     builtin = builtin_names()
     if not path.is_file():

@@ -286,14 +286,16 @@ def judge_claims(scenario: Scenario, out_dir: Path, merged: xr.Dataset) -> xr.Da
 
 
 def _groups(cells: list[Cell], vmap_seeds: bool) -> list[list[Cell]]:
-    """Cells to run together: with ``vmap_seeds``, those whose configs differ only in ``seed``."""
+    """Cells to run together: with ``vmap_seeds``, those whose configs differ only in ``seed`` (and
+    which run the same analyses)."""
     if not vmap_seeds:
         return [[c] for c in cells]
     from dynlab.config import dumps
 
     groups: dict[str, list[Cell]] = {}
     for c in cells:
-        groups.setdefault(dumps({**c.config, "seed": 0}), []).append(c)
+        groups.setdefault(dumps({**c.config, "seed": 0, "analyses": {str(i): a for i, a in enumerate(c.analyses)}}),
+                          []).append(c)
     return list(groups.values())
 
 
@@ -301,12 +303,17 @@ def _nan_like(ds: xr.Dataset) -> xr.Dataset:
     return ds.map(lambda v: xr.full_like(v, np.nan, dtype=float) if v.dtype.kind in "fiub" else v)
 
 
-def _result_status(info: dict | None, names: list[str]) -> tuple[list[str], list[str]]:
-    """Each result's status and message from a cell's marker (``missing`` for a cell without one)."""
+NOT_SELECTED = "n/a"
+"""The status of a result in a cell its analysis's ``where`` does not select."""
+
+
+def _result_status(info: dict | None, names: list[str], own: set[str]) -> tuple[list[str], list[str]]:
+    """Each result's status and message from a cell's marker (``missing`` for a cell without one;
+    [`NOT_SELECTED`][] for a result not among the cell's ``own``)."""
     if info is None:
-        return ["missing"] * len(names), [""] * len(names)
+        return [NOT_SELECTED if n not in own else "missing" for n in names], [""] * len(names)
     results = info["results"]
-    return ([results.get(n, {}).get("status", "missing") for n in names],
+    return ([NOT_SELECTED if n not in own else results.get(n, {}).get("status", "missing") for n in names],
             [results.get(n, {}).get("message", "") for n in names])
 
 
@@ -334,7 +341,8 @@ def merge(scenario: Scenario, out_dir: Path, infos: list[dict | None] | None = N
         if lacking:
             ds = xr.merge([ds, template[lacking]], join="outer", compat="override", combine_attrs="drop")
         status = "missing" if info is None else info["status"]
-        result_status, result_message = _result_status(info, names)
+        own = {"train", *(result for a in cell.analyses for result, _ in results_of(a))}
+        result_status, result_message = _result_status(info, names, own)
         ds = ds.assign(status=((), status), message=((), "" if info is None else info["message"]),
                        result_status=("result", result_status), result_message=("result", result_message))
         ds = ds.assign_coords(result=("result", names))
@@ -355,7 +363,8 @@ def merge(scenario: Scenario, out_dir: Path, infos: list[dict | None] | None = N
     else:
         merged = per_cell[0]
     merged["status"].attrs["long_name"] = "cell status: ok, diverged, failed or missing"
-    merged["result_status"].attrs["long_name"] = "status of each result of a cell: ok, diverged, failed, skipped or missing"
+    merged["result_status"].attrs["long_name"] = ("status of each result of a cell: ok, diverged, failed, skipped, "
+                                                  "missing or n/a (an analysis whose where leaves the cell out)")
     return stamp(merged, analysis="sweep", config=dict(
         scenario=scenario.name,
         description=scenario.description,

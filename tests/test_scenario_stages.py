@@ -126,6 +126,23 @@ def test_an_unquoted_dotted_sweep_key_in_a_file_is_one_axis(tmp_path, sweep_file
     assert spec.load(str(unquoted)).digest == spec.load(sweep_file).digest
 
 
+def test_a_sweeps_preset_is_the_same_as_its_overrides(tmp_path):
+    """``[presets.NAME]`` of a sweep holds ``--set`` keys as TOML dotted keys: loading at the preset
+    is loading with those ``--set`` assignments (one axis replaced, the others kept)."""
+    path = tmp_path / "p.toml"
+    preset = ('[presets.full]\ndescription = "more"\ntrain.steps = 20\nsweep.seed = [0, 1]\n'
+              'sweep."model.hidden" = [8]\n')
+    path.write_text(f'name = "s"\n{TINY_CELL}[sweep]\n{SWEEP}{preset}')
+    at_preset = spec.load(str(path), preset="full")
+    by_sets = spec.load(str(path), sets=["train.steps=20", "sweep.seed=[0, 1]", 'sweep."model.hidden"=[8]'])
+    assert at_preset.digest == by_sets.digest != spec.load(str(path)).digest
+    assert axes(at_preset) == {**axes(spec.load(str(path))), "seed": {"seed": [0, 1]},
+                               "model.hidden": {"model.hidden": [8]}}
+    assert {c.config["train"]["steps"] for c in at_preset.cells} == {20}
+    with pytest.raises(ConfigError, match="no preset 'paper'; presets: laptop, full"):
+        spec.load(str(path), preset="paper")
+
+
 @pytest.mark.parametrize("assignment", ['sweep."model.hidden=[8]', 'sweep."model hidden"=[8]', "sweep..seed=[0]"])
 def test_a_malformed_set_key_is_one_line(tmp_path, sweep_file, assignment):
     with pytest.raises(ConfigError, match="malformed --set"):

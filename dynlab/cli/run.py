@@ -121,8 +121,8 @@ _SWEEP_OPTIONS = [
                  help="Continue the sweep in --out (the same scenario only): finished cells are skipped."),
     click.option("--retry-failed", is_flag=True, help="With --resume, also recompute failed cells."),
     click.option("--preset", metavar="NAME", default=None,
-                 help="A programmed scenario's preset: 'laptop' (default, its [params] as written) or one of its "
-                      "[presets.NAME], e.g. 'paper' (the paper's sizes, for a GPU); see 'dynlab reproduce --list'."),
+                 help="The scenario's preset: 'laptop' (default, the file as written) or one of its [presets.NAME], "
+                      "e.g. 'paper' (the paper's sizes, for a GPU; see 'dynlab reproduce --list') or 'full'."),
     click.option("-q", "--quiet", is_flag=True, help="No progress bar."),
     data_dir_option,
 ]
