@@ -45,20 +45,16 @@ import argparse
 import copy
 import resource
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from dynlab import experiment
-from dynlab.analyses.fixed_points import fixed_points_from_visited, integration_modes, principal_components
-from dynlab.analyses.state_map import state_map
+from dynlab.analyses.fixed_points import principal_components
+from dynlab.analyses.fixed_points.context import slow_modes
 from dynlab.tasks.cognitive.context_integration import MANTE_2013
 from dynlab.train import train
 
-STREAMS = {"stream 1": (1, 2), "stream 2": (3, 4)}
-"""Each stream's two input channels (the task's inputs: fixation, stream 1's two, stream 2's two, two cues)."""
-CUES = (5, 6)
-"""The context cue channels: cue ``c`` says stream ``c + 1`` is reported."""
+STREAMS = ("stream 1", "stream 2")
+"""The evidence streams by their names in the `context-modes` datasets."""
 
 
 def config(seed=0, *, dt=None, hidden=None, steps=None, sigma=None):
@@ -78,42 +74,11 @@ def config(seed=0, *, dt=None, hidden=None, steps=None, sigma=None):
     return cfg
 
 
-def context_modes(model, task, *, trials=256, ics=64, q_max=1e-4, seed=0):
-    """Per context (0, 1): the slow points at its cue with zero evidence and their modes, as
-    ``{context: (fixed-points dataset, integration_modes dataset)}``, and the read-out's choice axis."""
-    smap = state_map(model)
-    x, _, _ = task.batch(jax.random.key(seed + 1), trials, split="test")
-    states = np.asarray(jax.vmap(model.trajectory)(x)[1][0])           # [B, T, N]: the one layer's states
-    x = np.asarray(x)
-    stimulus = np.abs(x[..., [c for pair in STREAMS.values() for c in pair]]).sum(-1) > 0
-    w = np.asarray(model.readout.weight)
-    choice_axis = w[2] - w[1]                                          # classes 1, 2: the two sides
-    zero = jnp.asarray(0.0)
-    out = {}
-    for context, cue in enumerate(CUES):
-        rows = x[:, :, cue].max(axis=1) > 0
-        visited = states[rows][stimulus[rows]]
-        u = np.zeros(task.input_size, np.float32)
-        u[[c for pair in STREAMS.values() for c in pair]] = 0.5
-        u[cue] = 1.0
-        u = (jnp.asarray(u), zero)
-        ds = fixed_points_from_visited(smap.step, jnp.asarray(visited), u, ics=ics, q_max=q_max, seed=seed)
-        evidence = {}
-        for name, (a, b) in STREAMS.items():
-            d = np.zeros(task.input_size, np.float32)
-            d[a], d[b] = 1.0, -1.0
-            evidence[name] = (jnp.asarray(d), zero)
-        modes = integration_modes(smap.step, jnp.asarray(ds.points.values, jnp.float32), u, inputs=evidence,
-                                  readout=choice_axis)
-        out[context] = ds, modes
-    return out, choice_axis
-
-
 def summary(points, modes, context, dt, w):
     """The medians over a context's slow points (`points` `[P, N]`, their `modes`): the numbers the
     acceptance reads, and the slow points' own direction (their first principal axis, the line)
     against the read-out's choice axis `w`."""
-    cued, other = list(STREAMS)[context], list(STREAMS)[1 - context]
+    cued, other = STREAMS[context], STREAMS[1 - context]
     mu = float(np.median(modes.mu_abs))
     line = principal_components(points, 1)[1][0] if len(points) > 1 else np.full(len(w), np.nan)
     return {
@@ -155,7 +120,7 @@ def run(seed=0, *, dt=None, hidden=None, steps=None, sigma=None, ics=64, q_max=1
     result = train(exp)
     trained = cpu()
     accuracy = float(result.metrics["eval_accuracy"].values[-1])
-    found, w = context_modes(result.model, exp.task, ics=ics, q_max=q_max, seed=seed)
+    found, w = slow_modes(result.model, exp.task, ics=ics, q_max=q_max, seed=seed)
     summaries = {c: summary(ds.points.values, modes, c, exp.task.periods.dt, w) for c, (ds, modes) in found.items()}
     return accuracy, summaries, (trained - start, cpu() - trained)
 
@@ -175,7 +140,7 @@ def main():
     print(f"held-out decision accuracy {accuracy:.4f} (chance 0.5; ignoring the cue: at most 0.75); "
           f"CPU time: training {t_train:.0f} s, slow points {t_fp:.0f} s")
     for context, s in summaries.items():
-        cued = list(STREAMS)[context]
+        cued = STREAMS[context]
         print(f"context {context} (cue: {cued}): {s['points']} slow points; |mu_1| median {s['mu1']:.3f} "
               f"[{s['mu1_range'][0]:.3f}, {s['mu1_range'][1]:.3f}], |Im| <= {s['mu1_imag']:.3f}, memory "
               f"{s['tau_ms']:.0f} ms (stimulus 750 ms); next mode |mu_2| median {s['mu2']:.3f}, "

@@ -4,7 +4,9 @@ they likely missed ([`coverage`][dynlab.analyses.fixed_points.coverage]), the re
 ([`reading`][dynlab.analyses.fixed_points.reading]), its application to dynlab models, registered as the
 analysis ``fixed-points`` ([`model`][dynlab.analyses.fixed_points.model]), its figure and
 summary ([`figure`][dynlab.analyses.fixed_points.figure]), and the integrating mode of slow points:
-what a line attractor integrates ([`integration`][dynlab.analyses.fixed_points.integration])."""
+what a line attractor integrates ([`integration`][dynlab.analyses.fixed_points.integration]), read in
+each context of a network trained on context-dependent integration, registered as ``context-modes``
+([`context`][dynlab.analyses.fixed_points.context])."""
 
 from dynlab.analyses.fixed_points.core import (
     STABILITY_CLASSES,
@@ -18,6 +20,7 @@ from dynlab.analyses.fixed_points.core import (
     stability,
     unique_points,
 )
+from dynlab.analyses.fixed_points.context import choice_axis, context_modes
 from dynlab.analyses.fixed_points.coverage import initial_states, unseen_points
 from dynlab.analyses.fixed_points.figure import fixed_points_figure, fixed_points_summary
 from dynlab.analyses.fixed_points.integration import integration_modes
@@ -28,6 +31,8 @@ __all__ = [
     "STABILITY_CLASSES",
     "SpeedMinima",
     "check_fixed_points",
+    "choice_axis",
+    "context_modes",
     "discarded_minimum",
     "fixed_points",
     "fixed_points_analysis",

@@ -65,6 +65,10 @@ class ContextIntegrationTask(TrialTask):
     """Context-dependent integration; see the module docstring."""
 
     cohs: tuple[float, ...]
+    streams = ((1, 2), (3, 4))
+    """Each evidence stream's two input channels (its "left" and "right"), as the module docstring orders the inputs."""
+    cues = (5, 6)
+    """The context channels: cue ``c`` says stream ``c + 1`` is the one to report."""
 
     def __init__(self, *, dt: float = 100.0, timing: dict | None = None, cohs=COHERENCES, sigma: float = 1.0,
                  score_fixation: bool = False):
