@@ -156,7 +156,7 @@ def generic(ds: xr.Dataset, *, max_panels: int = 6):
 KEY_LABELS = {
     "model.hidden": "hidden units", "model.layers": "layers", "model.depth": "depth", "model.width": "width",
     "train.lr": "lr", "train.warmup": "warmup", "train.steps": "training steps", "train.batch_size": "batch size",
-    "task.length": "sequence length T", "seed": "seed",
+    "task.length": "sequence length T", "seed": "seed", "rule.name": "rule", "model.unit": "unit",
 }
 """Readable names of common config keys on a sweep figure's axes and legends; any other key is
 shown by its last part (``"model.n_g"`` -> ``"n g"``)."""
@@ -251,15 +251,21 @@ def result_ok(ds: xr.Dataset, name: str):
 def _sweep_panels(ds: xr.Dataset, cell_dims: list[str]) -> list[tuple[str, xr.DataArray]]:
     """(label, values over the cell dims) of each headline number: every held-out training curve's
     last finite value, every analysis's largest-value mean, the number of fixed points, the cosine
-    of a cell's rules' gradients; a variable equal to one already shown (``eval_loss`` and
+    of a cell's rules' gradients, and the variables each analysis registered as its ``headline``
+    ([`dynlab.registry.Entry`][]); a variable equal to one already shown (``eval_loss`` and
     ``eval_mse`` under an MSE loss) is named beside it, not drawn twice."""
     import numpy as np
 
+    from dynlab import registry
+
+    headline = {f"{e.name}_{v}": label for e in registry.entries("analysis") for v, label in e.headline}
     candidates: list[tuple[str, str, xr.DataArray]] = []
     for v in ds.data_vars:
         name, da = str(v), ds[v]
         extra = [d for d in da.dims if d not in cell_dims]
-        if name.startswith("train_eval_") and len(extra) == 1:
+        if name in headline and extra in ([], ["stage"]):
+            label = headline[name]
+        elif name.startswith("train_eval_") and len(extra) == 1:
             label = f"held-out {name[len('train_eval_'):].replace('_', ' ')} after training"
             da = last_finite(da, extra[0])
         elif name.endswith("_largest_mean") and extra in ([], ["stage"]):
@@ -329,13 +335,13 @@ def sweep(ds: xr.Dataset):
             sel = da.isel(dict(zip(line_dims, combo)))
             values = np.asarray(sel.transpose(*([x] if x else []), *(["seed"] if "seed" in sel.dims else [])).values,
                                 float).reshape(xpos.size, -1)
-            colour = f"C{k % 10}"
+            colour, marker = f"C{k % 10}", "osD^v"[k // 10 % 5]  # more than 10 lines: another marker
             name = ", ".join(axis_value_label(ds, d, i) for d, i in zip(line_dims, combo)) or None
             with warnings.catch_warnings():  # a column of cells that are all not ok: NaN, silently
                 warnings.simplefilter("ignore", RuntimeWarning)
                 mean = np.nanmean(values, axis=1)
-            ax.plot(xpos, mean, "o" if xticks is not None else "o-", ms=4 if xticks is None else 6, color=colour,
-                    label=name)  # no line joins categories (a zipped axis, "all cells")
+            ax.plot(xpos, mean, marker if xticks is not None else marker + "-", ms=4 if xticks is None else 6,
+                    color=colour, label=name)  # no line joins categories (a zipped axis, "all cells")
             if values.shape[1] > 1:
                 ax.plot(np.repeat(xpos, values.shape[1]), values.ravel(), ".", ms=5, alpha=0.35, color=colour)
         if xticks is not None:
@@ -355,7 +361,9 @@ def sweep(ds: xr.Dataset):
     seeds = (f"lines: mean over {n_seeds} seeds, dots: each seed" if n_seeds > 1 else "one seed per cell")
     title = f"sweep {ds.attrs.get('scenario', '')}: {ds.attrs.get('n_ok', '?')}/{ds.attrs.get('n_cells', '?')} cells ok; {seeds}"
     if ds.attrs.get("description"):
-        title = f"{without_paths(str(ds.attrs['description']))}\n{title}"
+        import textwrap
+
+        title = "\n".join([*textwrap.wrap(without_paths(str(ds.attrs["description"])), 40 * ncols), title])
     fig.suptitle(title, fontsize=9)
     return fig
 

@@ -68,6 +68,9 @@ class Entry:
     ``finite`` (analyses) names the result variables that must hold finite numbers: the command
     line prints the summary, keeps the dataset and then exits with
     [`NonFiniteResult`][dynlab.errors.NonFiniteResult] when one does not.
+
+    ``headline`` (analyses) names the per-cell scalars a sweep's figure draws, one panel each, as
+    ``(variable, label)`` pairs ([`dynlab.figures.sweep`][]): what a reader compares across cells.
     """
 
     kind: str
@@ -79,6 +82,7 @@ class Entry:
     claims: Callable | None = None
     takes: str = "model"
     finite: tuple[str, ...] = ()
+    headline: tuple[tuple[str, str], ...] = ()
 
 
 _REGISTRY: dict[str, dict[str, Entry]] = {kind: {} for kind in KINDS}
@@ -130,12 +134,12 @@ ANALYSIS_TAKES = ("model", "runs", "rules")
 
 def register(kind: str, name: str, description: str | None = None, *, figure: Callable | None = None,
              summary: Callable | None = None, claims: Callable | None = None, takes: str = "model",
-             finite: tuple[str, ...] = ()) -> Callable:
+             finite: tuple[str, ...] = (), headline: tuple[tuple[str, str], ...] = ()) -> Callable:
     """Decorator registering ``obj`` under ``kind``/``name``.
 
     The description defaults to the first line of the object's docstring. ``figure`` and
-    ``summary`` (analyses and programs), ``claims`` (programs), ``takes`` and ``finite``
-    (analyses) are described on [`Entry`][]. An analysis is checked here, once: every parameter
+    ``summary`` (analyses and programs), ``claims`` (programs), ``takes``, ``finite`` and
+    ``headline`` (analyses) are described on [`Entry`][]. An analysis is checked here, once: every parameter
     without a default must be one the command line and a scenario can give
     ([`check_analysis_signature`][]).
     """
@@ -152,7 +156,8 @@ def register(kind: str, name: str, description: str | None = None, *, figure: Ca
         text = doc if isinstance(doc, str) else (doc[0] if doc else "")
         if kind == "analysis":
             check_analysis_signature(name, obj, takes)
-        _REGISTRY[kind][name] = Entry(kind, name, obj, text, figure, summary, claims, takes, tuple(finite))
+        _REGISTRY[kind][name] = Entry(kind, name, obj, text, figure, summary, claims, takes, tuple(finite),
+                                      tuple(headline))
         return obj
 
     return decorate

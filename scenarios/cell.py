@@ -36,6 +36,7 @@ import time
 import traceback
 from pathlib import Path
 
+import numpy as np
 import xarray as xr
 
 from dynlab import config as cfgmod
@@ -346,7 +347,8 @@ def cell_summary(cell_dir: Path, analyses: tuple[dict, ...]) -> xr.Dataset:
     """The cell's results as one dataset, each variable and dim prefixed by where it came from.
 
     ``train_*`` holds the training curves (dims ``train_step``, ``train_eval_step``); each
-    analysis ``A`` contributes ``A_<variable>`` over dims ``A_<dim>``. An analysis whose entry
+    analysis ``A`` contributes ``A_<variable>`` over dims ``A_<dim>`` (a dim without a coordinate
+    numbered 0, 1, …, so that results of different lengths across cells merge, padded with NaN). An analysis whose entry
     names its ``stages`` contributes its results of every stage stacked along a ``stage`` dim
     (a stage whose result is missing is NaN there).
     """
@@ -356,7 +358,9 @@ def cell_summary(cell_dir: Path, analyses: tuple[dict, ...]) -> xr.Dataset:
         ds = xr.load_dataset(path, engine="h5netcdf").drop_encoding()
         bare_dims = {d: f"{prefix}_{d}" for d in ds.dims if d not in ds.variables}
         names = {n: f"{prefix}_{n}" for n in list(ds.variables)}
-        return ds.rename_dims(bare_dims).rename(names).drop_attrs()
+        ds = ds.rename_dims(bare_dims).rename(names).drop_attrs()
+        # numbered, so that cells whose results differ in length along them (points found) merge, padded with NaN
+        return ds.assign_coords({d: np.arange(ds.sizes[d]) for d in bare_dims.values()})
 
     parts = [p for p in [load(cell_dir / store.METRICS, "train")] if p is not None]
     for entry in analyses:

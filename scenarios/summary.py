@@ -107,12 +107,41 @@ def sweep_summary(merged: xr.Dataset) -> str:
             keys.append(f"{c} = " + ", ".join(f"{v:g}" if isinstance(v, (int, float)) else str(v)
                                                for v in merged[c].values.tolist()) + f" along {d}")
     rows = [[label, *(over_seeds(da.sel(c).values) for c in shown)] for label, da in variables.items()]
+    rows = [r for r in rows if any(v != "—" for v in r[1:])]  # a result none of these cells has (a where)
     n_seeds = merged.sizes.get("seed", 1) if "seed" in cell_dims else 1
     title = (f"results ({'mean ± 95% CI over ' + str(n_seeds) + ' seeds' if n_seeds > 1 else 'one seed per cell'}; "
              f"results not ok left out):")
     more = f"\n… {len(combos) - len(shown)} more combinations in sweep.nc" if len(combos) > len(shown) else ""
     zipped = "".join(f"\n{k}" for k in keys)
-    return f"{title}\n{text_table(header, rows, max_rows=None)}{more}{zipped}"
+    table = f"{title}\n{text_table(header, rows, max_rows=None)}{more}{zipped}"
+    return table if len(combos) <= len(shown) else f"{table}\n{headline_lines(merged, combos, ok)}"
+
+
+MAX_HEADLINE_LINES = 60
+"""Combinations whose headline scores [`headline_lines`][] prints one by one."""
+
+
+def headline_lines(merged: xr.Dataset, combos: list[dict], ok) -> str:
+    """Every combination of the sweep axes but the seed on one line each, with the scores its
+    analyses registered as ``headline`` ([`dynlab.registry.Entry`][]) that it has (mean ± 95%
+    interval over the seeds): what a study of many cells compares, when its table shows the first
+    few combinations only."""
+    from dynlab import registry
+    from dynlab.figures import format_value
+
+    headline = [(f"{e.name}_{v}", label) for e in registry.entries("analysis") for v, label in e.headline
+                if f"{e.name}_{v}" in merged and set(merged[f"{e.name}_{v}"].dims) <= set(merged["status"].dims)]
+    if not headline:
+        return ""
+    lines = ["headline scores by cell (mean ± 95% CI over the seeds):"]
+    for c in combos[:MAX_HEADLINE_LINES]:
+        scores = [(label, over_seeds(merged[name].where(ok(name, merged[name])).sel(c).values)) for name, label in headline]
+        scores = [f"{label} {text}" for label, text in scores if text != "—"]
+        if scores:
+            lines.append(", ".join(f"{d}={format_value(v)}" for d, v in c.items()) + ": " + "; ".join(scores))
+    if len(combos) > MAX_HEADLINE_LINES:
+        lines.append(f"… {len(combos) - MAX_HEADLINE_LINES} more combinations in sweep.nc")
+    return "\n".join(lines)
 
 
 MAX_FAILURE_LINES = 20

@@ -102,7 +102,7 @@ def test_unit_sweep_finishes_with_figures_fixed_point_counts_and_dsa_across_cell
     from dynlab import figures
 
     assert [label for label, _ in figures._sweep_panels(ds, ["model.unit", "seed"])][1:] == [
-        "largest Lyapunov exponent λ₁", "fixed points found (fixed-points)"]
+        "largest Lyapunov exponent λ₁", "fixed points found (fixed-points) (= stable fixed points)"]  # every point stable
 
 
 def test_resume_of_the_finished_unit_sweep_merges_again_and_recomputes_nothing(units, tmp_path):

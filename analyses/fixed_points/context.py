@@ -155,7 +155,9 @@ def slow_modes(model, task, *, trials: int = 256, ics: int = 64, q_max: float = 
 
 @register("analysis", "context-modes", "Mante et al. 2013: per context, the slow points' slowest mode |mu_1|, "
           "its alignment with the choice axis and which stream it integrates", figure=context_modes_figure,
-          summary=context_modes_summary)
+          summary=context_modes_summary,
+          headline=(("mu1_farthest", "slowest mode |μ₁| (the context farther from 1)"),
+                    ("selection_ratio_min", "cued / other stream integrated (the lower context)")))
 def context_modes(model, *, task="context-integration", trials: Count = 256, ics: Count = 64, q_max: float = 1e-4,
                   seed: int = 0) -> xr.Dataset:
     r"""Per context, the slow points at the cue with zero evidence and their integrating modes (module docstring).
@@ -167,7 +169,7 @@ def context_modes(model, *, task="context-integration", trials: Count = 256, ics
         q_max: the largest speed $q = \frac12\lVert F(h) - h\rVert^2$ of a slow point kept.
         seed: the trials and the searches.
 
-    **Returns:** dims ``context``, ``point`` (each context's points, padded with NaN), ``input``
+    **Returns:** dims ``context``, ``point`` (numbered 0, 1, …: each context's points, padded with NaN), ``input``
     (``stream 1``, ``stream 2``): ``point_mu_abs``, ``point_readout_cos``, ``point_selection``
     and ``point_input_gain`` per point; per context the medians ``mu1_abs``, ``readout_cos``,
     ``selection_cued``, ``selection_other``, their ratio ``selection_ratio`` and ``n_slow``; and
@@ -177,7 +179,7 @@ def context_modes(model, *, task="context-integration", trials: Count = 256, ics
     found, _ = slow_modes(model, task, trials=trials, ics=ics, q_max=q_max, seed=seed)
     modes = [found[c][1] for c in CONTEXTS]
     per_point = xr.concat([m[["mu_abs", "readout_cos", "selection", "input_gain"]].assign_coords(
-        point=np.arange(m.sizes["point"])) for m in modes], dim="context", join="outer").drop_vars("point")
+        point=np.arange(m.sizes["point"])) for m in modes], dim="context", join="outer")
     ds = xr.Dataset({f"point_{k}": v for k, v in per_point.data_vars.items()} | _summary_vars(modes),
                     coords={"context": list(CONTEXTS)})
     return stamp(ds, analysis="context-modes", config={"trials": trials, "ics": ics, "q_max": q_max, "seed": seed})

@@ -113,6 +113,7 @@ def check_fixed_points(model, *, steps: int, burn_in: int, ics: int, at: str = "
     "fixed and slow points of the state map (speed minimisation from visited states), Jacobian spectra, stability",
     figure=fixed_points_figure,
     summary=fixed_points_summary,
+    headline=(("n_points_stable", "stable fixed points"),),
 )
 def fixed_points_analysis(
     model,

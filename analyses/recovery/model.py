@@ -57,7 +57,11 @@ def _task_name(task, teacher) -> str:
 
 
 @register("analysis", "recovery", "recovery of a teacher's dynamics by its student: DSA vs the teacher's null, "
-          "fixed points, Lyapunov spectrum, held-out state R^2", figure=recovery_figure, summary=recovery_summary)
+          "fixed points, Lyapunov spectrum, held-out state R^2", figure=recovery_figure, summary=recovery_summary,
+          headline=(("dsa_distance", "DSA distance to the teacher (rad)"),
+                    ("fp_recovered_fraction", "teacher's fixed points recovered"),
+                    ("lambda1_student", "student's λ₁"),
+                    ("r2", "held-out R² of the teacher's latents")))
 def recovery_analysis(model, *, task="train", trials: int = 8, burn_in: int = 0, ics: int = 64, realisations: int = 5,
                       steps: int = 2000, lyapunov_burn_in: int = 200, null_draws: int = 40, pcs: int = 8,
                       n_delays: int = 10, rank: int = 6, match_tol: float = 0.05, held_out: float = 0.5,
