@@ -28,12 +28,15 @@ worker at a known moment (`_test_hook`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import os
 import shutil
+import sys
 import time
 import traceback
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -276,6 +279,24 @@ def _steps(analyses: tuple[dict, ...]) -> list[int]:
     return sorted({stage_step(s) for e in analyses for s in entry_stages(e) if stage_step(s) is not None})
 
 
+@contextlib.contextmanager
+def _one_line_warnings():
+    """Warnings met while cells compute, printed as ``warning: MESSAGE`` on one line of stderr, as
+    the command line prints its own: a Dask worker process does not go through the command's
+    handler, and would print Python's two lines of file, line and source."""
+    shown = warnings.showwarning
+
+    def line(message, category, filename, lineno, file=None, text=None):
+        print(f"warning: {' '.join(str(message).split())}", file=sys.stderr)
+
+    warnings.showwarning = line
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
+
+
+@_one_line_warnings()
 def run_cell(cell_dir: str | Path, config: dict, analyses: tuple[dict, ...], stop_file: str | None = None) -> dict:
     """Compute one cell into ``cell_dir`` (emptied first); return its marker dict.
 
@@ -307,6 +328,7 @@ def run_cell(cell_dir: str | Path, config: dict, analyses: tuple[dict, ...], sto
     return _finish(cell_dir, exp, analyses, status, message, stop_file, initial, snapshots, transfer)
 
 
+@_one_line_warnings()
 def run_cells_vmapped(cell_dirs: list, configs: list[dict], analyses: tuple[dict, ...],
                       stop_file: str | None = None) -> list[dict]:
     """Cells that differ only in seed, trained as one ``jax.vmap``-ed run ([`dynlab.train.train_seeds`][]).
