@@ -47,7 +47,7 @@ import contextlib
 import dataclasses
 import re
 import time
-from typing import Annotated, Any, Callable, Literal
+from typing import Annotated, Any, Callable, Literal, get_type_hints
 
 import equinox as eqx
 import jax
@@ -61,6 +61,7 @@ from dynlab import budget, ffmodels, registry, train
 from dynlab.rules import pc_closed_form as cf
 from dynlab.config import Count, Flag, Range, number_list
 from dynlab.errors import ConfigError, require_positive
+from dynlab.option_groups import OptionGroup, legacy_keywords
 from dynlab.analyses import pc_bp_figures
 from dynlab.provenance import stamp
 from dynlab.registry import register
@@ -89,18 +90,112 @@ def cosine(g1, g2, eps: float = COSINE_EPS) -> jax.Array:
     return jnp.where(na * nb > eps, dot / jnp.maximum(na * nb, eps), 0.0)
 
 
-INFERENCE_KEYS = {"energy": "closed-form", "inference": "discrete", "activity_optimizer": "sgd", "beta": 0.3,
-                  "inference_steps": 500, "atol": 0.0, "rtol": 1e-4, "ftol": None, "patience": None,
-                  "smoothing": None, "smoothing_x64": False}
-"""The spelled keys (CLI, TOML, ``**options``) that [`CompareConfig.from_options`][] turns into
-the one ``inference`` value, with their defaults."""
-
-
 Energy = Literal["closed-form", "inference"]
 """How the PC gradient is computed: at the exact equilibrium, or after numerical inference."""
 Inference = Literal[INFERENCES]
 """A numerical inference method by its spelling ([`INFERENCES`][]); a caller in Python may give a value of
 [`dynlab.rules.pc_inference`][] instead."""
+
+
+@dataclasses.dataclass(frozen=True)
+class InferenceSettings(OptionGroup):
+    r"""How the comparison computes the PC gradient, as one value: at the exact equilibrium
+    (``energy="closed-form"``, linear networks: $\nabla_\theta\mathcal F^*$) or after numerical
+    inference (``energy="inference"``: $\partial_\theta\mathcal F(z_T, \theta)$ at the activities
+    $z_T$ the method reaches), with the method's settings. [`value`][] is the value of
+    [`dynlab.rules.pc_inference`][] they spell.
+
+    | Python | command line |
+    |---|---|
+    | `inference=InferenceSettings(energy="inference", inference="lbfgs", patience=10)` | `--inference energy=inference,inference=lbfgs,patience=10` |
+    | `energy="inference", inference="lbfgs", patience=10` | `--energy inference --inference lbfgs --patience 10` |
+    | `inference=pc_inference.lbfgs(Criterion(...))` | — |
+
+    Every key is also a keyword (an option) of its own, the comparison's spelling before this
+    value existed ([`dynlab.option_groups.fold_legacy`][]); a method's name or an inference
+    value given as ``inference`` is that key alone (``inference="lbfgs"`` is
+    ``{inference = "lbfgs"}``). A value says it all: ``energy`` follows from it.
+
+    **Enforces** one check of every setting, whichever spelling gave it: the value is built
+    when the settings are ([`dynlab.rules.pc_inference.from_config`][]), the numerical keys
+    included under the closed form.
+
+    Args:
+        energy: the PC gradient from the closed-form equilibrated energy (linear) or after numerical inference.
+        inference: numerical inference (with energy inference): optax steps on the activities, a
+            diffrax ODE solve, or Gauss-Newton / Levenberg-Marquardt / L-BFGS in the error
+            coordinates (mse loss); or a value of [`dynlab.rules.pc_inference`][].
+        patience: Gauss-Newton / Levenberg-Marquardt / L-BFGS: give up once |grad_z F| has not
+            halved in this many steps (nonsmooth energies); None: the whole budget.
+        smoothing: decreasing smoothing widths, e.g. 1e-2,1e-3: run the inference on energies
+            whose ReLU / max kinks are smoothed to within each width in turn.
+        smoothing_x64: run the smoothed solves in float64; the rest stays in float32.
+        inference_steps: inference budget (steps).
+        activity_optimizer: optimiser of the activities (discrete inference); momentum is heavy ball 0.9.
+        beta: activity step size (discrete inference).
+        rtol: inference converged when |grad_z F| <= atol + rtol |grad_z F|_0.
+        atol: see rtol.
+        ftol: inference converged when the energy changes by less than this, relatively (None: not used).
+    """
+
+    energy: Energy = "closed-form"
+    inference: Inference | pc_inference.AbstractInference = "discrete"
+    patience: int | None = None
+    smoothing: list[Annotated[float, Range(above=0)]] | None = None
+    smoothing_x64: bool = False
+    inference_steps: int = 500
+    activity_optimizer: Literal["sgd", "momentum", "adam"] = "sgd"
+    beta: float = 0.3
+    rtol: float = 1e-4
+    atol: float = 0.0
+    ftol: float | None = None
+
+    def __post_init__(self):
+        if self.energy not in ("closed-form", "inference"):
+            raise ConfigError(f"unknown energy {self.energy!r}; valid: closed-form, inference")
+        if isinstance(self.inference, str) and self.inference not in INFERENCES:
+            raise ConfigError(f"unknown inference {self.inference!r}; valid: {', '.join(INFERENCES)}")
+        if isinstance(self.inference, pc_inference.AbstractInference) and self.energy != _energy_of(self.inference):
+            raise ConfigError(f"energy {self.energy!r} contradicts the inference value {type(self.inference).__name__} "
+                              f"(energy {_energy_of(self.inference)!r}); leave energy out, a value says it all")
+        require_positive("inference_steps", self.inference_steps)
+        self.value  # every key checked, whichever method it serves
+
+    @property
+    def value(self) -> pc_inference.AbstractInference:
+        """The inference value: ``ClosedForm()`` for the closed form, else the method the keys
+        spell ([`dynlab.rules.pc_inference.from_config`][]; a value as itself)."""
+        method = pc_inference.from_config(self.inference, optimizer=self.activity_optimizer, beta=self.beta,
+                                          max_steps=self.inference_steps, atol=self.atol, rtol=self.rtol,
+                                          ftol=self.ftol, patience=self.patience, smoothing=self.smoothing,
+                                          smoothing_x64=self.smoothing_x64, where="inference")
+        return pc_inference.ClosedForm() if self.energy == "closed-form" else method
+
+    @classmethod
+    def parse(cls, value: Any, *, default: OptionGroup | None = None) -> InferenceSettings:
+        """The settings from a table of their keys (keys left out: ``default``'s, else the class's;
+        ``energy`` left out beside an inference value: the value's), from a method's name or an
+        inference value alone (the key ``inference``), or a value of the class as itself."""
+        if isinstance(value, InferenceSettings):
+            return value
+        table = value if isinstance(value, dict) else {"inference": value}
+        keys = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(table) - set(keys))
+        if unknown:
+            raise ConfigError(f"unknown inference setting(s) {', '.join(unknown)}; valid: {', '.join(keys)}")
+        if isinstance(table.get("inference"), pc_inference.AbstractInference) and "energy" not in table:
+            table = {**table, "energy": _energy_of(table["inference"])}
+        return dataclasses.replace(default if isinstance(default, InferenceSettings) else cls(), **table)
+
+
+# every key, with its annotation, is also a keyword of its own: the comparison's before the settings were one value
+InferenceSettings.legacy = {name: hint for name, hint in get_type_hints(InferenceSettings, include_extras=True).items()
+                            if name in {f.name for f in dataclasses.fields(InferenceSettings)}}
+
+
+def _energy_of(value: pc_inference.AbstractInference) -> str:
+    """The ``energy`` an inference value says: ``closed-form`` for ``ClosedForm()``, else ``inference``."""
+    return "closed-form" if isinstance(value, pc_inference.ClosedForm) else "inference"
 
 
 class CompareConfig(eqx.Module):
@@ -114,9 +209,8 @@ class CompareConfig(eqx.Module):
     ``inference``: how the PC gradient is computed, as a value of [`dynlab.rules.pc_inference`][]:
     ``ClosedForm()`` (default; linear networks: $\nabla_\theta\mathcal F^*$ at the exact
     equilibrium) or a numerical method, e.g. ``Descent(optax.sgd(0.3), Criterion(max_steps=500))``
-    or ``lbfgs(Criterion(...))``. The command line's and TOML's spellings (``energy``,
-    ``inference``, ``activity_optimizer``, ``beta``, ``inference_steps``, ``atol``, ``rtol``,
-    ``ftol``, ``patience``, ``smoothing``, ``smoothing_x64``) become this value in one place, [`from_options`][].
+    or ``lbfgs(Criterion(...))``. Its spellings ([`InferenceSettings`][]) become this value in one
+    place, [`from_options`][].
     """
 
     model: Literal["mlp", "rnn"] = "mlp"
@@ -136,27 +230,12 @@ class CompareConfig(eqx.Module):
     batches: Literal["fixed", "stream"] = "fixed"
 
     @classmethod
-    def from_options(cls, **options) -> "CompareConfig":
-        """The config from spelled options: the keys of [`INFERENCE_KEYS`][] become ``inference``
-        ([`dynlab.rules.pc_inference.from_config`][]; ``energy="closed-form"`` is
-        ``ClosedForm()``, and the numerical keys are still checked); the rest are fields."""
-        given = options.get("inference")
-        if isinstance(given, pc_inference.AbstractInference) and "energy" not in options:  # a value says it all
-            options["energy"] = "closed-form" if isinstance(given, pc_inference.ClosedForm) else "inference"
-        spelled = {k: options.pop(k, default) for k, default in INFERENCE_KEYS.items()}
-        energy = spelled.pop("energy")
-        if energy not in ("closed-form", "inference"):
-            raise ConfigError(f"unknown energy {energy!r}; valid: closed-form, inference")
-        name = spelled.pop("inference")
-        if isinstance(name, str) and name not in INFERENCES:
-            raise ConfigError(f"unknown inference {name!r}; valid: {', '.join(INFERENCES)}")
-        require_positive("inference_steps", spelled["inference_steps"])
-        method = pc_inference.from_config(name, optimizer=spelled["activity_optimizer"], beta=spelled["beta"],
-                                          max_steps=spelled["inference_steps"], atol=spelled["atol"],
-                                          rtol=spelled["rtol"], ftol=spelled["ftol"], patience=spelled["patience"],
-                                          smoothing=spelled["smoothing"], smoothing_x64=spelled["smoothing_x64"],
-                                          where="compare")
-        return cls(inference=pc_inference.ClosedForm() if energy == "closed-form" else method, **options)
+    @legacy_keywords
+    def from_options(cls, *, inference: InferenceSettings = InferenceSettings(), **fields) -> CompareConfig:
+        """The config from spelled options: ``inference`` as [`InferenceSettings`][] (or its keys,
+        each a keyword of its own) becomes its
+        [`value`][dynlab.analyses.pc_bp.InferenceSettings.value]; the rest are fields."""
+        return cls(inference=inference.value, **fields)
 
     def __check_init__(self):
         if self.model not in MODELS:
@@ -388,6 +467,7 @@ VARIABLES = {
     figure=pc_bp_figures.overview,
     summary=pc_bp_figures.pc_bp_summary,
 )
+@legacy_keywords
 def compare_pc_bp(
     task: str | tuple | Any = "mnist",
     widths: list[Count] = (8, 32, 128, 512),
@@ -406,17 +486,7 @@ def compare_pc_bp(
     optimizer: Literal["gd", "adam"] = "adam",
     lr: float | None = None,
     x64: bool = False,
-    energy: Energy = "closed-form",
-    inference: Inference = "discrete",
-    patience: int | None = None,
-    smoothing: list[Annotated[float, Range(above=0)]] | None = None,
-    smoothing_x64: bool = False,
-    inference_steps: int = 500,
-    activity_optimizer: Literal["sgd", "momentum", "adam"] = "sgd",
-    beta: float = 0.3,
-    rtol: float = 1e-4,
-    atol: float = 0.0,
-    ftol: float | None = None,
+    inference: InferenceSettings = InferenceSettings(),
 ) -> xr.Dataset:
     r"""PC vs BP gradients across width x depth: cosine, s - 1, L/F*, loss curves.
 
@@ -445,21 +515,13 @@ def compare_pc_bp(
         optimizer: the optimiser of both runs.
         lr: base learning rate eta0 (None: adam 1e-3, gd 0.025), scaled per layer.
         x64: compute in float64.
-        energy: the PC gradient from the closed-form equilibrated energy (linear) or after numerical inference.
-        inference: numerical inference (with energy inference): optax steps on the activities, a
-            diffrax ODE solve, or Gauss-Newton / Levenberg-Marquardt / L-BFGS in the error
-            coordinates (mse loss); or a value of [`dynlab.rules.pc_inference`][].
-        patience: Gauss-Newton / Levenberg-Marquardt / L-BFGS: give up once |grad_z F| has not
-            halved in this many steps (nonsmooth energies); None: the whole budget.
-        smoothing: decreasing smoothing widths, e.g. 1e-2,1e-3: run the inference on energies
-            whose ReLU / max kinks are smoothed to within each width in turn.
-        smoothing_x64: run the smoothed solves in float64; the rest stays in float32.
-        inference_steps: inference budget (steps).
-        activity_optimizer: optimiser of the activities (discrete inference); momentum is heavy ball 0.9.
-        beta: activity step size (discrete inference).
-        rtol: inference converged when |grad_z F| <= atol + rtol |grad_z F|_0.
-        atol: see rtol.
-        ftol: inference converged when the energy changes by less than this, relatively (None: not used).
+        inference: how the PC gradient is computed ([`InferenceSettings`][]: the energy, the
+            numerical method and its settings), as key=value pairs
+            (energy=inference,inference=lbfgs,patience=10) or each key as an option (a keyword) of its own;
+            or the method alone, used with energy inference: discrete (optax steps on the
+            activities; the default), ode (a diffrax ODE solve), gauss-newton,
+            levenberg-marquardt or lbfgs (in the error coordinates; mse loss); from Python also a
+            value of [`dynlab.rules.pc_inference`][].
 
     Returns variables over (``width``, ``depth``, ``seed``, ``step``) — see [`VARIABLES`][] —
     plus ``mean_cosine`` over (``width``, ``depth``) (mean over seeds and steps, converged steps
@@ -494,6 +556,7 @@ def compare_pc_bp(
     figure=pc_bp_figures.overview,
     summary=pc_bp_figures.pc_bp_summary,
 )
+@legacy_keywords
 def compare_pc_bptt(
     task: str | Callable = "adding",
     widths: list[Count] = (8, 32, 128, 512),
@@ -511,17 +574,7 @@ def compare_pc_bptt(
     optimizer: Literal["gd", "adam"] = "adam",
     lr: float | None = None,
     x64: bool = False,
-    energy: Energy = "closed-form",
-    inference: Inference = "discrete",
-    patience: int | None = None,
-    smoothing: list[Annotated[float, Range(above=0)]] | None = None,
-    smoothing_x64: bool = False,
-    inference_steps: int = 500,
-    activity_optimizer: Literal["sgd", "momentum", "adam"] = "sgd",
-    beta: float = 0.3,
-    rtol: float = 1e-4,
-    atol: float = 0.0,
-    ftol: float | None = None,
+    inference: InferenceSettings = InferenceSettings(),
 ) -> xr.Dataset:
     r"""PC through time vs BPTT across width x sequence length: cosine, s - 1, loss curves.
 
@@ -536,9 +589,7 @@ def compare_pc_bptt(
         lengths: the sequence lengths T (positive integers).
         seeds: a number of seeds (weight initialisations 0..seeds-1) or a list of seeds.
         progress: called as ``progress(cells_done, cells_total, {"N": .., "T": .., "cos": ..})``.
-        param, gamma0, activation, steps, optimizer, lr, x64: as for [`compare_pc_bp`][].
-        energy, inference, patience, smoothing, smoothing_x64: as for [`compare_pc_bp`][].
-        inference_steps, activity_optimizer, beta, rtol, atol, ftol: as for [`compare_pc_bp`][].
+        param, gamma0, activation, steps, optimizer, lr, x64, inference: as for [`compare_pc_bp`][].
         gain: recurrent gain g (1: the marginal network).
         time_alpha: None: the parameterised RNN; a number: the residual recurrence with depth factor T^-time_alpha.
         batch_size: size of each length's fixed batch.
@@ -588,8 +639,6 @@ def _compare_config(model: str, arguments: dict) -> CompareConfig:
     **Enforces** "a mistake is found before any work": the settings, the grid, the seeds, a task
     named by its name, and the memory the grid needs ([`require_memory`][]) are checked here."""
     options = {k: v for k, v in arguments.items() if k not in GRID_ARGUMENTS and not (k == "batch_size" and v is None)}
-    if isinstance(options["inference"], pc_inference.AbstractInference):
-        del options["energy"]  # a value says it all (from Python)
     cfg = CompareConfig.from_options(model=model, **options)
     recurrent, task, batch_size = model == "rnn", arguments["task"], arguments["batch_size"]
     if not recurrent and batch_size is not None and cfg.batches != "stream":

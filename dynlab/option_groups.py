@@ -17,12 +17,17 @@ the option.
 ([`OptionGroup.legacy`][]: ``drive``, ``task``; ``k``, ``reortho_every``). [`fold_legacy`][]
 moves them into the group's table, in one place, for a scenario entry and a command alike:
 ``drive = 0.0`` is ``input = {drive = 0.0}``, ``--k 8`` is ``--qr k=8``. A key given both ways
-is refused.
+is refused. A group with a key of its own name (the PC inference settings'
+``inference``, the method: [`dynlab.analyses.pc_bp.InferenceSettings`][]) takes a word or a
+value given for the group as that key's, so ``inference = "lbfgs"`` beside ``energy =
+"inference"`` is ``inference = {inference = "lbfgs", energy = "inference"}``. From Python, a
+function decorated with [`legacy_keywords`][] takes the flat keys as keywords too.
 """
 
 from __future__ import annotations
 
 import abc
+import functools
 import inspect
 import typing
 from typing import Any, ClassVar
@@ -105,13 +110,17 @@ def legacy_keys(fn) -> dict[str, tuple[str, Any]]:
 def fold_legacy(fn, options: dict, where: str) -> dict:
     """``options`` with the older flat keys of ``fn``'s groups moved into the groups' tables
     (``{"drive": 0.0}`` -> ``{"input": {"drive": 0.0}}``); a key given both flat and in the
-    group's table, or flat beside a group given as a word or a value, is a ConfigError."""
-    options = dict(options)
-    for key, (name, _) in legacy_keys(fn).items():
-        if key not in options:
+    group's table, or flat beside a group given as a word or a value, is a ConfigError (but for
+    a group with a key of its own name, whose word or value is that key's: see the module)."""
+    options, legacy = dict(options), legacy_keys(fn)
+    named = {key for key, (name, _) in legacy.items() if key == name}  # groups with a key of their own name
+    for key, (name, _) in legacy.items():
+        if key == name or key not in options:
             continue
         value = options.pop(key)
         table = options.get(name, {})
+        if name in named and not isinstance(table, (dict, OptionGroup)):
+            table = {name: table}  # the group's word or value is that key's
         if not isinstance(table, dict) or key in table:
             raise ConfigError(f"{where}.{key} is also given in {where}.{name}; give it once, "
                               f"as {name} = {{{key} = ...}}")
@@ -125,3 +134,18 @@ def parse_groups(fn, options: dict, where: str) -> dict:
     groups = group_parameters(fn)
     return {key: parse_group(f"{where}.{key}", groups[key][0], value, groups[key][1]) if key in groups else value
             for key, value in options.items()}
+
+
+def legacy_keywords(fn):
+    """``fn`` callable from Python with its groups' older flat keys as keywords, and with a
+    group's table or word in place of its value: the keywords go through [`fold_legacy`][] and
+    [`parse_groups`][] before ``fn`` runs, so ``compare_pc_bp(energy="inference")`` is
+    ``compare_pc_bp(inference=InferenceSettings(energy="inference"))``. Its signature, help and
+    registration are ``fn``'s (``functools.wraps``)."""
+    where = fn.__qualname__
+
+    @functools.wraps(fn)
+    def called(*args, **options):
+        return fn(*args, **parse_groups(fn, fold_legacy(fn, options, where), where))
+
+    return called

@@ -67,7 +67,7 @@ def test_unconverged_inference_is_flagged_not_used(tmp_path):
         (["--energy", "inference", "--inference", "lbfgs", "--patience", "0"], ["patience must be a positive integer"]),
         (["--energy", "inference", "--inference", "lbfgs", "--smoothing", "0"], ["--smoothing must be a number > 0"]),
         (["--energy", "inference", "--inference", "lbfgs", "--smoothing", "1e-3,1e-2"], ["smoothing widths must decrease"]),
-        (["--energy", "inference", "--inference", "lbfgs", "--smoothing-x64"], ["smoothing_x64", "needs compare.smoothing"]),
+        (["--energy", "inference", "--inference", "lbfgs", "--smoothing-x64"], ["smoothing_x64", "needs inference.smoothing"]),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(extra, fragments, tmp_path):
@@ -91,3 +91,27 @@ def test_every_inference_method_is_offered_and_recorded(tmp_path):
     assert ds.attrs["energy"] == "inference" and "patience=10" in ds.attrs["config"] and "LBFGS" in ds.attrs["config"]
     assert "Smoothed" in ds.attrs["config"] and "0.001" in ds.attrs["config"]
     assert bool(ds.converged.all())
+
+
+def test_help_shows_each_inference_setting_with_its_help_and_default(tmp_path):
+    """Issue 34: the inference settings are one value (``--inference KEY=VALUE,...``), and each
+    key is still an option of its own whose help is the key's (InferenceSettings' docstring) with
+    the default the value declares."""
+    import inspect
+    import re
+
+    from dynlab.analyses.pc_bp import InferenceSettings
+    from dynlab.cli.analyze import _plain, parameter_help
+
+    for command in (["compare", "pc-bp", "--help"], ["analyze", "pc-bptt", "--help"]):
+        res = invoke(command, tmp_path)
+        assert res.exit_code == 0, res.output
+        blocks = {b.split()[0]: "".join(b.split()) for b in re.split(r"\n  (?=-)", res.output)}  # spaces out: wrapping
+        assert "--inferenceKEY=VALUE,..." in blocks["--inference"]
+        helps = parameter_help(inspect.getdoc(InferenceSettings))
+        for key, default in vars(InferenceSettings()).items():
+            if key == "inference":
+                continue
+            block = blocks["--" + key.replace("_", "-")]
+            shown = f"(default:{default})" if isinstance(default, bool) else f"default{default!r}]"
+            assert "".join(_plain(helps[key]).split()) in block and shown in block, (key, block)

@@ -1,5 +1,6 @@
 """Parameterisations, tasks and the IDX reader: values against the paper's table and the IDX spec."""
 
+import dataclasses
 import gzip
 import os
 import warnings
@@ -234,3 +235,71 @@ def test_compare_takes_the_inference_as_a_value_or_its_spelling():
     assert CompareConfig.from_options().closed_form  # the default stays the closed form
     with pytest.raises(ConfigError, match="inference must be a value"):
         CompareConfig(inference="lbfgs")
+
+
+def test_the_inference_settings_are_one_value_however_spelled():
+    """Issue 34 (D1): the comparison's inference settings are one value, InferenceSettings, whose
+    defaults live in it alone; its keys as keywords of their own (the spelling before it, in
+    Python and on the command line), as a table, as key=value text, a method's name beside
+    them, and the value itself give the same settings, and the same config of both comparisons."""
+    from dynlab.analyses.pc_bp import CompareConfig, InferenceSettings, compare_pc_bp, compare_pc_bptt
+    from dynlab.cli.analyze import signature_options
+    from dynlab.rules import pc_inference
+
+    keys = dict(energy="inference", inference="lbfgs", patience=10, inference_steps=40, smoothing=[1e-2, 1e-3])
+    value = InferenceSettings(**keys)
+    text = {"energy": "inference", "inference": "lbfgs", "patience": "10", "inference_steps": "40", "smoothing": "1e-2,1e-3"}
+    spellings = [dict(inference=value), keys, dict(inference=keys),
+                 dict(inference="lbfgs", **{k: v for k, v in keys.items() if k != "inference"})]
+    for fn in (compare_pc_bp, compare_pc_bptt):
+        options = signature_options(fn.__name__, fn, exclude=("task", "progress"))
+        assert options.parse(text)["inference"] == value  # --energy inference --inference lbfgs ...
+        assert options.parse({"inference": ",".join(f"{k}={v}" for k, v in text.items() if k != "smoothing")}
+                             )["inference"] == dataclasses.replace(value, smoothing=None)
+        assert {"energy", "patience", "smoothing", "smoothing_x64", "inference_steps", "activity_optimizer", "beta",
+                "rtol", "atol", "ftol"} <= set(options.options)  # each key an option of its own
+    described = {CompareConfig.from_options(**s).describe()["inference"] for s in spellings}
+    assert len(described) == 1 and "LBFGS" in described.pop()
+    assert InferenceSettings.parse("lbfgs") == InferenceSettings(inference="lbfgs")  # a method alone: closed form still
+    assert CompareConfig.from_options(inference="lbfgs").closed_form
+    assert CompareConfig.from_options(inference=pc_inference.ClosedForm()).closed_form
+    assert InferenceSettings.parse(pc_inference.lbfgs(pc_inference.Criterion())).energy == "inference"  # a value says it all
+    assert InferenceSettings.parse({"beta": 0.1}, default=InferenceSettings(beta=0.5, rtol=1e-3)) == \
+        InferenceSettings(beta=0.1, rtol=1e-3)  # a table keeps the default's other keys
+
+
+def _lbfgs():
+    from dynlab.rules import pc_inference
+
+    return pc_inference.lbfgs(pc_inference.Criterion())
+
+
+def _settings(**keys):
+    from dynlab.analyses.pc_bp import InferenceSettings
+
+    return InferenceSettings(**keys)
+
+
+@pytest.mark.parametrize(
+    "options, fragments",
+    [
+        (lambda: dict(inference={"inference_steps": 5}, inference_steps=5), ["inference_steps is also given in", "give it once"]),
+        (lambda: dict(inference=_settings(), beta=0.1), ["beta is also given in"]),
+        (lambda: dict(inference={"steps": 5}), ["unknown inference setting(s) steps", "valid: energy, inference, patience"]),
+        (lambda: dict(energy="closed-form", inference=_lbfgs()), ["energy 'closed-form' contradicts the inference value",
+                                                                   "(energy 'inference'); leave energy out"]),
+        (lambda: dict(energy="inference", inference="newton"), ["unknown inference 'newton'; valid: discrete, ode"]),
+        (lambda: dict(inference_steps=0), ["inference_steps must be a positive integer"]),
+    ],
+)
+def test_bad_inference_settings_are_one_line(options, fragments):
+    """Each spelling of the inference settings is checked where it becomes their value: one line
+    naming the comparison, what is wrong and what is valid, before any work."""
+    from dynlab.analyses.pc_bp import compare_pc_bp
+
+    with pytest.raises(ConfigError) as e:
+        compare_pc_bp("toy", [4], [2], 1, steps=1, **options())
+    message = str(e.value)
+    assert message.startswith("compare_pc_bp.") and "\n" not in message, message
+    for fragment in fragments:
+        assert fragment in message, message

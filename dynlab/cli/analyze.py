@@ -141,9 +141,11 @@ class SignatureOptions:
 
 def signature_options(name: str, fn, exclude=COMMON, where: str | None = None) -> SignatureOptions:
     """One option per keyword parameter of ``fn`` (but ``exclude``) of a type the command line can
-    give, each without a default of its own, its help from the docstring's ``Args:``; and the
-    parser of their text ([`option_value`][], option groups, [`dynlab.registry.check_config`][]),
-    whose errors begin with ``where`` (default ``analyze NAME``)."""
+    give, each without a default of its own, its help from the docstring's ``Args:``, and one per
+    older flat key of its option groups (``--k``; with the key's help and default where the
+    group's docstring has an ``Args:`` line for it); and the parser of their text
+    ([`option_value`][], option groups, [`dynlab.registry.check_config`][]), whose errors begin
+    with ``where`` (default ``analyze NAME``)."""
     from dynlab import registry
     from dynlab.option_groups import fold_legacy, group_parameters, legacy_keys, parse_group
 
@@ -156,24 +158,22 @@ def signature_options(name: str, fn, exclude=COMMON, where: str | None = None) -
     annotations = {key: hints.get(key, p.annotation) for key, p in own.items()}
     options = {}
     for key, p in own.items():
-        annotation, text, kinds = annotations[key], helps.get(key, ""), registry.value_kinds(annotations[key])
         if key in groups:
             options[key] = click.option(*names[key], key, metavar="KEY=VALUE,...", default=None,
-                                        help=f"{text} [default {p.default}]".strip())
-        elif kinds["scalars"] == {bool}:
-            options[key] = click.option(f"{names[key][0]}/--no-{names[key][0][2:]}", key, default=None,
-                                        help=f"{text} (default: {p.default})".strip())
+                                        help=f"{helps.get(key, '')} [default {p.default}]".strip())
         else:
-            kind = "comma-separated numbers" if kinds["list"] else registry.describe(annotation)
-            metavar = "LIST" if kinds["list"] else "VALUE" if " " in kind else kind.upper()
-            options[key] = click.option(*names[key], key, metavar=metavar, default=None,
-                                        help=f"{text} [{kind}; default {_shown(p.default)}]".strip())
+            options[key] = _option(names[key], key, annotations[key], helps.get(key, ""), p.default)
     for key, (group_key, annotation) in legacy.items():
         if key not in exclude and key not in own:  # an older flat spelling of a group's key: --drive, --k
             names[key], annotations[key] = [flag(key)], annotation
-            kind = registry.describe(annotation)
-            options[key] = click.option(flag(key), key, metavar="VALUE" if " " in kind else kind.upper(), default=None,
-                                        help=f"the same as {flag(group_key)} {key}=VALUE")
+            group, default = groups[group_key]
+            documented = parameter_help(inspect.getdoc(group) or "").get(key)  # the group's Args: its own option
+            if documented is not None:
+                options[key] = _option(names[key], key, annotation, documented, getattr(default, key))
+            else:
+                kind = registry.describe(annotation)
+                options[key] = click.option(flag(key), key, metavar="VALUE" if " " in kind else kind.upper(),
+                                            default=None, help=f"the same as {flag(group_key)} {key}=VALUE")
 
     def parse(given: dict, **common) -> dict:
         values = {key: text if isinstance(text, bool) else option_value(names[key][0], annotations[key], text)
@@ -185,6 +185,19 @@ def signature_options(name: str, fn, exclude=COMMON, where: str | None = None) -
         return values
 
     return SignatureOptions(options, {key: spelled[0] for key, spelled in names.items()}, parse)
+
+
+def _option(names: list[str], key: str, annotation, text: str, default):
+    """The option of a parameter (or of a group's key) with no default of its own: booleans as
+    ``--x/--no-x``, other values with a metavar of their kind; its help ``text`` and ``default``."""
+    from dynlab import registry
+
+    kinds = registry.value_kinds(annotation)
+    if kinds["scalars"] == {bool}:
+        return click.option(f"{names[0]}/--no-{names[0][2:]}", key, default=None, help=f"{text} (default: {default})".strip())
+    kind = "comma-separated numbers" if kinds["list"] else registry.describe(annotation)
+    metavar = "LIST" if kinds["list"] else "VALUE" if " " in kind else kind.upper()
+    return click.option(*names, key, metavar=metavar, default=None, help=f"{text} [{kind}; default {_shown(default)}]".strip())
 
 
 def generated_command(name: str) -> click.Command:
