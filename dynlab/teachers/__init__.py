@@ -6,7 +6,8 @@ autonomous teachers), [`network`][dynlab.teachers.network] (dynlab models as tea
 chaotic rate network, the line attractor), [`flipflop`][dynlab.teachers.flipflop] (the
 task-trained flip-flop network), [`lorenz`][dynlab.teachers.lorenz] (Lorenz-63, diffrax) and
 [`cache`][dynlab.teachers.cache] (where what is computed once is kept). Their ground truth is
-computed by dynlab's analyses: [`dynlab.analyses.recovery.truth`][].
+computed by dynlab's analyses: [`dynlab.analyses.recovery.truth`][]; the chaotic network's is
+held to mean-field theory, [`dmft`][dynlab.teachers.dmft] (``benchmarks/dmft.py``).
 """
 
 from dynlab.teachers.base import Teacher

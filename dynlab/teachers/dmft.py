@@ -1,0 +1,105 @@
+r"""Dynamical mean-field theory of the chaotic rate network: the truth its largest Lyapunov
+exponent is held to (Sompolinsky, Crisanti & Sommers 1988; Engelken, Wolf & Abbott 2023).
+
+For $\dot x = -x + J\phi(x)$, $J_{ij} \sim \mathcal N(0, g^2/N)$, $\phi = \tanh$, as $N \to \infty$
+(time in units of $\tau$; the teacher's map $h' = (1-\alpha)h + \alpha J\phi(h)$ with $\alpha =
+\Delta t/\tau = 1/30$ is its Euler step):
+
+1. **Autocorrelation.** $\Delta(s) = \langle x(t)x(t+s)\rangle$ obeys
+   $\Delta'' = \Delta - g^2 C_\phi(\Delta;\Delta_0)$, with $C_f(\Delta;\Delta_0) = E[f(z_1)f(z_2)]$
+   for Gaussians of variance $\Delta_0$ and covariance $\Delta$: a particle in the potential
+   $V(\Delta) = -\Delta^2/2 + g^2 C_\Phi(\Delta;\Delta_0)$, $\Phi = \ln\cosh$. The chaotic solution
+   starts at rest at $\Delta_0$ and comes to rest at 0, so $V(\Delta_0) = V(0)$ fixes $\Delta_0$.
+2. **Lyapunov exponent.** Differentiating the equation of motion (Price's theorem,
+   $\partial C_\phi/\partial\Delta = C_{\phi'}$) shows that $\Delta'$ solves
+   $H\psi = E\psi$ with $E = 0$, for $H = -\partial_s^2 + 1 - g^2 C_{\phi'}(\Delta(s);\Delta_0)$.
+   $\Delta'$ has a node at $s = 0$, so the ground state lies below: $E_0 < 0$, and the largest
+   exponent is $\lambda_{max} = -1 + \sqrt{1 - E_0}$ (positive for every $g > 1$).
+
+Gaussian expectations by Gauss–Hermite quadrature (``nodes`` nodes per variable); $\Delta(s)$ by
+``scipy.integrate.solve_ivp`` until the particle has nearly stopped, then its exponential
+approach to the hilltop, $\Delta \propto e^{-\kappa s}$ with $\kappa^2 = 1 - g^2 C_{\phi'}(0;\Delta_0)$;
+$E_0$ from a finite-difference $H$ on $[-L, L]$ (``scipy.linalg.eigh_tridiagonal``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from numpy.polynomial.hermite_e import hermegauss
+from scipy.integrate import solve_ivp
+from scipy.linalg import eigh_tridiagonal
+from scipy.optimize import brentq
+
+from dynlab.errors import ConfigError
+
+
+def _log_cosh(x):
+    return np.logaddexp(x, -x) - np.log(2.0)
+
+
+def _dtanh(x):
+    return 1.0 - np.tanh(x) ** 2
+
+
+def gaussian_pair(f, delta: float, delta0: float, nodes: int = 81) -> float:
+    r"""$E[f(z_1)f(z_2)]$ for Gaussians of variance ``delta0`` and covariance ``delta`` in
+    $[0, \Delta_0]$: $z_i = \sqrt{\Delta_0 - \Delta}\,a_i + \sqrt{\Delta}\,c$ with $a_1, a_2, c$
+    independent standard normals."""
+    z, w = hermegauss(nodes)
+    w = w / w.sum()
+    spread, common = np.sqrt(max(delta0 - delta, 0.0)), np.sqrt(max(delta, 0.0))
+    inner = (w[None, :] * f(spread * z[None, :] + common * z[:, None])).sum(axis=1)
+    return float((w * inner**2).sum())
+
+
+@dataclasses.dataclass(frozen=True)
+class MeanField:
+    """The mean-field solution at gain ``g``: ``delta0`` ($\\Delta_0$, the variance of $x$),
+    ``s`` and ``delta`` ($\\Delta(s)$ for $s \\ge 0$), ``potential`` ($1 - g^2 C_{\\phi'}$ on ``s``),
+    ``e0`` (the ground-state energy of $H$) and ``lambda_max`` (per unit $\\tau$)."""
+
+    g: float
+    delta0: float
+    s: np.ndarray
+    delta: np.ndarray
+    potential: np.ndarray
+    e0: float
+    lambda_max: float
+
+
+def mean_field(g: float, *, length: float = 60.0, step: float = 0.02, nodes: int = 81) -> MeanField:
+    """The mean-field solution of the network of gain ``g`` > 1 (module docstring), on $s \\in [0,$ ``length``$]$
+    with grid ``step``."""
+    if not (isinstance(g, (int, float)) and np.isfinite(g) and g > 1.0):
+        raise ConfigError(f"the mean-field chaotic solution needs a gain g > 1 (below, the network decays to 0), got {g!r}")
+
+    def potential_difference(d0):
+        return (-d0**2 / 2 + g**2 * gaussian_pair(_log_cosh, d0, d0, nodes)) - g**2 * gaussian_pair(_log_cosh, 0.0, d0, nodes)
+
+    delta0 = brentq(potential_difference, 1e-6, 10.0 * g**2)
+    force = lambda d: d - g**2 * gaussian_pair(np.tanh, min(max(d, 0.0), delta0), delta0, nodes)  # noqa: E731
+    turning = lambda s, y: y[1]  # noqa: E731  the particle stops (numerically, it would roll back)
+    turning.terminal, turning.direction = True, 1
+    s = np.arange(0.0, length + step / 2, step)
+    solved = solve_ivp(lambda _, y: [y[1], force(y[0])], (0.0, length), [delta0 * (1 - 1e-12), 0.0], t_eval=s,
+                       events=turning, rtol=1e-10, atol=1e-13)
+    delta = solved.y[0]
+    kappa = np.sqrt(1.0 - g**2 * gaussian_pair(_dtanh, 0.0, delta0, nodes))
+    last = int(np.argmin(delta)) if len(delta) else 0
+    # from the closest approach on (before numerical error turns the particle back): the approach to the hilltop
+    tail = delta[last] * np.exp(-kappa * (s[last:] - s[last]))
+    delta = np.concatenate([delta[:last], tail])
+    potential = np.array([1.0 - g**2 * gaussian_pair(_dtanh, d, delta0, nodes) for d in delta])
+    symmetric = np.concatenate([potential[:0:-1], potential])
+    n = symmetric.size
+    e0 = float(eigh_tridiagonal(2 / step**2 + symmetric, -np.ones(n - 1) / step**2, select="i",
+                                select_range=(0, 0))[0][0])
+    return MeanField(float(g), float(delta0), s, delta, potential, e0, float(-1.0 + np.sqrt(1.0 - e0)))
+
+
+def dmft_lambda_max(g: float, **options) -> float:
+    """The largest Lyapunov exponent of the infinite network of gain ``g`` > 1, per unit $\\tau$
+    ([`mean_field`][]); the per-step exponent of the teacher's map is about ``alpha`` times it."""
+    return mean_field(g, **options).lambda_max
