@@ -31,7 +31,8 @@ class Experiment:
 
     ``rule`` is the rule that trains ([`training_rule`][]; ``None`` when the config names several
     and chooses none, which only an experiment that does not train may do); ``rules`` every rule
-    the config names, by name, in its order ([`rule_configs`][]).
+    the config names, by name, in its order ([`rule_configs`][]); ``path`` the run directory it was
+    loaded from ([`load_run`][]), ``None`` for one built from a config.
     """
 
     config: dict
@@ -40,6 +41,7 @@ class Experiment:
     rule: Any
     train: TrainConfig
     rules: dict = dataclasses.field(default_factory=dict)
+    path: str | None = None
 
     @property
     def seed(self) -> int:
@@ -287,4 +289,4 @@ def load_run(run_dir, *, unit: str | None = None) -> Experiment:
     except ConfigError as e:
         raise CheckpointError(f"the config.toml of {str(run_dir)!r} is not valid: {e}") from None
     model = store.load_model_arrays(run_dir, exp.model)
-    return dataclasses.replace(exp, model=model)
+    return dataclasses.replace(exp, model=model, path=str(run_dir))

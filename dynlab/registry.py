@@ -178,7 +178,7 @@ def entries(kind: str) -> list[Entry]:
 def get(kind: str, name: str) -> Entry:
     """The entry for ``name``; unknown names raise an error listing the valid ones."""
     _check_kind(kind)
-    if name not in _REGISTRY[kind]:
+    if not isinstance(name, str) or name not in _REGISTRY[kind]:
         load_plugins()
     try:
         return _REGISTRY[kind][name]

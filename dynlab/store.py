@@ -59,7 +59,9 @@ from pathlib import Path
 from typing import Callable
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
+import numpy as np
 import xarray as xr
 
 from dynlab import config as cfgmod
@@ -793,13 +795,52 @@ def save_metrics(run_dir: Path, metrics: xr.Dataset) -> None:
     commit(run_dir, {METRICS: _netcdf(metrics)})
 
 
+class _Mismatch(Exception):
+    """A stored array that does not fit the model its config builds: the message says which and how."""
+
+
+def _leaf_reader(like):
+    """The ``filter_spec`` of ``equinox.tree_deserialise_leaves`` that reads each array leaf of
+    ``like`` and checks it against the template.
+
+    **Enforces** "a run loads under either precision, and a genuine mismatch says what differs": a
+    float array stored at one precision is read into the template's (a float32 run loaded under
+    ``jax_enable_x64`` becomes float64, so its analyses run in float64: the values are the same
+    numbers, widened exactly); a shape, or a kind of number (float, int, bool, complex), that differs
+    is a [`_Mismatch`][] naming the array's path in the model. Leaves are visited in
+    ``jax.tree_util`` flattening order, the order ``tree_serialise_leaves`` wrote them."""
+    paths = iter([jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(like)[0]])
+
+    def read(f, x):
+        where = next(paths, "?")
+        if not isinstance(x, (jax.Array, jax.ShapeDtypeStruct)) or jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            return eqx.default_deserialise_filter_spec(f, x)
+        y = np.load(f, allow_pickle=False)
+        if y.shape != x.shape:
+            raise _Mismatch(f"array {where} has shape {y.shape} in the file, {tuple(x.shape)} in the model")
+        if y.dtype != x.dtype:
+            if np.dtype(y.dtype).kind != np.dtype(x.dtype).kind:
+                raise _Mismatch(f"array {where} holds {y.dtype} in the file, {np.dtype(x.dtype)} in the model")
+            y = y.astype(x.dtype)
+        return jnp.asarray(y)
+
+    return read
+
+
 def _deserialise(path: Path, like, what: str):
     if not path.is_file():
         raise CheckpointError(f"{what} {str(path)!r} does not exist")
     data = verify(path)
     try:
-        return eqx.tree_deserialise_leaves(io.BytesIO(data), like)
-    except Exception as e:  # truncated file, wrong shapes or dtypes, foreign file
+        return eqx.tree_deserialise_leaves(io.BytesIO(data), like, filter_spec=_leaf_reader(like))
+    except Exception as e:
+        cause = e
+        while cause is not None and not isinstance(cause, _Mismatch):  # equinox re-raises it, wrapped
+            cause = cause.__cause__ or cause.__context__
+        if cause is not None:
+            raise CheckpointError(f"{what} {str(path)!r} does not match the model its config.toml builds: "
+                                  f"{cause}") from None
+        # a truncated or foreign file
         detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise CheckpointError(
             f"{what} {str(path)!r} is corrupt or does not match the model its config.toml builds ({detail})"

@@ -1,6 +1,6 @@
 """Issue 34, item 3: ``dynlab analyze NAME`` is generated from the registered analysis, so the
-command with no options and a scenario's ``[[analyses]]`` entry ``{name = NAME}`` with no options
-run the same configuration, for every registered analysis of a model (a plug-in's included), for
+command with no options, a scenario's ``[[analyses]]`` entry ``{name = NAME}`` with no options and
+the Python call ``dynlab.analyze(NAME, model)`` (issue 47) run the same configuration, for every registered analysis of a model (a plug-in's included), for
 ``dsa`` (an analysis of several runs, run across a scenario's cells) and for ``compare pc-bp`` /
 ``analyze pc-bptt`` (no options: what the registered function runs given the task alone).
 
@@ -106,8 +106,13 @@ def test_the_command_and_a_scenario_entry_with_no_options_run_the_same_configura
     cell = scenario.cells[0]
     run_cell(tmp_path / "cell", cell.config, cell.analyses)  # records the analysis's failure, carries on
     assert len(calls) == 2, f"the scenario entry {{name = {name!r}}} did not reach the analysis"
-    command, in_scenario = calls
-    assert command == in_scenario
+    import dynlab
+
+    with pytest.raises(Recorded):  # the Python API, on the fresh model the command analyses
+        dynlab.analyze(name, dynlab.model("aru", task=_task_of_fresh_model(entry.obj),
+                                          **({"rule": RULES["name"]} if rules else {})))
+    command, in_scenario, in_python = calls
+    assert command == in_scenario == in_python
     if name == "test-plugin-steps":
         assert command["steps"] == 200  # the plug-in's own default, not a command-line one
 

@@ -89,7 +89,9 @@ class GammaMap(eqx.Module):
 
 @contextlib.contextmanager
 def numerics(x64: bool):
-    """float64 enabled if asked, full-precision matmuls; yields the working dtype."""
+    """float64 enabled if asked (or enabled already, as for a model loaded under x64), full-precision
+    matmuls; yields the working dtype."""
+    x64 = x64 or jax.config.jax_enable_x64
     with jax.enable_x64(True) if x64 else contextlib.nullcontext(), jax.default_matmul_precision("highest"):
         yield jnp.float64 if x64 else jnp.float32
 

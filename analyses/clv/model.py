@@ -146,6 +146,7 @@ def clv_analysis(
     total = transient_forward + steps + transient_backward
     inputs = input.inputs(model, total, k_in)
     readout, readout_text = readout_matrix(model, smap)
+    x64 = x64 or jax.config.jax_enable_x64  # a model loaded under x64: work in float64
     dtype = jnp.float64 if x64 else jnp.float32
     with jax.enable_x64(x64):
         cast = lambda a: a.astype(dtype) if isinstance(a, jax.Array) and jnp.issubdtype(a.dtype, jnp.floating) else a  # noqa: E731

@@ -625,7 +625,9 @@ def _run(
     x64: bool,
     **options: Any,
 ) -> LyapunovResult:
-    """Cast to the working dtype and run `core` with float64 enabled if asked, on the host."""
+    """Cast to the working dtype and run `core` with float64 enabled if asked (or enabled already:
+    a model loaded under x64 holds float64 arrays), on the host."""
+    x64 = x64 or jax.config.jax_enable_x64
     dtype = jnp.float64 if x64 else jnp.float32
     x64_mode = jax.enable_x64(True) if x64 else contextlib.nullcontext()
     # Accelerators may otherwise run float32 matmuls inside `step` at reduced (TF32) precision.

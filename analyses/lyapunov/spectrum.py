@@ -32,7 +32,7 @@ def _attrs(
         "burn_in": burn_in,
         "reortho_every": reortho_every,
         "method": _resolve_method(method),
-        "dtype": "float64" if x64 else "float32",
+        "dtype": "float64" if x64 or jax.config.jax_enable_x64 else "float32",  # the working dtype (core._on_host)
     })
 
 

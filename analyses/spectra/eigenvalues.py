@@ -231,6 +231,7 @@ def jacobian_spectra(
         )
     steps = num_steps(inputs)
 
+    x64 = x64 or jax.config.jax_enable_x64  # a model loaded under x64 holds float64 arrays: work in them
     dtype = jnp.float64 if x64 else jnp.float32
     x64_mode = jax.enable_x64(True) if x64 else contextlib.nullcontext()
     with x64_mode, jax.default_matmul_precision("highest"):

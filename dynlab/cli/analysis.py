@@ -26,7 +26,9 @@ def analysis_model(unit, checkpoint, task_name, sets):
         return dataclasses.replace(exp, config=cfgmod.apply_sets(exp.config, sets)), f"checkpoint {checkpoint}"
     config = experiment.default_config(unit or experiment.DEFAULT_UNIT, task_name or experiment.DEFAULT_TASK)
     exp = experiment.build(cfgmod.apply_sets(config, sets), training=False)  # analysed, not trained
-    return exp, "a freshly initialised model (no --checkpoint)"
+    from dynlab.api import FRESH_SOURCE
+
+    return exp, FRESH_SOURCE
 
 
 def output_paths(out, plot, checkpoint, name, unit, *, create: bool = True):
@@ -97,8 +99,7 @@ def run_analysis(name, exp, source, checkpoint, out, plot, quiet, **options):
     ``NAME.nc``/``NAME.png``, see [`output_paths`][]).
     """
     from dynlab import budget, registry
-    from dynlab.config import dumps
-    from dynlab.provenance import stamp
+    from dynlab.api import stamped
     from dynlab.variants import describe_run
 
     entry = drawable(name)
@@ -112,9 +113,7 @@ def run_analysis(name, exp, source, checkpoint, out, plot, quiet, **options):
     variant = describe_run(exp.config, checkpoint) if checkpoint else ""
     if variant:  # e.g. an isolated network at chance: say that it was not retrained
         click.echo(f"note: {checkpoint}: {variant}")
-    ds = stamp(ds, analysis=ds.attrs.get("analysis", name), config={
-        "model": unit_name, "config": dumps(exp.config), "checkpoint": str(checkpoint or ""), "source": source,
-        **({"variant": variant} if variant else {})})
+    ds = stamped(ds, name, exp, checkpoint=checkpoint or "")  # the stamp of dynlab.analyze too
     return save_result(ds, name, out, plot, checkpoint, unit_name)
 
 
