@@ -3,14 +3,19 @@
 (compmem/SITHCon).
 
 The truth is a forward pass written here in NumPy (float64) from the authors' published code,
-line by line, on state dicts with random weights in the authors' key layout (their trained
-files cannot be downloaded at test time). Imported models must equal it to 1e-10 in float64.
-Parameter counts are computed from the code's layer shapes, independently of dynlab.
+line by line, on state dicts with random weights in the authors' key layout, and on the one published trained
+file kept in the data directory (the ELM authors' Branch-ELM ``models/num_memory_10``, read by
+torch itself; skipped when ``DYNLAB_DATA`` is unset). Imported models must equal it to 1e-10 in
+float64. Parameter counts are computed from the code's layer shapes, independently of dynlab,
+and for the published file are its authors' ``model_stats.json``.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -87,7 +92,8 @@ def elm_state_dict(rng, *, version, num_input, num_output, num_memory, mlp_num_l
     sd["_proto_tau_m"] = proto + (rng.normal(scale=0.5, size=num_memory) if learn_tau else 0.0)
     if routing == "neuronio_routing":
         idx, valid = overlapping(num_input, n_branch, per_branch)
-        sd["input_to_synapse_indices"], sd["valid_indices_mask"] = interlocking(num_input)[idx], valid.astype(np.int64)
+        # the mask is bool, as the code's (index < num_input)
+        sd["input_to_synapse_indices"], sd["valid_indices_mask"] = interlocking(num_input)[idx], valid
     elif routing == "random_routing":
         sd["input_to_synapse_indices"] = rng.integers(0, num_input, n_syn)
         sd["valid_indices_mask"] = np.ones(n_syn, np.int64)
@@ -203,6 +209,80 @@ def test_elm_import_refuses_what_it_cannot_build():
         elm_neuron({**sd, "w_y.bias": np.zeros(3)})
     with pytest.raises(ConfigError, match="mlp_activation"):
         elm_neuron(sd, mlp_activation="gelu")
+    routed = elm_state_dict(rng, version=1, num_input=10, num_output=2, num_memory=3, mlp_num_layers=1,
+                            routing="neuronio_routing", num_branch=3, per_branch=4)
+    options = dict(num_input=10, num_synapse_per_branch=4, input_to_synapse_routing="neuronio_routing")
+    assert routed["valid_indices_mask"].dtype == bool and not routed["valid_indices_mask"].all()
+    elm_neuron(routed, **options)  # the code's bool mask is taken
+    elm_neuron({**routed, "valid_indices_mask": routed["valid_indices_mask"].astype(np.int64)}, **options)  # and 0/1
+    with pytest.raises(DataError, match="must be 0 or 1"):  # a 2 would scale an input, not mask it
+        elm_neuron({**routed, "valid_indices_mask": routed["valid_indices_mask"] * 2}, **options)
+    with pytest.raises(DataError, match="a mask .bool, or integers 0 and 1. was expected"):
+        elm_neuron({**routed, "valid_indices_mask": routed["valid_indices_mask"].astype(np.float32)}, **options)
+    with pytest.raises(DataError, match="routes inputs to 12 synapses.*--options-file"):
+        elm_neuron(routed)  # the routing options missing: the file's model_config.json has them
+
+
+PUBLISHED_ELM = Path(os.environ.get("DYNLAB_DATA", ".")) / "published" / "elmneuron" / "num_memory_10"
+
+
+@pytest.mark.skipif(not os.environ.get("DYNLAB_DATA"), reason="DYNLAB_DATA is not set (CI sets it to ../shared/data)")
+def test_the_authors_published_neuronio_model_imports_and_computes_their_neuron(tmp_path):
+    """The ELM authors' published Branch-ELM (NeuronIO, d_m = 10, 45 x 100 synapses), as they
+    published it: saved from cuda:0 tensors, its valid_indices_mask stored as bool (which was
+    refused), its constructor arguments in model_config.json. ``dynlab import --options-file``
+    takes it; the model has model_stats.json's 5,852 parameters, and computes Eq. 1 of the paper
+    (the reference above, with the code's routing, scaled tanh and lambda (1 - kappa_m) update)
+    on the file as torch itself reads it: to 1e-10 in float64, and to float32 rounding as loaded."""
+    torch = pytest.importorskip("torch")
+    from cli_runner import invoke
+    from dynlab import experiment
+
+    import zipfile
+
+    weights, config = PUBLISHED_ELM / "neuronio_best_model_state.pt", PUBLISHED_ELM / "model_config.json"
+    with zipfile.ZipFile(weights) as archive:  # torch's zip format: its pickle names each storage's device
+        assert b"cuda:0" in archive.read(next(n for n in archive.namelist() if n.endswith("data.pkl")))
+    result = invoke(["import", str(weights), "--format", "elm-neuron", "--options-file", str(config), "--out", "run"],
+                    tmp_path)
+    assert result.exit_code == 0, (result.output, result.stderr)
+    stats = json.loads((PUBLISHED_ELM / "model_stats.json").read_text())
+    model = experiment.load_run(tmp_path / "run").model
+    assert model.param_count()["total"] == _trainable(model) == stats["model_param_count"] == 5852
+    assert f"{stats['model_param_count']:,} parameters" in result.output
+
+    sd = {k: v.numpy() for k, v in torch.load(weights, weights_only=True, map_location="cpu").items()}
+    assert sd["valid_indices_mask"].dtype == bool and not sd["valid_indices_mask"].all()  # the published case
+    sd = {k: v.astype(np.float64) if v.dtype.kind == "f" else v for k, v in sd.items()}
+    cfg = json.loads(config.read_text())
+    rng = np.random.default_rng(0)
+    n_in = cfg["num_input"]
+    X = (rng.uniform(size=(80, n_in)) < 0.05).astype(np.float64)  # sparse spikes, as NeuronIO's inputs
+    X[::2, n_in - 1] = 1.0  # the input that the masked slots' clamped index points at: the mask matters
+    ref = {"version": 1, "num_branch": cfg["num_branch"], "tau_min": cfg["memory_tau_min"],
+           "tau_max": cfg["memory_tau_max"]}
+    want, _ = elm_reference(sd, X, **ref)
+    unmasked, _ = elm_reference({**sd, "valid_indices_mask": np.ones_like(sd["valid_indices_mask"])}, X, **ref)
+    scale = np.abs(want).max()
+    assert np.abs(unmasked - want).max() > 1e-3 * scale  # reading the masked slots would be seen
+    # tau_m is fixed (learn_memory_tau false): the code's log grid, which the file holds as its
+    # inverse sigmoid rounded to float32 and dynlab keeps as the grid itself. In float64 the
+    # reference takes the code's grid before that rounding (its constructor's own arithmetic)
+    lo, hi = cfg["memory_tau_min"], cfg["memory_tau_max"]
+    grid = np.logspace(np.log10(lo + 1e-6), np.log10(hi - 1e-6), cfg["num_memory"])
+    proto = np.log((grid - lo) / (hi - grid))
+    stored = lo + (hi - lo) * expit(sd["_proto_tau_m"])
+    np.testing.assert_allclose(stored, grid, rtol=3e-7)  # the file's tau_m: the grid, to float32 rounding
+    exact, _ = elm_reference({**sd, "_proto_tau_m": proto}, X, **ref)
+    with jax.enable_x64(True):
+        ys64, _ = trajectory64(model, X)
+    np.testing.assert_allclose(np.asarray(ys64), exact, rtol=0, atol=TOL * max(1.0, scale))
+    # float32, as every analysis runs it, against the file's own parameters: float32 rounding
+    # (eps 1.2e-7) of 80 steps of sums over 4,500 synapses and of the MLP; measured 1.1e-6 of
+    # the output's scale (about 9 eps); 1e-5 leaves room for another BLAS's order of summation
+    got = np.asarray(model(jax.numpy.asarray(X, jax.numpy.float32)))
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * scale)
 
 
 # ---------------------------------------------------------------- ARUN and RNN+gamma (NetworkCreation/*.py)

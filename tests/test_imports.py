@@ -196,6 +196,109 @@ def test_a_pickle_that_would_run_code_is_refused_and_its_code_never_runs(tmp_pat
     assert not marker.exists() and not (tmp_path / "run").exists()
 
 
+class System:
+    """A payload whose loading calls ``os.system`` (the blocked global is ``posix.system`` on Linux)."""
+
+    def __init__(self, command):
+        self.command = command
+
+    def __reduce__(self):
+        return (os.system, (self.command,))
+
+
+@pytest.mark.parametrize("payload, blocked", [
+    (lambda marker: System(f"touch {marker}"), f"{os.system.__module__}.{os.system.__name__}"),
+    (lambda marker: torch.nn.Linear(2, 2), "torch.nn.modules.linear.Linear"),  # a whole module, not its state dict
+], ids=["os.system", "nn.Module"])
+def test_a_refused_pickle_names_what_it_would_call_and_never_advises_unsafe_loading(payload, blocked, tmp_path):
+    """Issue 48: torch's message advises re-running with weights_only=False (or allow-listing the
+    global); dynlab relays neither, names the global the file would call, and says why it refuses."""
+    marker = tmp_path / "pwned"
+    path = tmp_path / "evil.pt"
+    torch.save({**gru_state(), "x": payload(marker)}, path)
+    err = one_line_error(invoke(["import", str(path), "--format", "torch-gru", "--out", "run"], tmp_path),
+                         "evil.pt", f"would call {blocked}", "arrays only", "runs no code")
+    for advice in ("weights_only", "False", "safe_globals", "trusted"):
+        assert advice not in err
+    assert not marker.exists() and not (tmp_path / "run").exists()
+
+
+def _not_blocking(seconds=20):
+    """Fail (SIGALRM) instead of hanging, should anything open a FIFO for reading."""
+    import signal
+
+    def hung(signum, frame):
+        raise AssertionError("the import blocked on a FIFO")
+
+    signal.signal(signal.SIGALRM, hung)
+    signal.alarm(seconds)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "directory"])
+@pytest.mark.parametrize("which", ["weights", "options"])
+def test_a_path_that_is_not_a_regular_file_says_so_and_never_blocks(kind, which, tmp_path):
+    """Issue 48: a FIFO or a link to /dev/zero said "no weights file" for a path that exists (and a
+    read would block or never end); each is one line naming what it is, checked before opening."""
+    import signal
+
+    odd = tmp_path / ("odd.json" if which == "options" else "odd.pt")
+    if kind == "fifo":
+        os.mkfifo(odd)
+    elif kind == "dev-zero":
+        odd.symlink_to("/dev/zero")
+    else:
+        odd.mkdir()
+    weights = odd if which == "weights" else save(tmp_path, gru_state())
+    extra = ["--options-file", str(odd)] if which == "options" else []
+    _not_blocking()
+    try:
+        result = invoke(["import", str(weights), "--format", "torch-gru", *extra, "--out", "run"], tmp_path)
+    finally:
+        signal.alarm(0)
+    if kind == "directory" and which == "weights":  # click's own check of FILE
+        one_line_error(result, "is a directory", prefix="error: Invalid value for 'FILE'")
+    else:
+        expected = {"fifo": ["named pipe (FIFO)"], "dev-zero": ["character device", "'/dev/zero'"],
+                    "directory": ["is a directory"]}[kind]
+        err = one_line_error(result, "odd.", "not a regular file", *expected)
+        assert "no weights file" not in err
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("text, fragments", [
+    ('{"nonlinearity": NaN}', ["NaN is not a number an option may take"]),
+    ('{"num_layers": 1, "num_layers": 2}', ["'num_layers' is given twice"]),
+    ('[1, 2]', ["holds a JSON list", "an object of the format's options"]),
+    ('{"num_layers": ' + "[" * 100_000 + "]" * 100_000 + "}", ["nested too deeply"]),
+    ('{"hidden": 4', ["is not valid JSON"]),
+    ('{"hidden": 4}', ["unknown config key import --format torch-gru.hidden", "valid keys: ", "prefix"]),
+    ('{"num_layers": 1' + " " * (1 << 20) + "}", ["larger than 1 MiB"]),
+], ids=["nan", "duplicate", "list", "nested", "truncated", "unknown-key", "too-large"])
+def test_a_bad_options_file_is_one_line_before_the_weights_are_read(text, fragments, tmp_path):
+    options = tmp_path / "model_config.json"
+    options.write_text(text)
+    result = invoke(["import", "missing.pt", "--format", "torch-gru", "--options-file", str(options)], tmp_path)
+    one_line_error(result, *fragments)
+    if "unknown config key" not in fragments[0]:  # the file's own faults name the file
+        assert "model_config.json" in result.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_an_options_file_gives_the_formats_options_and_the_command_line_overrides_them(tmp_path):
+    """JSON (null: the option's None) and TOML; --nonlinearity given on the line wins over the file."""
+    from dynlab import experiment
+    from dynlab.imports.options import read_options
+
+    path = save(tmp_path, torch.nn.RNN(D, H, nonlinearity="relu").state_dict())
+    (tmp_path / "o.json").write_text('{"nonlinearity": "tanh", "readout_prefix": null}')
+    res = invoke(["import", str(path), "--format", "torch-rnn", "--options-file", "o.json", "--nonlinearity", "relu",
+                  "--out", "run"], tmp_path)
+    assert res.exit_code == 0, (res.output, res.stderr)
+    assert experiment.load_run(tmp_path / "run").config["model"]["activation"] == "relu"
+    (tmp_path / "o.toml").write_text('nonlinearity = "relu"\nnum_layers = 1\n')
+    assert read_options(tmp_path / "o.toml") == {"nonlinearity": "relu", "num_layers": 1}
+
+
 def gru_state(layers=1):
     torch.manual_seed(0)
     return torch.nn.GRU(D, H, num_layers=layers).state_dict()

@@ -23,6 +23,9 @@ from dynlab.cli.options import int_option
 @click.option("--num-layers", default=None, metavar="INT", help="Number of layers. Default: counted from the keys.")
 @click.option("--option", "format_options", multiple=True, metavar="KEY=VALUE",
               help="Any other option of the format, as a TOML value (repeatable).")
+@click.option("--options-file", default=None, metavar="FILE",
+              help="The format's options from a JSON object or TOML table, e.g. the model_config.json "
+                   "published beside the weights; --option and the options above override its keys.")
 @click.option("--task", "task_name", default=None, metavar="NAME",
               help="The dynlab task the model was trained on (its widths must be the model's); analyses then "
                    "use it. Default: 'external' (the widths only).")
@@ -31,8 +34,8 @@ from dynlab.cli.options import int_option
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Run directory to create. Default: runs/import-<format>-<time>.")
 @click.option("-q", "--quiet", is_flag=True, help="Print only the run directory.")
-def import_cmd(file, fmt, nonlinearity, prefix, readout_prefix, num_layers, format_options, task_name, sets, out,
-               quiet):
+def import_cmd(file, fmt, nonlinearity, prefix, readout_prefix, num_layers, format_options, options_file, task_name,
+               sets, out, quiet):
     """Import a model trained elsewhere from FILE (.safetensors, or .pt/.pth/.bin/.pth.tar when
     torch is installed) into a new run directory.
 
@@ -40,13 +43,17 @@ def import_cmd(file, fmt, nonlinearity, prefix, readout_prefix, num_layers, form
     SHA-256), so that 'dynlab analyze NAME --checkpoint RUN', 'dynlab plot' and 'dynlab analyze
     dsa' use it as a trained run. Nothing in FILE is executed: a pickle that needs code is
     refused. 'dynlab list formats' lists the formats.
+
+    A published model's constructor arguments, such as the model_config.json beside each of the
+    ELM authors' NeuronIO models, are the format's options: pass the file with --options-file.
     """
     from dynlab import config as cfgmod
     from dynlab import store
     from dynlab.errors import ConfigError
+    from dynlab.imports.options import read_options
     from dynlab.imports.run import import_run
 
-    options = {}
+    options = {} if options_file is None else read_options(options_file)
     for assignment in format_options:
         keys, value = cfgmod.parse_set(assignment)
         if len(keys) != 1:

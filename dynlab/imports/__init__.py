@@ -8,7 +8,9 @@ source: [`torch_rnn`][dynlab.imports.torch_rnn] (``torch-rnn``, ``torch-gru``, `
 and the papers' published code: [`elm`][dynlab.imports.elm] (``elm-neuron``: the ELM neuron and
 Branch-ELM), [`aru`][dynlab.imports.aru] (``arun``, ``rnn-gamma-nonlinmod``) and
 [`sithcon`][dynlab.imports.sithcon] (``sithcon``), each with its unit's public-code conventions
-selected. ``dynlab list formats`` lists them.
+selected. ``dynlab list formats`` lists them. [`options`][dynlab.imports.options] reads a
+format's options from a file (``--options-file``: the ``model_config.json`` published beside
+the weights).
 """
 
 from dynlab.imports import aru, elm, sithcon, torch_rnn  # noqa: F401  (registers their formats)

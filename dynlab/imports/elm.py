@@ -14,6 +14,11 @@ the 14 published NeuronIO models ``models/*/neuronio_best_model_state.pt``; or v
 | ``_proto_tau_m`` | $[d_m]$ | ``theta_tau`` when learned; else checked against the fixed grid |
 | ``input_to_synapse_indices``, ``valid_indices_mask`` | $[d_s]$ (or $[0]$: no routing) | ``synapse_index`` (masked slots read nothing) |
 
+The code routes $x_t$ to synapses as ``x[:, input_to_synapse_indices] * valid_indices_mask``.
+The mask is bool for ``neuronio_routing`` (``index < num_input``: the last window's slots past the
+last input, whose index is clamped to ``num_input - 1``, read zero; the published models store it
+so) and integer ones for ``random_routing``; both are taken.
+
 and these conventions of the code, each a dynlab value: ``activation = "scaled-tanh"``
 ($1.7159\tanh(2x/3)$), ``learn_w_s = true`` (also for the vanilla ELM), ``tau_inset = 1e-6`` (its
 $\tau_m$ grid is log-spaced in $[\tau_{min} + 10^{-6}, \tau_{max} - 10^{-6}]$), ``tau_bounds =
@@ -94,6 +99,12 @@ def elm_neuron(weights: dict[str, np.ndarray], *, num_input: int | None = None, 
         raise DataError(f"ELM neuron: num_branch = {num_branch}, but the MLP reads {n_branch} branches (+ {d_m} memories)")
     n_syn = n_branch * num_synapse_per_branch
     routed = input_to_synapse_routing is not None
+    routing_shape = sd.shape("input_to_synapse_indices")
+    if not routed and routing_shape not in (None, (0,)):
+        # the state dict routes inputs, but not how many there are or by which rule: its config does
+        raise DataError(f"ELM neuron: the file routes inputs to {routing_shape[0]} synapses "
+                        f"('input_to_synapse_indices' {list(routing_shape)}), so it needs input_to_synapse_routing, num_input and "
+                        "num_synapse_per_branch: pass the model's model_config.json with --options-file")
     if num_input is None:
         if routed:
             raise ConfigError("num_input must be given for a routed ELM (its state dict does not hold it)")
@@ -107,10 +118,11 @@ def elm_neuron(weights: dict[str, np.ndarray], *, num_input: int | None = None, 
     for i, (fi, fo) in enumerate(zip(sizes[:-1], sizes[1:])):
         arrays[f"cells.0.mlp.weights.{i}"] = sd.take(f"mlp.network.{2 * i}.weight", (fo, fi)).T
         arrays[f"cells.0.mlp.biases.{i}"] = sd.take(f"mlp.network.{2 * i}.bias", (fo,))
-    arrays["cells.0.w_s_raw"] = sd.take("_proto_w_s", (n_syn,), " = [num_synapse]")
+    per_synapse = f" = [num_branch * num_synapse_per_branch = {n_branch} * {num_synapse_per_branch}]"
+    arrays["cells.0.w_s_raw"] = sd.take("_proto_w_s", (n_syn,), per_synapse)
     arrays["readout.weight"] = sd.take("w_y.weight", (n_out, d_m))
     arrays["readout.bias"] = sd.take("w_y.bias", (n_out,))
-    trace = sd.take("tau_b", (n_branch,), " = [num_branch]") if version == 2 else sd.take("tau_s", (n_syn,), " = [num_synapse]")
+    trace = sd.take("tau_b", (n_branch,), " = [num_branch]") if version == 2 else sd.take("tau_s", (n_syn,), per_synapse)
     if np.ptp(trace) != 0:
         raise DataError(f"ELM neuron: the synaptic time constants differ ({trace.min()} .. {trace.max()}); "
                         "dynlab's ELM has one tau_s")
@@ -129,10 +141,12 @@ def elm_neuron(weights: dict[str, np.ndarray], *, num_input: int | None = None, 
         arrays["cells.0.theta_tau"] = proto
     if routed:
         index = sd.take("input_to_synapse_indices", (n_syn,), " = [num_synapse]", integer=True)
-        mask = np.asarray(sd.take("valid_indices_mask", (n_syn,), " = [num_synapse]", integer=True))
+        mask = sd.take_mask("valid_indices_mask", (n_syn,), " = [num_synapse]")
         if index.min() < 0 or index.max() >= num_input:
             raise DataError(f"ELM neuron: input_to_synapse_indices must lie in [0, num_input = {num_input})")
-        arrays["cells.0.synapse_index"] = np.where(mask != 0, index, num_input).astype(np.int32)
+        # the code reads x[index] * mask: a masked slot (the neuronio windows' overhang past the
+        # last input, its index clamped to num_input - 1) reads nothing, dynlab's index num_input
+        arrays["cells.0.synapse_index"] = np.where(mask, index, num_input).astype(np.int32)
     else:
         for name in ("input_to_synapse_indices", "valid_indices_mask"):
             if sd.has(name):

@@ -13,9 +13,15 @@ r"""Reading the weights of a model trained elsewhere, without executing anything
   ``__reduce__``) is refused before anything runs.
 
 **Enforces**, each as one-line [`DataError`][dynlab.errors.DataError]s: a missing or unreadable
-file; an unknown suffix (valid: [`SUFFIXES`][]); a pickle that needs code; a PyTorch file while
-torch is not installed (naming the extra and safetensors); a file that holds no arrays. Nothing
-named in the file is imported.
+file; a path that is not a regular file (a pipe, a device such as a link to ``/dev/zero``, a
+socket, a directory), checked with ``os.stat`` before anything opens it, so that a FIFO never
+blocks the read ([`regular_file`][]); an unknown suffix (valid: [`SUFFIXES`][]); a pickle that
+needs code, naming the global it would call (torch's own advice to load it unsafely is not
+relayed: dynlab loads arrays only); a PyTorch file while torch is not installed (naming the extra
+and safetensors); a file that holds no arrays. Nothing named in the file is imported.
+
+**Devices.** A file saved from GPU tensors (``cuda:0`` storages, as the ELM authors' published
+models are) is read onto the CPU (``map_location="cpu"``); no GPU is needed.
 
 **Nested state dicts.** A file may hold the state dict itself or a checkpoint around it
 (``{"state_dict": {...}, "epoch": 3}``, ``{"model": {...}, "optimizer": {...}}``). Nested
@@ -28,6 +34,9 @@ prefix of the network's keys (``rnn.``, ``model.rnn.``, ``module.``), or is told
 from __future__ import annotations
 
 import hashlib
+import os
+import re
+import stat
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -37,7 +46,7 @@ import numpy as np
 
 from dynlab.errors import DataError
 
-__all__ = ["SUFFIXES", "Keys", "read_weights", "sha256"]
+__all__ = ["SUFFIXES", "Keys", "read_weights", "regular_file", "sha256"]
 
 SUFFIXES = (".safetensors", ".pt", ".pth", ".bin", ".pth.tar", ".pt.tar")
 """The weight files [`read_weights`][] reads: safetensors, and PyTorch's ``torch.save`` files."""
@@ -56,12 +65,37 @@ def sha256(path: Path | str) -> str:
     return digest.hexdigest()
 
 
-def read_weights(path: Path | str) -> dict[str, np.ndarray]:
-    """The arrays stored in a weight file, by flattened name (see the module doc); nothing executed."""
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def regular_file(path: Path | str, what: str) -> Path:
+    """``path``, checked to be an existing regular file (a symbolic link to one is fine) before
+    anything opens it: opening a FIFO for reading blocks until a writer comes, and a device such
+    as ``/dev/zero`` never ends. ``what`` names the file in the one-line
+    [`DataError`][dynlab.errors.DataError] otherwise (``"weights file"``)."""
     path = Path(path)
     shown = str(path)
-    if not path.is_file():
-        raise DataError(f"no weights file {shown!r}")
+    try:
+        mode = os.stat(path).st_mode  # follows links: what a read would open
+    except FileNotFoundError:
+        if os.path.islink(path):
+            target = os.readlink(path)
+            raise DataError(f"{what} {shown!r} is a symbolic link to {target!r}, which does not exist") from None
+        raise DataError(f"no {what} {shown!r}") from None
+    except OSError as e:  # permission denied on a parent, a loop of links, a name too long
+        raise DataError(f"{what} {shown!r} cannot be read ({e.strerror or type(e).__name__})") from None
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+        via = f" (a symbolic link to {os.readlink(path)!r})" if os.path.islink(path) else ""
+        raise DataError(f"{what} {shown!r} is {kind}{via}, not a regular file: give the file itself")
+    return path
+
+
+def read_weights(path: Path | str) -> dict[str, np.ndarray]:
+    """The arrays stored in a weight file, by flattened name (see the module doc); nothing executed."""
+    path = regular_file(path, "weights file")
+    shown = str(path)
     suffix = "".join(path.suffixes[-2:]).lower()
     if suffix not in (".pth.tar", ".pt.tar"):
         suffix = path.suffix.lower()
@@ -103,14 +137,28 @@ def _read_torch(path: Path, shown: str) -> dict:
             warnings.simplefilter("ignore")
             return torch.load(str(path), weights_only=True, map_location="cpu")
     except pickle.UnpicklingError as e:
-        needs = str(e).split("WeightsUnpickler error:", 1)[-1].strip().splitlines()
-        # torch's own text goes on to say how to allow the global: not advice dynlab gives
-        detail = needs[0].split(" Please use", 1)[0].rstrip(". ") if needs else "it is not a state dict"
-        raise DataError(f"{shown!r} is a pickle that needs code to load ({detail}); dynlab runs no code from a "
-                        "file: save model.state_dict() (torch.save) or safetensors instead") from None
+        raise DataError(f"{shown!r} is a pickle that needs code to load: {_blocked(str(e))}; dynlab loads arrays "
+                        "only and runs no code from a file, so it refuses the file: save model.state_dict() "
+                        "(torch.save) or safetensors instead") from None
     except Exception as e:  # not a torch file, truncated, corrupt zip
         detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise DataError(f"{shown!r} is not a readable PyTorch file ({detail})") from None
+
+
+_GLOBAL = re.compile(r"GLOBAL\s+([A-Za-z_][\w.]*)")
+
+
+def _blocked(message: str) -> str:
+    """What torch's weights-only unpickler refused, from its message: the global (a function or
+    class, ``posix.system``, ``torch.nn.modules.linear.Linear``) that loading would have called.
+    Only that name is taken from torch's text, whose advice (re-run with ``weights_only=False``,
+    or allow the global) is advice to run the file's code, which dynlab never gives."""
+    found = _GLOBAL.search(message)
+    if found is None:
+        return "it holds Python objects other than tensors, dicts, lists and numbers"
+    name = found.group(1)
+    name = name if len(name) <= 120 else name[:117] + "..."  # the name is the file's: bounded
+    return f"loading it would call {name}"
 
 
 def _as_array(value) -> np.ndarray | None:
@@ -158,7 +206,7 @@ class Keys:
 
     **Enforces** one-line [`DataError`][dynlab.errors.DataError]s naming the key and what was
     expected: a missing key, a wrong shape, a non-floating (or, ``integer=True``, non-integer) or
-    non-finite array, extra keys.
+    non-finite array, a mask ([`take_mask`][]) holding other than bool or 0 and 1, extra keys.
     """
 
     def __init__(self, weights: Mapping[str, np.ndarray], prefix: str, *, what: str,
@@ -183,12 +231,7 @@ class Keys:
     def take(self, name: str, shape: tuple[int, ...], why: str = "", *, integer: bool = False) -> np.ndarray:
         """The array ``prefix + name``, which must have ``shape`` (``why`` says where it comes from):
         floating and finite, or integer (indices) with ``integer=True``; its dtype kept."""
-        key = self.prefix + name
-        if key not in self.weights:
-            raise DataError(f"{self.what}: missing key {key!r} (expected shape {list(shape)}{why})")
-        array = np.asarray(self.weights[key])
-        if tuple(array.shape) != tuple(shape):
-            raise DataError(f"{self.what}: {key!r} has shape {list(array.shape)}, expected {list(shape)}{why}")
+        key, array = self._get(name, shape, why)
         if array.dtype.kind not in ("iu" if integer else "f"):
             raise DataError(f"{self.what}: {key!r} holds {array.dtype} values; "
                             f"{'integer indices' if integer else 'floating-point weights'} were expected")
@@ -196,6 +239,30 @@ class Keys:
             raise DataError(f"{self.what}: {key!r} holds NaN or infinite values")
         self.taken.add(key)
         return array
+
+    def _get(self, name: str, shape: tuple[int, ...], why: str) -> tuple[str, np.ndarray]:
+        key = self.prefix + name
+        if key not in self.weights:
+            raise DataError(f"{self.what}: missing key {key!r} (expected shape {list(shape)}{why})")
+        array = np.asarray(self.weights[key])
+        if tuple(array.shape) != tuple(shape):
+            raise DataError(f"{self.what}: {key!r} has shape {list(array.shape)}, expected {list(shape)}{why}")
+        return key, array
+
+    def take_mask(self, name: str, shape: tuple[int, ...], why: str = "") -> np.ndarray:
+        """The mask ``prefix + name`` as a bool array of ``shape``: stored as bool (what a mask of
+        a comparison is, e.g. ``index < n``) or as integers 0 and 1 (``torch.ones_like`` of an
+        index tensor). **Enforces** that it holds nothing else (a 2 would scale an input, not mask it)."""
+        key, array = self._get(name, shape, why)
+        if array.dtype.kind not in "biu":
+            raise DataError(f"{self.what}: {key!r} holds {array.dtype} values; "
+                            "a mask (bool, or integers 0 and 1) was expected")
+        if array.dtype.kind != "b" and not np.isin(array, (0, 1)).all():
+            bad = array[~np.isin(array, (0, 1))]
+            raise DataError(f"{self.what}: {key!r} is a mask, so its values must be 0 or 1 (or bool), "
+                            f"got {bad.size} other values ({bad.min()} .. {bad.max()})")
+        self.taken.add(key)
+        return array.astype(bool)
 
     def finish(self, hint: str = "") -> None:
         """Refuse keys in scope that were not taken; warn about keys outside it (``within="container"``)."""
