@@ -221,6 +221,8 @@ def test_elm_import_refuses_what_it_cannot_build():
         elm_neuron({**routed, "valid_indices_mask": routed["valid_indices_mask"].astype(np.float32)}, **options)
     with pytest.raises(DataError, match="routes inputs to 12 synapses.*--options-file"):
         elm_neuron(routed)  # the routing options missing: the file's model_config.json has them
+    with pytest.raises(DataError, match=r"num_input must lie in \[1, 3 \* 4 = 12\], got 10000000000"):
+        elm_neuron(routed, **{**options, "num_input": 10**10})  # refused before a routing of 10^10 entries is built
 
 
 PUBLISHED_ELM = Path(os.environ.get("DYNLAB_DATA", ".")) / "published" / "elmneuron" / "num_memory_10"

@@ -109,6 +109,12 @@ def elm_neuron(weights: dict[str, np.ndarray], *, num_input: int | None = None, 
         if routed:
             raise ConfigError("num_input must be given for a routed ELM (its state dict does not hold it)")
         num_input = n_syn
+    if input_to_synapse_routing == "neuronio_routing" and not 1 <= num_input <= n_syn:
+        # the code asserts ceil(num_input / num_branch) <= num_synapse_per_branch; checked before
+        # the routing is built, whose arrays have num_input entries
+        raise DataError(f"ELM neuron: neuronio_routing spreads num_input inputs over windows of {num_synapse_per_branch} "
+                        f"synapses on each of {n_branch} branches, so num_input must lie in [1, {n_branch} * "
+                        f"{num_synapse_per_branch} = {n_syn}], got {num_input}")
     if not routed and n_syn != num_input:
         raise DataError(f"ELM neuron without routing needs num_branch * num_synapse_per_branch = num_input, "
                         f"got {n_branch} * {num_synapse_per_branch} != {num_input}")
