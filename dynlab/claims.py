@@ -56,6 +56,13 @@ class Estimate:
     ``low``/``high`` NaN: a point estimate; ``note`` says why there is no interval (e.g. "fewer than 2
     seeds"). ``level``, ``population`` and ``method`` name the interval. A point estimate decides
     no verdict unless it is ``exact`` (no sampling error: [`exactly`][]).
+
+    ``bounds``: the values the quantity can take (an accuracy $[0, 1]$, a difference of two
+    $[-1, 1]$, a count $[0, \\infty)$; unbounded by default); every interval lies inside it.
+    ``agreeing``: the number of replicates when they all took the same value (the interval is then
+    [`dynlab.statistics.agreement_interval`][]'s, and an undecided verdict says how many would
+    decide), else 0. ``judged_on``: which replicates were judged, when some were left out (the
+    cells that did not meet their task's learning criterion), in words.
     """
 
     value: float
@@ -66,6 +73,9 @@ class Estimate:
     population: str = ""
     method: str = ""
     exact: bool = False
+    bounds: tuple[float, float] = (-math.inf, math.inf)
+    agreeing: int = 0
+    judged_on: str = ""
 
     @classmethod
     def exactly(cls, value: float, note: str = "") -> Estimate:
@@ -75,24 +85,31 @@ class Estimate:
 
     @property
     def has_interval(self) -> bool:
-        return math.isfinite(self.low) and math.isfinite(self.high)
+        return math.isfinite(self.low) and math.isfinite(self.high) or self.agreeing > 0 and not (
+            math.isnan(self.low) or math.isnan(self.high))
 
     @classmethod
-    def mean_of(cls, values, what: str = "", population: str = "seeds", level: float = 0.95) -> Estimate:
-        """The mean of independent per-replicate values (e.g. one per seed; NaN left out) with their
-        Student-t interval at ``level`` ([`dynlab.statistics.t_interval`][]); ``what`` says what
-        each value is. One finite value gives a point estimate; none raises [`NotTestable`][]."""
-        from dynlab.statistics import t_interval
+    def mean_of(cls, values, what: str = "", population: str = "seeds", level: float = 0.95,
+                bounds: tuple[float, float] = (-math.inf, math.inf)) -> Estimate:
+        """The mean of independent per-replicate values (e.g. one per seed; NaN left out) with its
+        interval at ``level`` inside ``bounds`` ([`dynlab.statistics.bounded_interval`][]: Student t
+        where the quantity is unbounded, kept inside its range otherwise, and never of zero width
+        for a random quantity whose replicates all agree); ``what`` says what each value is. One
+        finite value gives a point estimate; none raises [`NotTestable`][]."""
+        from dynlab.statistics import bounded_interval
 
         values = np.asarray(values, float)
         n = int(np.isfinite(values).sum())
         if n == 0:
             raise NotTestable(f"no finite value over the {population}")
         if n < 2:
-            return cls(float(np.nanmean(values)), note="; ".join(filter(None, [f"only one value over {population}", what])))
-        ci = t_interval(values, population=population, allow_fewer=True, level=level)
+            return cls(float(np.nanmean(values)), note="; ".join(filter(None, [f"only one value over {population}", what])),
+                       bounds=tuple(bounds))
+        ci = bounded_interval(values, bounds=bounds, population=population, level=level)
+        agreeing = n if np.ptp(values[np.isfinite(values)]) == 0 else 0
         return cls(float(ci.estimate), float(ci.low), float(ci.high), level=ci.level, population=ci.population,
-                   method="; ".join(filter(None, [ci.method, what])))
+                   method="; ".join(filter(None, [ci.method, what])), bounds=tuple(float(b) for b in bounds),
+                   agreeing=agreeing)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,9 +156,9 @@ class Claim:
         """The threshold on ``side`` (``"lower"``, ``"upper"``) or ``"band"``, in words."""
         two_sided = math.isfinite(self.lower) and math.isfinite(self.upper)
         if side == "band":
-            return f"the band [{self.lower:.4g}, {self.upper:.4g}]"
+            return f"the band [{_exact(self.lower)}, {_exact(self.upper)}]"
         bound = self.lower if side == "lower" else self.upper
-        return f"the {side} threshold {bound:.4g}" if two_sided else f"the threshold {bound:.4g}"
+        return f"the {side} threshold {_exact(bound)}" if two_sided else f"the threshold {_exact(bound)}"
 
     def measure_on(self, datasets: Mapping[str, Any]) -> Estimate | str:
         """The claim's [`Estimate`][] on ``datasets``, or the reason it cannot be measured."""
@@ -155,6 +172,41 @@ class Claim:
         if not math.isfinite(estimate.value):
             return "the statistic is undefined on this run" + (f" ({estimate.note})" if estimate.note else "")
         return estimate
+
+
+def _exact(threshold: float) -> str:
+    """A threshold in enough digits to be the number the verdict used (-1.335165, not -1.335)."""
+    return f"{threshold:.12g}"
+
+
+def _bound(v: float) -> str:
+    return ("∞" if v > 0 else "-∞") if math.isinf(v) else f"{v:.4g}"
+
+
+def _plural(population: str) -> str:
+    """``"2 seed"`` -> ``"seeds"``: the replicates' word, for "N seeds that all agree"."""
+    word = population.split(" ", 1)[-1] if population[:1].isdigit() else population
+    word = word or "replicates"
+    return word if word.endswith("s") or " " in word else word + "s"
+
+
+def _seeds_needed(claim: Claim, estimate: Estimate, lo: float, hi: float) -> str:
+    """Why replicates that all agree leave a claim undecided, and how many would decide it
+    ([`dynlab.statistics.seeds_to_decide`][])."""
+    from dynlab.statistics import seeds_to_decide
+
+    word = _plural(estimate.population)
+    straddled = [t for t in (claim.lower, claim.upper) if math.isfinite(t) and lo <= t <= hi]
+    needs = [seeds_to_decide(estimate.value, t, bounds=estimate.bounds, level=estimate.level) for t in straddled]
+    low, high = estimate.bounds
+    if estimate.value in straddled:
+        return f"no number of {word} decides it: they agree on the threshold itself"
+    if needs and None not in needs:
+        return (f"a decision needs {max(needs)} {word} that all agree (or {word} that differ, whose spread gives a "
+                "Student-t interval)")
+    side = "above" if any(t > estimate.value for t in straddled) else "below"
+    return (f"no number of {word} that all agree decides it, as the quantity is unbounded {side} (its range "
+            f"[{_bound(low)}, {_bound(high)}]); {word} that differ would (a Student-t interval from their spread)")
 
 
 def scale_text(items: Mapping[str, tuple[Any, Any]]) -> str:
@@ -171,11 +223,15 @@ def margin(low: float, high: float, lower: float = -math.inf, upper: float = mat
     - ``< 0``: the whole interval lies where it does not hold, this far from the nearest threshold;
     - ``0``: the interval straddles (or touches) a threshold;
     - NaN: no interval (NaN bounds).
+
+    An interval may be infinite on one side (replicates of a count that all agree:
+    [`dynlab.statistics.agreement_interval`][]); the margin is then its finite end's.
     """
-    if not (math.isfinite(low) and math.isfinite(high)):
+    if math.isnan(low) or math.isnan(high):
         return math.nan
-    if lower <= low and high <= upper:
-        return min(low - lower, upper - high)
+    if lower <= low and high <= upper:  # an infinite end of the interval is as far from no threshold
+        gaps = [g for g in (low - lower, upper - high) if not math.isnan(g)]
+        return min(gaps) if gaps else math.inf
     if high < lower:
         return high - lower
     if low > upper:
@@ -192,12 +248,24 @@ def verdict(claim: Claim, estimate: Estimate) -> tuple[str, str, float, bool]:
     there is no interval, from ``estimate.note``, and where the value lies), unless it is exact
     ([`Estimate.exactly`][]): then the value decides. The text gives the margin also in units of the
     interval's half-width.
+
+    Replicates of a random quantity that all agree have no spread, and a zero-width interval would
+    decide any threshold it does not touch: their interval is the distribution-free
+    [`dynlab.statistics.agreement_interval`][] ([`Estimate.mean_of`][]), which decides only with
+    enough replicates on a bounded range; when it does not, the text names how many replicates that
+    all agree would decide ([`dynlab.statistics.seeds_to_decide`][]), or says that none would (an
+    unbounded side: a count from above). ``estimate.judged_on`` (the cells a learning gate left
+    out) ends the text.
     """
     value, low, high = estimate.value, estimate.low, estimate.high
     from_interval = estimate.has_interval
     lo, hi = (low, high) if from_interval else (value, value)
     m = margin(lo, hi, claim.lower, claim.upper)
-    if from_interval:
+    if from_interval and estimate.agreeing:
+        word = _plural(estimate.population)
+        what = (f"{100 * estimate.level:.4g}% interval [{_bound(low)}, {_bound(high)}] from {estimate.agreeing} {word} "
+                f"that all agree at {value:.4g} (zero spread)")
+    elif from_interval:
         what = f"{100 * estimate.level:.4g}% CI [{low:.4g}, {high:.4g}]" + (" (zero width)" if high == low else "")
     elif estimate.exact:
         what = f"exact value {value:.4g}" + (f" ({estimate.note})" if estimate.note else "")
@@ -212,8 +280,8 @@ def verdict(claim: Claim, estimate: Estimate) -> tuple[str, str, float, bool]:
     else:
         outcome = UNDECIDED
     if m == 0:
-        edge = "lower" if lo <= claim.lower <= hi else "upper"
-        if lo <= claim.lower and claim.upper <= hi:
+        edge = "lower" if math.isfinite(claim.lower) and lo <= claim.lower <= hi else "upper"
+        if lo <= claim.lower and claim.upper <= hi and math.isfinite(claim.lower) and math.isfinite(claim.upper):
             where = f"covers {claim.threshold('band')}"
         else:
             where = f"{'straddles' if lo < hi else 'lies on'} {claim.threshold(edge)}"
@@ -228,13 +296,16 @@ def verdict(claim: Claim, estimate: Estimate) -> tuple[str, str, float, bool]:
     else:
         below = hi < claim.lower
         where = f"lies {-m:.4g} {'below' if below else 'above'} {claim.threshold('lower' if below else 'upper')}"
-    if from_interval and hi > lo and m != 0:
+    if from_interval and hi > lo and math.isfinite(hi - lo) and m != 0:
         where += f" ({abs(m) / ((hi - lo) / 2):.2g} half-widths)"
+    judged = f"; {estimate.judged_on}" if estimate.judged_on else ""
     if outcome == UNDECIDED and not from_interval:
         side = "holds" if claim.holds(value) else "does not hold"
         return outcome, (f"{outcome}: the {what} {where}, where the claim {side}; a point estimate "
-                         "cannot decide it"), m, False
-    return outcome, f"{outcome}: the {what} {where}", m, from_interval
+                         f"cannot decide it{judged}"), m, False
+    if outcome == UNDECIDED and estimate.agreeing:
+        where += f"; {_seeds_needed(claim, estimate, lo, hi)}"
+    return outcome, f"{outcome}: the {what} {where}{judged}", m, from_interval
 
 
 def weakest(claim: Claim, estimates: Mapping[str, Estimate]) -> Estimate:
@@ -262,7 +333,9 @@ def judge(claims: list[Claim], datasets: Mapping[str, Any], *, paper: str = "", 
     - ``outcome``: "holds", "does not hold", "undecided" or "not testable here" ([`verdict`][]);
       ``holds`` (bool, false unless it holds);
     - ``value`` (NaN where not testable), ``ci_low``, ``ci_high`` (NaN for point estimates; the
-      interval's level, population and method in ``interval``);
+      interval's level, population and method in ``interval``; an infinite bound where replicates
+      that all agree leave a side of an unbounded quantity open);
+    - ``range_low``, ``range_high``: the values the quantity can take ([`Estimate`][]'s ``bounds``);
     - ``threshold_low``, ``threshold_high``: where the claim holds (infinite for one-sided claims);
     - ``margin``: [`margin`][] of the interval from the threshold, of the value where there is no interval
       (``margin_from_interval`` false); ``margin_halfwidths``: the margin in units of the interval's
@@ -279,15 +352,16 @@ def judge(claims: list[Claim], datasets: Mapping[str, Any], *, paper: str = "", 
     for claim in claims:
         got = claim.measure_on(datasets)
         if isinstance(got, str):
-            rows.append((UNTESTABLE, math.nan, math.nan, math.nan, math.nan, False, f"{UNTESTABLE}: {got}", ""))
+            rows.append((UNTESTABLE, math.nan, math.nan, math.nan, math.nan, False, f"{UNTESTABLE}: {got}", "",
+                         (-math.inf, math.inf)))
             continue
         outcome, text, m, from_interval = verdict(claim, got)
         interval = f"{100 * got.level:.4g}% CI over {got.population} ({got.method})" if got.has_interval else ""
-        rows.append((outcome, got.value, got.low, got.high, m, from_interval, text, interval))
-    outcome, value, low, high, margins, from_interval, texts, intervals = (list(col) for col in zip(*rows))
+        rows.append((outcome, got.value, got.low, got.high, m, from_interval, text, interval, got.bounds))
+    outcome, value, low, high, margins, from_interval, texts, intervals, ranges = (list(col) for col in zip(*rows))
     with np.errstate(divide="ignore", invalid="ignore"):
         half = (np.asarray(high, float) - np.asarray(low, float)) / 2
-        in_halfwidths = np.where(half > 0, np.asarray(margins, float) / half, np.nan)
+        in_halfwidths = np.where((half > 0) & np.isfinite(half), np.asarray(margins, float) / half, np.nan)
     text_vars = {name: ("claim", np.asarray([getattr(c, name) for c in claims], dtype=object))
                  for name in ("statement", "paper", "measure", "why", "scale")}
     return xr.Dataset(
@@ -299,6 +373,10 @@ def judge(claims: list[Claim], datasets: Mapping[str, Any], *, paper: str = "", 
             "ci_low": ("claim", np.asarray(low, float), {"long_name": "lower bound of the value's interval"}),
             "ci_high": ("claim", np.asarray(high, float), {"long_name": "upper bound of the value's interval"}),
             "interval": ("claim", np.asarray(intervals, dtype=object), {"long_name": "the interval's level, population and method"}),
+            "range_low": ("claim", np.asarray([r[0] for r in ranges], float),
+                          {"long_name": "the least value the quantity can take (-inf: unbounded)"}),
+            "range_high": ("claim", np.asarray([r[1] for r in ranges], float),
+                           {"long_name": "the greatest value the quantity can take (inf: unbounded)"}),
             "threshold_low": ("claim", np.asarray([c.lower for c in claims], float),
                               {"long_name": "the claim holds for values >= this (-inf: no lower threshold)"}),
             "threshold_high": ("claim", np.asarray([c.upper for c in claims], float),
@@ -338,6 +416,8 @@ def format_verdicts(ds: xr.Dataset, width: int | None = None) -> str:
     from rich.console import Console
     from rich.table import Table
 
+    from dynlab.statistics import interval_text
+
     import collections
 
     title = ", ".join(f"{k} {ds.attrs[k]}" for k in ("paper", "scenario", "preset") if ds.attrs.get(k))
@@ -358,7 +438,9 @@ def format_verdicts(ds: xr.Dataset, width: int | None = None) -> str:
         if not math.isfinite(value):
             measured = "-"
         elif row.margin_from_interval:
-            measured = f"{value:.4g} [{float(row.ci_low):.4g}, {float(row.ci_high):.4g}]"
+            low, high = float(row.ci_low), float(row.ci_high)
+            measured = interval_text(value, low, high) if low < high and math.isfinite(high - low) else \
+                f"{value:.4g} [{_bound(low)}, {_bound(high)}]"
         else:
             measured = f"{value:.4g}"
         cells = {"claim": str(row.statement.values), "paper": papers[i], "dynlab": measured,

@@ -376,7 +376,10 @@ def findings(ds: xr.Dataset):
     """A paper's claims ([`dynlab.claims.judge`][]), one row per claim: the claim in words on the
     left, dynlab's estimate (dot; bar: its interval) on the claim's own axis, the threshold (dashed)
     and the side where the claim holds (shaded), coloured by verdict; a claim the run cannot test
-    says why in its row. Rows do not share an axis: each claim has its own statistic and units."""
+    says why in its row. Rows do not share an axis: each claim has its own statistic and units;
+    each axis stays within the quantity's range (``range_low``, ``range_high``: an accuracy in
+    [0, 1], a difference of two in [-1, 1]). An interval open on one side (replicates of a count
+    that all agree) is drawn to the axis's end."""
     import math
     import textwrap
 
@@ -415,14 +418,23 @@ def findings(ds: xr.Dataset):
         lo, hi = min(points), max(points)
         pad = 0.15 * (hi - lo) if hi > lo else 0.5 * max(abs(hi), 1.0)
         x0, x1 = lo - pad, hi + pad
+        # the axis stays in the quantity's range (an accuracy difference in [-1, 1]), with 2% of it
+        # beyond each end so that a dot on the end shows whole
+        start = float(row.range_low) if "range_low" in row else -math.inf
+        end = float(row.range_high) if "range_high" in row else math.inf
+        edge = 0.02 * ((end - start) if math.isfinite(end - start) else (x1 - start if math.isfinite(start)
+                                                                          else end - x0))
+        x0 = max(x0, start - edge) if math.isfinite(start) else x0
+        x1 = min(x1, end + edge) if math.isfinite(end) else x1
         ax.axvspan(max(lower, x0) if math.isfinite(lower) else x0, min(upper, x1) if math.isfinite(upper) else x1,
                    color="tab:green", alpha=0.08, lw=0)
         for t in (lower, upper):
             if math.isfinite(t):
                 ax.axvline(t, color="0.3", ls="--", lw=1)
-        if math.isfinite(low) and math.isfinite(high):
-            ax.errorbar([value], [0], xerr=[[value - low], [high - value]], fmt="o", color=colour, ms=7, capsize=4,
-                        lw=1.6)
+        if not (math.isnan(low) or math.isnan(high)):
+            shown = max(low, x0), min(high, x1)  # an infinite end: to the axis's end
+            ax.errorbar([value], [0], xerr=[[value - shown[0]], [shown[1] - value]], fmt="o", color=colour, ms=7,
+                        capsize=4, lw=1.6)
         else:
             ax.plot([value], [0], "o", color=colour, ms=7)
         ax.set_xlim(x0, x1)

@@ -180,3 +180,58 @@ def test_no_spread_over_seeds_uses_ddof_0():
              for p in (root / folder).rglob("*.py") for i, line in enumerate(p.read_text().splitlines(), 1)
              if pattern.search(line)]
     assert not found, found
+
+
+# --- quantities with a range (issue 48 item 3) --------------------------------------------------
+
+
+def test_bounded_interval_stays_in_range_where_the_t_interval_does_not():
+    """Two seeds of an accuracy difference, -0.075 apart on average: Student t runs to about -1.9 and
+    1.7 (the issue's [-1.866, 1.716]); inside [-1, 1] it must not. A count: its interval stops at 0."""
+    d = np.array([-0.2, 0.05])
+    t = st.t_interval(d, population="seeds")
+    assert float(t.low) < -1 and float(t.high) > 1  # what the range check below would catch
+    ci = st.bounded_interval(d, bounds=(-1, 1), population="seeds")
+    assert -1 <= ci.low < ci.estimate < ci.high <= 1 and ci.estimate == pytest.approx(-0.075)
+    counts = st.bounded_interval([0, 1, 0, 2], bounds=(0, np.inf), population="seeds")
+    assert counts.low == 0 < counts.high and "cut at the range's bound" in counts.method
+    # near the middle of a range the arcsine scale changes nothing: the plain t interval
+    mid = st.bounded_interval([0.48, 0.5, 0.53, 0.51], bounds=(0, 1), population="seeds")
+    plain = st.t_interval(np.array([0.48, 0.5, 0.53, 0.51]), population="seeds")
+    assert mid.low == pytest.approx(float(plain.low), abs=2e-3) and mid.high == pytest.approx(float(plain.high), abs=2e-3)
+
+
+def test_agreeing_replicates_get_a_distribution_free_interval_not_zero_width():
+    """n replicates that all agree at v: P(another differs) < p_n = 1 - 0.05^(1/(n-1)), so the mean of a
+    quantity in [a, b] lies in [v - p_n (v - a), v + p_n (b - v)]. Checked by simulation: the worst
+    case, a two-valued quantity at the edge of the bound, agrees and misses at most 5% of the time."""
+    ci = st.bounded_interval([1.0, 1.0, 1.0, 1.0], bounds=(0, 1), population="seeds")
+    p = 1 - 0.05 ** (1 / 3)
+    assert ci.low == pytest.approx(1 - p) and ci.high == 1.0 and "all 4 agree" in ci.method
+    count = st.bounded_interval([0, 0], bounds=(0, np.inf), population="seeds")
+    assert count.low == 0 and count.high == np.inf  # nothing bounds an unbounded count from above
+    rng = np.random.default_rng(1)
+    for n in (2, 3, 6):
+        q = 1 - 0.05 ** (1 / (n - 1)) + 0.02  # a chance of differing just beyond what agreement excludes
+        x = rng.random((20000, n)) < q  # 1 with probability q, else 0: mean q
+        agree = (x == x[:, :1]).all(1)
+        misses = [not st.agreement_interval(float(v), n, bounds=(0, 1)).covers(q) for v in x[agree, 0]]
+        assert sum(misses) / len(x) <= 0.05, (n, sum(misses) / len(x))
+
+
+def test_seeds_to_decide_inverts_the_agreement_interval():
+    for value, threshold, bounds in ((1.0, 0.95, (0, 1)), (0.0, -0.5, (-1, 1)), (3.0, 1.0, (0, np.inf))):
+        n = st.seeds_to_decide(value, threshold, bounds=bounds)
+        outside = lambda m: not st.agreement_interval(value, m, bounds=bounds).covers(threshold)  # noqa: E731
+        assert outside(n) and not outside(n - 1), (value, threshold, n)
+    assert st.seeds_to_decide(1.0, 0.95, bounds=(0, 1)) == 60
+    assert st.seeds_to_decide(0.0, 8.0, bounds=(0, np.inf)) is None  # a count, from above
+    assert st.seeds_to_decide(1.0, 1.0, bounds=(0, 1)) is None  # on the threshold itself
+
+
+def test_interval_text_prints_the_digits_the_width_supports():
+    assert st.interval_text(0.99948, 0.99896, 1.0) == "0.99948 ± 0.00052"  # not "1 ± 0.00052"
+    assert st.interval_text(7.0, 0.0, 20.0) == "7 [0, 20]"  # a count cut at 0, not "7 ± 13"
+    assert st.interval_text(0.0123, 0.0112, 0.0134) == "0.0123 ± 0.0011"
+    assert st.interval_text(0.0, 0.0, np.inf) == "0.0 [0.0, ∞]"
+    assert st.interval_text(1.5) == "1.5" and st.interval_text(np.nan) == "—"

@@ -1,7 +1,10 @@
 """The Task contract.
 
 A task makes batches ``(x[B, T, D], y, mask[B, T])`` from an explicit PRNG key, names its loss
-([`dynlab.losses`][]), and states the metric a model that learned nothing would get (``chance``).
+([`dynlab.losses`][]), and states the metric a model that learned nothing would get (``chance``)
+and, where the field has one, what a model that learned it reaches (``criterion``, a
+[`Criterion`][]: e.g. the flip-flop's sign accuracy >= 0.95); a claim about trained networks
+judges only the cells that met it ([`dynlab.scenarios.learning_gate`][]).
 It never reads the network. ``batch`` is pure and jit-able, so the trainer generates data inside
 its compiled step, with no host round-trip. A [`StatefulTask`][] (e.g. character-level language
 modelling) also serves consecutive windows of long streams, across which the trainer carries the
@@ -11,19 +14,51 @@ model state.
 from __future__ import annotations
 
 import abc
+import dataclasses
+import math
+from typing import ClassVar
 
 import equinox as eqx
 from jaxtyping import Array, PRNGKeyArray
 
 
+@dataclasses.dataclass(frozen=True)
+class Criterion:
+    """What a network must reach on a task to count as having learned it: its held-out ``metric``
+    (the name its loss reports, [`dynlab.losses`][]: ``accuracy``, ``sign_accuracy``, ``mse``, …)
+    at least ``threshold`` (``higher_is_better``) or at most it; ``source`` says where the
+    threshold comes from."""
+
+    metric: str
+    threshold: float
+    higher_is_better: bool = True
+    source: str = ""
+
+    def met(self, value: float) -> bool:
+        """Whether a final metric ``value`` meets the criterion (NaN, a run that diverged, does not)."""
+        if not math.isfinite(value):
+            return False
+        return value >= self.threshold if self.higher_is_better else value <= self.threshold
+
+    @property
+    def text(self) -> str:
+        """E.g. ``"sign_accuracy >= 0.95"``."""
+        return f"{self.metric} {'>=' if self.higher_is_better else '<='} {self.threshold:.12g}"
+
+
 class Task(eqx.Module):
-    """Base class of tasks. Subclasses set the static fields and implement [`batch`][]."""
+    """Base class of tasks. Subclasses set the static fields and implement [`batch`][].
+
+    ``criterion``: what a network that learned the task reaches ([`Criterion`][]), declared on the
+    class where the field has a standard; ``None`` (the default): no learning gate.
+    """
 
     input_size: int = eqx.field(static=True)
     output_size: int = eqx.field(static=True)
     length: int = eqx.field(static=True)
     loss: str = eqx.field(static=True)
     chance: float = eqx.field(static=True)
+    criterion: ClassVar[Criterion | None] = None
 
     @abc.abstractmethod
     def batch(self, key: PRNGKeyArray, batch_size: int, split: str = "train") -> tuple[Array, Array, Array]:

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 
 from dynlab.errors import ConfigError, require_positive
 from dynlab.registry import register
-from dynlab.tasks.base import Task
+from dynlab.tasks.base import Criterion, Task
 
 
 @register("task", "adding", "adding problem: sum the two marked values of a noise sequence (mse, chance 1/6)")
@@ -31,6 +31,10 @@ class AddingTask(Task):
     still on the chance plateau (MSE 0.14) after 2,000 steps. Longer lengths are the classic
     hard versions (Le et al. use 150–750).
     """
+
+    criterion = Criterion("mse", 0.01, higher_is_better=False,
+                          source="Hochreiter & Schmidhuber 1997 stop training at an average error below 0.01 "
+                                 "(chance 1/6)")
 
     def __init__(self, *, length: int = 30):
         require_positive("task.length", length)

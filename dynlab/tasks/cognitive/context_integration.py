@@ -44,6 +44,7 @@ import jax.numpy as jnp
 
 from dynlab.registry import register
 from dynlab.tasks.cognitive.periods import TruncatedExponential
+from dynlab.tasks.base import Criterion
 from dynlab.tasks.cognitive.trial import TrialTask, check_levels
 
 TIMING = {"fixation": 300, "stimulus": 750, "delay": TruncatedExponential(600, 300, 3000), "decision": 100}
@@ -63,6 +64,9 @@ r"""Mante et al. (2013)'s setting as a run config (module docstring): a leaky ra
 @register("task", "context-integration", "context-dependent integration of one of two noisy streams, neurogym's defaults (ce_all, chance 1/2)")
 class ContextIntegrationTask(TrialTask):
     """Context-dependent integration; see the module docstring."""
+
+    criterion = Criterion("accuracy", 0.8, source="above the 0.75 that ignoring the context reaches at best "
+                          "(module docstring)")
 
     cohs: tuple[float, ...]
     streams = ((1, 2), (3, 4))

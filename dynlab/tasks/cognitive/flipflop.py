@@ -28,13 +28,15 @@ import jax.numpy as jnp
 
 from dynlab.errors import ConfigError, require_positive
 from dynlab.registry import register
-from dynlab.tasks.base import Task
+from dynlab.tasks.base import Criterion, Task
 
 
 @register("task", "flipflop", "N-bit flip-flop: hold the sign of each channel's last pulse (mse, 2^N stable fixed points)")
 class FlipFlopTask(Task):
     """The N-bit flip-flop; see the module docstring."""
 
+    criterion = Criterion("sign_accuracy", 0.95, source="a network that holds its bits gets > 0.99 (module "
+                          "docstring); one that does not stays near chance, 0.5")
     bits: int = eqx.field(static=True)
     p_flip: float = eqx.field(static=True)
     noise: float = eqx.field(static=True)
