@@ -5,10 +5,14 @@ that hold them: a sweep gets [`sweep_summary`][] (its headline numbers per cell,
 mean and 95% interval), a programmed scenario the ``summary`` registered with its program
 (``@register("program", NAME, summary=fn)``, ``fn(datasets) -> str`` on the datasets the
 program returns), built from [`over_seeds`][] and [`text_table`][]. Intervals come from
-[`dynlab.statistics.t_interval`][] (Student t, ddof = 1); one seed gives the value alone.
+[`dynlab.statistics.bounded_interval`][] (Student t, ddof = 1, kept inside the quantity's
+declared range) and are printed in the digits their width supports; one seed gives the value
+alone, seeds that all agree the value and their number.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import xarray as xr
@@ -19,11 +23,18 @@ MAX_ROWS = 12
 """Rows of a summary table beyond which the table says how many more the dataset holds."""
 
 
-def over_seeds(values, fmt: str = ".4g", censored=None) -> str:
-    """``"m ± h"``: the mean over the last axis (seeds) and the half-width of its 95% Student-t
-    interval, or the value alone for one finite seed, ``"—"`` for none. ``censored`` (booleans like
-    ``values``): values that are bounds, not measurements; if any is, the text starts with ``≤``."""
-    from dynlab.statistics import t_interval
+def over_seeds(values, fmt: str | None = None, censored=None, bounds=(-math.inf, math.inf)) -> str:
+    """The mean over the last axis (seeds) and its 95% interval, in digits the interval's width
+    supports ([`dynlab.statistics.interval_text`][]: ``"0.99948 ± 0.00052"``, not ``"1 ± 0.00052"``).
+
+    ``bounds``: the values the quantity can take (an accuracy ``(0, 1)``, a count ``(0, inf)``);
+    the interval stays inside them ([`dynlab.statistics.bounded_interval`][]), so a count prints
+    ``"7 [0, 20]"``, not ``"7 ± 13"``. Seeds that all agree print the value and how many agree
+    (``"8 (all 3 seeds)"``): a spread of 0 is not an interval. One finite seed gives the value
+    alone, none ``"—"``. ``fmt``: a format for the mean instead (``"m ± h"``, the half-width to 2
+    digits). ``censored`` (booleans like ``values``): values that are bounds, not measurements; if
+    any is, the text starts with ``≤``."""
+    from dynlab.statistics import bounded_interval, interval_text
 
     x = np.asarray(values, float).ravel()
     mark = "≤" if censored is not None and np.asarray(censored, bool).any() else ""
@@ -31,9 +42,13 @@ def over_seeds(values, fmt: str = ".4g", censored=None) -> str:
     if finite.size == 0:
         return "—"
     if finite.size == 1:
-        return f"{mark}{finite[0]:{fmt}}"
-    ci = t_interval(finite, population="seeds")
-    return f"{mark}{float(ci.estimate):{fmt}} ± {(float(ci.high) - float(ci.low)) / 2:.2g}"
+        return f"{mark}{finite[0]:{fmt or '.4g'}}"
+    if np.ptp(finite) == 0:
+        return f"{mark}{finite[0]:{fmt or '.4g'}} (all {finite.size} seeds)"
+    ci = bounded_interval(finite, bounds=bounds, population="seeds")
+    if fmt is not None:
+        return f"{mark}{float(ci.estimate):{fmt}} ± {(float(ci.high) - float(ci.low)) / 2:.2g}"
+    return mark + interval_text(float(ci.estimate), float(ci.low), float(ci.high))
 
 
 def text_table(header: list[str], rows: list[list[str]], max_rows: int | None = MAX_ROWS) -> str:
@@ -80,19 +95,39 @@ def _headline_variables(merged: xr.Dataset, cell_dims: tuple[str, ...]) -> dict[
     return out
 
 
-def sweep_summary(merged: xr.Dataset) -> str:
+def declared_ranges(scenario) -> dict[str, tuple[float, float]]:
+    """The range of each per-cell variable of a sweep (its name in ``sweep.nc`` -> ``(low, high)``),
+    from the outputs its analyses declare ([`dynlab.outputs.Output`][]) and the training curves'
+    (``train_eval_accuracy`` in ``[0, 1]``); a variable not declared is left out (unbounded)."""
+    from dynlab import outputs, registry
+
+    ranges = {}
+    training = getattr(outputs, "training_outputs", None)  # the training curves' declared kinds, where declared
+    for o in training() if training else ():
+        ranges[f"train_{o.name}"] = o.range
+    for entry in scenario.cell_analyses:
+        for o in getattr(registry.get("analysis", entry["name"]), "outputs", ()) or ():
+            ranges[f"{entry['name']}_{o.name}"] = o.range
+    return ranges
+
+
+def sweep_summary(merged: xr.Dataset, ranges: dict[str, tuple[float, float]] | None = None) -> str:
     """The headline numbers of a merged sweep: one row per headline variable (each training
     curve's last held-out value, every analysis's per-cell means), one column per combination of
     the sweep axes other than ``seed``; over ``seed``, when it is an axis, the mean and its 95%
-    interval ([`over_seeds`][]). A number is left out of the cells where its result is not ``ok``
-([`dynlab.figures.result_ok`][]): a failed analysis hides only its own numbers."""
+    interval ([`over_seeds`][]), inside each variable's range (``ranges``: name -> ``(low, high)``,
+    [`declared_ranges`][]; a count's interval stops at 0, an accuracy's at 1). A number is left out
+    of the cells where its result is not ``ok`` ([`dynlab.figures.result_ok`][]): a failed analysis
+    hides only its own numbers."""
+    ranges = ranges or {}
     cell_dims = tuple(d for d in merged["status"].dims)
     def ok(name, da):
         mask = result_ok(merged, name)
         return mask.sel(stage=da["stage"]) if "stage" in getattr(mask, "dims", ()) and "stage" in da.coords else mask
 
-    variables = {label: da.where(ok(name, da))
-                 for label, (name, da) in _headline_variables(merged, cell_dims).items()}
+    headline = _headline_variables(merged, cell_dims)
+    variables = {label: da.where(ok(name, da)) for label, (name, da) in headline.items()}
+    bounds = {label: ranges.get(name, (-math.inf, math.inf)) for label, (name, _) in headline.items()}
     if not variables:
         return ""
     group_dims = [d for d in cell_dims if d != "seed"]
@@ -106,7 +141,8 @@ def sweep_summary(merged: xr.Dataset) -> str:
         for c in (str(c) for c in merged.coords if c != d and merged[c].dims == (d,)):
             keys.append(f"{c} = " + ", ".join(f"{v:g}" if isinstance(v, (int, float)) else str(v)
                                                for v in merged[c].values.tolist()) + f" along {d}")
-    rows = [[label, *(over_seeds(da.sel(c).values) for c in shown)] for label, da in variables.items()]
+    rows = [[label, *(over_seeds(da.sel(c).values, bounds=bounds[label]) for c in shown)]
+            for label, da in variables.items()]
     rows = [r for r in rows if any(v != "—" for v in r[1:])]  # a result none of these cells has (a where)
     n_seeds = merged.sizes.get("seed", 1) if "seed" in cell_dims else 1
     title = (f"results ({'mean ± 95% CI over ' + str(n_seeds) + ' seeds' if n_seeds > 1 else 'one seed per cell'}; "
@@ -114,14 +150,14 @@ def sweep_summary(merged: xr.Dataset) -> str:
     more = f"\n… {len(combos) - len(shown)} more combinations in sweep.nc" if len(combos) > len(shown) else ""
     zipped = "".join(f"\n{k}" for k in keys)
     table = f"{title}\n{text_table(header, rows, max_rows=None)}{more}{zipped}"
-    return table if len(combos) <= len(shown) else f"{table}\n{headline_lines(merged, combos, ok)}"
+    return table if len(combos) <= len(shown) else f"{table}\n{headline_lines(merged, combos, ok, ranges)}"
 
 
 MAX_HEADLINE_LINES = 60
 """Combinations whose headline scores [`headline_lines`][] prints one by one."""
 
 
-def headline_lines(merged: xr.Dataset, combos: list[dict], ok) -> str:
+def headline_lines(merged: xr.Dataset, combos: list[dict], ok, ranges: dict | None = None) -> str:
     """Every combination of the sweep axes but the seed on one line each, with the scores its
     analyses registered as ``headline`` ([`dynlab.registry.Entry`][]) that it has (mean ± 95%
     interval over the seeds): what a study of many cells compares, when its table shows the first
@@ -135,7 +171,8 @@ def headline_lines(merged: xr.Dataset, combos: list[dict], ok) -> str:
         return ""
     lines = ["headline scores by cell (mean ± 95% CI over the seeds):"]
     for c in combos[:MAX_HEADLINE_LINES]:
-        scores = [(label, over_seeds(merged[name].where(ok(name, merged[name])).sel(c).values)) for name, label in headline]
+        scores = [(label, over_seeds(merged[name].where(ok(name, merged[name])).sel(c).values,
+                                     bounds=(ranges or {}).get(name, (-math.inf, math.inf)))) for name, label in headline]
         scores = [f"{label} {text}" for label, text in scores if text != "—"]
         if scores:
             lines.append(", ".join(f"{d}={format_value(v)}" for d, v in c.items()) + ": " + "; ".join(scores))
@@ -178,7 +215,7 @@ def sweep_report(scenario, out_dir, merged: xr.Dataset) -> tuple[list[str], str]
     out_dir, n = Path(out_dir), len(scenario.cells)
     statuses = merged["status"].values.ravel().tolist()
     counts = {k: statuses.count(k) for k in ("ok", "diverged", "failed", "missing") if statuses.count(k)}
-    lines = [text for text in (sweep_summary(merged), across_summary(scenario, out_dir)) if text]
+    lines = [text for text in (sweep_summary(merged, declared_ranges(scenario)), across_summary(scenario, out_dir)) if text]
     if scenario.claims and (out_dir / FINDINGS).is_file():
         from dynlab.claims import format_verdicts
 

@@ -475,3 +475,19 @@ def test_adaptation_text_says_its_means_are_over_the_runs_that_did_not_escape():
     assert "means over the runs that did not escape to infinity (bounded / 8 runs beside each)" in text
     assert text.splitlines()[-1].split() == ["with-drive", "0", "5", "-0.0200", "(8)", "-0.1000", "(5)"]
 
+
+def test_the_sweep_summary_prints_numbers_that_agree_with_their_range_and_label():
+    """Not "1 ± 0.00052" for an accuracy (its digits), not "n_slow 7 ± 13" for a count (its range), not
+    a zero-width "± 0" for seeds that agree (no spread is not an interval)."""
+    from dynlab.scenarios.summary import over_seeds, sweep_summary
+
+    assert over_seeds([0.9999, 0.999, 0.9995], bounds=(0, 1)).startswith("0.9995")
+    count = over_seeds([0, 20, 1], bounds=(0, np.inf))
+    assert count.startswith("7 [0, ") and "±" not in count
+    assert over_seeds([0, 20, 1]).startswith("7 ± ")  # a real quantity: symmetric, as before
+    assert over_seeds([8, 8, 8], bounds=(0, np.inf)) == "8 (all 3 seeds)"
+    merged = xr.Dataset({"status": (("seed",), np.array(["ok"] * 3, dtype=object)),
+                         "fixed_points_n_slow": (("seed",), [0.0, 20.0, 1.0])}, coords={"seed": [0, 1, 2]})
+    merged["result_status"] = (("seed", "result"), np.full((3, 2), "ok", dtype=object))
+    merged = merged.assign_coords(result=["train", "fixed-points"])
+    assert "7 [0, " in sweep_summary(merged, {"fixed_points_n_slow": (0.0, np.inf)})
