@@ -121,7 +121,7 @@ class Learned:
 
     @staticmethod
     def excluded(kept: xr.DataArray) -> list[str]:
-        """The cells of ``kept`` (a selection of [`met`][]) that did not learn, as ``"seed=1 (0.78)"``."""
+        """The cells of ``kept`` (a selection of ``met``) that did not learn, as ``"seed=1 (0.78)"``."""
         out = []
         final = np.broadcast_to(np.asarray(kept["final"].values, float), kept.shape)
         for idx in zip(*np.nonzero(~np.asarray(kept.values, bool))):

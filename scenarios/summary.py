@@ -97,7 +97,7 @@ def _headline_variables(merged: xr.Dataset, cell_dims: tuple[str, ...]) -> dict[
 
 def declared_ranges(scenario) -> dict[str, tuple[float, float]]:
     """The range of each per-cell variable of a sweep (its name in ``sweep.nc`` -> ``(low, high)``),
-    from the outputs its analyses declare ([`dynlab.outputs.Output`][]) and the training curves'
+    from the outputs its analyses declare (``dynlab.outputs.Output``) and the training curves'
     (``train_eval_accuracy`` in ``[0, 1]``); a variable not declared is left out (unbounded)."""
     from dynlab import outputs, registry
 
