@@ -84,9 +84,9 @@ def test_lyapunov_under_q_prints_its_results_only(tmp_path):
     assert quiet.exit_code == 0, quiet.output
     assert quiet.stderr == ""
     assert "λ1 = " in quiet.stdout and "dataset: " in quiet.stdout and "largest " in quiet.stdout
-    assert "within-run SE: batch-means" not in quiet.stdout
+    assert "within-run SE: standard error" not in quiet.stdout
     loud = invoke([*args, "--out", str(tmp_path / "l.nc")], tmp_path)
-    assert "within-run SE: batch-means" in loud.stdout and "lyapunov of a freshly initialised model" in loud.stdout
+    assert "within-run SE: standard error" in loud.stdout and "lyapunov of a freshly initialised model" in loud.stdout
 
 
 def test_list_without_kind_lists_every_kind():

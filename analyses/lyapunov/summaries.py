@@ -215,7 +215,7 @@ def lyapunov_summary(ds, quiet: bool = False, show: int = 12) -> str:
 
     for i in range(min(k, show)):
         table.add_row(str(i + 1), number(float(ds["mean"][i])), bounds(i) + shared(i),
-                      number(float(ds.within_run_se_of_mean[i]), ".1e"), number(float(ds.ic_sd_mean[i]), ".1e"))
+                      number(float(ds.within_run_se_of_mean[i]), ".2g"), number(float(ds.ic_sd_mean[i]), ".1e"))
     if k > show:
         table.add_row("…", f"({k - show} more in the dataset)", "", "", "")
     counts = _interval_counts(ds)
@@ -234,7 +234,9 @@ def lyapunov_summary(ds, quiet: bool = False, show: int = 12) -> str:
             ("\\[i-j]: exponents the QR frame has not separated at this run length; an estimate among them "
                "can sit below its truth by up to the distance to those above it, so its upper bound (+) reaches "
                "theirs; " if any(last[g] > g for g in last) else "") +
-            f"within-run SE: batch-means standard error that time averaging alone leaves in the mean; "
+            f"within-run SE: standard error that time averaging alone leaves in the mean over the realisations "
+            f"(pooled autocovariances of their local exponents: 0 where these telescope, as in a rotating frame; "
+            f"each run's batch-means SE is within_run_se in the dataset); "
             f"IC sd: spread over initial conditions under one input (multistability, not an error bar); "
             f"QR every {ds.attrs['reortho_every']} steps ({ds.attrs['reortho_requested']}), "
             f"blocking error <= {ds.attrs['reortho_error_bound']:.1e}; {burn}"
