@@ -18,7 +18,8 @@ computed abstractly (``equinox.filter_eval_shape``: no array is made):
 - an analysis ([`check_analysis`][]): the model's parameters, plus ``(burn_in + steps) x`` one
   step's state, input and output, times the independent runs the options ask for
   (``realisations``, ``samples``, ``k`` tangent vectors, ``n_boot`` resamples);
-- a dense layer of width ``N`` ([`dense_bytes`][]): ``N^2`` weights.
+- a dense layer of width ``N`` ([`dense_bytes`][]): ``N^2`` weights;
+- a teacher ([`check_teacher`][]): its arrays, plus the trials its task runs at once.
 
 An estimate may be several times the true peak (XLA fuses and frees); it is never much below
 it for the shapes it knows. An allocation a plug-in makes beyond them that still fails is one
@@ -151,9 +152,14 @@ def _abstract(fn: Callable, *args, what: str, size: str) -> Any:
     """``equinox.filter_eval_shape(fn, *args)``; a size too large even to describe (JAX's
     int32 shape arithmetic overflows) is a [`ConfigError`][] naming ``size``."""
     import equinox as eqx
+    from jax._src import config as jax_config  # JAX has no public way back out of ensure_compile_time_eval
 
     try:
-        return eqx.filter_eval_shape(fn, *args)
+        # Abstract even inside ``jax.ensure_compile_time_eval`` (a teacher trained while a config is
+        # checked), which would run every operation on constants: XLA aborts the process on an
+        # allocation it cannot make (task.hidden=1000000), and small ones compile 50 programs.
+        with jax_config.eager_constant_folding(False):
+            return eqx.filter_eval_shape(fn, *args)
     except OverflowError as e:
         raise ConfigError(f"{size} is too large to build {what} ({e}); lower {size.split('=', 1)[0]}") from None
 
@@ -206,6 +212,19 @@ def check_training(config: dict, task: Any, build_model: Callable[[], Any], *, t
     eval_size = train.get("eval_size", TrainConfig.eval_size)
     require(training_bytes(build_model, task, batch_size, eval_size, size=size), size=size,
             what="one training step (parameters, a batch and its trajectory)")
+
+
+def check_teacher(build_teacher: Callable[[], Any], trials: int, length: int, *, size: str) -> None:
+    """Refuse a teacher ([`dynlab.teachers`][]) whose arrays, with the ``trials`` trials of
+    ``length`` steps that a teacher task runs at once (its chance level), would not fit
+    ([`require`][]); ``build_teacher`` is only traced here, never run, and ``size`` is the task key
+    a refusal asks to lower. Called before the teacher is built: XLA aborts the process on an
+    allocation it cannot make (``task.n=1000000``), and a teacher of a billion units fills the
+    memory before the first error."""
+    teacher = _abstract(build_teacher, what="the teacher", size=size)
+    per_step = 4 * (teacher.state_size + teacher.output_size + teacher.input_size)  # float32 latents, outputs, inputs
+    require(tree_bytes(teacher) + trials * length * per_step, size=size,
+            what=f"the teacher (its weights and {trials} trials of {length:,} steps)")
 
 
 def step_bytes(model: Any) -> int:

@@ -201,3 +201,116 @@ def test_every_command_that_reads_data_takes_data_dir(command, tmp_path):
     missing = tmp_path / "empty-data"
     err = one_line_error(invoke([*command, "--data-dir", str(missing)], tmp_path), "missing data file", "(from --data-dir)")
     assert str(missing) in err
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 48: the hostile-input sweep's cases that fell short
+
+
+@pytest.mark.parametrize("task, size, needs", [
+    ("teacher-chaotic-rnn", "task.n=1000000", "for the teacher"),
+    ("teacher-line-attractor", "task.n=1000000000", "for the teacher"),
+    ("teacher-flipflop", "task.hidden=1000000", "for one training step"),
+])
+def test_a_teacher_of_absurd_size_is_refused_before_it_is_built(task, size, needs, tmp_path, monkeypatch):
+    """Crashes and bombs: XLA aborted the process (n = 10^6 weights are 4 TB) or the memory
+    filled (n = 10^9); the teacher's shapes are now checked against the memory budget first."""
+    monkeypatch.setenv("DYNLAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("DYNLAB_MEMORY_LIMIT", "1GB")
+    res = invoke(["train", "--task", task, "--set", size, "--out", "r", "-q"], tmp_path)
+    one_line_error(res, f"{size} needs about", needs, "limit 1 GB", f"lower {size.split('=')[0]}")
+    assert not (tmp_path / "r").exists() and not (tmp_path / "cache").exists()
+
+
+def test_the_flipflop_teacher_trains_at_most_a_documented_number_of_steps(tmp_path, monkeypatch):
+    from dynlab.teachers.flipflop import MAX_TRAIN_STEPS
+
+    monkeypatch.setenv("DYNLAB_CACHE", str(tmp_path / "cache"))
+    res = invoke(["train", "--task", "teacher-flipflop", "--set", f"task.train_steps={MAX_TRAIN_STEPS + 1}",
+                  "--out", "r", "-q"], tmp_path)
+    one_line_error(res, "task.train_steps = 100,001", "at most 100,000")
+    assert not (tmp_path / "r").exists() and not (tmp_path / "cache").exists()
+
+
+def test_a_teacher_stopped_while_training_leaves_nothing_in_the_cache(tmp_path, monkeypatch):
+    """A partial teacher was cached (and resumed); now training happens beside the entry, which
+    appears only once training returned, and a stopped training removes its temporary directory.
+    (The trainer is replaced: what is tested is where it writes and what is left.)"""
+    import types
+
+    from dynlab import store
+    from dynlab import train as train_module
+    from dynlab.teachers.flipflop import flipflop_teacher
+
+    teachers = tmp_path / "cache" / "teachers"
+    monkeypatch.setenv("DYNLAB_CACHE", str(tmp_path / "cache"))
+
+    def stopped(exp, run_dir, **kw):
+        assert run_dir.parent == teachers and run_dir.name.endswith(".partial") and (run_dir / ".claimed").is_file()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_module, "train", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        flipflop_teacher(bits=1, hidden=2, steps=2, length=4)
+    assert list(teachers.iterdir()) == []
+
+    def finished(exp, run_dir, **kw):
+        assert [p.name for p in teachers.iterdir()] == [run_dir.name]  # no entry until training is done
+        (run_dir / store.MODEL).write_bytes(b"")
+        store.save_metrics(run_dir, xr.Dataset({"loss": ("step", [1.0, 0.5])}, coords={"step": [0, 1]}))
+        return types.SimpleNamespace(model=exp.model)
+
+    monkeypatch.setattr(train_module, "train", finished)
+    teacher = flipflop_teacher(bits=1, hidden=2, steps=2, length=4)
+    (entry,) = teachers.iterdir()
+    assert entry.name.startswith("flipflop-") and (entry / store.MODEL).is_file() and teacher.state_size == 2
+
+
+def test_a_read_only_teacher_cache_is_refused_before_training(tmp_path, monkeypatch):
+    """A read-only $DYNLAB_CACHE was a raw OSError after the work (a path through a regular file
+    stands in for a read-only file system: the tests may run as root)."""
+    (tmp_path / "afile").write_text("")
+    monkeypatch.setenv("DYNLAB_CACHE", str(tmp_path / "afile" / "cache"))
+    res = invoke(["train", "--task", "teacher-flipflop", "--set", "task.hidden=2", "--set", "task.train_steps=2",
+                  "--out", "r", "-q"], tmp_path)
+    one_line_error(res, "the teacher cache", "cannot be written (Not a directory)", "$DYNLAB_CACHE")
+    assert not (tmp_path / "r").exists()
+
+
+RECOVERY_STUDY = """[model]
+unit = "rnn"
+hidden = 4
+[task]
+name = "teacher-line-attractor"
+n = 4
+length = 8
+[train]
+steps = 4
+batch_size = 4
+eval_size = 4
+[[analyses]]
+name = "recovery"
+trials = 4
+realisations = {realisations}
+ics = 4
+steps = 20
+lyapunov_burn_in = 2
+null_draws = 2
+[sweep]
+seed = [0]
+"""
+
+
+@pytest.mark.parametrize("realisations, cache, fragments", [
+    (1, "cache", ["analyses.recovery", "realisations", "2"]),
+    (2, "afile/cache", ["the teacher cache", "cannot be written", "$DYNLAB_CACHE"]),
+])
+def test_a_recovery_study_that_cannot_finish_is_refused_before_any_cell_trains(realisations, cache, fragments,
+                                                                              tmp_path, monkeypatch):
+    """``realisations = 1`` and a read-only cache were refused only after the cell trained."""
+    (tmp_path / "afile").write_text("")
+    monkeypatch.setenv("DYNLAB_CACHE", str(tmp_path / cache))
+    (tmp_path / "s.toml").write_text(RECOVERY_STUDY.format(realisations=realisations))
+    one_line_error(invoke(["run", "s.toml", "--out", "o", "-q"], tmp_path), *fragments)
+    assert not (tmp_path / "o").exists()
+

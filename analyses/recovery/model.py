@@ -21,6 +21,8 @@ Four scores:
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import jax
 import numpy as np
 import xarray as xr
@@ -32,10 +34,12 @@ from dynlab.analyses.recovery.fixed_point_score import fixed_point_agreement
 from dynlab.analyses.recovery.spectrum_score import spectrum_agreement
 from dynlab.analyses.recovery.state_r2 import state_r2
 from dynlab.analyses.recovery.truth import teacher_inputs, teacher_truth
+from dynlab.config import Range
 from dynlab.errors import ConfigError, require_positive
 from dynlab.provenance import stamp
 from dynlab.registry import register
 from dynlab.tasks.teachers import TeacherTask
+from dynlab.teachers.cache import require_writable
 
 def teacher_of(task):
     """The teacher of ``task``; a one-line ConfigError naming the teacher tasks when it has none."""
@@ -61,8 +65,10 @@ def _task_name(task, teacher) -> str:
           headline=(("dsa_distance", "DSA distance to the teacher (rad)"),
                     ("fp_recovered_fraction", "teacher's fixed points recovered"),
                     ("lambda1_student", "student's λ₁"),
-                    ("r2", "held-out R² of the teacher's latents")))
-def recovery_analysis(model, *, task="train", trials: int = 8, burn_in: int = 0, ics: int = 64, realisations: int = 5,
+                    ("r2", "held-out R² of the teacher's latents")),
+          check=lambda model, **options: check_recovery(model, **options) and None)
+def recovery_analysis(model, *, task="train", trials: int = 8, burn_in: int = 0, ics: int = 64,
+                      realisations: Annotated[int, Range(minimum=2)] = 5,
                       steps: int = 2000, lyapunov_burn_in: int = 200, null_draws: int = 40, pcs: int = 8,
                       n_delays: int = 10, rank: int = 6, match_tol: float = 0.05, held_out: float = 0.5,
                       seed: int = 0) -> xr.Dataset:
@@ -94,14 +100,9 @@ def recovery_analysis(model, *, task="train", trials: int = 8, burn_in: int = 0,
     if model.input_size != teacher.input_size:
         raise ConfigError(f"the student reads {model.input_size} inputs per step but its teacher gives "
                           f"{teacher.input_size}")
-    if isinstance(null_draws, bool) or not isinstance(null_draws, int) or null_draws < 0 or null_draws % 2:
-        raise ConfigError(f"null_draws must be an even integer >= 0 (the draws are used in pairs), got {null_draws!r}")
-    for name, value in (("pcs", pcs), ("n_delays", n_delays), ("rank", rank)):
-        require_positive(name, value)
-    if isinstance(match_tol, bool) or not isinstance(match_tol, (int, float)) or not 0 < match_tol < np.inf:
-        raise ConfigError(f"match_tol must be a positive finite number, got {match_tol!r}")
-    options = FingerprintOptions(trials=trials, burn_in=burn_in, ics=ics, realisations=realisations, steps=steps,
-                                 lyapunov_burn_in=lyapunov_burn_in, seed=seed)
+    options = check_recovery(model, trials=trials, burn_in=burn_in, ics=ics, realisations=realisations, steps=steps,
+                             lyapunov_burn_in=lyapunov_burn_in, null_draws=null_draws, pcs=pcs, n_delays=n_delays,
+                             rank=rank, match_tol=match_tol, seed=seed, cache=False)
     length = task.length
     t_fixed, t_spectrum = teacher_truth(teacher, length, options)
     xs = teacher_inputs(teacher, length, options)
@@ -132,3 +133,28 @@ def recovery_analysis(model, *, task="train", trials: int = 8, burn_in: int = 0,
         "ics": ics, "realisations": realisations, "steps": steps, "lyapunov_burn_in": lyapunov_burn_in,
         "null_draws": null_draws, "pcs": pcs, "n_delays": n_delays, "rank": rank, "match_tol": match_tol,
         "held_out": held_out, "state_scale": scale})
+
+
+def check_recovery(model, *, trials: int, burn_in: int, ics: int, realisations: int, steps: int,
+                   lyapunov_burn_in: int, null_draws: int, pcs: int, n_delays: int, rank: int, match_tol: float,
+                   seed: int, cache: bool = True, **_) -> FingerprintOptions:
+    """The options of [`recovery_analysis`][] as its fingerprint's options, or a one-line
+    [`ConfigError`][]; with ``cache``, the teacher cache must be writable too
+    ([`require_writable`][dynlab.teachers.cache.require_writable]: the teacher's ground truth is kept
+    there).
+
+    Enforces, in one place: recovery's options are valid (``realisations`` >= 2 and <= ``trials``,
+    an even ``null_draws``, ...). Called by the analysis itself and, as its registered ``check``, by
+    scenario validation before any cell trains ([`dynlab.scenarios.spec.check_cells`][]); a study
+    with a read-only ``$DYNLAB_CACHE`` is refused there, even one whose truths are all cached."""
+    if isinstance(null_draws, bool) or not isinstance(null_draws, int) or null_draws < 0 or null_draws % 2:
+        raise ConfigError(f"null_draws must be an even integer >= 0 (the draws are used in pairs), got {null_draws!r}")
+    for name, value in (("pcs", pcs), ("n_delays", n_delays), ("rank", rank)):
+        require_positive(name, value)
+    if isinstance(match_tol, bool) or not isinstance(match_tol, (int, float)) or not 0 < match_tol < np.inf:
+        raise ConfigError(f"match_tol must be a positive finite number, got {match_tol!r}")
+    options = FingerprintOptions(trials=trials, burn_in=burn_in, ics=ics, realisations=realisations, steps=steps,
+                                 lyapunov_burn_in=lyapunov_burn_in, seed=seed)
+    if cache:
+        require_writable()
+    return options

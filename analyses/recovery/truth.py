@@ -23,7 +23,7 @@ import xarray as xr
 from dynlab import store
 from dynlab.analyses.recovery.fingerprint import FingerprintOptions, fingerprint, of_teacher
 from dynlab.errors import CheckpointError
-from dynlab.teachers.cache import cache_dir
+from dynlab.teachers.cache import cache_dir, require_writable
 
 FILES = ("fixed-points.nc", "lyapunov.nc")
 
@@ -50,6 +50,7 @@ def teacher_truth(teacher, length: int,
         except (OSError, ValueError):
             raise CheckpointError(f"the cached teacher truth in {str(where)!r} is not readable netCDF; "
                                   "remove the folder to compute it again") from None
+    require_writable()  # before the work whose result it keeps
     results = fingerprint(of_teacher(teacher), teacher_inputs(teacher, length, options), options)
     where.mkdir(parents=True, exist_ok=True)
     for path, ds in zip(paths, results):

@@ -18,7 +18,9 @@ own weights are drawn from ``teacher_seed``, not from the run's seed, so student
 learn the same teacher. The task keeps the teacher (``task.teacher``), which the recovery scores
 compare the student with ([`dynlab.analyses.recovery`][]).
 
-**Enforces**: ``latents`` is at most the teacher's state dimension (one line naming both).
+**Enforces**: ``latents`` is at most the teacher's state dimension (one line naming both), and
+the teacher, with the 64 trials of its chance level, fits in memory before it is built
+([`dynlab.budget.check_teacher`][]: one line naming the largest size, e.g. ``task.n=1000000``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from dynlab import budget
 from dynlab.errors import ConfigError, require_positive
 from dynlab.registry import register
 from dynlab.tasks.base import Task
@@ -45,6 +48,15 @@ def _seed(value) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**31:
         raise ConfigError(f"task.teacher_seed must be an integer in [0, 2^31), got {value!r}")
     return value
+
+
+def _fits(build_teacher, length: int, **sizes: int) -> None:
+    """Refuse, before it is built, a teacher of ``build_teacher`` that would not fit in memory
+    ([`dynlab.budget.check_teacher`][]); ``sizes`` are the task's size keys, the largest of which
+    a refusal names."""
+    require_positive("task.length", length)
+    size = budget.largest_size({"task": {**sizes, "length": length}}, keys=("task",))
+    budget.check_teacher(build_teacher, CHANCE_TRIALS, length, size=size)
 
 
 def _clean(teacher: Teacher, key, batch_size: int, length: int, latents: int):
@@ -121,9 +133,11 @@ class ChaoticRNNTeacherTask(TeacherTask):
                  length: int = 300):
         require_positive("task.n", n)
         require_positive("task.outputs", outputs)
+        build = lambda: chaotic_rnn(jax.random.key(_seed(teacher_seed)), n=n, g=g, alpha=alpha,  # noqa: E731
+                                    outputs=outputs, pulses=Pulses(1, scale=pulse_scale, steps=kick))
+        _fits(build, length, n=n, outputs=outputs)
         with jax.ensure_compile_time_eval():  # concrete weights even while a config is checked abstractly
-            teacher = chaotic_rnn(jax.random.key(_seed(teacher_seed)), n=n, g=g, alpha=alpha, outputs=outputs,
-                                  pulses=Pulses(1, scale=pulse_scale, steps=kick))
+            teacher = build()
         super().__init__(teacher, length=length, latents=latents, noise=noise)
 
 
@@ -135,9 +149,12 @@ class LineAttractorTeacherTask(TeacherTask):
 
     def __init__(self, *, n: int = 16, alpha: float = 0.1, pulse_rate: float = 0.1, pulse_scale: float = 1.0,
                  teacher_seed: int = 0, latents: int = 0, noise: float = 0.0, length: int = 100):
+        require_positive("task.n", n)
+        build = lambda: line_attractor(jax.random.key(_seed(teacher_seed)), n=n, alpha=alpha,  # noqa: E731
+                                       pulses=Pulses(1, rate=pulse_rate, scale=pulse_scale))
+        _fits(build, length, n=n)
         with jax.ensure_compile_time_eval():  # concrete weights even while a config is checked abstractly
-            teacher = line_attractor(jax.random.key(_seed(teacher_seed)), n=n, alpha=alpha,
-                                     pulses=Pulses(1, rate=pulse_rate, scale=pulse_scale))
+            teacher = build()
         super().__init__(teacher, length=length, latents=latents, noise=noise)
 
 
