@@ -51,6 +51,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from dynlab.config import Count  # noqa: E402
 from dynlab.errors import ConfigError, require_positive  # noqa: E402
 from dynlab.provenance import stamp, stamp_attrs  # noqa: E402
+from dynlab.outputs import Output
 from dynlab.registry import register  # noqa: E402
 
 __all__ = ["activity_analysis", "activity_statistics", "plot_activity"]
@@ -206,7 +207,7 @@ def check_activity(model, *, component: str, steps: int, burn_in: int, **_) -> N
     """The options of [`activity_analysis`][] that ``model`` can take (``component`` is one of its states).
 
     Enforces, in one place: activity's options are valid for the model. Called by the analysis
-    itself and, as ``activity_analysis.check``, by scenario validation for every cell's model
+    itself and, as its registered ``check``, by scenario validation for every cell's model
     before any cell runs ([`dynlab.scenarios.spec.check_cells`][]; the model may be abstract).
     """
     from dynlab.analyses.state_map import state_map
@@ -249,6 +250,17 @@ def plot_activity(ds: xr.Dataset):
     "activity",
     "population activity statistics: fraction active, ISI CV, Fano factor, correlations",
     figure=plot_activity,
+    outputs=(
+        Output("fraction_active", "fraction", ("time",)),
+        *Output.each("neuron_fraction_active", "fraction", ("neuron",)),
+        *Output.each("event_rate isi_mean isi_cv count_mean fano", "real", ("neuron",)),
+        Output("n_intervals", "count", ("neuron",)),
+        Output("isi_histogram", "count", ("isi",)), Output("correlation_histogram", "count", ("correlation",)),
+        Output("mean_fraction_active", "fraction"),
+        *Output.each("isi_cv_mean isi_cv_pooled fano_mean correlation_mean correlation_std"),
+        Output("n_pairs", "exact", description="neuron pairs correlated"),
+    ),
+    check=check_activity,
 )
 def activity_analysis(
     model,
@@ -285,6 +297,3 @@ def activity_analysis(
                              correlation_of=correlation_of, bins=bins)
     return stamp(ds, analysis="activity", seed=seed,
                  config=dict(component=component, protocol=protocol_name(drive, task), steps=steps, burn_in=burn_in))
-
-
-activity_analysis.check = check_activity

@@ -71,6 +71,7 @@ from dynlab.analyses.state_map import protocol_inputs, run_in, state_map  # noqa
 from dynlab.config import Count  # noqa: E402
 from dynlab.errors import ConfigError, require_positive  # noqa: E402
 from dynlab.provenance import stamp  # noqa: E402
+from dynlab.outputs import Output
 from dynlab.registry import register  # noqa: E402
 
 __all__ = [
@@ -252,6 +253,13 @@ def fractional_order_summary(ds: xr.Dataset) -> str:
     "ARU Fig. 4b-d: fractional order of each neuron's response to a step drive",
     figure=plot_fractional_order,
     summary=fractional_order_summary,
+    outputs=(
+        *Output.each("alpha_hat error_min", "real", ("drive", "neuron")),
+        Output("error", "field", ("drive", "neuron", "alpha")),
+        *Output.each("alpha_mean_response error_mean_response", "real", ("drive",)),
+        Output("error_mean", "field", ("drive", "alpha")), Output("response", "field", ("drive", "time", "neuron")),
+        Output("stimulus", "field", ("drive", "time")), Output("fraction_positive", "fraction", ("drive",)),
+    ),
 )
 def fractional_order_analysis(
     model,

@@ -15,6 +15,7 @@ refined by ``scipy.optimize.curve_fit``, which also gives the standard errors.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Sequence
 from typing import Literal
@@ -35,6 +36,7 @@ from dynlab.analyses.aru.plotting import drive_colors, title  # noqa: E402
 from dynlab.analyses.aru.traces import aru_traces  # noqa: E402
 from dynlab.errors import ConfigError, require_positive  # noqa: E402
 from dynlab.provenance import stamp  # noqa: E402
+from dynlab.outputs import Output
 from dynlab.registry import register  # noqa: E402
 from dynlab.statistics import t_interval  # noqa: E402
 
@@ -176,6 +178,12 @@ def gain_scaling_summary(ds: xr.Dataset) -> str:
     "ARU Fig. 3b: steady-state gain, saturation vs noise std (power-law, exponential fits)",
     figure=plot_gain_scaling,
     summary=gain_scaling_summary,
+    outputs=(
+        *Output.each("n_inf s_inf", "real", ("std", "seed", "neuron")),
+        *Output.each("n_inf_mean s_inf_mean", "real", ("std",)),
+        *Output.each("n_trace s_trace", "field", ("std", "time")),
+        *Output.each("power_a power_b power_a_se power_b_se"), Output("power_r2", "real", bounds=(-math.inf, 1.0)),
+    ),
 )
 def gain_scaling_analysis(
     model,

@@ -44,6 +44,7 @@ import xarray as xr
 
 from dynlab.analyses.pc_bp import cosine as total_cosine
 from dynlab.errors import ConfigError, require_positive
+from dynlab.outputs import Output, metric_outputs
 from dynlab.registry import register
 
 VARIABLES = {
@@ -91,7 +92,13 @@ def _ratio(a, b) -> float:
 
 
 @register("analysis", "grad-compare", "the gradients of a cell's rules on one model and batch: cosine, norm ratio, "
-                                      "per parameter array", takes="rules", figure=figure)
+                                      "per parameter array", takes="rules", figure=figure,
+          outputs=(*Output.each("cosine cosine_unconverged norm_ratio inference_converged", leading=("pair",)),
+                   *Output.each("group_cosine group_norm_ratio", dims=("group",), leading=("pair",)),
+                   *Output.each("activity_grad_norm activity_grad_ratio converged energy energy_change "
+                                "inference_steps loss", dims=("rule",), optional=True),
+                   Output("grad_norm", "real", ("rule",)), *metric_outputs(("rule",)),
+                   Output("s_minus_1", optional=True), Output("readout_width", "exact", optional=True)))
 def grad_compare(model, rules: dict, task="train", *, batch_size: int = 16, batch_seed: int = 0,
                  s_minus_1: bool = False) -> xr.Dataset:
     """The rules' gradients of ``model`` on one batch of ``task`` (``batch_size`` samples of its

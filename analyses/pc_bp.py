@@ -64,6 +64,7 @@ from dynlab.errors import ConfigError, require_positive
 from dynlab.option_groups import OptionGroup, legacy_keywords
 from dynlab.analyses import pc_bp_figures
 from dynlab.provenance import stamp
+from dynlab.outputs import Output
 from dynlab.registry import register
 from dynlab.analyses.pc_grid import DEPTH, LENGTH, GridAxis, grid_axis  # noqa: F401  (grid_axis re-exported)
 from dynlab.rnn_param import ParamRNN
@@ -466,6 +467,8 @@ VARIABLES = {
     "PC vs BP gradient cosine, s - 1, L/F* and losses over a width x depth grid",
     figure=pc_bp_figures.overview,
     summary=pc_bp_figures.pc_bp_summary,
+    outputs=(*Output.each(" ".join(VARIABLES), "real", ("width", "depth", "seed", "step")),
+             *Output.each("mean_cosine seconds", "real", ("width", "depth"))),
 )
 @legacy_keywords
 def compare_pc_bp(
@@ -555,6 +558,8 @@ def compare_pc_bp(
     "PC through time vs BPTT on recurrent models: gradient cosine, s - 1, losses over width x length",
     figure=pc_bp_figures.overview,
     summary=pc_bp_figures.pc_bp_summary,
+    outputs=(*Output.each(" ".join(VARIABLES), "real", ("width", "length", "seed", "step")),
+             *Output.each("mean_cosine seconds", "real", ("width", "length"))),
 )
 @legacy_keywords
 def compare_pc_bptt(

@@ -22,6 +22,7 @@ from dynlab.errors import ConfigError, require_positive  # noqa: E402
 from dynlab.losses import get_loss  # noqa: E402
 from dynlab.perturbations import default_window, evaluate_under, perturbation  # noqa: E402
 from dynlab.provenance import stamp  # noqa: E402
+from dynlab.outputs import Output, metric_outputs
 from dynlab.registry import register  # noqa: E402
 
 
@@ -68,6 +69,7 @@ def perturb_summary(ds: xr.Dataset) -> str:
     "task metric of a model under a perturbation (step/noisy drive, contrast) vs strength",
     figure=perturbation_curve,
     summary=perturb_summary,
+    outputs=(Output("loss", "real", ("strength",)), *metric_outputs(("strength",))),
 )
 def perturb_analysis(
     model,

@@ -65,6 +65,7 @@ from dynlab.units.base import TauExtensible
 from dynlab.units.stack import LayerStack
 from dynlab.analyses.trw_figures import accuracy_vs_dilation as dilation_figure, trw_curves
 from dynlab.provenance import stamp_attrs
+from dynlab.outputs import Output
 from dynlab.registry import register
 
 TASK = "hierarchical-language"
@@ -335,6 +336,11 @@ def trw_summary(ds: xr.Dataset) -> str:
     "temporal receptive windows: block scrambling, recurrence-matrix correlation, s50 per layer",
     figure=trw_curves,
     summary=trw_summary,
+    outputs=(
+        Output("correlation", "field", ("layer", "scale", "shuffle")),
+        *Output.each("correlation_mean correlation_std", "real", ("layer", "scale")),
+        *Output.each("s50 log3_s50", "real", ("layer",)), Output("s50_censored", "field", ("layer",)),
+    ),
 )
 def trw_analysis(model, *, task=TASK, n_shuffle: Count = 200, scales: Sequence[int] | None = None, dilation: int = 0,
                  mode: Literal["pulse", "hold"] | None = None, entries: Literal["offdiag", "all"] = "offdiag",
@@ -558,7 +564,8 @@ def impulse_responses(cell, *, steps: int | None = None, feature: int = 0, margi
 
 
 @register("analysis", "dilation", "zero-shot accuracy on the hierarchical language at time dilations 3^m",
-          figure=dilation_figure)
+          figure=dilation_figure, outputs=(Output("accuracy", "fraction", ("dilation",)),
+                                           Output("prediction", "field", ("dilation", "sequence"))))
 def accuracy_vs_dilation(model, *, task=None, dilations=range(7), mode: str | None = None,
                          extend: bool = True, method: str = "scan", how: str = "shift") -> xr.Dataset:
     """Accuracy on the 9 sequences at each time dilation $3^m$ (zero-shot; no training).

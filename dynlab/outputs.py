@@ -17,7 +17,17 @@ so that a claim's interval is computed by a method made for the quantity:
 
 ``dims`` are the output's own dims, besides the ones a sweep adds (its axes, ``stage``). In a
 sweep's merged dataset the variable is named ``<analysis>_<name>`` and its dims
-``<analysis>_<dim>`` ([`dynlab.scenarios.cell.cell_summary`][]).
+``<analysis>_<dim>`` ([`dynlab.scenarios.cell.cell_summary`][]); a cell's training curves are
+``train_<name>`` over ``train_step`` and ``train_eval_step`` ([`training_outputs`][]).
+
+**Reductions.** A claim judges one number per replicate, so every own dim of the variable it names
+must be reduced: selected by ``where``, taken as the replicates (``over``) or as the groups
+(``for_each``), or, for a dim along which the quantity evolves ([`STEP_DIMS`][]: training steps,
+evaluations, time), by ``reduce = "final"``: its last value ([`REDUCTIONS`][]).
+
+**The declaration is kept.** [`mismatch`][] compares a dataset with its declaration; a registered
+analysis's function is checked by it on every call ([`dynlab.registry.register`][]), so a
+declaration cannot drift from the code without an [`OutputsWarning`][] naming the difference.
 """
 
 from __future__ import annotations
@@ -26,7 +36,11 @@ import dataclasses
 import math
 from typing import Literal
 
-__all__ = ["KINDS", "Kind", "Output", "bounds_of"]
+import warnings
+from collections.abc import Iterable
+
+__all__ = ["KINDS", "Kind", "Output", "OutputsWarning", "REDUCTIONS", "STEP_DIMS", "bounds_of", "check_dataset", "final", "metric_outputs",
+           "mismatch", "training_outputs"]
 
 Kind = Literal["real", "fraction", "count", "exact", "field"]
 KINDS: tuple[str, ...] = ("real", "fraction", "count", "exact", "field")
@@ -37,7 +51,7 @@ _DEFAULT_BOUNDS = {"real": (-math.inf, math.inf), "fraction": (0.0, 1.0), "count
 
 @dataclasses.dataclass(frozen=True)
 class Output:
-    """One declared output variable of an analysis.
+    r"""One declared output variable of an analysis.
 
     Args:
         name: the variable's name in the analysis's dataset.
@@ -46,6 +60,12 @@ class Output:
         bounds: the values it can take, ``(low, high)``; ``None`` takes the kind's
             (``fraction``: $[0, 1]$, ``count``: $[0, \infty)$, otherwise unbounded).
         description: what it is, in a few words (shown when a claim names a variable that does not exist).
+        optional: written only under some options or inputs (a task's metric, a null that was asked
+            for); [`mismatch`][] does not require it.
+        dissimilarity: a distance between runs (dims ``run``, ``run_b``): an analysis across cells
+            adds its means by group ([`dynlab.scenarios.across.group_outputs`][]).
+        leading: dims that some calls put before ``dims`` (``grad-compare``'s ``pair`` when it
+            compares three or more rules; with two it has one pair and drops the dim).
     """
 
     name: str
@@ -53,6 +73,9 @@ class Output:
     dims: tuple[str, ...] = ()
     bounds: tuple[float, float] | None = None
     description: str = ""
+    optional: bool = False
+    dissimilarity: bool = False
+    leading: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -65,7 +88,95 @@ class Output:
         """The values it can take: its ``bounds``, or its kind's."""
         return self.bounds if self.bounds is not None else _DEFAULT_BOUNDS[self.kind]
 
+    @classmethod
+    def each(cls, names: str, kind: Kind = "real", dims: tuple[str, ...] = (), **fields) -> tuple[Output, ...]:
+        """One output per name of the space-separated ``names``, all of one kind and dims (the
+        variables of one quantity: its value, interval bounds, spread)."""
+        return tuple(cls(name, kind, dims, **fields) for name in names.split())
+
 
 def bounds_of(kind: str) -> tuple[float, float]:
     """The default range of a kind of output."""
     return _DEFAULT_BOUNDS[kind]
+
+
+class OutputsWarning(UserWarning):
+    """A registered analysis returned a dataset that differs from its declared outputs: a defect of
+    the analysis or of its declaration, never of the user's input (the result is kept)."""
+
+
+def mismatch(declared: Iterable[Output], ds) -> list[str]:
+    """How the data variables of ``ds`` differ from ``declared``, one phrase each (``[]``: they
+    agree): a variable not declared, a declared one missing (unless ``optional``), dims other than
+    the declared ones (in order)."""
+    declared = {o.name: o for o in declared}
+    problems = [f"{name!r} is not declared" for name in ds.data_vars if name not in declared]
+    for name, output in declared.items():
+        if name not in ds.data_vars:
+            if not output.optional:
+                problems.append(f"{name!r} is declared but not written")
+        elif tuple(ds[name].dims) not in (output.dims, output.leading + output.dims):
+            problems.append(f"{name!r} has dims {tuple(map(str, ds[name].dims))}, declared {output.dims}")
+    return problems
+
+
+def check_dataset(name: str, declared: tuple[Output, ...], ds) -> None:
+    """Warn ([`OutputsWarning`][]) when ``ds``, the dataset of the analysis ``name``, differs from
+    its declared outputs ([`mismatch`][])."""
+    problems = mismatch(declared, ds)
+    if problems:
+        warnings.warn(f"analysis {name!r}: its dataset differs from its declared outputs: {'; '.join(problems)}",
+                      OutputsWarning, stacklevel=3)
+
+
+STEP_DIMS = ("step", "eval_step", "time")
+"""Own dims along which a quantity evolves, in order: ``reduce = "final"`` takes its last value."""
+
+REDUCTIONS = ("final",)
+"""What a claim's ``reduce`` may name: ``final``, the last value along the variable's step dims
+([`STEP_DIMS`][]), e.g. a training metric at the last evaluation."""
+
+
+def final(values, axis: int):
+    """The last finite value along ``axis`` of a NumPy array (NaN where there is none): a sweep
+    pads a cell's shorter curve with NaN at its end, and its final value is its own last one."""
+    import numpy as np
+
+    values = np.moveaxis(np.asarray(values, float), axis, -1)
+    finite = np.isfinite(values)
+    last = values.shape[-1] - 1 - np.argmax(finite[..., ::-1], axis=-1)
+    picked = np.take_along_axis(values, last[..., None], axis=-1)[..., 0]
+    return np.where(finite.any(axis=-1), picked, np.nan)
+
+
+METRIC_KINDS: dict[str, tuple[Kind, tuple[float, float] | None]] = {
+    "accuracy": ("fraction", None), "sign_accuracy": ("fraction", None),
+    "mse": ("real", (0.0, math.inf)), "bpc": ("real", (0.0, math.inf))}
+"""The kind of each built-in loss's metric ([`dynlab.losses`][]); a plug-in's metric is ``real``."""
+
+
+def metric_outputs(dims: tuple[str, ...], prefix: str = "", metrics: Iterable[str] | None = None) -> tuple[Output, ...]:
+    """The outputs of a task's metric, one per metric name (``metrics``, default the built-in
+    ones), each optional: a dataset holds the metric of its own task only."""
+    out = []
+    for m in METRIC_KINDS if metrics is None else metrics:
+        kind, bounds = METRIC_KINDS.get(m, ("real", None))
+        out.append(Output(f"{prefix}{m}", kind, dims, bounds, f"task metric {m}", optional=True))
+    return tuple(out)
+
+
+def training_outputs(metrics: Iterable[str] | None = None) -> tuple[Output, ...]:
+    """The training curves a run writes ([`dynlab.train`][]'s ``metrics.nc``), as a cell's outputs
+    under the ``train_`` prefix: per optimiser step (``step``) the batch ``loss``, the task's metric,
+    ``grad_norm`` and ``lr``; per evaluation (``eval_step``) ``eval_loss`` and ``eval_<metric>``.
+    ``metrics``: the metric names that can occur (default: the registered losses')."""
+    if metrics is None:
+        from dynlab import registry
+
+        metrics = sorted({entry.obj.metric_name for entry in registry.entries("loss")})
+    return (Output("loss", "real", ("step",), description="training loss of the batch, before the update"),
+            *metric_outputs(("step",), metrics=metrics),
+            Output("grad_norm", "real", ("step",), (0.0, math.inf), "gradient norm"),
+            Output("lr", "real", ("step",), (0.0, math.inf), "learning rate"),
+            Output("eval_loss", "real", ("eval_step",), description="held-out loss"),
+            *metric_outputs(("eval_step",), "eval_", metrics))

@@ -29,6 +29,7 @@ from typing import Any, Callable, Literal
 from dynlab.config import MAY_BE_INFINITE, Range, check_numbers, parse_number
 from dynlab.errors import ConfigError, UnknownNameError
 from dynlab.option_groups import fold_legacy, group_of, parse_group, parse_groups
+from dynlab.outputs import Output, check_dataset
 
 KINDS = ("unit", "model", "rule", "task", "analysis", "loss", "scenario", "program", "format", "transfer")
 BUILTIN_MODULES = ("dynlab.losses", "dynlab.models", "dynlab.ffmodels", "dynlab.rnn_param", "dynlab.rnn_residual", "dynlab.units",
@@ -71,6 +72,18 @@ class Entry:
 
     ``headline`` (analyses) names the per-cell scalars a sweep's figure draws, one panel each, as
     ``(variable, label)`` pairs ([`dynlab.figures.sweep`][]): what a reader compares across cells.
+
+    ``outputs`` (analyses) declares the variables of its dataset, each with its dims and kind
+    ([`dynlab.outputs.Output`][]): claims, ``where``, headlines and comparisons across cells are
+    checked against them before any work. ``()``: not declared (a plug-in's may omit them; its
+    claims are then checked by their prefix only).
+
+    ``check`` checks options against what they apply to, before any work: an analysis's
+    ``check(model, **options)`` (defaults filled in, ``task`` left out; the model may be abstract)
+    raises ``ConfigError`` for options the model cannot take (a Lyapunov ``k`` above its state
+    dimension); an analysis of runs's ``check(configs, names, **options)`` gets the compared cells'
+    configs; a program's ``check(**params)`` the combinations its signature cannot express
+    ([`dynlab.scenarios.spec.check_cells`][]).
     """
 
     kind: str
@@ -83,6 +96,12 @@ class Entry:
     takes: str = "model"
     finite: tuple[str, ...] = ()
     headline: tuple[tuple[str, str], ...] = ()
+    outputs: tuple[Output, ...] = ()
+    check: Callable | None = None
+
+    def output(self, name: str) -> Output | None:
+        """The declared output ``name``, ``None`` if it is not one."""
+        return next((o for o in self.outputs if o.name == name), None)
 
 
 _REGISTRY: dict[str, dict[str, Entry]] = {kind: {} for kind in KINDS}
@@ -134,17 +153,29 @@ ANALYSIS_TAKES = ("model", "runs", "rules")
 
 def register(kind: str, name: str, description: str | None = None, *, figure: Callable | None = None,
              summary: Callable | None = None, claims: Callable | None = None, takes: str = "model",
-             finite: tuple[str, ...] = (), headline: tuple[tuple[str, str], ...] = ()) -> Callable:
+             finite: tuple[str, ...] = (), headline: tuple[tuple[str, str], ...] = (),
+             outputs: tuple[Output, ...] = (), check: Callable | None = None) -> Callable:
     """Decorator registering ``obj`` under ``kind``/``name``.
 
     The description defaults to the first line of the object's docstring. ``figure`` and
-    ``summary`` (analyses and programs), ``claims`` (programs), ``takes``, ``finite`` and
-    ``headline`` (analyses) are described on [`Entry`][]. An analysis is checked here, once: every parameter
+    ``summary`` (analyses and programs), ``claims`` (programs), ``takes``, ``finite``,
+    ``headline`` and ``outputs`` (analyses) and ``check`` are described on [`Entry`][]. An analysis is checked here, once: every parameter
     without a default must be one the command line and a scenario can give
-    ([`check_analysis_signature`][]).
+    ([`check_analysis_signature`][]), and the variables its ``headline`` and ``finite`` name must
+    be declared outputs. An analysis that declares outputs is registered (and returned) wrapped so
+    that every dataset it returns is compared with them ([`dynlab.outputs.check_dataset`][]): a
+    declaration cannot drift from the code unnoticed.
     """
     if claims is not None and kind != "program":
         raise ValueError("only programs declare claims")
+    if (outputs or headline) and kind != "analysis":
+        raise ValueError("only analyses declare outputs and headlines")
+    declared = {o.name for o in outputs}
+    named = [v for v, _ in headline] + ([] if not outputs else list(finite))
+    undeclared = [v for v in named if v not in declared]
+    if undeclared:
+        raise ValueError(f"analysis {name!r}: headline/finite variable {undeclared[0]!r} is not a declared output; "
+                         f"outputs: {', '.join(sorted(declared)) or '(none declared)'}")
     if takes not in ANALYSIS_TAKES or (takes != "model" and kind != "analysis"):
         raise ValueError(f"takes must be one of {ANALYSIS_TAKES}, and only analyses take runs or rules")
     _check_kind(kind)
@@ -156,11 +187,26 @@ def register(kind: str, name: str, description: str | None = None, *, figure: Ca
         text = doc if isinstance(doc, str) else (doc[0] if doc else "")
         if kind == "analysis":
             check_analysis_signature(name, obj, takes)
+        if outputs:
+            obj = _checked(name, obj, tuple(outputs))
         _REGISTRY[kind][name] = Entry(kind, name, obj, text, figure, summary, claims, takes, tuple(finite),
-                                      tuple(headline))
+                                      tuple(headline), tuple(outputs), check)
         return obj
 
     return decorate
+
+
+def _checked(name: str, fn: Callable, outputs: tuple[Output, ...]) -> Callable:
+    """``fn`` with every dataset it returns compared with its declared ``outputs`` (a warning
+    naming the difference; the dataset is returned as it is)."""
+
+    @functools.wraps(fn)
+    def analysis(*args, **kwargs):
+        ds = fn(*args, **kwargs)
+        check_dataset(name, outputs, ds)
+        return ds
+
+    return analysis
 
 
 def names(kind: str) -> list[str]:

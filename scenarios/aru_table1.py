@@ -447,9 +447,6 @@ def _pm(da: xr.DataArray) -> str:
 def claims(params: dict) -> list:
     """The paper's claims ([`dynlab.analyses.paper_claims.aru.claims`][]) at these parameters."""
     return paper_claims({**params, "rotation": {**ROTATION, **(params.get("rotation") or {})}})
-
-
-run_aru_table1.check = check_params
 register("program", "aru-table1",
          "ARU Table 1 protocol: train networks x seeds on psMNIST, accuracy clean and under a noisy drive",
-         claims=claims)(run_aru_table1)
+         claims=claims, check=check_params)(run_aru_table1)

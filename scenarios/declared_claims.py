@@ -14,6 +14,14 @@ for_each = "model.unit"              # the claim is about every value of these a
 below = 0.0                          # or above, at_most, at_least, between = [a, b]
 
 [[claims]]
+id = "learns-the-task"
+statement = "Every unit ends training above 90% held-out accuracy"
+variable = "train_eval_accuracy"     # a training metric, over its evaluations (train_eval_step)
+reduce = "final"                     # its last evaluation (the last finite value of each cell)
+for_each = "model.unit"
+above = 0.9
+
+[[claims]]
 id = "seeds-closer-than-units"
 statement = "Two seeds of one unit are closer than two units"
 dataset = "dsa"                      # an analysis across cells
@@ -21,6 +29,11 @@ variable = "within_distance"
 minus = { variable = "between_distance" }   # compare with another selection: A - B
 below = 0.0
 ```
+
+Every dim of the variable must be reduced: selected by one value in ``where``, taken as the
+replicates (``over``) or the groups (``for_each``), or, for a dim along which it evolves (training
+steps, evaluations, time: [`dynlab.outputs.STEP_DIMS`][]), by ``reduce = "final"``, its last value
+([`dynlab.outputs.REDUCTIONS`][]).
 
 The statistic is the mean over ``over`` (default ``seed`` when the dataset has it) of the
 selection, or of its difference from the ``minus`` selection (paired over ``over`` when both have
@@ -33,8 +46,9 @@ groups), so the verdict on all of them together is wrong at most one time in twe
 interval decides it.
 
 [`parse_claims`][] checks each table where the TOML text becomes a value; [`check_claims`][]
-checks the names it uses against the scenario (its axes and analyses) before any work, so a claim
-naming an unknown coordinate, value or dataset is one line and exit 2; [`to_claims`][] makes the
+checks the names it uses against the scenario (its axes, its analyses and their declared outputs,
+[`dynlab.outputs`][]) before any work, so a claim naming an unknown variable, coordinate, value or
+dataset, or leaving a dim unreduced, is one line and exit 2; [`to_claims`][] makes the
 [`dynlab.claims.Claim`][] values that [`dynlab.claims.judge`][] judges into ``findings.nc``.
 """
 
@@ -51,6 +65,7 @@ import xarray as xr
 
 from dynlab.claims import Claim, Estimate, NotTestable, weakest
 from dynlab.errors import ConfigError
+from dynlab.outputs import REDUCTIONS, STEP_DIMS, Output, final
 
 LEVEL = 0.95
 """The confidence of a claim's verdict: with ``for_each``, of all its groups' intervals together."""
@@ -63,7 +78,7 @@ THRESHOLDS = {"below": ("upper", True), "above": ("lower", True), "at_most": ("u
 """Threshold keys: which side they bound and whether the bound is strict."""
 
 KEYS = {"id", "statement", "variable", "dataset", "where", "over", "for_each", "minus", "between", "paper", "why",
-        *THRESHOLDS}
+        "reduce", *THRESHOLDS}
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -113,6 +128,8 @@ class DeclaredClaim:
     strict: bool = False
     paper: str = ""
     why: str = ""
+    reduce: str | None = None
+    """``"final"``: each selection's step dims reduced to their last value ([`REDUCTIONS`][])."""
 
     @property
     def names(self) -> set[str]:
@@ -192,13 +209,16 @@ def parse_claim(entry: dict, index: int) -> DeclaredClaim:
     over = entry.get("over", "seed")
     if over is not None and not (isinstance(over, str) and over):
         raise ConfigError(f"{where}.over must be a coordinate name, got {over!r}")
+    reduce = entry.get("reduce")
+    if reduce is not None and reduce not in REDUCTIONS:
+        raise ConfigError(f"{where}.reduce must be one of {', '.join(map(repr, REDUCTIONS))}, got {reduce!r}")
     return DeclaredClaim(
         id=claim_id, statement=_text(f"{where}.statement", entry["statement"]),
         dataset=_text(f"{where}.dataset", entry.get("dataset", SWEEP)),
         selection=Selection(_text(f"{where}.variable", entry["variable"]), _where(f"{where}.where", entry.get("where"))),
         over=over, for_each=tuple(for_each), minus=minus, lower=lower, upper=upper, strict=strict,
         paper=_text(f"{where}.paper", entry.get("paper"), required=False),
-        why=_text(f"{where}.why", entry.get("why"), required=False))
+        why=_text(f"{where}.why", entry.get("why"), required=False), reduce=reduce)
 
 
 def parse_claims(entries) -> tuple[DeclaredClaim, ...]:
@@ -216,34 +236,42 @@ def parse_claims(entries) -> tuple[DeclaredClaim, ...]:
 
 
 def check_claims(claims, coordinates: dict[str, dict[str, list]],
-                 prefixes: dict[str, tuple[str, ...]] | None = None) -> None:
+                 prefixes: dict[str, tuple[str, ...]] | None = None,
+                 outputs: dict[str, dict[str, Output]] | None = None) -> None:
     """Check the names the claims use before any work: each claim's dataset is one the scenario
-    writes, each coordinate it names (``where``, ``over``, ``for_each``) is one of that
-    dataset's, with ``where`` values among the coordinate's values, and each variable starts
-    with one of the dataset's ``prefixes`` (the sweep's: ``train_`` and ``<analysis>_``; its
-    full name is known only once the analysis has run).
+    writes; each variable is a declared output of it, whose every dim the claim reduces
+    ([`unreduced`][]); each coordinate it names (``where``, ``over``, ``for_each``) is one of that
+    dataset's, with ``where`` values among the coordinate's values.
 
     ``coordinates``: dataset name -> {coordinate name -> its values, or ``None`` when the values
-    are known only after the run}; a name with one of the dataset's prefixes (``perturb_strength``)
-    is a dim of that analysis's own, its values known only after the run. A mistake is a one-line
-    [`ConfigError`][] naming what is valid.
+    are known only after the run}. ``outputs``: dataset name -> {variable -> its declared
+    [`Output`][dynlab.outputs.Output], named and with the dims it has in that dataset}.
+    ``prefixes``: dataset name -> the prefixes of the variables of analyses that declare no
+    outputs (a plug-in's): such a variable is checked by its prefix only, and a name with that
+    prefix (``plugin_strength``) may be one of its own dims, its values known only after the run.
+    A mistake is a one-line [`ConfigError`][] naming what is valid.
     """
     for claim in claims:
-        valid = (prefixes or {}).get(claim.dataset)
-        for selection in (claim.selection, claim.minus):
-            if valid and selection and not selection.variable.startswith(valid):
-                raise ConfigError(f"claims.{claim.id}: variable {selection.variable!r} is not written to "
-                                  f"{claim.dataset}; its variables start with {', '.join(valid)}")
         if claim.dataset not in coordinates:
             raise ConfigError(f"claims.{claim.id}.dataset {claim.dataset!r} is not written by this scenario; "
                               f"datasets: {', '.join(sorted(coordinates))}")
-        own = {n: None for n in claim.names if valid and n.startswith(valid)}  # an analysis's own dims
-        known = {**own, **coordinates[claim.dataset]}
+        open_prefixes = (prefixes or {}).get(claim.dataset, ())
+        declared = (outputs or {}).get(claim.dataset)
+        for selection in (claim.selection, claim.minus):
+            if selection is None or declared is None or selection.variable in declared \
+                    or (open_prefixes and selection.variable.startswith(open_prefixes)):
+                continue
+            raise ConfigError(f"claims.{claim.id}: variable {selection.variable!r} is not written to {claim.dataset}"
+                              f"{_suggestion(selection.variable, declared)}; its variables: "
+                              f"{', '.join(_valid_variables(selection.variable, declared))}")
+        own = {n: None for n in claim.names if open_prefixes and n.startswith(open_prefixes)}  # a plug-in's own dims
+        dims = {d: None for o in (declared or {}).values() for d in o.dims}  # the declared outputs' own dims
+        known = {**dims, **own, **coordinates[claim.dataset]}
         over_default = claim.over == "seed" and "seed" not in known  # the default: no seeds, no reduction over them
         for name in sorted(claim.names - ({"seed"} if over_default else set())):
             if name not in known:
                 raise ConfigError(f"claims.{claim.id} names the coordinate {name!r}, which {claim.dataset} does not "
-                                  f"have; coordinates: {', '.join(sorted(known)) or '(none)'}")
+                                  f"have; coordinates: {', '.join(sorted(coordinates[claim.dataset])) or '(none)'}")
         for selection in (claim.selection, claim.minus):
             for dim, value in (selection.where if selection else {}).items():
                 valid = known[dim]
@@ -253,6 +281,45 @@ def check_claims(claims, coordinates: dict[str, dict[str, list]],
                     if v not in valid:
                         raise ConfigError(f"claims.{claim.id}: {dim} = {v!r} is not in this scenario; "
                                           f"values: {', '.join(map(repr, valid))}")
+            output = (declared or {}).get(selection.variable) if selection else None
+            left = unreduced(claim, selection, output) if output is not None else []
+            if left:
+                steps = [d for d in left if is_step_dim(d)]
+                ways = [f"where = {{{left[0]} = VALUE}}", f"over = \"{left[0]}\"", f"for_each = \"{left[0]}\""]
+                ways += ['reduce = "final" (its last value)'] if steps else []
+                raise ConfigError(f"claims.{claim.id}: {selection.variable} has the dim{'s' * (len(left) > 1)} "
+                                  f"{', '.join(left)}, which the claim leaves unreduced; reduce "
+                                  f"{'each' if len(left) > 1 else 'it'} with {', '.join(ways[:-1])} or {ways[-1]}")
+
+
+def is_step_dim(dim: str) -> bool:
+    """Is ``dim`` (as named in a dataset: ``train_eval_step``, ``lyapunov_time``) one along which a
+    quantity evolves ([`dynlab.outputs.STEP_DIMS`][]), the dims ``reduce = "final"`` reduces?"""
+    return any(dim == s or dim.endswith(f"_{s}") for s in STEP_DIMS)
+
+
+def unreduced(claim: DeclaredClaim, selection: Selection, output: Output) -> list[str]:
+    """The dims of ``output`` (a selection's variable, dims as in its dataset) that ``claim``
+    leaves unreduced: not selected by one value in ``where``, not ``over``, not in ``for_each``
+    and, with ``reduce = "final"``, not a step dim ([`is_step_dim`][])."""
+    one_value = {d for d, v in selection.where.items() if not isinstance(v, list)}
+    reduced = one_value | set(claim.for_each) | ({claim.over} if claim.over else set())
+    return [d for d in output.dims if d not in reduced and not (claim.reduce == "final" and is_step_dim(d))]
+
+
+def _suggestion(name: str, declared: dict) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, list(declared), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _valid_variables(name: str, declared: dict) -> list[str]:
+    """The variables to list for a misspelled ``name``: those of the analysis its prefix names
+    (``lyapunov_``), else all."""
+    prefix = name.split("_", 1)[0] + "_"
+    same = sorted(v for v in declared if v.startswith(prefix))
+    return same or sorted(declared)
 
 
 def _replicates(da: xr.DataArray, over: str | None, where: str) -> np.ndarray:
@@ -291,13 +358,23 @@ def _estimate(a: xr.DataArray, b: xr.DataArray | None, over: str | None, what: s
                     method=ci.method)
 
 
+def _reduced(claim: DeclaredClaim, da: xr.DataArray) -> xr.DataArray:
+    """``da`` with ``reduce = "final"`` applied: each step dim ([`is_step_dim`][]) reduced to its
+    last finite value, cell by cell ([`dynlab.outputs.final`][])."""
+    if claim.reduce != "final":
+        return da
+    for dim in [d for d in da.dims if is_step_dim(str(d))]:
+        da = xr.apply_ufunc(final, da, input_core_dims=[[dim]], kwargs={"axis": -1})
+    return da
+
+
 def _statistic(claim: DeclaredClaim):
     def measure(datasets) -> Estimate:
         ds = datasets.get(claim.dataset)
         if ds is None:
             raise NotTestable(f"{claim.dataset} was not written (see the run's messages)")
-        a = claim.selection.of(ds)
-        b = claim.minus.of(ds) if claim.minus else None
+        a = _reduced(claim, claim.selection.of(ds))
+        b = _reduced(claim, claim.minus.of(ds)) if claim.minus else None
         if not claim.for_each:
             return _estimate(a, b, claim.over, claim.id, LEVEL)
         for dim in claim.for_each:
@@ -327,6 +404,7 @@ def to_claims(declared, scale: str = "") -> list[Claim]:
         measure = f"{c.selection.variable}{_where_text(c.selection.where)}"
         if c.minus:
             measure += f" minus {c.minus.variable}{_where_text(c.minus.where)}"
+        measure += ", final value" if c.reduce == "final" else ""
         measure += f", {what}" + (f", for each {', '.join(c.for_each)} (the weakest decides)" if c.for_each else "")
         out.append(Claim(c.id, c.statement, c.paper, measure, _statistic(c),
                          lower=c.lower, upper=c.upper, strict=c.strict, why=c.why, scale=scale))

@@ -309,8 +309,5 @@ def _fit(ds: xr.Dataset, out: Path) -> xr.Dataset:
     store.write_dataset(out / "i_rep_fit.nc", fit)
     store.write_figure(out / "i_rep_fit.png", i_rep_fit(fit))
     return fit
-
-
-run_elm_budget.check = check_params
 register("program", "elm-budget", "ELM network at a fixed budget P = N(k_e + k_c): loss vs k_e per budget, I_rep fit",
-         claims=claims)(run_elm_budget)
+         claims=claims, check=check_params)(run_elm_budget)

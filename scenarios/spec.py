@@ -94,8 +94,8 @@ else is a [`ConfigError`][dynlab.errors.ConfigError] listing the registered prog
 The function is called as ``fn(out_dir, progress=callback, **params)``; it writes its datasets
 and figures under ``out_dir`` and returns a dict of the datasets. ``params`` are checked against
 its signature (names and types) before anything runs, and ``--set params.steps=50`` overrides
-them. ``progress(done, total, info)`` takes a dict of short fields to show. A program may carry
-a ``check`` attribute, ``check(**params)`` (defaults filled in), called then too: it raises
+them. ``progress(done, total, info)`` takes a dict of short fields to show. A program may register
+a ``check``, ``check(**params)`` (defaults filled in; [`dynlab.registry.Entry`][]), called then too: it raises
 ``ConfigError`` for combinations the signature cannot express (e.g. too few points for a fit).
 
 **Names.** A scenario's ``name`` becomes part of directory names (``runs/run-<name>-<time>``), so
@@ -103,8 +103,8 @@ it must be a slug: letters, digits, ``.``, ``_`` and ``-``, starting with a lett
 ``..`` ([`scenario_name`][]).
 
 **Analyses that depend on the model.** Every cell's config is checked before any work, and so
-are the analyses' options against every cell's model: an analysis function may carry a ``check``
-attribute, ``check(model, **options)``, which [`check_cells`][] calls with the analysis's
+are the analyses' options against every cell's model: an analysis may register a ``check``,
+``check(model, **options)`` ([`dynlab.registry.Entry`][]), which [`check_cells`][] calls with the analysis's
 options (defaults filled in, ``task`` left out) on each distinct cell model, built abstractly
 (``equinox.filter_eval_shape``: shapes, no values); it raises ``ConfigError`` for options the
 model cannot take (e.g. a Lyapunov ``k`` above the model's state dimension).
@@ -125,6 +125,7 @@ from dynlab import config as cfgmod
 from dynlab import experiment, registry
 from dynlab.errors import ConfigError
 from dynlab.option_groups import fold_legacy, group_parameters, parse_groups
+from dynlab.outputs import Output, training_outputs
 from dynlab.scenarios.declared_claims import check_claims, parse_claims
 from dynlab.transfer import Transfer
 
@@ -406,7 +407,7 @@ def _parse_program(doc: dict, source: str, preset: str = DEFAULT_PRESET) -> Prog
                if p.default is p.empty and n not in params]
     if missing:
         raise ConfigError(f"{source}: [params] lacks required key(s) {', '.join(missing)}")
-    hook = getattr(fn, "check", None)  # checks across params (e.g. enough points for a fit), before any work
+    hook = registry.get("program", program).check  # checks across params (e.g. enough points for a fit), before any work
     if hook is not None:
         hook(**{**registry.defaults(fn, exclude=reserved), **params})
     return Program(name, _description(doc, source), program, dict(params), source, paper,
@@ -800,8 +801,7 @@ def parse(doc: dict, source: str = "<dict>", preset: str = DEFAULT_PRESET) -> Sc
         claims = parse_claims(doc.get("claims"))
         scenario = Scenario(name, description, base, analyses, axes, source, vmap_seeds, claims)
         check_cells(scenario)
-        check_claims(claims, claim_coordinates(scenario),
-                     {"sweep": ("train_", *(f"{e['name']}_" for e in scenario.cell_analyses))})
+        check_claims(claims, claim_coordinates(scenario), *claim_outputs(scenario))
     except ConfigError as e:
         raise ConfigError(f"{source}: {e}") from None
     return scenario
@@ -821,6 +821,39 @@ def claim_coordinates(scenario: Scenario) -> dict[str, dict[str, list | None]]:
     return {"sweep": sweep, **across}
 
 
+def claim_outputs(scenario: Scenario) -> tuple[dict[str, tuple[str, ...]], dict[str, dict[str, Output]]]:
+    """What the scenario's claims can name, per dataset ([`dynlab.scenarios.declared_claims.check_claims`][]):
+    ``(prefixes, outputs)``. ``outputs``: each dataset's declared variables ([`dynlab.outputs`][]) as
+    that dataset names them, with all their dims: in the sweep's, the training curves ``train_*``
+    ([`dynlab.outputs.training_outputs`][]) and each analysis's ``<analysis>_<name>`` over the sweep
+    axes, ``stage`` when its entry names stages, and its own dims ``<analysis>_<dim>``; in an
+    analysis across cells, its outputs and their means by group
+    ([`dynlab.scenarios.across.group_outputs`][]). ``prefixes``: the sweep's variable prefixes of
+    analyses that declare no outputs (a plug-in's), checked by their prefix only."""
+    from dynlab.scenarios.across import group_outputs
+
+    axes = tuple(axis_coordinates(scenario.axes))
+
+    def renamed(output: Output, prefix: str, outer: tuple[str, ...]) -> Output:
+        return dataclasses.replace(output, name=f"{prefix}_{output.name}",
+                                   dims=(*outer, *(f"{prefix}_{d}" for d in output.dims)))
+
+    sweep = {o.name: o for o in (renamed(t, "train", axes) for t in training_outputs())}
+    undeclared = []
+    for entry in scenario.cell_analyses:
+        analysis = registry.get("analysis", entry["name"])
+        if not analysis.outputs:
+            undeclared.append(f"{entry['name']}_")
+        outer = ("stage", *axes) if "stages" in entry else axes
+        sweep.update((o.name, o) for o in (renamed(d, entry["name"], outer) for d in analysis.outputs))
+    outputs = {"sweep": sweep}
+    for entry in scenario.across:
+        declared = registry.get("analysis", entry["name"]).outputs
+        if declared:
+            outputs[entry["name"]] = {o.name: o for o in (*declared, *group_outputs(declared))}
+    return {"sweep": tuple(undeclared)}, outputs
+
+
 def _cell_label(cell: Cell) -> str:
     coords = ", ".join(f"{k}={v}" for k, v in cell.coords.items())
     return f" in cell {coords}" if coords else ""
@@ -831,7 +864,7 @@ def check_cells(scenario: Scenario) -> None:
 
     Enforces: a sweep whose cells cannot all run their analyses fails before the first cell
     starts. Each cell's config goes through [`dynlab.experiment.check`][]; then, for the
-    analyses whose function has a ``check`` attribute, each distinct cell model (distinct
+    analyses registered with a ``check``, each distinct cell model (distinct
     ``[model]`` and ``[task]``) is built abstractly and ``check(model, **options)`` is called with
     the analysis's options, defaults filled in and ``task`` left out.
     """
@@ -839,8 +872,8 @@ def check_cells(scenario: Scenario) -> None:
 
     hooks = []
     for entry in scenario.cell_analyses:
-        fn = registry.get("analysis", entry["name"]).obj
-        hook = getattr(fn, "check", None)
+        analysis = registry.get("analysis", entry["name"])
+        fn, hook = analysis.obj, analysis.check
         if hook is not None:
             where = f"analyses.{entry['name']}"
             options = {**registry.defaults(fn, exclude=("model", "rules", "key", "self")),
@@ -915,8 +948,7 @@ def _check_across(scenario: Scenario) -> None:
         if untrained:
             raise ConfigError(f"analyses.{name} compares the cells' trained models, but cell {untrained[0]} has "
                               "train.steps = 0; give every cell training steps or remove the analysis")
-        fn = registry.get("analysis", name).obj
-        hook = getattr(fn, "check", None)
+        fn, hook = registry.get("analysis", name).obj, registry.get("analysis", name).check
         if hook is None:
             continue
         options = {**registry.defaults(fn, exclude=RUNS_ARGUMENT), **analysis_options(entry)}

@@ -138,3 +138,132 @@ def test_a_replicate_without_a_value_leaves_the_claim_undecided_and_says_so():
     # a unit that fails decisively still decides, whatever another unit lacks
     ds["lyapunov_largest_mean"].loc[{"model.unit": "gru"}] = 0.5 + 0.01 * np.arange(4)  # seeds that agree decide nothing
     assert str(judge(to_claims(parse_claims([STABLE])), {"sweep": ds}).outcome.values[0]) == "does not hold"
+
+
+# --- checked against the declared outputs before any work (issue 47 item 3, issue 48) ----------
+
+from cli_runner import TINY_CELL, invoke, one_line_error  # noqa: E402
+
+STUDY = f'name = "claimed"\n{TINY_CELL}[[analyses]]\nname = "weight-eigs"\n'
+SEEDS = '[sweep]\n"model.hidden" = [4, 3]\n'
+DSA = '[[analyses]]\nname = "dsa"\ntask = "train"\ntrials = 4\nn_delays = 2\nrank = 2\nnull_draws = 0\n'
+
+
+def claim(**keys) -> str:
+    entry = {"id": "c", "statement": "a claim", "over": "model.hidden", "below": 1.0, **keys}
+    text = "".join(f"{k} = {_toml(v)}\n" for k, v in entry.items())
+    return f"[[claims]]\n{text}"
+
+
+def _toml(value) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f'"{k}" = {_toml(v)}' for k, v in value.items()) + "}"
+    return f'"{value}"' if isinstance(value, str) else repr(value)
+
+
+@pytest.mark.parametrize("study, fragments", [
+    (STUDY + claim(variable="weight-eigs_spectral_radiu") + SEEDS,
+     ["claims.c: variable 'weight-eigs_spectral_radiu' is not written to sweep (did you mean "
+      "'weight-eigs_spectral_radius'?)", "its variables: weight-eigs_eig_imag,"]),
+    (STUDY + claim(variable="train_eval_los") + SEEDS, ["variable 'train_eval_los'", "'train_eval_loss'"]),
+    (STUDY + claim(variable="weight-eigs_spectral_radius", where={"model.hiden": 4}) + SEEDS,
+     ["names the coordinate 'model.hiden', which sweep does not have; coordinates: model.hidden"]),
+    (STUDY + claim(variable="weight-eigs_spectral_radius", where={"model.hidden": 5}) + SEEDS,
+     ["model.hidden = 5 is not in this scenario; values: 4, 3"]),
+    (STUDY + claim(variable="distance", dataset="dsa") + SEEDS,
+     ["claims.c.dataset 'dsa' is not written by this scenario; datasets: sweep"]),
+    (STUDY + DSA + claim(variable="distance_within_minus_betwen", dataset="dsa", over="run_group") + SEEDS,
+     ["variable 'distance_within_minus_betwen' is not written to dsa (did you mean 'distance_within_minus_between'?)"]),
+    (STUDY + claim(variable="train_eval_loss") + SEEDS,
+     ["claims.c: train_eval_loss has the dim train_eval_step, which the claim leaves unreduced",
+      'reduce = "final" (its last value)']),
+    (STUDY + claim(variable="weight-eigs_eig_modulus", reduce="final") + SEEDS,
+     ["weight-eigs_eig_modulus has the dims weight-eigs_matrix, weight-eigs_eigenvalue", "for_each"]),
+    (STUDY + claim(variable="train_eval_loss", reduce="last") + SEEDS,
+     ["claims.c.reduce must be one of 'final', got 'last'"]),
+])
+def test_a_claim_that_names_what_the_study_does_not_write_is_one_line_before_any_work(tmp_path, study, fragments):
+    """Each form of mistake (a variable that is not a declared output, of the sweep or of an
+    analysis across cells; a misspelled ``where`` axis or value; a dataset no analysis across cells
+    writes; a dim left unreduced; an unknown reduction) is one line, exit 2, and nothing trains."""
+    (tmp_path / "s.toml").write_text(study)
+    one_line_error(invoke(["run", "s.toml", "--out", "out"], tmp_path), *fragments)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_claim_on_the_final_evaluation_of_a_training_metric_is_valid():
+    import tomllib
+
+    from dynlab.scenarios import spec
+
+    scenario = spec.parse(tomllib.loads(STUDY + claim(variable="train_eval_loss", reduce="final") + SEEDS))
+    assert scenario.claims[0].reduce == "final"
+
+
+def test_final_takes_each_cells_last_evaluation_even_when_its_curve_is_shorter():
+    """The truth by hand: a sweep pads a shorter curve with NaN; each cell's final value is its own
+    last one, and the claim's statistic is their mean over the replicates."""
+    curves = np.array([[0.9, 0.5, 0.2, 0.1], [0.8, 0.4, np.nan, np.nan], [0.7, 0.3, 0.25, np.nan]])
+    ds = xr.Dataset({"train_eval_loss": (("seed", "train_eval_step"), curves)},
+                    coords={"seed": [0, 1, 2], "train_eval_step": [0, 10, 20, 30]})
+    entry = {"id": "low", "statement": "low final loss", "variable": "train_eval_loss", "reduce": "final",
+             "below": 1.0}
+    f = judge(to_claims(parse_claims([entry])), {"sweep": ds})
+    assert float(f.value.values[0]) == pytest.approx(np.mean([0.1, 0.4, 0.25]))
+    assert str(f.outcome.values[0]) == "holds" and "final value" in str(f.measure.values[0])
+    unreduced = judge(to_claims(parse_claims([{k: v for k, v in entry.items() if k != "reduce"}])), {"sweep": ds})
+    assert str(unreduced.outcome.values[0]) == "not testable here"  # and the check refuses it before any work
+
+
+def _mistakes(entry: dict, coordinates: dict) -> list[tuple[str, dict]]:
+    """Misspellings of one claim: its variable (and minus's), each where axis and value, its dataset."""
+    out = [("variable", {**entry, "variable": entry["variable"][:-1]})]
+    if isinstance(entry.get("minus"), dict) and "variable" in entry["minus"]:
+        out.append(("variable", {**entry, "minus": {**entry["minus"], "variable": entry["minus"]["variable"] + "s"}}))
+    for axis, value in entry.get("where", {}).items():
+        out.append(("where", {**entry, "where": {**{k: v for k, v in entry["where"].items() if k != axis},
+                                                  axis + "s": value}}))
+        wrong = [v + "x" if isinstance(v, str) else v + 0.5 for v in (value if isinstance(value, list) else [value])]
+        out.append(("where", {**entry, "where": {**entry["where"], axis: wrong if isinstance(value, list) else wrong[0]}}))
+    out.append(("dataset", {**entry, "dataset": entry.get("dataset", "sweep") + "s"}))
+    return out
+
+
+def test_the_built_in_studies_claim_mistakes_are_caught_before_any_work(monkeypatch, capsys):
+    """Every claim of every built-in study, misspelled in each way it can be (variable, where axis,
+    where value, dataset): counted how many are caught before any work, now and with the old
+    check (variables by their prefix only). The studies' own claims all pass. The cells' configs
+    are not built here (``check_cells``, tested elsewhere): only the claims are checked."""
+    import tomllib
+
+    from dynlab.scenarios import spec
+
+    monkeypatch.setattr(spec, "check_cells", lambda scenario: None)
+    caught, before, total, missed = {}, {}, {}, []
+    for name, path in spec.builtin_names().items():
+        doc = tomllib.loads(path.read_text())
+        if "claims" not in doc:
+            continue
+        scenario = spec.parse(doc, str(path))  # its own claims are valid
+        coordinates = spec.claim_coordinates(scenario)
+        prefixes, outputs = spec.claim_outputs(scenario)
+        old = {"sweep": ("train_", *(f"{e['name']}_" for e in scenario.cell_analyses))}
+        for entry in doc["claims"]:
+            for form, wrong in _mistakes(entry, coordinates):
+                total[form] = total.get(form, 0) + 1
+                for counts, check in ((caught, lambda c: check_claims(c, coordinates, prefixes, outputs)),
+                                      (before, lambda c: check_claims(c, coordinates, old))):
+                    try:
+                        check(parse_claims([wrong]))
+                    except ConfigError:
+                        counts[form] = counts.get(form, 0) + 1
+                    else:
+                        if counts is caught:
+                            missed.append(f"{name}/{entry['id']}: {form} {wrong.get('where', wrong['variable'])}")
+    with capsys.disabled():
+        print(f"\nbuilt-in studies' claim mistakes caught before any work: {sum(caught.values())} of "
+              f"{sum(total.values())} (before: {sum(before.values())}); by form: "
+              + ", ".join(f"{f} {caught.get(f, 0)}/{n} (before {before.get(f, 0)})" for f, n in total.items())
+              + (f"; not caught: {'; '.join(missed)}" if missed else ""))
+    assert caught["variable"] == total["variable"] and caught["dataset"] == total["dataset"]
+    assert sum(caught.values()) > sum(before.values())

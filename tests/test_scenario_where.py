@@ -19,6 +19,17 @@ from dynlab.scenarios import spec
 SWEEP = '[sweep]\n"model.hidden" = [4, 3]\n'
 
 
+FINAL_CLAIM = """[[claims]]
+id = "trained"
+statement = "The held-out loss at the last evaluation is below 100"
+variable = "train_eval_loss"
+reduce = "final"
+over = "model.hidden"
+below = 100.0
+"""
+"""A claim on the final value of a training metric (issue 48): judged on each cell's last evaluation."""
+
+
 def study(where: str) -> str:
     return f'name = "where"\n{TINY_CELL}[[analyses]]\nname = "weight-eigs"\n{where}\n' + SWEEP
 
@@ -26,7 +37,7 @@ def study(where: str) -> str:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     root = tmp_path_factory.mktemp("where")
-    (root / "s.toml").write_text(study('where = {"model.hidden" = 4}'))
+    (root / "s.toml").write_text(study('where = {"model.hidden" = 4}') + FINAL_CLAIM)
     res = invoke(["run", "s.toml", "--out", "out", "-q"], root)
     assert res.exit_code == 0, res.output + res.stderr
     return root / "out", res
@@ -82,3 +93,16 @@ def test_an_analysis_across_cells_compares_only_the_cells_it_selects(tmp_path):
         '[[analyses]]\nname = "dsa"\ntask = "train"\nwhere = {"model.hidden" = 4}\n' + SWEEP)
     (tmp_path / "s.toml").write_text(text)
     one_line_error(invoke(["run", "s.toml", "--out", "out"], tmp_path), "analyses.dsa (across the 1 cell)")
+
+
+def test_a_claim_on_the_final_evaluation_is_judged_on_each_cells_last_one(run):
+    """The truth read another way: the last ``eval_loss`` of each cell's own ``metrics.nc``."""
+    from dynlab import store
+    from dynlab.scenarios.sweep import cell_dir
+
+    out, _ = run
+    last = [float(xr.load_dataset(cell_dir(out, c) / store.METRICS)["eval_loss"].values[-1])
+            for c in spec.load(str(out / "scenario.toml")).cells]
+    findings = xr.load_dataset(out / "findings.nc")
+    assert str(findings.outcome.values[0]) in ("holds", "undecided")
+    assert float(findings.value.values[0]) == pytest.approx(np.mean(last), rel=1e-6)

@@ -22,6 +22,7 @@ from dynlab.analyses.aru.traces import step_drive_traces, with_zero  # noqa: E40
 from dynlab.config import Count, Range  # noqa: E402
 from dynlab.errors import ConfigError, require_positive  # noqa: E402
 from dynlab.provenance import stamp  # noqa: E402
+from dynlab.outputs import Output
 from dynlab.registry import register  # noqa: E402
 
 
@@ -96,6 +97,18 @@ def adaptation_summary(ds: xr.Dataset) -> str:
     "ARU Fig. 5c/d: lambda_1 with (n, s) frozen where the ARU sets them under a drive",
     figure=plot_adaptation,
     summary=adaptation_summary,
+    outputs=(
+        *Output.each("n_t s_t", "field", ("drive", "time", "neuron")),
+        *Output.each("n_hat s_hat", "field", ("realisation", "drive", "t_hat", "neuron")),
+        *Output.each("n_inf s_inf", "real", ("realisation", "drive", "neuron")),
+        Output("n_drift", "real", ("realisation", "drive")),
+        *(o for lam, dims in (("lambda1_adapted", ("drive",)), ("lambda1_fixed", ("drive",)),
+                              ("lambda1_t_hat", ("drive", "t_hat")))
+          for o in (*Output.each(f"{lam} {lam}_within_run_se {lam}_escape", "real", (*dims, "realisation", "ic")),
+                    Output(f"{lam}_diverged", "field", (*dims, "realisation", "ic")),
+                    *Output.each(f"{lam}_mean {lam}_ci_low {lam}_ci_high {lam}_ic_sd {lam}_escape_mean", "real", dims),
+                    Output(f"{lam}_bounded", "exact", dims))),
+    ),
 )
 def adaptation_analysis(
     model,

@@ -19,6 +19,7 @@ from dynlab.analyses.aru.plotting import drive_colors, title  # noqa: E402
 from dynlab.analyses.aru.traces import step_drive_traces, with_zero  # noqa: E402
 from dynlab.errors import ConfigError, require_positive  # noqa: E402
 from dynlab.provenance import stamp  # noqa: E402
+from dynlab.outputs import Output
 from dynlab.registry import register  # noqa: E402
 from dynlab.units.aru import gamma  # noqa: E402
 
@@ -73,6 +74,14 @@ def controller_summary(ds: xr.Dataset) -> str:
     "ARU Fig. 5a/b: controller-state PCA with limit points; (n, s) paths",
     figure=plot_controller,
     summary=controller_summary,
+    outputs=(
+        Output("pc", "field", ("drive", "time", "neuron", "component")),
+        Output("limit_pc", "real", ("drive", "neuron", "component")), Output("limit_residual", "real", ("drive",)),
+        Output("explained_variance_ratio", "fraction", ("component",)),
+        *Output.each("n_t s_t", "field", ("drive", "time", "neuron")),
+        *Output.each("n_onset s_onset n_inf s_inf", "real", ("drive", "neuron")),
+        Output("gamma_prime", "field", ("drive", "n_mesh", "s_mesh")),
+    ),
 )
 def controller_analysis(
     model,

@@ -20,6 +20,7 @@ from dynlab.config import Count  # noqa: E402
 from dynlab.errors import ConfigError, require_positive  # noqa: E402
 from dynlab.losses import get_loss  # noqa: E402
 from dynlab.provenance import stamp  # noqa: E402
+from dynlab.outputs import Output
 from dynlab.registry import register  # noqa: E402
 
 
@@ -82,6 +83,11 @@ def gradient_by_position_summary(ds: xr.Dataset) -> str:
     "ARU Fig. 18: gradient norms by input position",
     figure=plot_gradient_by_position,
     summary=gradient_by_position_summary,
+    outputs=(
+        *Output.each("input_grad preact_grad w_hh_grad", "field", ("sample", "time")),
+        *Output.each("input_grad_mean input_grad_std preact_grad_mean preact_grad_std w_hh_grad_mean w_hh_grad_std "
+                     "w_hh_grad_batch w_hh_grad_from", "field", ("time",)),
+    ),
 )
 def gradient_by_position_analysis(model, *, task="train", batch: Count = 16, seed: int = 0) -> xr.Dataset:
     r"""How much each input position contributes to the gradient of the task loss (App. C.5, Fig. 18).

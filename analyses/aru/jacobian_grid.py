@@ -25,6 +25,7 @@ from dynlab.analyses.aru.plotting import grid_image, title  # noqa: E402
 from dynlab.config import Count  # noqa: E402
 from dynlab.errors import ConfigError, require_positive  # noqa: E402
 from dynlab.provenance import stamp  # noqa: E402
+from dynlab.outputs import Output
 from dynlab.registry import register  # noqa: E402
 
 
@@ -80,6 +81,10 @@ def jacobian_grid_summary(ds: xr.Dataset) -> str:
     "ARU App. Fig. 6A: mean Jacobian norm of the static gamma net over (n, s)",
     figure=plot_jacobian_grid,
     summary=jacobian_grid_summary,
+    outputs=(
+        *Output.each("jacobian_norm jacobian_norm_std", "real", ("n", "s")),
+        Output("jacobian_norm_samples", "field", ("n", "s", "sample")),
+    ),
 )
 def jacobian_grid_analysis(
     model,

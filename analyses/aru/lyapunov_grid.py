@@ -23,6 +23,7 @@ from dynlab.analyses.aru.plotting import grid_image, title  # noqa: E402
 from dynlab.config import Count, Range  # noqa: E402
 from dynlab.errors import require_positive  # noqa: E402
 from dynlab.provenance import stamp  # noqa: E402
+from dynlab.outputs import Output
 from dynlab.registry import register  # noqa: E402
 
 
@@ -56,6 +57,12 @@ def lyapunov_grid_summary(ds: xr.Dataset) -> str:
     "ARU App. Fig. 6B: lambda_1 of the static gamma net over (n, s)",
     figure=plot_lyapunov_grid,
     summary=lyapunov_grid_summary,
+    outputs=(
+        *Output.each("lambda1 lambda1_within_run_se lambda1_escape", "real", ("n", "s", "realisation", "ic")),
+        Output("lambda1_diverged", "field", ("n", "s", "realisation", "ic")),
+        *Output.each("lambda1_mean lambda1_ci_low lambda1_ci_high lambda1_ic_sd lambda1_escape_mean", "real", ("n", "s")),
+        Output("lambda1_bounded", "exact", ("n", "s")),
+    ),
 )
 def lyapunov_grid_analysis(
     model,

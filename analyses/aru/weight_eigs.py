@@ -16,6 +16,7 @@ from dynlab.analyses.aru.plotting import title  # noqa: E402
 from dynlab.analyses.spectra.eigenvalues import weight_eigenvalues  # noqa: E402
 from dynlab.errors import ConfigError  # noqa: E402
 from dynlab.provenance import stamp  # noqa: E402
+from dynlab.outputs import Output
 from dynlab.registry import register  # noqa: E402
 
 
@@ -51,6 +52,11 @@ def weight_eigs_summary(ds: xr.Dataset) -> str:
     "ARU Fig. 5e: eigenvalues of W_hh against the unit circle",
     figure=plot_weight_eigs,
     summary=weight_eigs_summary,
+    outputs=(
+        *Output.each("eig_real eig_imag eig_modulus", "field", ("matrix", "eigenvalue")),
+        *Output.each("n_eigenvalues n_outside", "exact", ("matrix",)), Output("spectral_radius", "real", ("matrix",)),
+        Output("fraction_outside", "fraction", ("matrix",)),
+    ),
 )
 def weight_eigs_analysis(
     model, *, others: Mapping[str, object] | None = None, label: str = "model", tol: float = 1e-4

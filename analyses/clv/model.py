@@ -23,6 +23,7 @@ from dynlab.analyses.qr_settings import QRSettings
 from dynlab.config import Count
 from dynlab.errors import ConfigError
 from dynlab.provenance import stamp
+from dynlab.outputs import Output
 from dynlab.registry import register
 from dynlab.statistics import batch_means
 
@@ -88,6 +89,14 @@ def check_clv(model, *, qr: QRSettings = CLV_QR, steps: int, window: int, transi
     "covariant Lyapunov vectors (Ginelli): local growth rates, hyperbolicity and read-out angles",
     figure=clv_figure,
     summary=clv_summary,
+    outputs=(
+        *Output.each("growth qr_growth readout_angle", "field", ("time", "vector")),
+        *Output.each("clv_exponent qr_exponent clv_exponent_se qr_exponent_se growth_sd", "real", ("vector",)),
+        Output("angle_rest", "field", ("time",)), Output("angle_pairs", "field", ("time", "pair")),
+        *Output.each("min_angle_rest median_angle_rest"), Output("min_angle_parts", "real", ("part",)),
+        *Output.each("clv gram_schmidt", "field", ("snapshot", "state", "vector")),
+    ),
+    check=check_clv,
 )
 def clv_analysis(
     model,
@@ -239,6 +248,3 @@ def clv_dataset(result, labels=None) -> xr.Dataset:
     if labels is not None:
         coords["state_label"] = ("state", np.asarray(labels, dtype=str), {"long_name": "state component (layer.name)"})
     return xr.Dataset(data_vars, coords=coords)
-
-
-clv_analysis.check = check_clv

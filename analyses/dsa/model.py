@@ -16,6 +16,7 @@ stored task (every model must then read as many inputs per step as it gives).
 
 from __future__ import annotations
 
+import math
 import itertools
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,6 +34,7 @@ from dynlab.analyses.dsa.null import ALPHA, pair_null
 from dynlab.config import Count, Flag, NonNegative, Range
 from dynlab.errors import ConfigError, require_positive
 from dynlab.provenance import stamp
+from dynlab.outputs import Output
 from dynlab.registry import register
 
 __all__ = ["check_dsa", "check_dsa_runs", "common_task", "comparable_runs", "dsa_analysis", "dsa_models", "observed_trajectories"]
@@ -344,6 +346,19 @@ def _labels(runs: Sequence[Path], configs: Sequence[dict]) -> list[str]:
     figure=dsa_figure,
     summary=dsa_summary,
     takes="runs",
+    outputs=(
+        Output("distance", "real", ("run", "run_b"), (0.0, math.pi), "DSA distance (rad)", dissimilarity=True),
+        Output("self_distance", "real", ("run", "draw_pair"), (0.0, math.pi)),
+        *Output.each("null_level restart_spread asymmetry gradient_norm", "real", ("run", "run_b")),
+        Output("p_value", "fraction", ("run", "run_b")),
+        *Output.each("distinguishable iterations converged", "field", ("run", "run_b")),
+        Output("self_converged", "field", ("run", "draw_pair")),
+        Output("operator", "field", ("run", "mode_i", "mode_j")),
+        *Output.each("eigenvalue_real eigenvalue_imag", "field", ("run", "eigen")),
+        *Output.each("explained pcs_variance", "fraction", ("run",)), Output("fit_error", "real", ("run",)),
+        Output("singular_values", "field", ("run", "component")),
+    ),
+    check=check_dsa_runs,
 )
 def dsa_analysis(runs: Sequence[str | Path], *, task=None, trials: Count = 16,
                  n_delays: Annotated[int, Range(minimum=1), Flag("--delays")] = 10, delay_interval: Count = 1,
@@ -422,6 +437,3 @@ def _task_name(task) -> str:
         if type(task) is entry.obj:
             return entry.name
     return type(task).__name__
-
-
-dsa_analysis.check = check_dsa_runs

@@ -32,6 +32,7 @@ from dynlab.analyses.fixed_points.integration import integration_modes
 from dynlab.config import Count
 from dynlab.errors import ConfigError
 from dynlab.provenance import stamp
+from dynlab.outputs import Output
 from dynlab.registry import register
 from dynlab.tasks.cognitive.context_integration import ContextIntegrationTask
 
@@ -157,7 +158,13 @@ def slow_modes(model, task, *, trials: int = 256, ics: int = 64, q_max: float = 
           "its alignment with the choice axis and which stream it integrates", figure=context_modes_figure,
           summary=context_modes_summary,
           headline=(("mu1_farthest", "slowest mode |μ₁| (the context farther from 1)"),
-                    ("selection_ratio_min", "cued / other stream integrated (the lower context)")))
+                    ("selection_ratio_min", "cued / other stream integrated (the lower context)")),
+          outputs=(*Output.each("point_mu_abs point_readout_cos", "real", ("context", "point")),
+                   *Output.each("point_selection point_input_gain", "real", ("context", "point", "input")),
+                   Output("n_slow", "count", ("context",), description="slow points found"),
+                   *Output.each("mu1_abs readout_cos selection_cued selection_other selection_ratio", "real",
+                                ("context",)),
+                   *Output.each("mu1_farthest readout_cos_min selection_ratio_min")))
 def context_modes(model, *, task="context-integration", trials: Count = 256, ics: Count = 64, q_max: float = 1e-4,
                   seed: int = 0) -> xr.Dataset:
     r"""Per context, the slow points at the cue with zero evidence and their integrating modes (module docstring).

@@ -25,6 +25,7 @@ from dynlab.analyses.protocol import Autonomous, Protocol
 from dynlab.config import Count
 from dynlab.errors import ConfigError, require_positive
 from dynlab.provenance import stamp
+from dynlab.outputs import Output
 from dynlab.registry import register
 
 __all__ = ["check_fixed_points", "fixed_points_analysis", "principal_components"]
@@ -114,6 +115,19 @@ def check_fixed_points(model, *, steps: int, burn_in: int, ics: int, at: str = "
     figure=fixed_points_figure,
     summary=fixed_points_summary,
     headline=(("n_points_stable", "stable fixed points"),),
+    outputs=(
+        Output("points", "field", ("point", "state")), Output("q", "real", ("point",)),
+        *Output.each("is_fixed stability stability_code beyond_visited", "field", ("point",)),
+        *Output.each("basin_count n_unstable n_marginal n_stable", "count", ("point",)),
+        *Output.each("eig_real eig_imag eig_abs", "field", ("point", "eigen")),
+        *Output.each("ic_q ic_scale", "real", ("ic",)),
+        *Output.each("ic_point ic_num_steps ic_terminated ic_round", "field", ("ic",)),
+        *Output.each("n_fixed n_slow n_points_stable n_points_marginal n_points_saddle n_points_unstable "
+                     "n_points_beyond_visited", "count"),
+        Output("pc_components", "field", ("pc", "state")), Output("pc_variance_ratio", "fraction", ("pc",)),
+        Output("point_pcs", "field", ("point", "pc")), Output("trajectory_pcs", "field", ("sample", "pc")),
+    ),
+    check=check_fixed_points,
 )
 def fixed_points_analysis(
     model,
@@ -232,6 +246,3 @@ def fixed_points_analysis(
         "noise": float(noise),
         "state_dim": smap.dim,
     })
-
-
-fixed_points_analysis.check = check_fixed_points

@@ -24,6 +24,7 @@ from dynlab.analyses.state_map import initial_conditions, run_in, state_map
 from dynlab.config import Count, Fraction, NonNegative, Range
 from dynlab.errors import ConfigError, require_positive
 from dynlab.provenance import stamp
+from dynlab.outputs import Output
 from dynlab.registry import register
 
 
@@ -48,6 +49,33 @@ the ARU paper's Fig. 5 sweep (and of ``analyze adaptation``).
 """
 
 
+def check_lyapunov(model, *, qr: QRSettings = QRSettings(), steps: int, burn_in: int, ics: int, realisations: int = 5,
+                   confidence: float = 0.95, **_) -> None:
+    """The options of [`lyapunov_analysis`][] that ``model`` can take (``qr.k`` <= its state dimension).
+
+    Enforces, in one place: lyapunov's options are valid for the model. Called by the analysis
+    itself and, as its registered ``check``, by scenario validation for every cell's model
+    before any cell runs ([`dynlab.scenarios.spec.check_cells`][]; the model may be abstract).
+    """
+    require_positive("steps", steps)
+    require_positive("ics", ics)
+    require_positive("realisations", realisations)
+    if realisations < 2:
+        raise ConfigError(f"realisations must be at least 2 for an interval over independent realisations, got {realisations}")
+    if burn_in == "auto":
+        if auto_burn_in(steps) >= steps:
+            raise ConfigError(f"burn_in='auto' needs steps > {AUTO_MIN_BURN_IN}, got steps = {steps}")
+        burn_in = auto_burn_in(steps)
+    elif isinstance(burn_in, bool) or not isinstance(burn_in, int) or not 0 <= burn_in < steps:
+        raise ConfigError(f"burn_in must be 'auto' or an integer with 0 <= burn_in < steps = {steps}, got {burn_in!r}")
+    if qr.reortho_every == "auto" and burn_in < AUTO_MIN_BURN_IN:
+        raise ConfigError(f"reortho_every='auto' measures the spread of the exponents over the burn-in, which "
+                          f"needs burn_in >= {AUTO_MIN_BURN_IN}; got {burn_in} (or give an integer reortho_every)")
+    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 < confidence < 1:
+        raise ConfigError(f"confidence must lie in (0, 1), got {confidence!r}")
+    qr.check_dim(state_map(model).dim)
+
+
 @register(
     "analysis",
     "lyapunov",
@@ -55,6 +83,23 @@ the ARU paper's Fig. 5 sweep (and of ``analyze adaptation``).
     figure=plot_lyapunov,
     summary=lyapunov_summary,
     finite=("mean",),
+    outputs=(
+        Output("exponents", "real", ("realisation", "ic", "exponent")),
+        Output("running", "field", ("realisation", "ic", "time", "exponent")),
+        Output("diverged", "field", ("realisation", "ic")),
+        *Output.each("realisation_mean ic_sd", "real", ("realisation", "exponent")),
+        *Output.each("mean ci_low ci_high within_run_se_of_mean ic_sd_mean se_floor rounding_error", "real",
+                     ("exponent",)),
+        Output("within_run_se", "real", ("realisation", "ic", "exponent")),
+        Output("cluster", "field", ("exponent",)),
+        *Output.each("largest positive_sum ky_dimension", "real", ("realisation", "ic")),
+        *Output.each("n_positive n_zero", "count", ("realisation", "ic")),
+        *Output.each("largest_mean largest_ci_low largest_ci_high positive_sum_mean positive_sum_ci_low "
+                     "positive_sum_ci_high ky_dimension_mean ky_dimension_ci_low ky_dimension_ci_high"),
+        *Output.each("n_positive_mean n_positive_ci_low n_positive_ci_high n_zero_mean n_zero_ci_low n_zero_ci_high",
+                     "count"),
+    ),
+    check=check_lyapunov,
 )
 def lyapunov_analysis(
     model,
@@ -256,33 +301,3 @@ def _measure(model, smap, seeds, *, steps, burn_in, truncate, qr, input, realisa
     for w in caught:  # re-issue from here so the user sees where it came from
         warnings.warn(str(w.message), w.category, stacklevel=stacklevel)
     return [(ds, setup[4]) for ds, setup in zip(datasets, setups)]
-
-
-def check_lyapunov(model, *, qr: QRSettings = QRSettings(), steps: int, burn_in: int, ics: int, realisations: int = 5,
-                   confidence: float = 0.95, **_) -> None:
-    """The options of [`lyapunov_analysis`][] that ``model`` can take (``qr.k`` <= its state dimension).
-
-    Enforces, in one place: lyapunov's options are valid for the model. Called by the analysis
-    itself and, as ``lyapunov_analysis.check``, by scenario validation for every cell's model
-    before any cell runs ([`dynlab.scenarios.spec.check_cells`][]; the model may be abstract).
-    """
-    require_positive("steps", steps)
-    require_positive("ics", ics)
-    require_positive("realisations", realisations)
-    if realisations < 2:
-        raise ConfigError(f"realisations must be at least 2 for an interval over independent realisations, got {realisations}")
-    if burn_in == "auto":
-        if auto_burn_in(steps) >= steps:
-            raise ConfigError(f"burn_in='auto' needs steps > {AUTO_MIN_BURN_IN}, got steps = {steps}")
-        burn_in = auto_burn_in(steps)
-    elif isinstance(burn_in, bool) or not isinstance(burn_in, int) or not 0 <= burn_in < steps:
-        raise ConfigError(f"burn_in must be 'auto' or an integer with 0 <= burn_in < steps = {steps}, got {burn_in!r}")
-    if qr.reortho_every == "auto" and burn_in < AUTO_MIN_BURN_IN:
-        raise ConfigError(f"reortho_every='auto' measures the spread of the exponents over the burn-in, which "
-                          f"needs burn_in >= {AUTO_MIN_BURN_IN}; got {burn_in} (or give an integer reortho_every)")
-    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 < confidence < 1:
-        raise ConfigError(f"confidence must lie in (0, 1), got {confidence!r}")
-    qr.check_dim(state_map(model).dim)
-
-
-lyapunov_analysis.check = check_lyapunov

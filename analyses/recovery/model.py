@@ -21,6 +21,7 @@ Four scores:
 
 from __future__ import annotations
 
+import math
 from typing import Annotated
 
 import jax
@@ -37,6 +38,7 @@ from dynlab.analyses.recovery.truth import teacher_inputs, teacher_truth
 from dynlab.config import Range
 from dynlab.errors import ConfigError, require_positive
 from dynlab.provenance import stamp
+from dynlab.outputs import Output
 from dynlab.registry import register
 from dynlab.tasks.teachers import TeacherTask
 from dynlab.teachers.cache import require_writable
@@ -66,6 +68,16 @@ def _task_name(task, teacher) -> str:
                     ("fp_recovered_fraction", "teacher's fixed points recovered"),
                     ("lambda1_student", "student's λ₁"),
                     ("r2", "held-out R² of the teacher's latents")),
+          outputs=(*Output.each("fp_teacher_points fp_student_points fp_matched fp_same_class n_positive_teacher "
+                                "n_positive_student", "count"),
+                   *Output.each("fp_recovered_fraction lambda1_agree ky_agree n_positive_agree dsa_inside_null "
+                                "dsa_p_value", "fraction"),
+                   *Output.each("lambda1_teacher lambda1_teacher_low lambda1_teacher_high lambda1_student "
+                                "lambda1_student_low lambda1_student_high ky_teacher ky_teacher_low ky_teacher_high "
+                                "ky_student ky_student_low ky_student_high dsa_null_level dsa_null_median"),
+                   Output("dsa_distance", "real", bounds=(0.0, math.pi), description="DSA distance to the teacher (rad)"),
+                   Output("dsa_null_size", "exact"), Output("r2", "real", bounds=(-math.inf, 1.0)),
+                   Output("dsa_null", "field", ("null_pair",))),
           check=lambda model, **options: check_recovery(model, **options) and None)
 def recovery_analysis(model, *, task="train", trials: int = 8, burn_in: int = 0, ics: int = 64,
                       realisations: Annotated[int, Range(minimum=2)] = 5,

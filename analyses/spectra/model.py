@@ -23,6 +23,7 @@ from dynlab.analyses.state_map import run_in, state_map
 from dynlab.config import Count, NonNegative
 from dynlab.errors import ConfigError, require_positive
 from dynlab.provenance import stamp
+from dynlab.outputs import Output
 from dynlab.registry import register
 
 
@@ -60,6 +61,22 @@ def _eigenvalues_without_fit(activity: np.ndarray, error: Exception) -> tuple[np
     "eigenvalues of recurrent weights and state Jacobians; activity covariance spectrum",
     figure=plot_spectra,
     summary=spectra_summary,
+    outputs=(
+        *Output.each("weight_eig_real weight_eig_imag weight_eig_modulus", "field", ("matrix", "weight_eigenvalue"),
+                     optional=True),
+        Output("weight_n_eigenvalues", "exact", ("matrix",), optional=True),
+        Output("weight_spectral_radius", "real", ("matrix",), optional=True),
+        *Output.each("jacobian_eig_real jacobian_eig_imag jacobian_eig_modulus", "field", ("time", "jacobian_eigenvalue")),
+        Output("jacobian_singular_values", "field", ("time", "jacobian_singular_value")),
+        Output("jacobian_spectral_radius", "real", ("time",)),
+        Output("covariance_eigenvalue", "field", ("rank",), optional=True),
+        *Output.each("covariance_explained_variance_ratio covariance_in_fit_range", "field", ("rank",), optional=True),
+        Output("covariance_alpha_bootstrap", "field", ("bootstrap",), optional=True),
+        *Output.each("covariance_alpha covariance_alpha_ci_centre covariance_power_law_amplitude covariance_power_law_r2 "
+                     "covariance_alpha_ci_low covariance_alpha_ci_high covariance_truncated_alpha covariance_truncated_n_c "
+                     "covariance_truncated_amplitude covariance_truncated_r2 covariance_participation_ratio",
+                     optional=True),
+    ),
 )
 def spectra_analysis(
     model,

@@ -45,6 +45,7 @@ from dynlab.analyses.sta.null import N_SHIFTS, NULL_LEVEL, layer_trend, shift_nu
 from dynlab.config import Count, Range
 from dynlab.errors import ConfigError, require_positive
 from dynlab.provenance import stamp
+from dynlab.outputs import Output
 from dynlab.registry import register
 
 __all__ = ["Level", "check_sta", "hierarchy_levels", "level_receptive_fields", "sta_analysis"]
@@ -165,6 +166,19 @@ def _task(model, task):
     "receptive fields by spike-triggered averaging, per layer and neuron, at each level of the hierarchical language",
     figure=sta_figure,
     summary=sta_summary,
+    outputs=(
+        *Output.each("sta receptive_field", "field", ("level", "neuron", "lag", "symbol")),
+        Output("baseline", "field", ("level", "lag", "symbol")),
+        *Output.each("selectivity null_selectivity_median null_selectivity_q95 selectivity_z excess_selectivity", "real",
+                     ("level", "neuron")),
+        Output("selectivity_p", "fraction", ("level", "neuron")),
+        Output("threshold", "real", ("neuron",)), Output("triggers", "count", ("neuron",)),
+        Output("fraction_beating_null", "fraction", ("level", "layer_number")),
+        *Output.each("null_clears_window null_shift_min null_shift_max", "field", ("level",)),
+        *Output.each("layer_trend layer_trend_ci_low layer_trend_ci_high excess_layer_trend excess_layer_trend_ci_low "
+                     "excess_layer_trend_ci_high", "real", ("level",)),
+    ),
+    check=check_sta,
 )
 def sta_analysis(model, *, task=TASK, quantile: Annotated[float, Range(minimum=0, below=1)] = 0.9, lags: Count = 9,
                  samples: Count = 64,
@@ -308,6 +322,3 @@ def _null_variables(nulls, layer_of) -> tuple[dict, dict]:
         "excess_layer_trend_ci_high": trend(over, "high", "95% interval over neurons (Student t, Welch)"),
     }
     return data, {"layer_number": ("layer_number", numbers, {"long_name": "layer (1 = first)"})}
-
-
-sta_analysis.check = check_sta
