@@ -15,13 +15,22 @@ booleans, strings, arrays), never evaluated as code. A bare word that is not val
 
 from __future__ import annotations
 
+import collections.abc
 import copy
 import dataclasses
+import functools
+import inspect
 import math
 import os
 import re
 import tomllib
-from typing import Annotated, Any
+import types
+import typing
+from typing import Annotated, Any, Literal
+
+import annotated_types
+from pydantic import ConfigDict, TypeAdapter, ValidationError
+from pydantic.types import AllowInfNan
 
 from dynlab.errors import ConfigError
 
@@ -31,35 +40,16 @@ INT64 = (-(2**63), 2**63 - 1)  # TOML's integer range (tomllib itself accepts an
 SEED_RANGE = (0, 2**32 - 1)
 
 
-class _MayBeInfinite:
-    """Marker: a float config key that accepts ``inf`` / ``-inf`` (e.g. ELM's ``tau_r = inf``)."""
-
-    def __repr__(self) -> str:
-        return "may be infinite"
-
-
-MAY_BE_INFINITE = _MayBeInfinite()
-FloatOrInf = Annotated[float, MAY_BE_INFINITE]
+FloatOrInf = Annotated[float, AllowInfNan(True)]
 """The annotation of a float key for which ±inf is meaningful; every other number must be finite."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Range:
-    """Marker of a numeric key's bounds, ``Annotated[int, Range(minimum=1)]``: ``minimum`` and
-    ``maximum`` inclusive, ``above`` and ``below`` exclusive.
-
-    **Enforces** one range check wherever the value is parsed: the command line's text
-    ([`parse_number`][]) and a TOML value checked against a signature
-    ([`dynlab.registry.check_config`][]) give the same one-line [`ConfigError`][].
-    """
-
-    minimum: float | None = None
-    maximum: float | None = None
-    above: float | None = None
-    below: float | None = None
-
-    def bounds(self) -> dict:
-        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+def Range(*, minimum: float | None = None, maximum: float | None = None, above: float | None = None,
+          below: float | None = None) -> annotated_types.Interval:
+    """A numeric key's bounds, ``Annotated[int, Range(minimum=1)]``: ``minimum`` and ``maximum``
+    inclusive, ``above`` and ``below`` exclusive; an ``annotated_types.Interval``, which pydantic
+    checks ([`check_value`][]) wherever the value is given: command-line text, TOML or Python."""
+    return annotated_types.Interval(gt=above, ge=minimum, lt=below, le=maximum)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,12 +60,93 @@ class Flag:
     name: str
 
 
-Count = Annotated[int, Range(minimum=1)]
+Count = Annotated[int, annotated_types.Ge(1)]
 """A positive integer (a number of steps, exponents, samples, …)."""
-NonNegative = Annotated[int, Range(minimum=0)]
+NonNegative = Annotated[int, annotated_types.Ge(0)]
 """An integer >= 0 (a burn-in, an onset)."""
-Fraction = Annotated[float, Range(above=0, below=1)]
+Fraction = Annotated[float, annotated_types.Gt(0), annotated_types.Lt(1)]
 """A number strictly between 0 and 1."""
+
+_STRICT = ConfigDict(strict=True, allow_inf_nan=False)
+"""How values are checked: strictly (a bool is not a number, a string not an integer, a float not an
+integer; an integer is a float), and every float finite unless its annotation says ``AllowInfNan``."""
+_BOUNDS = {"gt": ">", "ge": ">=", "lt": "<", "le": "<="}
+
+
+def _basic(annotation: Any) -> bool:
+    """Is ``annotation`` made of what a config can hold (numbers, strings, booleans, ``None``,
+    ``Literal``, lists, tables, ``Any``)? Other types (a task, a callable) are not config values."""
+    if annotation in (bool, int, float, str, type(None), dict, list, tuple, Any, inspect.Parameter.empty):
+        return True
+    origin = typing.get_origin(annotation)
+    if origin is Literal:
+        return True
+    if origin is typing.Annotated:
+        return _basic(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType, list, tuple, dict, collections.abc.Sequence):
+        return all(a is Ellipsis or _basic(a) for a in typing.get_args(annotation))
+    return False
+
+
+@functools.cache
+def _adapter(annotation: Any) -> TypeAdapter:
+    return TypeAdapter(annotation, config=_STRICT)
+
+
+def _as_annotated(value: Any, annotation: Any) -> Any:
+    """TOML's arrays are lists: as tuples where the annotation is a tuple (strict mode tells them apart)."""
+    base = typing.get_args(annotation)[0] if typing.get_origin(annotation) is typing.Annotated else annotation
+    options = typing.get_args(base) if typing.get_origin(base) in (typing.Union, types.UnionType) else (base,)
+    if isinstance(value, list) and any(o is tuple or typing.get_origin(o) is tuple for o in options):
+        return tuple(value)
+    return value
+
+
+def bounds_text(annotation: Any) -> str:
+    """The bounds an annotation declares, in words (``">= 1 and < 10"``), looked for through unions
+    and the item types of sequences; ``""`` when it declares none."""
+    parts = []
+    for a in (typing.get_args(annotation)[1:] if typing.get_origin(annotation) is typing.Annotated else ()):
+        for bound in (a if isinstance(a, annotated_types.GroupedMetadata) else [a]):
+            for key, sign in _BOUNDS.items():
+                if getattr(bound, key, None) is not None:
+                    parts.append(f"{sign} {getattr(bound, key)}")
+    if parts:
+        return " and ".join(parts)
+    for arg in typing.get_args(annotation) if typing.get_origin(annotation) is not typing.Annotated else ():
+        found = bounds_text(arg) if arg is not Ellipsis else ""
+        if found:
+            return found
+    return ""
+
+
+def check_value(where: str, annotation: Any, value: Any, *, shown: str | None = None) -> None:
+    """Check ``value`` against its annotation with pydantic (strict mode, ``_STRICT``): its type,
+    its bounds (``annotated_types``, [`Range`][]) and that it is finite (unless ``FloatOrInf``).
+
+    **Enforces** "a value is checked where it is given, by one validator": command-line text
+    ([`parse_number`][]), TOML and Python values ([`dynlab.registry.check_config`][]) give the same
+    one-line [`ConfigError`][]: ``WHERE must be an integer >= 1, got '0'``. ``shown`` is the value as
+    the user wrote it (command-line text), default its ``repr``. Types that are not config values
+    (``_basic``: a task, a callable) are left to their receiver.
+    """
+    if not _basic(annotation):
+        return
+    try:
+        _adapter(annotation).validate_python(_as_annotated(value, annotation))
+    except ValidationError as e:
+        shown = repr(value) if shown is None else repr(shown)
+        errors = e.errors()
+        if any(err["type"] == "finite_number" for err in errors):
+            raise ConfigError(f"{where} is {value}: give a finite number") from None
+        bounds = bounds_text(annotation)
+        if bounds and any(err["type"] in ("greater_than", "greater_than_equal", "less_than", "less_than_equal")
+                          for err in errors):
+            kind = "an integer" if isinstance(value, int) else "a number"
+            raise ConfigError(f"{where} must be {kind} {bounds}, got {shown}") from None
+        from dynlab.registry import describe
+
+        raise ConfigError(f"{where} must be {describe(annotation)}{f' {bounds}' if bounds else ''}, got {shown}") from None
 
 
 def check_numbers(where: str, value: Any, *, allow_inf: bool = False) -> Any:
@@ -108,6 +179,23 @@ def check_numbers(where: str, value: Any, *, allow_inf: bool = False) -> Any:
     return value
 
 
+MAX_NESTING = "arrays or tables nested too deeply (Python's TOML parser recurses once per level)"
+
+
+def _one_value(document: str, where: str, text) -> Any:
+    """The value ``v`` of ``document`` (``"v = TEXT"``), the one value a command-line option
+    holds. **Enforces** "nothing given is dropped": more TOML after the value (``5\nx=3``) is a
+    [`ConfigError`][], as is a value nested too deeply to parse (tomllib's ``RecursionError``)."""
+    try:
+        doc = tomllib.loads(document)
+    except RecursionError:
+        raise ConfigError(f"{where}: {MAX_NESTING}") from None
+    if list(doc) != ["v"]:
+        raise ConfigError(f"{where}: {str(text)!r} holds more than one value (more TOML after the first, "
+                          f"{', '.join(k for k in doc if k != 'v')} = ...); give one value")
+    return doc["v"]
+
+
 def parse_value(text: str, where: str = "value") -> Any:
     """Parse one ``--set`` value as a TOML value (``128``, ``1e-3``, ``true``, ``"x"``, ``[1, 2]``).
 
@@ -115,7 +203,7 @@ def parse_value(text: str, where: str = "value") -> Any:
     the key's signature decides whether it is allowed.
     """
     try:
-        value = tomllib.loads(f"v = {text}")["v"]
+        value = _one_value(f"v = {text}", where, text)
     except tomllib.TOMLDecodeError:
         if _BARE_WORD.match(text):
             return text
@@ -130,33 +218,23 @@ def parse_number(name: str, text, *, integer: bool = False, minimum: float | Non
     """One numeric command-line option: ``text`` as a finite int (``integer``) or float in range.
 
     ``minimum``/``maximum`` are inclusive bounds, ``above``/``below`` exclusive ones ([`Range`][]). ``None``
-    stays ``None`` (the option was not given). Anything else is a one-line [`ConfigError`][]
-    naming the option and what is valid. The one number parser of the command line.
+    stays ``None`` (the option was not given). The text is read as a TOML number and checked by
+    [`check_value`][] (the one validator of TOML and Python values too); anything else is a
+    one-line [`ConfigError`][] naming the option and what is valid.
     """
     if text is None:
         return None
     kind = "an integer" if integer else "a number"
     try:
-        value = tomllib.loads(f"v = {str(text).strip()}")["v"]
+        value = _one_value(f"v = {str(text).strip()}", name, text)
     except tomllib.TOMLDecodeError:
         raise ConfigError(f"{name} must be {kind}, got {text!r}") from None
     if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
         raise ConfigError(f"{name} must be {kind}, got {text!r}")
-    check_numbers(name, value if isinstance(value, float) else 0)  # NaN, inf
-    bounds = []
-    if above is not None:
-        bounds.append(f"> {above}")
-    if minimum is not None:
-        bounds.append(f">= {minimum}")
-    if maximum is not None:
-        bounds.append(f"<= {maximum}")
-    if below is not None:
-        bounds.append(f"< {below}")
-    if ((above is not None and not value > above) or (minimum is not None and value < minimum)
-            or (maximum is not None and value > maximum) or (below is not None and not value < below)):
-        raise ConfigError(f"{name} must be {kind} {' and '.join(bounds)}, got {text!r}")
+    bounds = Range(minimum=minimum, maximum=maximum, above=above, below=below)
+    check_value(name, Annotated[int if integer else float, bounds], value, shown=str(text))
     check_numbers(name, value)  # within the bounds, still at most 64 bits (--steps 2^70 was accepted)
-    return value if integer else float(value) if isinstance(value, float) else value
+    return value
 
 
 def parse_numbers(name: str, text, **bounds) -> list | None:
@@ -277,6 +355,8 @@ def load_toml(path) -> dict:
             raise ConfigError(f"config file {str(path)!r} is larger than {MAX_TOML_BYTES // (1 << 20)} MiB, "
                               "the most a config or scenario file may hold")
         doc = tomllib.loads(raw.decode("utf-8"))
+    except RecursionError:
+        raise ConfigError(f"config file {str(path)!r} is nested too deeply: {MAX_NESTING}") from None
     except FileNotFoundError:
         raise ConfigError(f"config file {str(path)!r} does not exist") from None
     except IsADirectoryError:
@@ -373,6 +453,8 @@ def check_reads_back(text: str, config: dict, *, what: str = "the config") -> No
     """
     try:
         back = check_numbers(f"{what}:", tomllib.loads(text.encode("utf-8").decode("utf-8")), allow_inf=True)
+    except RecursionError:
+        raise ConfigError(f"{what} would not read back: {MAX_NESTING}") from None
     except (tomllib.TOMLDecodeError, UnicodeError, ConfigError) as e:
         raise ConfigError(f"{what} would not read back ({' '.join(str(e).split())}); "
                           "check the config's strings and numbers") from None

@@ -26,7 +26,7 @@ import types
 import typing
 from typing import Any, Callable, Literal
 
-from dynlab.config import MAY_BE_INFINITE, Range, check_numbers, parse_number
+from dynlab.config import check_value
 from dynlab.errors import ConfigError, UnknownNameError
 from dynlab.option_groups import fold_legacy, group_of, parse_group, parse_groups
 from dynlab.outputs import Output, check_dataset
@@ -273,25 +273,16 @@ def defaults(obj: Any, *, exclude: tuple[str, ...] = ("key", "self")) -> dict[st
     return {n: p.default for n, p in config_keys(obj, exclude=exclude).items() if p.default is not p.empty}
 
 
-def _unwrap(annotation: Any) -> tuple[Any, bool]:
-    """``(annotation without Annotated, whether it is marked as allowing ±inf)``."""
+def _unwrap(annotation: Any) -> Any:
+    """``annotation`` without ``Annotated`` (its bounds and markers)."""
     if typing.get_origin(annotation) is typing.Annotated:
-        base, *extras = typing.get_args(annotation)
-        return base, MAY_BE_INFINITE in extras
-    return annotation, False
-
-
-def _is_table(annotation: Any) -> bool:
-    """Is this a table-typed key (``dict``, ``dict | None``)? Tables are configs passed on to other
-    constructors (e.g. a program's ``adaptation`` options), whose own signatures check their numbers."""
-    annotation = _unwrap(annotation)[0]
-    options = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) else (annotation,)
-    return any(a is dict or typing.get_origin(a) is dict for a in options)
+        return typing.get_args(annotation)[0]
+    return annotation
 
 
 def describe(annotation: Any) -> str:
     """An annotation in words (``"int"``, ``"one of 'a', 'b'"``, ``"float or None"``)."""
-    annotation = _unwrap(annotation)[0]
+    annotation = _unwrap(annotation)
     origin = typing.get_origin(annotation)
     if origin is Literal:
         return "one of " + ", ".join(repr(a) for a in typing.get_args(annotation))
@@ -302,40 +293,15 @@ def describe(annotation: Any) -> str:
     return getattr(annotation, "__name__", str(annotation))
 
 
-def _matches(value: Any, annotation: Any) -> bool:
-    """Does ``value`` (a TOML-like value) fit the annotation? Unknown annotations accept anything."""
-    annotation = _unwrap(annotation)[0]
-    if annotation is inspect.Parameter.empty or annotation is Any:
-        return True
-    origin = typing.get_origin(annotation)
-    if origin is Literal:
-        return value in typing.get_args(annotation)
-    if origin in (typing.Union, types.UnionType):
-        return any(_matches(value, a) for a in typing.get_args(annotation))
-    if annotation is type(None):
-        return value is None
-    if annotation is bool:
-        return isinstance(value, bool)
-    if annotation is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if annotation is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if annotation is str:
-        return isinstance(value, str)
-    if origin in (tuple, list) or annotation in (tuple, list):
-        return isinstance(value, (tuple, list))
-    return True
-
-
 def check_config(where: str, obj: Any, config: dict[str, Any], *, extra: dict | None = None,
                  exclude: tuple[str, ...] = ("key", "self")) -> None:
     """Validate ``config`` against ``obj``'s keyword parameters (plus ``extra`` parameters).
 
     Raises [`ConfigError`][] naming the bad key and listing valid keys, or naming the bad value
-    and its expected type. Every number must be finite ([`dynlab.config.check_numbers`][]),
-    except in keys annotated [`dynlab.config.FloatOrInf`][] and in tables passed on to other
-    constructors, which check their own keys (NaN is refused everywhere). A key annotated with an
-    option group ([`dynlab.option_groups`][]) is checked by the group's own parser.
+    and what is valid: each value is checked against its key's annotation by pydantic
+    ([`dynlab.config.check_value`][]: its type, its bounds, finite unless annotated
+    [`dynlab.config.FloatOrInf`][]); tables passed on to other constructors are checked there. A key
+    annotated with an option group ([`dynlab.option_groups`][]) is checked by the group's own parser.
     """
     params = dict(config_keys(obj, exclude=exclude))
     params.update(extra or {})
@@ -350,33 +316,7 @@ def check_config(where: str, obj: Any, config: dict[str, Any], *, extra: dict | 
         if group_of(annotation) is not None:  # a value of options that belong together: its own one check
             parse_group(f"{where}.{k}", annotation, v, params[k].default)
             continue
-        check_numbers(f"{where}.{k}", v, allow_inf=_unwrap(annotation)[1] or _is_table(annotation))
-        if not _matches(v, annotation):
-            raise ConfigError(f"{where}.{k} must be {describe(annotation)}, got {v!r}")
-        check_range(f"{where}.{k}", v, annotation)
-
-
-def value_range(annotation: Any) -> Range | None:
-    """The [`dynlab.config.Range`][] an annotation declares (``Annotated[int, Range(...)]``, also
-    inside ``X | None`` and as the item type of ``Sequence[...]``/``tuple[..., ...]``), or ``None``."""
-    if typing.get_origin(annotation) is typing.Annotated:
-        return next((a for a in typing.get_args(annotation)[1:] if isinstance(a, Range)), None)
-    for arg in typing.get_args(annotation):
-        found = value_range(arg) if arg is not Ellipsis else None
-        if found is not None:
-            return found
-    return None
-
-
-def check_range(where: str, value: Any, annotation: Any) -> None:
-    """A number (or each number of a list) within the bounds its annotation declares
-    ([`value_range`][]); the one-line [`ConfigError`][] of [`dynlab.config.parse_number`][] otherwise."""
-    bounds = value_range(annotation)
-    if bounds is None:
-        return
-    for item in value if isinstance(value, (list, tuple)) else [value]:
-        if isinstance(item, (int, float)) and not isinstance(item, bool):
-            parse_number(where, repr(item), integer=isinstance(item, int), **bounds.bounds())
+        check_value(f"{where}.{k}", annotation, v)
 
 
 @functools.cache
@@ -437,7 +377,7 @@ def value_kinds(annotation: Any) -> dict:
     found: dict = {"scalars": set(), "words": [], "none": False, "list": None}
 
     def visit(a):
-        a = _unwrap(a)[0]
+        a = _unwrap(a)
         origin = typing.get_origin(a)
         if origin in (typing.Union, types.UnionType):
             for arg in typing.get_args(a):
@@ -448,7 +388,7 @@ def value_kinds(annotation: Any) -> dict:
             found["none"] = True
         elif origin in (list, tuple, collections.abc.Sequence) or a in (list, tuple):
             items = [i for i in typing.get_args(a) if i is not Ellipsis]
-            found["list"] = _unwrap(items[0])[0] if items else float
+            found["list"] = _unwrap(items[0]) if items else float
         else:
             found["scalars"].add(a)
 

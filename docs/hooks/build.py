@@ -18,6 +18,11 @@
   min with none). `DYNLAB_GALLERY_ONLY=NAME,NAME` builds only those entries (the docs test uses
   it), `DYNLAB_GALLERY_JOBS=N` in N worker processes (default: one per core, at most 4); a
   failed entry fails the build.
+- Pages whose code runs ([`RUN_PAGES`][], "Use dynlab from Python"): their untitled ```` ```python ````
+  blocks run in order in one fresh interpreter, in an empty folder, when the site is built, and what
+  each printed is put under it. A block that fails fails the build. The output is cached under a hash
+  of the package's sources and of the page, as the gallery is; `DYNLAB_GALLERY_ONLY` (a partial build,
+  the docs test's) leaves a page's code unrun unless it names the page.
 """
 
 from __future__ import annotations
@@ -25,7 +30,9 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import re
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -135,6 +142,50 @@ def on_files(files, config):
     for image in sorted((folder / "img").iterdir()):
         files.append(File.generated(config, f"img/{image.name}", abs_src_path=str(image)))
     return files
+
+
+RUN_PAGES = {"how-to/python.md": "python-page"}
+"""Pages whose ```` ```python ```` blocks run in the build, with the name `DYNLAB_GALLERY_ONLY` gives each."""
+_BLOCK = re.compile(r"^```python\n(.*?)^```\n", re.S | re.M)
+_MARK = "--- dynlab docs: block {} ---"
+
+
+def run_page_code(markdown: str, repo: Path) -> str:
+    """`markdown` with each ```` ```python ```` block followed by what it printed, the blocks run in
+    order in one fresh interpreter in an empty folder (cached: [`source_hash`][] and the page)."""
+    blocks = _BLOCK.findall(markdown)
+    cache = Path(os.environ.get("DYNLAB_GALLERY_CACHE", Path.home() / ".cache" / "dynlab" / "gallery"))
+    key = hashlib.sha256((source_hash(repo, "python-page") + markdown).encode()).hexdigest()[:16]
+    stored = cache / "pages" / f"{key}.txt"
+    if stored.is_file():
+        printed = stored.read_text()
+    else:
+        script = "\n".join(f"print({_MARK.format(i)!r}, flush=True)\n{code}" for i, code in enumerate(blocks))
+        with tempfile.TemporaryDirectory() as cwd:
+            done = subprocess.run([sys.executable, "-c", script], cwd=cwd, capture_output=True, text=True,
+                                  env={**os.environ, "MPLBACKEND": "Agg"})
+        if done.returncode != 0:
+            raise PluginError(f"a python block of a docs page failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+        printed = done.stdout
+        stored.parent.mkdir(parents=True, exist_ok=True)
+        stored.write_text(printed)
+    outputs = {int(m.group(1)): m.group(2).strip("\n")
+               for m in re.finditer(r"--- dynlab docs: block (\d+) ---\n(.*?)(?=--- dynlab docs: block |\Z)", printed, re.S)}
+    count = iter(range(len(blocks)))
+
+    def with_output(match):
+        text = outputs.get(next(count), "")
+        return match.group(0) + (f"\n```text\n{text}\n```\n" if text else "")
+
+    return _BLOCK.sub(with_output, markdown)
+
+
+def on_page_markdown(markdown, page, config, files):
+    name = RUN_PAGES.get(page.file.src_uri)
+    only = os.environ.get("DYNLAB_GALLERY_ONLY", "")
+    if name is None or (only and name not in only.split(",")):
+        return markdown
+    return run_page_code(markdown, Path(config.config_file_path).resolve().parent)
 
 
 def on_shutdown():

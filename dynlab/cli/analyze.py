@@ -67,16 +67,15 @@ def flag(key: str) -> str:
 
 def option_value(name: str, annotation, text: str):
     """Command-line text as a value of the parameter's type: numbers (and comma-separated lists of
-    numbers) through [`dynlab.config.parse_number`][] within the bounds the annotation declares
-    ([`dynlab.registry.value_range`][]; for a number or a list, ``3`` is the number), a ``Literal``
-    word or ``None`` as itself, else the text."""
+    numbers) read by [`dynlab.config.parse_number`][] and checked against the annotation, bounds
+    included, by the validator of TOML and Python values ([`dynlab.config.check_value`][]; for a
+    number or a list, ``3`` is the number), a ``Literal`` word or ``None`` as itself, else the text."""
     from dynlab import registry
-    from dynlab.config import Range, parse_number, parse_numbers
+    from dynlab.config import check_value, parse_number, parse_numbers
     from dynlab.option_groups import group_of, parse_text
 
     if group_of(annotation) is not None:  # checked as a value once folded with its older flat keys
         return parse_text(text, name)
-    bounds = (registry.value_range(annotation) or Range()).bounds()
     kinds = registry.value_kinds(annotation)
     if text in kinds["words"]:
         return text
@@ -87,10 +86,13 @@ def option_value(name: str, annotation, text: str):
 
         raise ConfigError(f"{name} must be one of {', '.join(kinds['words'])}, got {text!r}")
     if kinds["list"] is not None and not (kinds["scalars"] & {int, float} and "," not in text):  # one number: itself
-        return parse_numbers(name, text, integer=kinds["list"] is int, **bounds)
-    if int in kinds["scalars"] or float in kinds["scalars"]:
-        return parse_number(name, text, integer=float not in kinds["scalars"], **bounds)
-    return text
+        value = parse_numbers(name, text, integer=kinds["list"] is int)
+    elif int in kinds["scalars"] or float in kinds["scalars"]:
+        value = parse_number(name, text, integer=float not in kinds["scalars"])
+    else:
+        return text
+    check_value(name, annotation, value, shown=text)
+    return value
 
 
 def parameter_help(doc: str) -> dict[str, str]:
