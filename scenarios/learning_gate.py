@@ -12,7 +12,7 @@ and 0.82 < 0.95"). A cell whose run diverged has no final metric and did not lea
 Not gated by default: a claim on a training curve itself (a ``train_*`` variable: it is about
 learning, and judging only the cells that learned would judge only the winners), a claim whose
 ``where`` selects the ``init`` stage only, a claim on an analysis across cells, and cells whose
-task declares no criterion.
+task declares no criterion, or that were never evaluated (``train.steps = 0``).
 
 The claim's ``gate`` key changes the gate:
 
@@ -123,7 +123,9 @@ class Learned:
     def excluded(kept: xr.DataArray) -> list[str]:
         """The cells of ``kept`` (a selection of ``met``) that did not learn, as ``"seed=1 (0.78)"``."""
         out = []
-        final = np.broadcast_to(np.asarray(kept["final"].values, float), kept.shape)
+        cells = kept["final"].dims  # an analysis's own dims (a matrix, a stage) do not make more cells
+        kept = kept.all([d for d in kept.dims if d not in cells]).transpose(*[d for d in kept.dims if d in cells])
+        final = np.asarray(kept["final"].transpose(*kept.dims).values, float)
         for idx in zip(*np.nonzero(~np.asarray(kept.values, bool))):
             at = ", ".join(f"{d}={kept[d].values[i]}" for d, i in zip(kept.dims, idx) if d in kept.coords) or "the cell"
             value = float(final[idx])
@@ -163,7 +165,10 @@ def learned(gate: Gate, sweep: xr.Dataset, criteria: xr.Dataset | None) -> Learn
     else:
         name = criteria.metric
         final = xr.full_like(criteria.threshold, np.nan)
-        for metric in {str(m) for m in np.ravel(criteria.metric.values) if m}:
+        metrics = {str(m) for m in np.ravel(criteria.metric.values) if m}
+        if not all(f"{EVAL_PREFIX}{m}" in sweep for m in metrics):
+            return None  # cells that were never trained and evaluated (train.steps = 0): nothing to gate on
+        for metric in metrics:
             final = xr.where(criteria.metric == metric, final_of(f"{EVAL_PREFIX}{metric}"), final)
     gated = np.isfinite(threshold) & (name != "")
     if not bool(gated.any()):
