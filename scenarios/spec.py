@@ -114,6 +114,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import hashlib
 import itertools
 import math
@@ -254,8 +255,10 @@ class Scenario:
         }
         return hashlib.sha256(cfgmod.dumps(canonical(doc)).encode()).hexdigest()
 
-    @property
+    @functools.cached_property
     def cells(self) -> list[Cell]:
+        """Its cells, one per combination of the axes' values, made once (the sweep, its merge, the
+        analyses across cells and the summary all read them; each read deep-copied every cell)."""
         out = []
         for index in itertools.product(*(range(a.size) for a in self.axes)):
             config = copy.deepcopy(self.base)
