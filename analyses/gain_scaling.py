@@ -182,7 +182,11 @@ def gain_scaling_summary(ds: xr.Dataset) -> str:
         *Output.each("n_inf s_inf", "real", ("std", "seed", "neuron")),
         *Output.each("n_inf_mean s_inf_mean", "real", ("std",)),
         *Output.each("n_trace s_trace", "field", ("std", "time")),
-        *Output.each("power_a power_b power_a_se power_b_se"), Output("power_r2", "real", bounds=(-math.inf, 1.0)),
+        *(o for prefix, names in (("power", ("a", "b")), ("exp", ("c", "a", "k"))) for o in (  # a fit may fail
+            *Output.each(" ".join(f"{prefix}_{n} {prefix}_{n}_se" for n in names), optional=True),
+            Output(f"{prefix}_r2", "real", bounds=(-math.inf, 1.0), optional=True),
+            *Output.each(" ".join(f"{prefix}_{n}_seeds" for n in names), dims=("seed",), optional=True),
+            *Output.each(" ".join(f"{prefix}_{n}_ci_low {prefix}_{n}_ci_high" for n in names), optional=True))),
     ),
 )
 def gain_scaling_analysis(

@@ -129,7 +129,7 @@ class DeclaredClaim:
     paper: str = ""
     why: str = ""
     reduce: str | None = None
-    """``"final"``: each selection's step dims reduced to their last value ([`REDUCTIONS`][])."""
+    """``"final"``: each selection's step dims reduced to their last value ([`dynlab.outputs.REDUCTIONS`][])."""
 
     @property
     def names(self) -> set[str]:

@@ -90,7 +90,8 @@ def check_clv(model, *, qr: QRSettings = CLV_QR, steps: int, window: int, transi
     figure=clv_figure,
     summary=clv_summary,
     outputs=(
-        *Output.each("growth qr_growth readout_angle", "field", ("time", "vector")),
+        *Output.each("growth qr_growth", "field", ("time", "vector")),
+        Output("readout_angle", "field", ("time", "vector"), optional=True),
         *Output.each("clv_exponent qr_exponent clv_exponent_se qr_exponent_se growth_sd", "real", ("vector",)),
         Output("angle_rest", "field", ("time",)), Output("angle_pairs", "field", ("time", "pair")),
         *Output.each("min_angle_rest median_angle_rest"), Output("min_angle_parts", "real", ("part",)),
