@@ -83,7 +83,7 @@ def test_the_files_claims_are_judged_into_findings_and_printed(study):
     (scenario_text(extra='[[analyses]]\nname = "dsa"\nstages = ["init"]\n'),
      "compares the cells' trained runs: it runs at stage 'trained' only"),
     (scenario_text(extra='[[claims]]\nid = "c"\nstatement = "s"\nvariable = "trw_s50"\nbelow = 1.0\n'),
-     "variable 'trw_s50' is not written to sweep; its variables start with train_, lyapunov_"),
+     "variable 'trw_s50' is not written to sweep; its variables: lyapunov_ci_high, lyapunov_ci_low, "),
     (scenario_text(extra='[[claims]]\nid = "c"\nstatement = "s"\nvariable = "lyapunov_largest_mean"\n'
                          'where = { stage = "after" }\nbelow = 1.0\n'), "stage = 'after' is not in this scenario"),
     (scenario_text(extra='[[claims]]\nid = "c"\nstatement = "s"\nvariable = "lyapunov_largest_mean"\n'
