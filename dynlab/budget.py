@@ -131,7 +131,7 @@ def require(nbytes: int, *, size: str, what: str, lower: str | None = None) -> N
     the estimate, the limit and what to lower (by default the key of ``size``)."""
     available, source = limit()
     if nbytes > available:
-        key = lower or size.split("=", 1)[0]
+        key = lower or (size.split("=", 1)[0] if "=" in size else "the trial length (through the task's keys that set it)")
         raise ConfigError(f"{size} needs about {human(nbytes)} for {what} (limit {human(available)}: {source}); "
                           f"lower {key}")
 
@@ -161,7 +161,9 @@ def _abstract(fn: Callable, *args, what: str, size: str) -> Any:
         with jax_config.eager_constant_folding(False):
             return eqx.filter_eval_shape(fn, *args)
     except OverflowError as e:
-        raise ConfigError(f"{size} is too large to build {what} ({e}); lower {size.split('=', 1)[0]}") from None
+        # not JAX's message, which prints the overflowing size in full (300 digits for task.dt=1e-300)
+        raise ConfigError(f"{size} is too large to build {what} (its sizes overflow); lower "
+                          f"{size.split('=', 1)[0] if '=' in size else 'the trial length'}") from None
 
 
 def largest_size(config: dict, keys: tuple[str, ...] = ("model", "task")) -> str:
@@ -203,6 +205,11 @@ def check_training(config: dict, task: Any, build_model: Callable[[], Any], *, t
     from dynlab.train import TrainConfig
 
     size = largest_size(config)
+    length = getattr(task, "length", None)
+    value = size.partition("=")[2]
+    if isinstance(length, int) and (not value.isdigit() or length > int(value)):
+        # the trial length drives the size, though the config may set it through others (task.dt)
+        size = f"task.length={length}" if "length" in config.get("task", {}) else f"a trial of {length:,} steps"
     if not training:
         model = _abstract(build_model, what="the model", size=size)
         require(tree_bytes(model), size=size, what="the model's parameters")

@@ -179,7 +179,7 @@ def check_numbers(where: str, value: Any, *, allow_inf: bool = False) -> Any:
     return value
 
 
-MAX_NESTING = "arrays or tables nested too deeply (Python's TOML parser recurses once per level)"
+MAX_NESTING = "nested too deeply (arrays or tables inside one another, beyond what Python's TOML parser follows)"
 
 
 def _one_value(document: str, where: str, text) -> Any:
@@ -189,7 +189,7 @@ def _one_value(document: str, where: str, text) -> Any:
     try:
         doc = tomllib.loads(document)
     except RecursionError:
-        raise ConfigError(f"{where}: {MAX_NESTING}") from None
+        raise ConfigError(f"{where} is {MAX_NESTING}") from None
     if list(doc) != ["v"]:
         raise ConfigError(f"{where}: {str(text)!r} holds more than one value (more TOML after the first, "
                           f"{', '.join(k for k in doc if k != 'v')} = ...); give one value")
@@ -356,7 +356,7 @@ def load_toml(path) -> dict:
                               "the most a config or scenario file may hold")
         doc = tomllib.loads(raw.decode("utf-8"))
     except RecursionError:
-        raise ConfigError(f"config file {str(path)!r} is nested too deeply: {MAX_NESTING}") from None
+        raise ConfigError(f"config file {str(path)!r} is {MAX_NESTING}") from None
     except FileNotFoundError:
         raise ConfigError(f"config file {str(path)!r} does not exist") from None
     except IsADirectoryError:
@@ -454,7 +454,7 @@ def check_reads_back(text: str, config: dict, *, what: str = "the config") -> No
     try:
         back = check_numbers(f"{what}:", tomllib.loads(text.encode("utf-8").decode("utf-8")), allow_inf=True)
     except RecursionError:
-        raise ConfigError(f"{what} would not read back: {MAX_NESTING}") from None
+        raise ConfigError(f"{what} would not read back: it is {MAX_NESTING}") from None
     except (tomllib.TOMLDecodeError, UnicodeError, ConfigError) as e:
         raise ConfigError(f"{what} would not read back ({' '.join(str(e).split())}); "
                           "check the config's strings and numbers") from None

@@ -314,3 +314,61 @@ def test_a_recovery_study_that_cannot_finish_is_refused_before_any_cell_trains(r
     one_line_error(invoke(["run", "s.toml", "--out", "o", "-q"], tmp_path), *fragments)
     assert not (tmp_path / "o").exists()
 
+
+def test_deeply_nested_toml_is_refused_where_it_is_read(tmp_path):
+    """Deeply nested TOML was an internal RecursionError (tomllib recurses once per level)."""
+    deep = "[" * 5000 + "]" * 5000
+    (tmp_path / "deep.toml").write_text(f'[model]\nunit = "rnn"\nfoo = {deep}\n')
+    one_line_error(invoke(["run", "deep.toml", "--out", "o", "-q"], tmp_path), "'deep.toml' is nested too deeply")
+    one_line_error(invoke(["train", "--set", f"model.foo={deep}", "--out", "o", "-q"], tmp_path),
+                   "--set model.foo is nested too deeply")
+    with pytest.raises(ConfigError, match="nested too deeply"):
+        cfgmod.parse_value(deep)
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (["train", "--set", "train.steps=5\nx=3"], ["--set train.steps", "holds more than one value", "x = "]),
+    (["train", "--set", 'model.unit="rnn"\n[train]\nsteps=1'], ["--set model.unit", "holds more than one value"]),
+    (["analyze", "lyapunov", "--k", "2\nx=3"], ["--k", "holds more than one value"]),
+])
+def test_a_value_that_carries_more_toml_is_refused(args, fragments, tmp_path):
+    """The rest after the first value was dropped silently (``train.steps=5`` trained, ``x=3`` vanished)."""
+    one_line_error(invoke([*args, "--out", "o", "-q"], tmp_path), *fragments)
+    assert not (tmp_path / "o").exists()
+    assert cfgmod.parse_value("5  # a comment") == 5  # a comment is not a value
+
+
+@pytest.mark.parametrize("sets, fragments", [
+    (["task.kwargs={dt=0}"], ["task.kwargs.dt must be a positive number of milliseconds, got 0"]),
+    (["task.kwargs={timing={stimulus=1e12}}"], ["1e+10 steps, more than 2,147,483,647", "task.kwargs.timing"]),
+    (['task.env="Null-v0"'], ["'Null-v0' is not a trial-based environment", "PerceptualDecisionMaking-v0"]),
+    (['task.env="Bandit-v0"'], ["'Bandit-v0' is not a trial-based environment"]),
+])
+def test_neurogym_settings_that_make_no_trials_are_named(sets, fragments, tmp_path):
+    """dt = 0 was a ZeroDivisionError, timing 1e12 a JAX TypeError (an unhashable timing table),
+    Null-v0 and Bandit-v0 "task.length ... got 0"."""
+    pytest.importorskip("neurogym")
+    args = ["train", "--set", 'task.name="neurogym"', *[a for s in sets for a in ("--set", s)], "--out", "o", "-q"]
+    err = one_line_error(invoke(args, tmp_path), *fragments)
+    assert "task.length" not in err and not (tmp_path / "o").exists()
+
+
+def test_a_timing_table_reaches_neurogym():
+    """A ``timing`` table in ``kwargs`` is kept (hashably) and given back to neurogym as a table."""
+    pytest.importorskip("neurogym")
+    from dynlab.tasks.neurogym_env import NeurogymTask
+
+    task = NeurogymTask(kwargs={"timing": {"fixation": 100, "stimulus": 500, "delay": 0, "decision": 100}})
+    assert task.length == 7 and hash(task.kwargs)  # (100 + 500 + 0 + 100) ms / 100 ms
+
+
+@pytest.mark.parametrize("dt, fragments", [
+    ("1e-300", ["task.dt = 1e-300 ms", "3.2e+303 steps, more than 2,147,483,647", "raise task.dt"]),
+    ("1e-5", ["a trial of 320,000,000 steps needs about", "lower the trial length"]),
+])
+def test_a_tiny_dt_is_blamed_on_the_trial_not_on_the_model(dt, fragments, tmp_path):
+    """``delayed-match`` with ``dt = 1e-300`` blamed ``model.hidden`` and printed a 300-digit number."""
+    err = one_line_error(invoke(["train", "--set", 'task.name="delayed-match"', "--set", f"task.dt={dt}",
+                                 "--out", "o", "-q"], tmp_path), *fragments)
+    assert "model.hidden" not in err and len(err) < 300 and not (tmp_path / "o").exists()

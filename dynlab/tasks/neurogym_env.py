@@ -25,6 +25,11 @@ trainer's compiled step can still make its data (each batch is a host round-trip
 ``length`` defaults to the longest trial the environment's timing allows (a fixed duration, the
 upper end of a truncated exponential, the largest of a list of choices, …), in steps of its
 ``dt``; ``kwargs`` (a table) go to ``neurogym.make`` (e.g. ``dt``, ``timing``, ``sigma``).
+
+**Enforces**: ``kwargs.dt`` is a positive finite number of ms; the environment is trial-based
+(its ``timing`` names periods: ``Null-v0`` and ``Bandit-v0`` do not); and a trial lasts at most
+[`MAX_STEPS`][dynlab.tasks.cognitive.periods.MAX_STEPS] steps. Each is one line before
+neurogym or JAX sees the value.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ import numpy as np
 from dynlab.errors import ConfigError, require_positive
 from dynlab.registry import register
 from dynlab.tasks.base import Task
+from dynlab.tasks.cognitive.periods import MAX_STEPS
 
 EXTRA = "pip install 'dynlab[neurogym]'"
 
@@ -54,6 +60,24 @@ def _neurogym():
     return neurogym
 
 
+def _frozen(value):
+    """``value`` hashable (a task's fields are static, so hashed): tables as sorted (key, value)
+    pairs, arrays as tuples, recursively; [`_thawed`][] undoes it."""
+    if isinstance(value, dict):
+        return ("__table__", tuple(sorted((k, _frozen(v)) for k, v in value.items())))
+    if isinstance(value, list):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+def _thawed(value):
+    if isinstance(value, tuple) and len(value) == 2 and value[0] == "__table__":
+        return {k: _thawed(v) for k, v in value[1]}
+    if isinstance(value, tuple):
+        return [_thawed(v) for v in value]
+    return value
+
+
 def _make(env_id: str, kwargs: dict):
     ngym = _neurogym()
     from neurogym.envs.registration import all_envs
@@ -61,14 +85,18 @@ def _make(env_id: str, kwargs: dict):
     names = all_envs()
     if env_id not in names:
         raise ConfigError(f"unknown neurogym environment {env_id!r}; valid: {', '.join(names)}")
+    dt = kwargs.get("dt", 1.0)
+    if isinstance(dt, bool) or not isinstance(dt, (int, float)) or not math.isfinite(dt) or dt <= 0:
+        raise ConfigError(f"task.kwargs.dt must be a positive number of milliseconds, got {dt!r}")
     try:
         with warnings.catch_warnings():   # gymnasium's notes on neurogym's metadata, not the user's concern
             warnings.simplefilter("ignore")
             env = ngym.make(env_id, **kwargs).unwrapped
     except TypeError as e:
         raise ConfigError(f"neurogym environment {env_id!r} rejected task.kwargs {kwargs}: {e}") from None
-    if not hasattr(env, "new_trial") or not hasattr(env, "timing"):
-        raise ConfigError(f"neurogym environment {env_id!r} is not a trial-based environment (no new_trial)")
+    if not hasattr(env, "new_trial") or not getattr(env, "timing", None):
+        raise ConfigError(f"neurogym environment {env_id!r} is not a trial-based environment (its timing names no "
+                          "periods); choose one whose trials have periods, e.g. PerceptualDecisionMaking-v0")
     return env
 
 
@@ -106,11 +134,18 @@ class NeurogymTask(Task):
             raise ConfigError(f"task.env must name a neurogym environment, e.g. 'PerceptualDecisionMaking-v0', got {env!r}")
         kwargs = dict(kwargs or {})
         made = _make(env, kwargs)
-        self.env_id, self.kwargs, self.dt = env, tuple(sorted(kwargs.items(), key=lambda kv: kv[0])), float(made.dt)
+        self.env_id, self.kwargs, self.dt = env, _frozen(kwargs)[1], float(made.dt)
         if length is None:
             longest = sum(_longest_ms(env, p, t) for p, t in made.timing.items())
-            length = int(math.ceil(longest / self.dt - 1e-9))
+            steps = longest / self.dt
+            if not steps <= MAX_STEPS:  # NaN too
+                raise ConfigError(f"neurogym environment {env!r}: its longest trial, {longest:.6g} ms in steps of dt = "
+                                  f"{self.dt:.6g} ms, is {steps:.3g} steps, more than {MAX_STEPS:,}; "
+                                  "shorten task.kwargs.timing or raise task.kwargs.dt")
+            length = int(math.ceil(steps - 1e-9))
         require_positive("task.length", length)
+        if length > MAX_STEPS:
+            raise ConfigError(f"task.length = {length:,} is more than {MAX_STEPS:,} steps")
         obs, actions = made.observation_space.shape, made.action_space
         if len(obs) != 1 or not hasattr(actions, "n"):
             raise ConfigError(f"neurogym environment {env!r} has observations of shape {obs} and actions "
@@ -120,7 +155,7 @@ class NeurogymTask(Task):
 
     def trials(self, seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """One trial per seed, on the host: ``(x[B, T, D] float32, y[B, T] int32, mask[B, T] float32)``."""
-        base = _make(self.env_id, dict(self.kwargs))
+        base = _make(self.env_id, _thawed(("__table__", self.kwargs)))
         B, T = len(seeds), self.length
         x = np.zeros((B, T, self.input_size), np.float32)
         y = np.zeros((B, T), np.int32)

@@ -24,6 +24,10 @@ from jaxtyping import Array, PRNGKeyArray
 
 from dynlab.errors import ConfigError
 
+MAX_STEPS = 2**31 - 1
+"""The most steps a trial may last: step indices are int32 (a longer trial is refused where
+``dt`` and the periods are given, not met as an overflow inside JAX)."""
+
 
 def _finite_nonnegative(name: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
@@ -107,6 +111,10 @@ class Periods(eqx.Module):
         self.names = tuple(timing)
         self.durations = tuple(duration(k, v) for k, v in timing.items())
         self.dt = float(dt)
+        longest = sum(d.longest for d in self.durations)
+        if not longest / self.dt <= MAX_STEPS:
+            raise ConfigError(f"task.dt = {dt:.6g} ms makes the longest trial ({longest:.6g} ms) {longest / self.dt:.3g} "
+                              f"steps, more than {MAX_STEPS:,}; raise task.dt or shorten task.timing")
         if self.steps < 1:
             raise ConfigError(f"a trial must last at least one step of dt = {dt} ms; the periods {timing} last "
                               f"{sum(d.longest for d in self.durations)} ms")
