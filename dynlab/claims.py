@@ -103,8 +103,8 @@ class Estimate:
         if n == 0:
             raise NotTestable(f"no finite value over the {population}")
         if n < 2:
-            return cls(float(np.nanmean(values)), note="; ".join(filter(None, [f"only one value over {population}", what])),
-                       bounds=tuple(bounds))
+            note = "; ".join(filter(None, [f"only one value over {population}", what]))
+            return cls(float(np.nanmean(values)), note=note, bounds=tuple(bounds))
         ci = bounded_interval(values, bounds=bounds, population=population, level=level)
         agreeing = n if np.ptp(values[np.isfinite(values)]) == 0 else 0
         return cls(float(ci.estimate), float(ci.low), float(ci.high), level=ci.level, population=ci.population,

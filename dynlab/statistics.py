@@ -270,8 +270,8 @@ def agreement_interval(value: float, n: int, *, bounds=UNBOUNDED, level: float =
     lo = value - p * (value - low) if math.isfinite(low) else -math.inf
     hi = value + p * (high - value) if math.isfinite(high) else math.inf
     return Interval(float(value), float(lo), float(hi), level, f"{n} {population}",
-                    f"all {n} agree: distribution-free bound on the chance that another differs, within [{low:g}, {high:g}]",
-                    n)
+                    f"all {n} agree: distribution-free bound on the chance that another differs, "
+                    f"within [{low:g}, {high:g}]", n)
 
 
 def seeds_to_decide(value: float, threshold: float, *, bounds=UNBOUNDED, level: float = 0.95) -> int | None:

@@ -45,6 +45,19 @@ undecided otherwise. The groups' intervals are Bonferroni-adjusted ($1 - 0.05/G$
 groups), so the verdict on all of them together is wrong at most one time in twenty. The verdict rule is [`dynlab.claims.verdict`][]'s: a word only when the
 interval decides it.
 
+**Ranges.** Where the claim's variable declares its kind ([`dynlab.outputs.Output`][], passed to
+[`to_claims`][]), the interval stays in the quantity's range: a fraction (an accuracy) in
+$[0, 1]$, a difference of two in $[-1, 1]$, a count $\ge 0$
+([`dynlab.statistics.bounded_interval`][]); an ``exact`` output (a parameter count) decides by its
+value. Replicates of a random quantity that all agree decide only as far as their agreement
+bounds the mean ([`dynlab.statistics.agreement_interval`][]); otherwise the verdict is undecided
+and names how many replicates would decide. A variable of unknown kind is ``real``.
+
+**The learning gate.** A claim on the sweep's per-cell results judges only the cells that met
+their task's learning criterion, names those that did not, and is not testable when fewer than 2
+replicates are left; ``gate = false`` turns it off, ``gate = { at_least = 0.9 }`` (or ``at_most``,
+with an optional ``variable``) changes it ([`dynlab.scenarios.learning_gate`][]).
+
 [`parse_claims`][] checks each table where the TOML text becomes a value; [`check_claims`][]
 checks the names it uses against the scenario (its axes, its analyses and their declared outputs,
 [`dynlab.outputs`][]) before any work, so a claim naming an unknown variable, coordinate, value or
@@ -66,6 +79,7 @@ import xarray as xr
 from dynlab.claims import Claim, Estimate, NotTestable, weakest
 from dynlab.errors import ConfigError
 from dynlab.outputs import REDUCTIONS, STEP_DIMS, Output, final
+from dynlab.scenarios.learning_gate import Gate, Learned, learned, parse_gate
 
 LEVEL = 0.95
 """The confidence of a claim's verdict: with ``for_each``, of all its groups' intervals together."""
@@ -78,7 +92,7 @@ THRESHOLDS = {"below": ("upper", True), "above": ("lower", True), "at_most": ("u
 """Threshold keys: which side they bound and whether the bound is strict."""
 
 KEYS = {"id", "statement", "variable", "dataset", "where", "over", "for_each", "minus", "between", "paper", "why",
-        "reduce", *THRESHOLDS}
+        "reduce", "gate", *THRESHOLDS}
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -130,6 +144,8 @@ class DeclaredClaim:
     why: str = ""
     reduce: str | None = None
     """``"final"``: each selection's step dims reduced to their last value ([`dynlab.outputs.REDUCTIONS`][])."""
+    gate: Gate = Gate()
+    """Which cells it judges ([`dynlab.scenarios.learning_gate`][])."""
 
     @property
     def names(self) -> set[str]:
@@ -218,7 +234,8 @@ def parse_claim(entry: dict, index: int) -> DeclaredClaim:
         selection=Selection(_text(f"{where}.variable", entry["variable"]), _where(f"{where}.where", entry.get("where"))),
         over=over, for_each=tuple(for_each), minus=minus, lower=lower, upper=upper, strict=strict,
         paper=_text(f"{where}.paper", entry.get("paper"), required=False),
-        why=_text(f"{where}.why", entry.get("why"), required=False), reduce=reduce)
+        why=_text(f"{where}.why", entry.get("why"), required=False), reduce=reduce,
+        gate=parse_gate(f"{where}.gate", entry.get("gate")))
 
 
 def parse_claims(entries) -> tuple[DeclaredClaim, ...]:
@@ -331,31 +348,91 @@ def _replicates(da: xr.DataArray, over: str | None, where: str) -> np.ndarray:
     return np.atleast_1d(np.asarray(da.values, float))
 
 
-def _estimate(a: xr.DataArray, b: xr.DataArray | None, over: str | None, what: str, level: float) -> Estimate:
-    """The mean over the replicates with its interval. A replicate without a value (NaN: a run
+class _FewLearned(NotTestable):
+    """Fewer than 2 replicates are left once the cells that did not learn are left out."""
+
+
+def _estimate(a: xr.DataArray, b: xr.DataArray | None, over: str | None, what: str, level: float,
+              bounds: tuple = ((-math.inf, math.inf), (-math.inf, math.inf)), keep=(None, None),
+              exact: bool = False) -> Estimate:
+    """The mean over the replicates with its interval, inside the range of the quantity
+    (``bounds``: each selection's, ``(low, high)``; a difference's is ``[a_low - b_high, a_high -
+    b_low]``). ``keep``: for each selection, which of its replicates the learning gate lets
+    through (``None``: all); fewer than 2 left raises ``_FewLearned``. ``exact``: an exact
+    output whose replicates agree decides by its value. A replicate without a value (NaN: a run
     that diverged or failed) is not dropped: the sample would then be the runs that behaved, so
     the estimate keeps no interval and the claim is undecided, saying how many are missing."""
+    from dynlab.statistics import agreement_interval, welch_interval
+
     over_a = over if over in a.dims else None
+    over_b = None if b is None else (over if over in b.dims else None)
     x = _replicates(a, over_a, what)
-    y = None if b is None else _replicates(b, over if over in b.dims else None, what)
+    y = None if b is None else _replicates(b, over_b, what)
+    kx = None if keep[0] is None else _replicates(keep[0], over_a, what).astype(bool)
+    ky = None if keep[1] is None or b is None else _replicates(keep[1], over_b, what).astype(bool)
+    paired = bool(over_a and over_b and a[over].size == b[over].size and (a[over].values == b[over].values).all())
+    if paired and (kx is not None or ky is not None):  # a pair is judged only when both its cells learned
+        both = (np.ones(x.size, bool) if kx is None else kx) & (np.ones(y.size, bool) if ky is None else ky)
+        kx = ky = both
+    x = x if kx is None else x[kx]
+    y = y if ky is None or y is None else y[ky]
+    if (kx is not None and x.size < min(2, kx.size)) or (ky is not None and y.size < min(2, ky.size)) or \
+            (kx is not None and x.size == 0):
+        raise _FewLearned("too few cells learned")
     missing = sum(int(np.isnan(v).sum()) for v in (x, y) if v is not None)
     if missing and np.isfinite(x).any():
         size = x.size + (0 if y is None else y.size)
         value = float(np.nanmean(x) - (0.0 if y is None else np.nanmean(y)))
         return Estimate(value, note=f"{missing} of {size} {over or 'replicate'} values are missing (a run that "
                                     "diverged or failed): the rest are not a sample of the population")
+    (a_low, a_high), (b_low, b_high) = bounds
     if b is None:
-        return Estimate.mean_of(x, population=over or "replicates", level=level)
-    over_b = over if over in b.dims else None
-    if over_a and over_b and a[over].size == b[over].size and (a[over].values == b[over].values).all():
-        return Estimate.mean_of(x - y, f"paired over {over}", population=over, level=level)
-    from dynlab.statistics import welch_interval
-
+        if exact and x.size and np.ptp(x) == 0:
+            return Estimate.exactly(float(x[0]), "an exact output: every replicate has this value")
+        return Estimate.mean_of(x, population=over or "replicates", level=level, bounds=(a_low, a_high))
+    difference = (a_low - b_high, a_high - b_low)
+    if paired:
+        return Estimate.mean_of(x - y, f"paired over {over}", population=over, level=level, bounds=difference)
+    if x.size >= 2 and y.size >= 2 and np.ptp(x) == 0 and np.ptp(y) == 0:  # both sides agree: no spread to use
+        side = 1 - (1 - level) / 2  # each side's interval at this level: both cover together at ``level``
+        word = over or "replicates"
+        ia = agreement_interval(float(x[0]), x.size, bounds=(a_low, a_high), level=side, population=word)
+        ib = agreement_interval(float(y[0]), y.size, bounds=(b_low, b_high), level=side, population=word)
+        return Estimate(float(x[0] - y[0]), ia.low - ib.high, ia.high - ib.low, level=level,
+                        population=f"{x.size} and {y.size} {over or 'replicates'}",
+                        method="each side's agreement interval (Bonferroni)", bounds=difference,
+                        agreeing=min(x.size, y.size))
     ci = welch_interval(x, y, level=level)
     if ci is None:
-        return Estimate(float(np.nanmean(x) - np.nanmean(y)), note="fewer than 2 values on a side")
-    return Estimate(float(ci.estimate), float(ci.low), float(ci.high), level=ci.level, population=ci.population,
-                    method=ci.method)
+        return Estimate(float(np.nanmean(x) - np.nanmean(y)), note="fewer than 2 values on a side", bounds=difference)
+    low, high = max(float(ci.low), difference[0]), min(float(ci.high), difference[1])
+    cut = " (cut to the range of the difference)" if (low, high) != (float(ci.low), float(ci.high)) else ""
+    return Estimate(float(ci.estimate), low, high, level=ci.level, population=ci.population,
+                    method=ci.method + cut, bounds=difference)
+
+
+def _kept(learned_cells: Learned | None, selection: Selection | None, da: xr.DataArray | None) -> xr.DataArray | None:
+    """Which replicates of ``da`` (``selection`` of the sweep) the learning gate lets through, aligned with it."""
+    if learned_cells is None or selection is None or da is None:
+        return None
+    met = learned_cells.met
+    where = {k: v for k, v in selection.where.items() if k in met.coords}
+    kept = Selection("learned", where).of(xr.Dataset({"learned": met}))
+    return kept.broadcast_like(da).transpose(*da.dims)
+
+
+def _gated(claim: DeclaredClaim) -> bool:
+    """Whether the learning gate applies to ``claim`` by default (module docstring of
+    [`dynlab.scenarios.learning_gate`][]), or by its own gate table."""
+    if not claim.gate.on or claim.dataset != SWEEP:
+        return False
+    if claim.gate.declared:
+        return True
+    selections = [s for s in (claim.selection, claim.minus) if s is not None]
+    if any(s.variable.startswith("train_") for s in selections):
+        return False
+    stages = [s.where.get("stage") for s in selections]
+    return not all(st is not None and set(st if isinstance(st, list) else [st]) == {"init"} for st in stages)
 
 
 def _reduced(claim: DeclaredClaim, da: xr.DataArray) -> xr.DataArray:
@@ -368,15 +445,36 @@ def _reduced(claim: DeclaredClaim, da: xr.DataArray) -> xr.DataArray:
     return da
 
 
-def _statistic(claim: DeclaredClaim):
+def _statistic(claim: DeclaredClaim, outputs: dict | None = None, criteria: xr.Dataset | None = None):
+    declared = (outputs or {}).get(claim.dataset) or {}
+
+    def range_of(selection: Selection | None) -> tuple[float, float]:
+        output = declared.get(selection.variable) if selection else None
+        return output.range if output is not None else (-math.inf, math.inf)
+
+    bounds = (range_of(claim.selection), range_of(claim.minus))
+    exact = claim.minus is None and getattr(declared.get(claim.selection.variable), "kind", "real") == "exact"
+
     def measure(datasets) -> Estimate:
         ds = datasets.get(claim.dataset)
         if ds is None:
             raise NotTestable(f"{claim.dataset} was not written (see the run's messages)")
         a = _reduced(claim, claim.selection.of(ds))
         b = _reduced(claim, claim.minus.of(ds)) if claim.minus else None
+        cells = learned(claim.gate, ds, criteria) if _gated(claim) and "status" in ds else None
+        keep = (_kept(cells, claim.selection, a), _kept(cells, claim.minus, b))
+        named = keep if claim.minus is None or claim.minus.where != claim.selection.where else keep[:1]
+        try:
+            estimate = _grouped(a, b, keep, bounds, exact)
+        except _FewLearned:
+            raise NotTestable(_gate_text(cells, named, "not judged")) from None
+        if cells is not None and any(k is not None and not bool(k.all()) for k in keep):
+            estimate = dataclasses.replace(estimate, judged_on=_gate_text(cells, named, "judged"))
+        return estimate
+
+    def _grouped(a, b, keep, bounds, exact) -> Estimate:
         if not claim.for_each:
-            return _estimate(a, b, claim.over, claim.id, LEVEL)
+            return _estimate(a, b, claim.over, claim.id, LEVEL, bounds, keep, exact)
         for dim in claim.for_each:
             if dim not in a.dims:
                 raise NotTestable(f"{claim.selection.variable} has no dim {dim!r} to take each value of")
@@ -384,11 +482,15 @@ def _statistic(claim: DeclaredClaim):
         level = 1 - (1 - LEVEL) / len(groups)  # Bonferroni: every group's interval at once covers at LEVEL
         probe = Claim(claim.id, claim.statement, "", "", None, lower=claim.lower, upper=claim.upper, strict=claim.strict)
         estimates = {}
+
+        def at_group(da, at):
+            return None if da is None else (da.sel(at) if all(d in da.dims for d in at) else da)
+
         for values in groups:
             at = dict(zip(claim.for_each, values))
             estimates[", ".join(f"{k}={v}" for k, v in at.items())] = _estimate(
-                a.sel(at), None if b is None else (b.sel(at) if all(d in b.dims for d in at) else b),
-                claim.over, f"{claim.id} at {at}", level)
+                a.sel(at), at_group(b, at), claim.over, f"{claim.id} at {at}", level, bounds,
+                (at_group(keep[0], at), at_group(keep[1], at)), exact)
         chosen = weakest(probe, estimates)
         adjusted = f"each interval at {100 * level:.3g}% (Bonferroni)"
         return dataclasses.replace(chosen, note=f"{chosen.note}; {adjusted}", method=f"{chosen.method}; {adjusted}")
@@ -396,8 +498,33 @@ def _statistic(claim: DeclaredClaim):
     return measure
 
 
-def to_claims(declared, scale: str = "") -> list[Claim]:
-    """The [`dynlab.claims.Claim`][] of each declared claim, for [`dynlab.claims.judge`][]."""
+def _gate_text(cells: Learned, keep, outcome: str) -> str:
+    """The cells the learning gate left out of the selections' masks ``keep`` (each cell once: a
+    ``minus`` on the same cells is not counted twice), in words: ``"2 of 4 cells did not learn
+    (sign_accuracy >= 0.95): seed=0 (0.78), seed=1 (0.82)"``, and what that means for the claim
+    (``outcome``)."""
+    out, total, criteria = [], 0, set()
+    for k in keep:
+        if k is None:
+            continue
+        total += int(k["final"].size)
+        out += [c for c in cells.excluded(k) if c not in out]
+        criteria |= {str(c) for c in np.ravel(k["criterion"].values) if c}
+    rule = "; ".join(sorted(criteria))
+    text = f"{len(out)} of {total} cells did not learn ({rule}): {', '.join(out)}"
+    if outcome == "judged":
+        return f"judged on the cells that learned; {text}"
+    return f"{text}; fewer than 2 replicates are left to judge (gate = false judges every cell)"
+
+
+def to_claims(declared, scale: str = "", *, outputs: dict[str, dict[str, Output]] | None = None,
+              criteria: xr.Dataset | None = None) -> list[Claim]:
+    """The [`dynlab.claims.Claim`][] of each declared claim, for [`dynlab.claims.judge`][].
+
+    ``outputs``: dataset name -> {variable -> its declared [`Output`][dynlab.outputs.Output]}: the
+    kind and range of each claimed quantity (a variable not there is ``real``). ``criteria``: each
+    cell's task criterion over the sweep axes ([`dynlab.scenarios.learning_gate.task_criteria`][]),
+    for the learning gate (``None``: only the claims' own gate tables gate)."""
     out = []
     for c in declared:
         what = f"mean over {c.over}" if c.over else "the value"
@@ -406,7 +533,7 @@ def to_claims(declared, scale: str = "") -> list[Claim]:
             measure += f" minus {c.minus.variable}{_where_text(c.minus.where)}"
         measure += ", final value" if c.reduce == "final" else ""
         measure += f", {what}" + (f", for each {', '.join(c.for_each)} (the weakest decides)" if c.for_each else "")
-        out.append(Claim(c.id, c.statement, c.paper, measure, _statistic(c),
+        out.append(Claim(c.id, c.statement, c.paper, measure, _statistic(c, outputs, criteria),
                          lower=c.lower, upper=c.upper, strict=c.strict, why=c.why, scale=scale))
     return out
 

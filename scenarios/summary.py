@@ -97,18 +97,12 @@ def _headline_variables(merged: xr.Dataset, cell_dims: tuple[str, ...]) -> dict[
 
 def declared_ranges(scenario) -> dict[str, tuple[float, float]]:
     """The range of each per-cell variable of a sweep (its name in ``sweep.nc`` -> ``(low, high)``),
-    from the outputs its analyses declare (``dynlab.outputs.Output``) and the training curves'
-    (``train_eval_accuracy`` in ``[0, 1]``); a variable not declared is left out (unbounded)."""
-    from dynlab import outputs, registry
+    from the outputs its analyses and training curves declare
+    ([`dynlab.scenarios.spec.claim_outputs`][]: ``train_eval_accuracy`` in ``[0, 1]``, a count
+    ``>= 0``); a variable not declared is left out (unbounded)."""
+    from dynlab.scenarios.spec import claim_outputs
 
-    ranges = {}
-    training = getattr(outputs, "training_outputs", None)  # the training curves' declared kinds, where declared
-    for o in training() if training else ():
-        ranges[f"train_{o.name}"] = o.range
-    for entry in scenario.cell_analyses:
-        for o in getattr(registry.get("analysis", entry["name"]), "outputs", ()) or ():
-            ranges[f"{entry['name']}_{o.name}"] = o.range
-    return ranges
+    return {name: output.range for name, output in claim_outputs(scenario)[1].get("sweep", {}).items()}
 
 
 def sweep_summary(merged: xr.Dataset, ranges: dict[str, tuple[float, float]] | None = None) -> str:
@@ -172,7 +166,8 @@ def headline_lines(merged: xr.Dataset, combos: list[dict], ok, ranges: dict | No
     lines = ["headline scores by cell (mean ± 95% CI over the seeds):"]
     for c in combos[:MAX_HEADLINE_LINES]:
         scores = [(label, over_seeds(merged[name].where(ok(name, merged[name])).sel(c).values,
-                                     bounds=(ranges or {}).get(name, (-math.inf, math.inf)))) for name, label in headline]
+                                     bounds=(ranges or {}).get(name, (-math.inf, math.inf))))
+                  for name, label in headline]
         scores = [f"{label} {text}" for label, text in scores if text != "—"]
         if scores:
             lines.append(", ".join(f"{d}={format_value(v)}" for d, v in c.items()) + ": " + "; ".join(scores))
@@ -215,7 +210,8 @@ def sweep_report(scenario, out_dir, merged: xr.Dataset) -> tuple[list[str], str]
     out_dir, n = Path(out_dir), len(scenario.cells)
     statuses = merged["status"].values.ravel().tolist()
     counts = {k: statuses.count(k) for k in ("ok", "diverged", "failed", "missing") if statuses.count(k)}
-    lines = [text for text in (sweep_summary(merged, declared_ranges(scenario)), across_summary(scenario, out_dir)) if text]
+    lines = [text for text in (sweep_summary(merged, declared_ranges(scenario)), across_summary(scenario, out_dir))
+             if text]
     if scenario.claims and (out_dir / FINDINGS).is_file():
         from dynlab.claims import format_verdicts
 

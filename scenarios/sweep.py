@@ -121,12 +121,17 @@ def _stored_digest(out_dir: Path) -> str | None:
 def check_out_dir(scenario: Scenario, out_dir: Path, *, resume: bool) -> None:
     """Check, without writing anything, that ``out_dir`` may take this sweep.
 
-    Enforces: a new sweep never mixes with an existing one, and ``resume`` continues only a sweep
+    Enforces: a new sweep never mixes with an existing one or with a run (a directory holding a
+    run's files, [`dynlab.store.RUN_FILES`][], as ``dynlab import`` refuses it), and ``resume`` continues only a sweep
     of the same validated scenario (same [`Scenario.digest`][]: base config, analyses, axes,
     ``--set`` overrides included), so another scenario cannot replace its results.
     """
     out_dir = Path(out_dir)
     existing = out_dir / SCENARIO
+    held = sorted(n for n in store.RUN_FILES if (out_dir / n).exists())
+    if held and not existing.exists():  # a training or imported run: a sweep's files never go beside its own
+        raise ConfigError(f"{str(out_dir)!r} already holds a run ({', '.join(held[:3])}); a sweep writes into a new or "
+                          "empty directory: choose another --out")
     if existing.exists() and not resume:
         raise ConfigError(f"{str(out_dir)!r} already holds a sweep; re-run with --resume, or choose another --out")
     if resume and not existing.exists():
@@ -273,13 +278,17 @@ def judge_claims(scenario: Scenario, out_dir: Path, merged: xr.Dataset) -> xr.Da
     from dynlab import figures
     from dynlab.claims import judge
     from dynlab.scenarios.declared_claims import to_claims
+    from dynlab.scenarios.learning_gate import task_criteria
 
     datasets = {"sweep": merged}
     for entry in scenario.across:
         path = Path(out_dir) / f"{entry['name']}.nc"
         if path.is_file():
             datasets[entry["name"]] = xr.load_dataset(path, engine="h5netcdf")
-    findings = judge(to_claims(scenario.claims), datasets, scenario=scenario.name)
+    from dynlab.scenarios.spec import claim_outputs
+
+    claims = to_claims(scenario.claims, outputs=claim_outputs(scenario)[1], criteria=task_criteria(scenario))
+    findings = judge(claims, datasets, scenario=scenario.name)
     store.write_dataset(Path(out_dir) / FINDINGS, findings)
     store.write_figure(Path(out_dir) / "findings.png", figures.findings(findings))
     return findings
