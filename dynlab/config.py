@@ -137,12 +137,13 @@ def check_value(where: str, annotation: Any, value: Any, *, shown: str | None = 
     except ValidationError as e:
         shown = repr(value) if shown is None else repr(shown)
         errors = e.errors()
-        if any(err["type"] == "finite_number" for err in errors):
+        if any(err["type"] == "finite_number" for err in errors) or (isinstance(value, float) and not math.isfinite(value)):
             raise ConfigError(f"{where} is {value}: give a finite number") from None
         bounds = bounds_text(annotation)
         if bounds and any(err["type"] in ("greater_than", "greater_than_equal", "less_than", "less_than_equal")
                           for err in errors):
-            kind = "an integer" if isinstance(value, int) else "a number"
+            items = value if isinstance(value, (list, tuple)) else [value]
+            kind = "an integer" if all(isinstance(v, int) and not isinstance(v, bool) for v in items) else "a number"
             raise ConfigError(f"{where} must be {kind} {bounds}, got {shown}") from None
         from dynlab.registry import describe
 

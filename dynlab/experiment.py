@@ -6,6 +6,7 @@ before work starts, with the list of valid keys of that section.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 from typing import Any
 
@@ -200,6 +201,16 @@ def sized_section(unit: str, model: dict) -> dict:
     return {**model, **keys}
 
 
+_CHECKING: contextvars.ContextVar[bool] = contextvars.ContextVar("dynlab_checking", default=False)
+
+
+def checking() -> bool:
+    """Is a config being checked ([`check`][]) rather than built to run? A task whose construction
+    makes an artefact (a trained teacher) builds a stand-in of the same shapes instead, so that
+    checking a study never trains anything; the artefact is made when a cell first needs it."""
+    return _CHECKING.get()
+
+
 def check(config: dict, *, training: bool = True) -> None:
     """Validate ``config`` completely without computing anything.
 
@@ -207,8 +218,19 @@ def check(config: dict, *, training: bool = True) -> None:
     ranges) by building the model abstractly with ``equinox.filter_eval_shape``: no arrays are
     allocated, so checking a large sweep before starting it is cheap. ``training``: as for
     [`build`][] (a config that will not be trained may name several rules without choosing one).
+    Nothing is trained meanwhile ([`checking`][]).
     """
-    eqx.filter_eval_shape(lambda: build(config, training=training).model)
+    abstractly(lambda: build(config, training=training).model)
+
+
+def abstractly(fn):
+    """``fn()`` traced for its shapes only (``equinox.filter_eval_shape``), as a check: no arrays are
+    made and nothing is trained ([`checking`][]). Returns the shapes of its result."""
+    token = _CHECKING.set(True)
+    try:
+        return eqx.filter_eval_shape(fn)
+    finally:
+        _CHECKING.reset(token)
 
 
 def build(config: dict, *, training: bool = True, weights: bool = True) -> Experiment:

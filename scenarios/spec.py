@@ -916,7 +916,7 @@ def check_cells(scenario: Scenario) -> None:
                 except ConfigError as e:
                     raise ConfigError(f"analyses.{name}{_cell_label(cell)}: {e}") from None
 
-        eqx.filter_eval_shape(run_hooks)
+        experiment.abstractly(run_hooks)
     _check_across(scenario)
 
 

@@ -30,6 +30,7 @@ import math
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from dynlab import budget
 from dynlab.errors import ConfigError, require_positive
@@ -75,6 +76,23 @@ def _mean_square_target(teacher: Teacher, key, batch_size: int, length: int, lat
     return jnp.mean(_clean(teacher, key, batch_size, length, latents)[1] ** 2)
 
 
+def _made(build):
+    """The teacher ``build()`` makes: its shapes only while a config is checked
+    ([`dynlab.experiment.checking`][]), else concrete weights, even inside an abstract trace."""
+    from dynlab.experiment import checking
+
+    if checking():
+        return stand_in(eqx.filter_eval_shape(build))
+    with jax.ensure_compile_time_eval():
+        return build()
+
+
+def stand_in(shapes):
+    """A module whose arrays are zeros of the shapes ``shapes`` gives (NumPy, so that making them runs
+    nothing): what a check evaluates abstractly in place of weights it need not draw."""
+    return jax.tree.map(lambda a: np.zeros(a.shape, a.dtype) if isinstance(a, jax.ShapeDtypeStruct) else a, shapes)
+
+
 class TeacherTask(Task):
     """A teacher's trials as a task; see the module docstring."""
 
@@ -95,6 +113,11 @@ class TeacherTask(Task):
         self.input_size, self.length = teacher.input_size, length
         self.output_size = latents or teacher.output_size
         self.loss = "mse"
+        from dynlab.experiment import checking
+
+        if checking():  # a config being checked needs the shapes, not the chance level: nothing is run
+            self.chance = math.nan
+            return
         with jax.ensure_compile_time_eval():  # a number even while a config is checked abstractly
             mean_square = float(_mean_square_target(teacher, jax.random.key(0), CHANCE_TRIALS, length, latents))
         self.chance = mean_square + self.noise**2
@@ -136,8 +159,7 @@ class ChaoticRNNTeacherTask(TeacherTask):
         build = lambda: chaotic_rnn(jax.random.key(_seed(teacher_seed)), n=n, g=g, alpha=alpha,  # noqa: E731
                                     outputs=outputs, pulses=Pulses(1, scale=pulse_scale, steps=kick))
         _fits(build, length, n=n, outputs=outputs)
-        with jax.ensure_compile_time_eval():  # concrete weights even while a config is checked abstractly
-            teacher = build()
+        teacher = _made(build)
         super().__init__(teacher, length=length, latents=latents, noise=noise)
 
 
@@ -153,8 +175,7 @@ class LineAttractorTeacherTask(TeacherTask):
         build = lambda: line_attractor(jax.random.key(_seed(teacher_seed)), n=n, alpha=alpha,  # noqa: E731
                                        pulses=Pulses(1, rate=pulse_rate, scale=pulse_scale))
         _fits(build, length, n=n)
-        with jax.ensure_compile_time_eval():  # concrete weights even while a config is checked abstractly
-            teacher = build()
+        teacher = _made(build)
         super().__init__(teacher, length=length, latents=latents, noise=noise)
 
 

@@ -65,7 +65,9 @@ def trained_config(*, bits: int, hidden: int, steps: int, length: int, seed: int
 def flipflop_teacher(*, bits: int = 3, hidden: int = 64, steps: int = 1500, length: int = 64,
                      seed: int = 0) -> NetworkTeacher:
     """The trained flip-flop teacher (module docstring), trained on first use and cached; its
-    trials are those of its training task (``length`` steps)."""
+    trials are those of its training task (``length`` steps). While a config is being checked
+    ([`dynlab.experiment.checking`][]) and the teacher is not cached yet, the untrained network of the
+    same shapes stands in: checking a study never trains it."""
     from dynlab import experiment, store
 
     if steps > MAX_TRAIN_STEPS:
@@ -83,6 +85,11 @@ def flipflop_teacher(*, bits: int = 3, hidden: int = 64, steps: int = 1500, leng
     with jax.ensure_compile_time_eval():  # concrete arrays even while a config is checked abstractly
         if _complete(run_dir, steps):
             exp = experiment.load_run(run_dir)
+        elif experiment.checking():  # a study being checked: the network's shapes stand in, nothing trains
+            from dynlab.tasks.teachers import stand_in
+
+            exp = experiment.build(config, training=False, weights=False)  # checked to train just above
+            exp = dataclasses.replace(exp, model=stand_in(exp.model))
         else:
             exp = experiment.build(config)
             exp = dataclasses.replace(exp, model=_train_whole(exp, run_dir))
