@@ -671,3 +671,20 @@ def test_the_sweep_summary_prints_numbers_that_agree_with_their_range_and_label(
     merged["result_status"] = (("seed", "result"), np.full((3, 2), "ok", dtype=object))
     merged = merged.assign_coords(result=["train", "fixed-points"])
     assert "7 [0, " in sweep_summary(merged, {"fixed_points_n_slow": (0.0, np.inf)})
+
+
+def test_the_learning_gate_leaves_untrained_networks_alone():
+    """A claim on the ``init`` stage is about untrained networks, and a sweep that never evaluated
+    (``train.steps = 0``) has nothing to gate on: neither is gated; the ``trained`` stage is."""
+    ds = flipflop_sweep({"bptt": [0.99, 0.5, 0.98], "pc-time": [0.5] * 3}, {"bptt": [8, 1, 8], "pc-time": [0] * 3})
+    staged = ds.fixed_points_n_stable.expand_dims(stage=["init", "trained"]).copy()
+    ds = ds.assign(fixed_points_n_stable=staged)
+    claim = {"id": "c", "statement": "s", "variable": "fixed_points_n_stable", "where": {"rule.name": "bptt"},
+             "above": 0}
+    init = judged([{**claim, "where": {"rule.name": "bptt", "stage": "init"}}], ds).isel(claim=0)
+    trained = judged([{**claim, "where": {"rule.name": "bptt", "stage": "trained"}}], ds).isel(claim=0)
+    assert float(init.value) == pytest.approx(17 / 3) and "did not learn" not in str(init.verdict.values)
+    assert float(trained.value) == pytest.approx(8.0) and "1 of 3 cells did not learn" in str(trained.verdict.values)
+    untrained = ds.drop_vars("train_eval_sign_accuracy")
+    row = judged([{**claim, "where": {"rule.name": "bptt", "stage": "trained"}}], untrained).isel(claim=0)
+    assert float(row.value) == pytest.approx(17 / 3)
