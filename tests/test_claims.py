@@ -688,3 +688,12 @@ def test_the_learning_gate_leaves_untrained_networks_alone():
     untrained = ds.drop_vars("train_eval_sign_accuracy")
     row = judged([{**claim, "where": {"rule.name": "bptt", "stage": "trained"}}], untrained).isel(claim=0)
     assert float(row.value) == pytest.approx(17 / 3)
+
+
+def test_a_threshold_is_printed_in_the_digits_it_was_given():
+    """The issue's claim threshold -1.335165 was printed -1.335: the verdict must name the number it used."""
+    claim = Claim("t", "x > -1.335165", "", "", None, lower=-1.335165, strict=True)
+    _, text, *_ = verdict(claim, Estimate(-1.2, -1.3, -1.1))
+    assert "the threshold -1.335165 " in text
+    _, text, *_ = verdict(Claim("b", "b", "", "", None, lower=0.1 + 0.2, upper=2 / 3), Estimate(0.5, 0.4, 0.6))
+    assert "the band [0.3, 0.666666666667]" in text
