@@ -340,6 +340,8 @@ def trw_summary(ds: xr.Dataset) -> str:
         Output("correlation", "field", ("layer", "scale", "shuffle")),
         *Output.each("correlation_mean correlation_std", "real", ("layer", "scale")),
         *Output.each("s50 log3_s50", "real", ("layer",)), Output("s50_censored", "field", ("layer",)),
+        Output("tau_selected_quantile", "real", ("layer", "quantile"), optional=True,
+               description="SITH layers only: quantiles of the selected time cell's tau"),
     ),
 )
 def trw_analysis(model, *, task=TASK, n_shuffle: Count = 200, scales: Sequence[int] | None = None, dilation: int = 0,
