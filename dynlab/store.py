@@ -403,10 +403,13 @@ def runs_under(root: Path | str) -> list[Path]:
 def own_file(path: Path | str) -> str | None:
     """What ``path`` is when it names a file that a run or sweep directory keeps for itself, else ``None``.
 
-    A run directory (one holding ``config.toml`` or ``.claimed``) owns [`RUN_FILES`][]; a sweep
-    directory (one holding ``scenario.toml`` or ``scenario.sha256``) owns [`SWEEP_FILES`][] and
-    everything under its ``cells``. The folders of ``path`` are resolved (``r/sub/../model.eqx``
-    is ``r/model.eqx``); its last name is not, because a write replaces a link, not its target.
+    A run directory (one holding ``config.toml`` or ``.claimed``) owns [`RUN_FILES`][] and every
+    file already in it (what a command wrote there: ``learning_curve.png``, an analysis's
+    ``lyapunov.nc`` and its figure, all regenerable only by running again); a sweep directory (one
+    holding ``scenario.toml`` or ``scenario.sha256``) owns [`SWEEP_FILES`][], every file already in
+    it, and everything under its ``cells``. A new name in either is free. The folders of ``path``
+    are resolved (``r/sub/../model.eqx`` is ``r/model.eqx``); its last name is not, because a
+    write replaces a link, not its target.
     """
     path = Path(path)
     try:
@@ -417,9 +420,10 @@ def own_file(path: Path | str) -> str | None:
     def has(directory: Path, names) -> bool:
         return any((directory / n).exists() for n in names)
 
-    if path.name in RUN_FILES and has(folder, (CONFIG, CLAIM)):
+    exists = path.exists() or path.is_symlink()
+    if (path.name in RUN_FILES or exists) and has(folder, (CONFIG, CLAIM)):
         return f"the file {path.name} of the run directory {str(path.parent)!r}"
-    if path.name in SWEEP_FILES and has(folder, SWEEP_MARKERS):
+    if (path.name in SWEEP_FILES or exists) and has(folder, SWEEP_MARKERS):
         return f"the file {path.name} of the sweep directory {str(path.parent)!r}"
     for inside in [folder, *folder.parents]:
         if inside.name == "cells" and has(inside.parent, SWEEP_MARKERS):
@@ -437,7 +441,8 @@ def check_outputs(outputs, *, overwrite: bool = False, reading=()) -> None:
     [`ConfigError`][dynlab.errors.ConfigError]s naming the option:
 
     - a file of a run or a sweep ([`own_file`][]: model, checkpoint, metrics, config, sweep,
-      cells) is refused, even with ``overwrite``;
+      cells, and every file already in either, e.g. a run's ``learning_curve.png``) is refused,
+      even with ``overwrite``;
     - so is a file the command reads, two outputs naming one file, and an existing directory;
     - an existing file (or link) is refused unless ``overwrite``; with it, the file is replaced
       atomically when the result is written ([`atomic_write`][]).

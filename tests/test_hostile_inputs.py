@@ -372,3 +372,38 @@ def test_a_tiny_dt_is_blamed_on_the_trial_not_on_the_model(dt, fragments, tmp_pa
     err = one_line_error(invoke(["train", "--set", 'task.name="delayed-match"', "--set", f"task.dt={dt}",
                                  "--out", "o", "-q"], tmp_path), *fragments)
     assert "model.hidden" not in err and len(err) < 300 and not (tmp_path / "o").exists()
+
+
+def _fake_run(folder):
+    """A run directory's files as ``dynlab train`` leaves them (their contents do not matter here)."""
+    folder.mkdir()
+    (folder / "config.toml").write_text('[model]\nunit = "rnn"\n')
+    xr.Dataset({"eval_loss": ("eval_step", [1.0, 0.5])}, attrs={"analysis": "training", "metric": "mse"}).to_netcdf(
+        folder / "metrics.nc", engine="h5netcdf")
+    (folder / "learning_curve.png").write_bytes(b"the run's own figure")
+    return folder
+
+
+def test_every_file_in_a_run_directory_is_refused_even_with_overwrite(tmp_path):
+    """``dynlab plot RUN/metrics.nc --out RUN/learning_curve.png --overwrite`` replaced the run's own
+    learning curve; a default figure name skips the run's files, never replaces them."""
+    run = _fake_run(tmp_path / "r")
+    res = invoke(["plot", "r/metrics.nc", "--out", "r/learning_curve.png", "--overwrite"], tmp_path)
+    one_line_error(res, "--out 'r/learning_curve.png' is the file learning_curve.png of the run directory",
+                   "not even with --overwrite")
+    assert (run / "learning_curve.png").read_bytes() == b"the run's own figure"
+    for expected in ("metrics.png", "metrics-2.png"):  # the second default does not replace the first
+        res = invoke(["plot", "r/metrics.nc", "--overwrite"], tmp_path)
+        assert res.exit_code == 0 and f"figure: r/{expected}" in res.output, (res.output, res.stderr)
+    invoke(["plot", "r/metrics.nc", "--out", "r/new.png"], tmp_path)
+    assert (run / "new.png").is_file()  # a new name in a run directory is free
+
+
+def test_a_sweep_into_a_training_run_is_refused(tmp_path):
+    """``dynlab run tiny.toml --out EXISTING_RUN`` wrote the sweep's files beside the run's own."""
+    run = _fake_run(tmp_path / "r")
+    before = sorted(p.name for p in run.iterdir())
+    (tmp_path / "tiny.toml").write_text('[model]\nunit = "rnn"\nhidden = 4\n[sweep]\nseed = [0]\n')
+    one_line_error(invoke(["run", "tiny.toml", "--out", "r", "-q"], tmp_path),
+                   "'r' already holds a run (config.toml, metrics.nc)", "choose another --out")
+    assert sorted(p.name for p in run.iterdir()) == before

@@ -49,10 +49,13 @@ def plot(file, out):
 
 
 def default_figure(path: Path) -> Path:
-    """``FILE.png`` beside the result file; with an existing one and no ``--overwrite``, the first
-    free ``FILE-2.png``, ``FILE-3.png``, … (a default never replaces a figure)."""
+    """``FILE.png`` beside the result file; with an existing one and no ``--overwrite`` (or one
+    that a run or sweep directory owns, [`dynlab.store.own_file`][], which nothing replaces), the
+    first free ``FILE-2.png``, ``FILE-3.png``, … (a default never replaces a figure)."""
+    from dynlab import store
+
     png, n = path.with_suffix(".png"), 1
-    while not overwrite_given() and (png.exists() or png.is_symlink()):
+    while (png.exists() or png.is_symlink()) and (not overwrite_given() or store.own_file(png)):
         n += 1
         png = path.with_name(f"{path.stem}-{n}.png")
     return png
