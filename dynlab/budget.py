@@ -271,12 +271,28 @@ def dense_bytes(widths: list[int], depth: int = 1, batch: int = 1) -> int:
     return 4 * (4 * depth * n * n + 2 * depth * batch * n)
 
 
+RESULT_FRACTION = 8
+"""A result file may declare at most 1/8 of the [`limit`][] unless ``$DYNLAB_MEMORY_LIMIT`` is set."""
+
+
+def result_limit() -> tuple[int, str]:
+    """The bytes a result file ([`load_result`][]) may declare, and where that limit comes from:
+    ``$DYNLAB_MEMORY_LIMIT`` when set (see [`limit`][]), else 1/[`RESULT_FRACTION`][] of the
+    [`limit`][]. Results are small (an analysis's dataset is kilobytes to megabytes), and a file
+    that declares gigabytes would otherwise take the memory the machine's other work is using:
+    a 6 KB file declaring 4 GB was read on a machine with 23 GB available."""
+    cap, source = limit()
+    if _env_limit() is not None:
+        return cap, source
+    return cap // RESULT_FRACTION, f"1/{RESULT_FRACTION} of {source}; ${ENV} sets it"
+
+
 def load_result(path):
     """Read a result file (``dynlab plot FILE``), after checking what it declares.
 
     **Enforces** "netCDF dimensions are checked before reading" and "nothing from a file leaves
     its directory": the file is opened lazily and the bytes its variables declare are checked
-    against the memory budget ([`limit`][]) before any data is read; a variable
+    against [`result_limit`][] before any data is read; a variable
     stored outside the file (HDF5 external storage, which would read other files' bytes) is
     refused. Each is a one-line [`DataError`][dynlab.errors.DataError].
     """
@@ -299,7 +315,7 @@ def load_result(path):
         with xr.open_dataset(path, engine="h5netcdf") as lazy:
             sizes = {name: v.nbytes for name, v in lazy.variables.items()}
             shapes = {name: dict(v.sizes) for name, v in lazy.variables.items()}
-        total, (cap, source) = sum(sizes.values()), limit()
+        total, (cap, source) = sum(sizes.values()), result_limit()
         if total > cap:
             biggest = max(sizes, key=sizes.get)
             raise DataError(f"{file!r} declares {human(total)} of data (variable {biggest!r}: "

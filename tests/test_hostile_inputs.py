@@ -407,3 +407,26 @@ def test_a_sweep_into_a_training_run_is_refused(tmp_path):
     one_line_error(invoke(["run", "tiny.toml", "--out", "r", "-q"], tmp_path),
                    "'r' already holds a run (config.toml, metrics.nc)", "choose another --out")
     assert sorted(p.name for p in run.iterdir()) == before
+
+
+def test_a_result_file_declaring_gigabytes_is_refused_without_a_memory_limit_set(tmp_path, monkeypatch):
+    """A 6 KB netCDF declaring 4 GB was read: only the available memory bounded it. Now a
+    fraction of it does (1/8) when ``$DYNLAB_MEMORY_LIMIT`` is not set."""
+    import h5netcdf
+
+    from dynlab import budget
+
+    path = tmp_path / "bomb.nc"
+    with h5netcdf.File(path, "w") as f:  # declared, never written: the file stays small
+        f.dimensions = {"t": 10**9}
+        f.create_variable("x", ("t",), "f4", chunks=(2**20,))
+    assert path.stat().st_size < 100_000
+    monkeypatch.delenv("DYNLAB_MEMORY_LIMIT", raising=False)
+    monkeypatch.setattr(budget, "_meminfo_available", lambda: 16 * 10**9)
+    monkeypatch.setattr(budget, "_device_free", lambda: None)
+    monkeypatch.setattr(budget, "_address_space_left", lambda: None)
+    one_line_error(invoke(["plot", "bomb.nc"], tmp_path), "declares 4 GB of data", "more than the 2 GB limit",
+                   "1/8 of available memory", "$DYNLAB_MEMORY_LIMIT sets it")
+    assert budget.result_limit() == (2 * 10**9, "1/8 of available memory; $DYNLAB_MEMORY_LIMIT sets it")
+    monkeypatch.setenv("DYNLAB_MEMORY_LIMIT", "3GB")
+    assert budget.result_limit() == (3 * 10**9, "$DYNLAB_MEMORY_LIMIT")  # a limit given is the user's
