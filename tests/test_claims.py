@@ -611,8 +611,14 @@ def test_the_learning_gate_judges_only_the_cells_that_learned_and_names_the_othe
     assert get("task", "flipflop").obj.criterion.text == "sign_accuracy >= 0.95"
     assert get("task", "adding").obj.criterion.text == "mse <= 0.01"
     assert get("task", "context-integration").obj.criterion.text == "accuracy >= 0.8"
-    crit = task_criteria(spec.load("rule-recovery"))
-    assert "sign_accuracy" in set(np.ravel(crit.metric.values)) and np.isnan(crit.threshold.values).any()
+    from types import SimpleNamespace as NS
+
+    axis = NS(name="task", size=2)  # a sweep over two tasks, one with a criterion and one without
+    cells = [NS(index=(i,), coords={"task": t}, config={"task": {"name": n}})
+             for i, (t, n) in enumerate([("ff", "flipflop"), ("rec", "recall")])]
+    crit = task_criteria(NS(axes=(axis,), cells=cells))
+    assert list(crit.metric.values) == ["sign_accuracy", ""] and crit.threshold.values[0] == 0.95
+    assert np.isnan(crit.threshold.values[1]) and list(crit.task.values) == ["ff", "rec"]
 
 
 def test_gate_keys_are_checked_where_the_toml_is_read():
