@@ -430,3 +430,23 @@ def test_a_result_file_declaring_gigabytes_is_refused_without_a_memory_limit_set
     assert budget.result_limit() == (2 * 10**9, "1/8 of available memory; $DYNLAB_MEMORY_LIMIT sets it")
     monkeypatch.setenv("DYNLAB_MEMORY_LIMIT", "3GB")
     assert budget.result_limit() == (3 * 10**9, "$DYNLAB_MEMORY_LIMIT")  # a limit given is the user's
+
+
+def test_a_transfer_onto_a_full_disk_leaves_nothing_that_blocks_the_retry(tmp_path, monkeypatch):
+    """``transfer`` onto a full disk left ``.claimed`` and ``config.toml``: the retry was refused."""
+    import errno
+
+    from dynlab import experiment, store
+
+    exp = experiment.build({"model": {"unit": "aru", "hidden": 4, "n_g": 2}, "task": {"name": "adding", "length": 6}})
+    donor = store.claim_run_dir(tmp_path / "donor")
+    store.write_config(donor, exp.config)
+    store.save_model(donor, exp.model)
+
+    def full(run_dir, model):
+        raise store.storage_error(OSError(errno.ENOSPC, "No space left on device"), run_dir / store.MODEL)
+
+    monkeypatch.setattr(store, "save_model", full)
+    res = invoke(["transfer", "isolate", "--checkpoint", "donor", "--out", "iso"], tmp_path)
+    one_line_error(res, "the file system is full")
+    assert not (tmp_path / "iso").exists()  # the retry's --out is free again

@@ -86,8 +86,10 @@ def transfer_command(name: str) -> click.Command:
         if value.steps:
             train_and_report(exp, run_dir, quiet, what=f" ({name} of {checkpoint})")
             return
-        store.write_config(run_dir, exp.config)
-        store.save_model(run_dir, exp.model)
+        with store.released_on_failure(run_dir, written=(store.CONFIG, store.MODEL, store.CHECKSUMS)):
+            # a full disk leaves no claimed half-run that would refuse the same --out again
+            store.write_config(run_dir, exp.config)
+            store.save_model(run_dir, exp.model)
         click.echo(f"{name} of {checkpoint} -> {run_dir} (config.toml, model.eqx; not retrained: --steps N trains it)")
 
     for option in reversed(list(signature.options.values())):
