@@ -724,6 +724,20 @@ def _check_cell_count(axes: tuple[Axis, ...]) -> None:
                           "shorten its axes or split it into several scenarios")
 
 
+def _check_distinct_results(analyses: tuple[dict, ...]) -> None:
+    """**Enforces** "two ``[[analyses]]`` never write one result", at parse: a result (and its
+    file in a cell) is named by its analysis and stage ([`results_of`][]), so two entries of one
+    analysis must run at different stages (two of ``lyapunov`` with different options: run one,
+    or the other in a second scenario)."""
+    seen: set[str] = set()
+    for entry in analyses:
+        for result, stage in results_of(entry):
+            if result in seen:
+                raise ConfigError(f"two [[analyses]] named {entry['name']!r} run at stage {stage!r}: their results "
+                                  f"would have one name ({result}); give them different stages, or keep one")
+            seen.add(result)
+
+
 def _check_analysis(entry: dict) -> dict:
     if not isinstance(entry, dict) or "name" not in entry:
         raise ConfigError("each [[analyses]] entry needs a name, e.g. name = \"lyapunov\"")
@@ -794,6 +808,7 @@ def parse(doc: dict, source: str = "<dict>", preset: str = DEFAULT_PRESET) -> Sc
         raise ConfigError(f"{source}: analyses must be an array of tables ([[analyses]])")
     try:
         analyses = tuple(_check_analysis(a) for a in analyses)
+        _check_distinct_results(analyses)
         axes, vmap_seeds = _parse_sweep(doc.get("sweep", {}))
         _check_cell_count(axes)
         names = [a.name for a in axes]

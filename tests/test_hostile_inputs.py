@@ -450,3 +450,16 @@ def test_a_transfer_onto_a_full_disk_leaves_nothing_that_blocks_the_retry(tmp_pa
     res = invoke(["transfer", "isolate", "--checkpoint", "donor", "--out", "iso"], tmp_path)
     one_line_error(res, "the file system is full")
     assert not (tmp_path / "iso").exists()  # the retry's --out is free again
+
+
+def test_two_analyses_of_one_name_and_stage_are_refused_at_parse(tmp_path):
+    """Two ``[[analyses]]`` with one name: every cell ran, then the figure failed."""
+    from dynlab.scenarios import spec
+
+    two = '[model]\nunit = "rnn"\nhidden = 4\n[[analyses]]\nname = "lyapunov"\nk = 1\n[[analyses]]\nname = "lyapunov"\nk = 2\n'
+    (tmp_path / "two.toml").write_text(two + "[sweep]\nseed = [0, 1]\n")
+    one_line_error(invoke(["run", "two.toml", "--out", "o", "-q"], tmp_path),
+                   "two [[analyses]] named 'lyapunov' run at stage 'trained'", "different stages")
+    assert not (tmp_path / "o").exists()
+    (tmp_path / "staged.toml").write_text(two.replace('k = 2', 'k = 2\nstages = ["init"]'))
+    assert len(spec.load(str(tmp_path / "staged.toml")).cell_analyses) == 2  # different stages: two results
