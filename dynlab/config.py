@@ -130,8 +130,8 @@ def check_value(where: str, annotation: Any, value: Any, *, shown: str | None = 
     the user wrote it (command-line text), default its ``repr``. Types that are not config values
     (``_basic``: a task, a callable) are left to their receiver.
     """
-    if not _basic(annotation):
-        return
+    if annotation in (inspect.Parameter.empty, Any) or not _basic(annotation):
+        return  # unannotated, anything, or not a config value
     try:
         _adapter(annotation).validate_python(_as_annotated(value, annotation))
     except ValidationError as e:

@@ -49,8 +49,31 @@ class Experiment:
         return self.config["seed"]
 
 
+_VALIDATED: dict[str, dict] = {}
+"""Configs already validated in this process, by their TOML text: a cell's config is checked when its
+study is parsed and built several times after (to check its memory, at each stage), never re-checked."""
+
+
 def validate(config: dict) -> dict:
-    """Check every section and key; return the config with the section tables present."""
+    """Check every section and key; return the config with the section tables present.
+
+    A config is checked once per process: the same config again (its TOML text the same) returns
+    the checked result without checking its values again."""
+    from dynlab.config import dumps
+
+    try:
+        text = dumps(config)
+    except ConfigError:
+        text = None  # a value TOML cannot hold: checking it says which
+    if text is not None and text in _VALIDATED:
+        return {k: dict(v) if isinstance(v, dict) else v for k, v in _VALIDATED[text].items()}
+    checked = _validate(config)
+    if text is not None and len(_VALIDATED) < 4096:
+        _VALIDATED[text] = {k: dict(v) if isinstance(v, dict) else v for k, v in checked.items()}
+    return checked
+
+
+def _validate(config: dict) -> dict:
     unknown = set(config) - set(SECTIONS) - {"seed"}
     if unknown:
         raise ConfigError(
@@ -234,7 +257,8 @@ def abstractly(fn):
 
 
 def build(config: dict, *, training: bool = True, weights: bool = True) -> Experiment:
-    """Validate ``config`` and build its model (seeded), task and rules.
+    """Validate ``config`` and build its model (seeded), task and rules: its keys are checked once,
+    by [`validate`][], and the constructors trust them ([`dynlab.registry.make`][]).
 
     ``weights=False`` builds the model's structure only, each array a ``jax.ShapeDtypeStruct``
     (``equinox.filter_eval_shape``): the template that stored arrays are read into
@@ -261,7 +285,7 @@ def build(config: dict, *, training: bool = True, weights: bool = True) -> Exper
         raise ConfigError(f"[rule] names {len(names)} rules ({', '.join(names)}) and training uses one: choose it with "
                           f"rule.trains = \"{names[0]}\" (or analyse without training: train.steps = 0 in a scenario)")
     task_name = task_cfg.pop("name", DEFAULT_TASK)
-    task = registry.build("task", task_name, **task_cfg)
+    task = registry.make("task", task_name, **task_cfg)  # the keys were checked once, by validate
     # Record the task's defaults too, so that a run's config names the exact data it saw
     # (e.g. psmnist's perm_seed and downsample), whatever later versions default to.
     task_defaults = {k: v for k, v in registry.defaults(registry.get("task", task_name).obj).items() if v is not None}
@@ -269,8 +293,8 @@ def build(config: dict, *, training: bool = True, weights: bool = True) -> Exper
     model_key = jax.random.fold_in(jax.random.key(config["seed"]), 0)
 
     def make_model():
-        model = registry.build("model", unit=unit, input_size=task.input_size, output_size=task.output_size,
-                               key=model_key, **model_cfg)
+        model = registry.make("model", "sequence", unit=registry.get("unit", unit).obj, input_size=task.input_size,
+                              output_size=task.output_size, key=model_key, **model_cfg)
         if factor is None:
             return model
         from dynlab.time_residual import TimeResidual
@@ -285,7 +309,7 @@ def build(config: dict, *, training: bool = True, weights: bool = True) -> Exper
     # an error now, not met later by reading the array's memory (jaxlib aborts the process on a
     # buffer whose allocation failed, the third time in one process: dynlab train with model.hidden=1000000).
     model = jax.block_until_ready(make_model()) if weights else eqx.filter_eval_shape(make_model)
-    rules = {n: registry.build("rule", n, loss=task.loss, **keys) for n, keys in rule_configs(rule_cfg).items()}
+    rules = {n: registry.make("rule", n, loss=task.loss, **keys) for n, keys in rule_configs(rule_cfg).items()}
     return Experiment(config, model, task, rules.get(trains), TrainConfig(**config["train"]), rules)
 
 

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, PRNGKeyArray, PyTree
 
 from dynlab.errors import ConfigError, require_positive
-from dynlab.registry import check_config, config_keys, constructor, get, register
+from dynlab.registry import check_config, config_keys, constructor, get, name_of, register
 from dynlab.units.base import Cell, Regularised, count_params
 
 
@@ -25,7 +25,9 @@ class SequenceModel(eqx.Module):
     """A stack of ``layers`` cells of one unit kind between an optional encoder and a read-out.
 
     Args:
-        unit: registered unit name (``dynlab list units``).
+        unit: the unit's class (a registered [`Cell`][]), or its registered name (``dynlab list units``).
+            Given the class, its keys ``unit_config`` are taken as checked (a run config is checked
+            once, by [`dynlab.experiment.validate`][]); given a name, they are checked here.
         input_size: features per time step of the input.
         output_size: read-out width (classes, or regression targets).
         layers: number of stacked cells; layer ``l > 0`` reads layer ``l - 1``'s output.
@@ -53,7 +55,7 @@ class SequenceModel(eqx.Module):
 
     def __init__(
         self,
-        unit: str,
+        unit: type[Cell] | str,
         input_size: int,
         output_size: int,
         *,
@@ -68,8 +70,11 @@ class SequenceModel(eqx.Module):
             require_positive(name, value)
         if encoder_size is not None:
             require_positive("encoder_size", encoder_size)
-        cell_cls = get("unit", unit).obj
-        check_config("model", cell_cls, unit_config, extra=config_keys(SequenceModel))
+        if isinstance(unit, str):
+            cell_cls = get("unit", unit).obj
+            check_config("model", cell_cls, unit_config, extra=config_keys(SequenceModel))
+        else:
+            cell_cls, unit = unit, name_of("unit", unit)
         self.unit = unit
         self.remat = cell_cls.remat_step if remat is None else bool(remat)
         k_enc, k_out, *k_cells = jax.random.split(key, 2 + layers)

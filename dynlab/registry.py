@@ -333,6 +333,23 @@ def _type_hints(obj: Any) -> types.MappingProxyType:
     return types.MappingProxyType(hints)
 
 
+def name_of(kind: str, obj: Any) -> str:
+    """The name ``obj`` is registered under as a ``kind``; an [`UnknownNameError`][] when it is not."""
+    _check_kind(kind)
+    load_plugins()
+    for name, entry in _REGISTRY[kind].items():
+        if entry.obj is obj:
+            return name
+    raise UnknownNameError(f"{getattr(obj, '__name__', obj)!r} is not a registered {kind}; valid "
+                           f"{PLURALS.get(kind, kind + 's')}: {', '.join(names(kind))}")
+
+
+def make(kind: str, name: str, /, **kwargs) -> Any:
+    """Construct the registered ``kind``/``name`` from keyword arguments **already checked** (a run
+    config after [`dynlab.experiment.validate`][]): what [`build`][] does, without checking them again."""
+    return constructor(get(kind, name).obj)(**kwargs)
+
+
 def build(kind: str, name: str | None = None, /, **kwargs) -> Any:
     """Construct the registered ``kind``/``name`` with checked keyword arguments.
 

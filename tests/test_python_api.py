@@ -148,3 +148,35 @@ def test_a_programmed_scenario_is_named_as_such(tmp_path):
         dynlab.Study.load("pc-width-depth")
     result = invoke(["analyze", "lyapunov", "--steps", "0"], tmp_path)
     one_line_error(result, "steps")
+
+
+def test_each_config_value_is_checked_once_per_cell_when_a_study_is_parsed(monkeypatch):
+    """Issue 47: counted on compare-units (8 cells), a run-config value is checked once per cell that
+    holds it — not again for each of the cell's builds (to check its memory, its hooks) — and parsing
+    the same study again checks none of them again. Before: 246 checks, ``model.hidden`` 33 times,
+    ``model.unit`` 24 times; now 53 (the count below is what this run measures)."""
+    import collections
+
+    from dynlab import config, experiment
+    from dynlab.scenarios import spec
+
+    counts: collections.Counter = collections.Counter()
+    check = config.check_value
+
+    def counted(where, annotation, value, **kw):
+        counts[where] += 1
+        return check(where, annotation, value, **kw)
+
+    monkeypatch.setattr(registry, "check_value", counted)
+    monkeypatch.setattr(experiment, "_VALIDATED", {})
+    scenario = spec.load("compare-units")
+    cells = len(scenario.cells)
+    run_keys = {k: n for k, n in counts.items() if k.split(".")[0] in ("model", "task", "train", "rule")}
+    # once per cell; a task key once more for each analysis across cells (it builds the runs' common task)
+    assert run_keys and max(run_keys.values()) <= cells + len(scenario.across), run_keys
+    assert all(n <= cells for k, n in run_keys.items() if not k.startswith("task.")), run_keys
+    assert not any(k in counts for k in ("model.unit", "model.input_size", "model.output_size"))
+    counts.clear()
+    spec.load("compare-units")  # the cells' configs again: none of their values checked again
+    assert not any(k.split(".")[0] in ("model", "train", "rule") for k in counts), counts
+    assert all(n <= len(scenario.across) for k, n in counts.items() if k.startswith("task.")), counts
