@@ -50,21 +50,21 @@ class Experiment:
 
 
 _VALIDATED: dict[str, dict] = {}
-"""Configs already validated in this process, by their TOML text: a cell's config is checked when its
+"""Configs already validated in this process, by their JSON text: a cell's config is checked when its
 study is parsed and built several times after (to check its memory, at each stage), never re-checked."""
 
 
 def validate(config: dict) -> dict:
     """Check every section and key; return the config with the section tables present.
 
-    A config is checked once per process: the same config again (its TOML text the same) returns
+    A config is checked once per process: the same config again (its JSON text the same) returns
     the checked result without checking its values again."""
-    from dynlab.config import dumps
+    import json
 
-    try:
-        text = dumps(config)
-    except ConfigError:
-        text = None  # a value TOML cannot hold: checking it says which
+    try:  # every value, None included, with its type (a bool is not 1): two configs alike only if equal
+        text = json.dumps(config, sort_keys=True, default=lambda v: f"{type(v).__name__}:{v!r}")
+    except (TypeError, ValueError):
+        text = None  # keys that are not strings: checking it says which
     if text is not None and text in _VALIDATED:
         return {k: dict(v) if isinstance(v, dict) else v for k, v in _VALIDATED[text].items()}
     checked = _validate(config)
