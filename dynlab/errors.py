@@ -45,6 +45,12 @@ class PluginError(DynlabError):
     or registers an analysis without the figure every analysis draws."""
 
 
+class Interrupted(KeyboardInterrupt):
+    """A Ctrl-C (``KeyboardInterrupt``) that says where it stopped dynlab, e.g. while a plug-in was
+    imported (where the plug-in itself may have raised it); the CLI prints it after
+    ``aborted`` and exits 130, as for any Ctrl-C."""
+
+
 class DivergenceError(Exception):
     """Training produced a non-finite loss or state.
 

@@ -116,7 +116,8 @@ def load_plugins() -> None:
 
     Loading on demand keeps ``import dynlab`` and ``dynlab --help`` free of JAX. A plug-in that
     fails to import is a warning naming it, not a failure of dynlab; one that calls
-    ``sys.exit`` while imported is a one-line [`PluginError`][dynlab.errors.PluginError]. Entry points are metadata of
+    ``sys.exit`` while imported is a one-line [`PluginError`][dynlab.errors.PluginError], one interrupted
+(``KeyboardInterrupt``) an [`Interrupted`][dynlab.errors.Interrupted] naming it. Entry points are metadata of
     installed packages: nothing named in a config, scenario or option is ever imported.
     """
     global _loading
@@ -137,6 +138,11 @@ def load_plugins() -> None:
 
             raise PluginError(f"dynlab plug-in {ep.name!r} ({ep.value}) called sys.exit({e.code!r}) while being "
                               "imported; uninstall or fix it") from None
+        except KeyboardInterrupt:  # Ctrl-C, or the plug-in raised it: either way, name where it stopped
+            from dynlab.errors import Interrupted
+
+            raise Interrupted(f"while importing dynlab plug-in {ep.name!r} ({ep.value}); if Ctrl-C was not pressed, "
+                              "the plug-in raised KeyboardInterrupt: uninstall or fix it") from None
         except Exception as e:
             warnings.warn(f"dynlab plug-in {ep.name!r} ({ep.value}) failed to load: {type(e).__name__}: {e}",
                           RuntimeWarning, stacklevel=2)

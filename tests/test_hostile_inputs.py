@@ -463,3 +463,23 @@ def test_two_analyses_of_one_name_and_stage_are_refused_at_parse(tmp_path):
     assert not (tmp_path / "o").exists()
     (tmp_path / "staged.toml").write_text(two.replace('k = 2', 'k = 2\nstages = ["init"]'))
     assert len(spec.load(str(tmp_path / "staged.toml")).cell_analyses) == 2  # different stages: two results
+
+
+def test_a_plugin_interrupting_its_import_is_named(tmp_path, monkeypatch):
+    """A plug-in raising KeyboardInterrupt at import exited 130 with only "aborted". (In-process:
+    the entry points are replaced by one whose import raises it.)"""
+    import importlib.metadata
+
+    from dynlab import registry
+
+    class Interrupting:
+        name, value = "interrupting", "interrupting_plugin"
+
+        def load(self):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: [Interrupting()])
+    monkeypatch.setattr(registry, "_loading", False)
+    res = invoke(["list", "units"], tmp_path)
+    assert res.exit_code == 130 and "Traceback" not in res.stderr, (res.exit_code, res.stderr)
+    assert res.stderr.strip().startswith("aborted while importing dynlab plug-in 'interrupting' (interrupting_plugin)")

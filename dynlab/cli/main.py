@@ -12,8 +12,8 @@ import sys
 
 import click
 
-from dynlab.errors import (ConfigError, DivergenceError, DynlabError, NonFiniteResult, exhausted, first_line,
-                           unusable_path)
+from dynlab.errors import (ConfigError, DivergenceError, DynlabError, Interrupted, NonFiniteResult, exhausted,
+                           first_line, unusable_path)
 
 
 PLURALS = {"units": "unit", "rules": "rule", "tasks": "task", "analyses": "analysis", "scenarios": "scenario",
@@ -94,8 +94,8 @@ class _Group(_CommandGroup):
             result = super().main(args=args, prog_name=prog_name or "dynlab", standalone_mode=False, **extra)
         except click.exceptions.Exit as e:
             sys.exit(e.exit_code)
-        except click.exceptions.Abort:
-            click.echo("aborted", err=True)
+        except click.exceptions.Abort as e:  # click's form of Ctrl-C; an Interrupted says where it stopped
+            click.echo(f"aborted {e.__cause__}" if isinstance(e.__cause__, Interrupted) else "aborted", err=True)
             sys.exit(130)
         except click.ClickException as e:
             hint = f" (see '{e.ctx.command_path} --help')" if getattr(e, "ctx", None) else ""
