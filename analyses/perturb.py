@@ -70,6 +70,7 @@ def perturb_summary(ds: xr.Dataset) -> str:
     figure=perturbation_curve,
     summary=perturb_summary,
     outputs=(Output("loss", "real", ("strength",)), *metric_outputs(("strength",))),
+    coordinates={"strength": "strengths"},
 )
 def perturb_analysis(
     model,

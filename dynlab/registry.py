@@ -78,6 +78,10 @@ class Entry:
     checked against them before any work. ``()``: not declared (a plug-in's may omit them; its
     claims are then checked by their prefix only).
 
+    ``coordinates`` (analyses) names, for an own dim of its outputs whose coordinate is an option's
+    values, that option (``perturb``: ``{"strength": "strengths"}``): a claim's ``where`` on that dim
+    is checked against the values the scenario's entry gives, before any work.
+
     ``check`` checks options against what they apply to, before any work: an analysis's
     ``check(model, **options)`` (defaults filled in, ``task`` left out; the model may be abstract)
     raises ``ConfigError`` for options the model cannot take (a Lyapunov ``k`` above its state
@@ -98,6 +102,7 @@ class Entry:
     headline: tuple[tuple[str, str], ...] = ()
     outputs: tuple[Output, ...] = ()
     check: Callable | None = None
+    coordinates: tuple[tuple[str, str], ...] = ()
 
     def output(self, name: str) -> Output | None:
         """The declared output ``name``, ``None`` if it is not one."""
@@ -160,12 +165,13 @@ ANALYSIS_TAKES = ("model", "runs", "rules")
 def register(kind: str, name: str, description: str | None = None, *, figure: Callable | None = None,
              summary: Callable | None = None, claims: Callable | None = None, takes: str = "model",
              finite: tuple[str, ...] = (), headline: tuple[tuple[str, str], ...] = (),
-             outputs: tuple[Output, ...] = (), check: Callable | None = None) -> Callable:
+             outputs: tuple[Output, ...] = (), check: Callable | None = None,
+             coordinates: dict[str, str] | None = None) -> Callable:
     """Decorator registering ``obj`` under ``kind``/``name``.
 
     The description defaults to the first line of the object's docstring. ``figure`` and
     ``summary`` (analyses and programs), ``claims`` (programs), ``takes``, ``finite``,
-    ``headline`` and ``outputs`` (analyses) and ``check`` are described on [`Entry`][]. An analysis is checked here, once: every parameter
+    ``headline``, ``outputs`` and ``coordinates`` (analyses) and ``check`` are described on [`Entry`][]. An analysis is checked here, once: every parameter
     without a default must be one the command line and a scenario can give
     ([`check_analysis_signature`][]), and the variables its ``headline`` and ``finite`` name must
     be declared outputs. An analysis that declares outputs is registered (and returned) wrapped so
@@ -196,7 +202,7 @@ def register(kind: str, name: str, description: str | None = None, *, figure: Ca
         if outputs:
             obj = _checked(name, obj, tuple(outputs))
         _REGISTRY[kind][name] = Entry(kind, name, obj, text, figure, summary, claims, takes, tuple(finite),
-                                      tuple(headline), tuple(outputs), check)
+                                      tuple(headline), tuple(outputs), check, tuple((coordinates or {}).items()))
         return obj
 
     return decorate

@@ -827,12 +827,19 @@ def parse(doc: dict, source: str = "<dict>", preset: str = DEFAULT_PRESET) -> Sc
 
 def claim_coordinates(scenario: Scenario) -> dict[str, dict[str, list | None]]:
     """What the scenario's claims can select from: the sweep's dataset (its axes with their values,
-    and ``stage`` when an analysis names stages) and each analysis across cells (``run``,
-    ``run_b``, ``group`` and each swept key along ``run``)."""
+    and ``stage`` when an analysis names stages; an analysis's own dim whose values an option gives,
+    ``<analysis>_<dim>``, as its entry gives them: [`dynlab.registry.Entry`][] ``coordinates``) and
+    each analysis across cells (``run``, ``run_b``, ``group`` and each swept key along ``run``)."""
     sweep = axis_coordinates(scenario.axes)
     stages = sorted({s for e in scenario.cell_analyses if "stages" in e for s in entry_stages(e)}, key=stage_order)
     if stages:
         sweep["stage"] = stages
+    for entry in scenario.cell_analyses:
+        analysis = registry.get("analysis", entry["name"])
+        for dim, option in analysis.coordinates:
+            values = entry.get(option, registry.defaults(analysis.obj).get(option))
+            if isinstance(values, (list, tuple)):
+                sweep[f"{entry['name']}_{dim}"] = list(values)
     keys = {k: v for a in scenario.axes for k, v in a.values.items()}
     across = {e["name"]: {"run": None, "run_b": None, "group": None, "run_group": None, "run_group_b": None, **keys}
               for e in scenario.across}
