@@ -9,6 +9,8 @@ pre-activation ([`dynlab.analyses.state_map`][]). A protocol is one frozen value
 | [`Drive`][]`(xi)` | `{drive = 1.0}` / `drive=1.0` | $0$ | $\xi$ |
 | [`TaskStream`][]`(task, drive)` | `{task = "adding", drive = 0.5}` / `task=adding,drive=0.5` | the task's test inputs | `drive` (0 if none) |
 | [`Noise`][]`(std, seed)` | `{noise = 0.1, seed = 3}` / `noise=0.1,seed=3` | $\mathcal N(0, \text{std}^2 I_D)$ i.i.d. | $0$ |
+| [`Constant`][]`(values)` | `{constant = [1.0, 0.0, 0.0]}` / `constant=[1.0,0.0,0.0]` | $c$ on the $D$ input channels | $0$ |
+| [`OwnTask`][]`()` | (the default of ``fixed-points``) | the model's own task's test inputs | $0$ |
 
 `task = "train"` names the model's own task (a checkpoint's, with its config); another name
 builds that task with its defaults. A task's stream is consecutive test samples concatenated in
@@ -24,6 +26,10 @@ task. Every spelling (TOML, command line, Python) becomes a value through them, 
 one [`ConfigError`][dynlab.errors.ConfigError] line. The older flat keys `drive` and `task`
 fold into the table ([`dynlab.option_groups.fold_legacy`][]): `drive = 0.0` is
 `input = {drive = 0.0}`, `task = "train"` is `input = {task = "train"}`.
+
+A constant $c$ holds the inputs where a task only pulses them: the flip-flop's "hold bit 1 at
+$+u$" is `{constant = [u, 0, 0]}`, while `{drive = u}` adds $u$ to every neuron's
+pre-activation, whatever the input weights.
 """
 
 from __future__ import annotations
@@ -42,10 +48,10 @@ from dynlab.config import SEED_RANGE
 from dynlab.errors import ConfigError, require_positive
 from dynlab.option_groups import OptionGroup
 
-__all__ = ["Autonomous", "Drive", "Noise", "Protocol", "TaskStream", "from_keywords"]
+__all__ = ["Autonomous", "Constant", "Drive", "Noise", "OwnTask", "Protocol", "TaskStream", "from_keywords"]
 
-VALID = ('"autonomous", {drive = XI}, {task = "NAME"} (with an optional drive) or {noise = STD} '
-         "(with an optional seed)")
+VALID = ('"autonomous", {drive = XI}, {task = "NAME"} (with an optional drive), {noise = STD} '
+         "(with an optional seed) or {constant = [X1, X2, ...]} (one number per input channel)")
 
 
 def _finite(name: str, value: Any) -> float:
@@ -74,8 +80,9 @@ class Protocol(OptionGroup):
             return Autonomous()
         if not isinstance(value, dict) or not value:
             raise ConfigError(f"the input protocol must be {VALID}; got {value!r}")
-        kind = next((k for k in ("task", "noise", "drive") if k in value), None)
-        allowed = {"task": {"task", "drive"}, "noise": {"noise", "seed"}, "drive": {"drive"}}.get(kind, set())
+        kind = next((k for k in ("task", "noise", "constant", "drive") if k in value), None)
+        allowed = {"task": {"task", "drive"}, "noise": {"noise", "seed"}, "constant": {"constant"},
+                   "drive": {"drive"}}.get(kind, set())
         unknown = sorted(set(value) - allowed)
         if kind is None or unknown:
             raise ConfigError(f"the input protocol must be {VALID}; got {value!r}"
@@ -84,6 +91,8 @@ class Protocol(OptionGroup):
             return TaskStream(value["task"], value.get("drive"))
         if kind == "noise":
             return Noise(value["noise"], value.get("seed"))
+        if kind == "constant":
+            return Constant(value["constant"])
         return Drive(value["drive"])
 
     def stream_key(self, key: PRNGKeyArray | None = None, realisation: int | None = None) -> PRNGKeyArray:
@@ -92,10 +101,15 @@ class Protocol(OptionGroup):
         key = jax.random.key(0) if key is None else key
         return key if realisation is None else jax.random.fold_in(key, realisation)
 
+    def check(self, model) -> None:
+        """What this protocol needs of ``model`` (its input width), checked before any work; one
+        [`ConfigError`][dynlab.errors.ConfigError] line otherwise. Nothing for zero input, a drive or noise."""
+
     def inputs(self, model, steps: int, key: PRNGKeyArray | None = None,
                realisation: int | None = None) -> tuple[Array, Array]:
         """``(x[steps, D], xi[steps])``; a stream is drawn from [`stream_key`][dynlab.analyses.protocol.Protocol.stream_key]."""
         require_positive("steps", steps)
+        self.check(model)
         return jnp.zeros((steps, model.input_size)), jnp.full((steps,), self.drive_value)
 
     def mean_input(self, model, xs: Array) -> tuple[np.ndarray, float, str]:
@@ -200,15 +214,18 @@ class TaskStream(Protocol):
             raise ConfigError('task = "train" names the model\'s own task, and there is none here')
         return dataclasses.replace(self, task=task)
 
+    def check(self, model) -> None:
+        if not isinstance(self.task, str) and self.task.input_size != model.input_size:
+            raise ConfigError(
+                f"task inputs have {self.task.input_size} features but the model expects {model.input_size}"
+            )
+
     def inputs(self, model, steps, key=None, realisation=None):
         require_positive("steps", steps)
         task = self.task
         if isinstance(task, str):
             raise ConfigError(f"the task {task!r} of the input protocol was not built (TaskStream.resolved)")
-        if task.input_size != model.input_size:
-            raise ConfigError(
-                f"task inputs have {task.input_size} features but the model expects {model.input_size}"
-            )
+        self.check(model)
         n = -(-steps // task.length)
         x = task.batch(self.stream_key(key, realisation), n, split="test")[0]
         return x.reshape(n * task.length, -1)[:steps], jnp.full((steps,), self.drive_value)
@@ -265,6 +282,90 @@ class Noise(Protocol):
     @property
     def name(self) -> str:
         return f"input noise std={self.std:g}" + ("" if self.seed is None else f" (seed {self.seed})")
+
+
+@dataclasses.dataclass(frozen=True)
+class OwnTask(TaskStream):
+    r"""The model's own task's stream to visit states, and zero input for the points: Sussillo &
+    Barak's (2013) prescription, and FixedPointFinder's practice. The inputs a network was trained
+    on carry it through the states it uses (every corner of a flip-flop's output cube), so
+    minimisations started there reach every attractor the task needs; the autonomous trajectory
+    stays in the basin it starts in. Its [`mean_input`][dynlab.analyses.protocol.OwnTask.mean_input],
+    the one input a fixed-point search holds, is zero (the task's mean input is
+    [`TaskStream`][]'s).
+
+    [`resolved`][dynlab.analyses.protocol.OwnTask.resolved] makes it the stream of the model's task,
+    or [`Autonomous`][] where there is none (a fresh model built in Python without a task). The
+    default of ``fixed-points``; no TOML spelling of its own: ``input = {task = "train"}`` with
+    ``at = "zero"`` is the same search spelt out."""
+
+    task: Any = "train"
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.drive is not None:
+            raise ConfigError("the model's own task's stream takes no drive; use input = {task = \"train\", drive = XI}")
+
+    def resolved(self, own_task) -> Protocol:
+        """The stream of ``own_task`` (the model's task), or [`Autonomous`][] when it is ``None``."""
+        if not isinstance(self.task, str):
+            return self
+        return Autonomous() if own_task is None else dataclasses.replace(self, task=own_task)
+
+    def mean_input(self, model, xs):
+        return np.zeros(model.input_size), 0.0, "zero input"
+
+    @property
+    def name(self) -> str:
+        task = self.task if isinstance(self.task, str) else type(self.task).__name__
+        return f"states visited under the model's task ({task})"
+
+    def __str__(self) -> str:
+        return "the model's own task (its inputs visit the states; points at zero input), autonomous without one"
+
+
+@dataclasses.dataclass(frozen=True)
+class Constant(Protocol):
+    r"""The constant input $x_t = c$ on the model's $D$ input channels, zero drive: the flip-flop's
+    "hold bit 1 at $+u$" is ``Constant([u, 0, 0])``. Its mean input (for fixed points) is $c$.
+    ``values`` is one finite number per input channel (a number alone is one channel);
+    [`check`][dynlab.analyses.protocol.Constant.check] compares their count with the model's inputs."""
+
+    values: tuple[float, ...]
+
+    def __post_init__(self):
+        raw = self.values
+        items = list(raw) if isinstance(raw, (list, tuple, np.ndarray)) else [raw]
+        if not items:
+            raise ConfigError("constant must be one number per input channel, e.g. {constant = [1.0, 0.0, 0.0]}; "
+                              "got an empty list")
+        object.__setattr__(self, "values", tuple(_finite("constant", v) for v in items))
+
+    def check(self, model) -> None:
+        if len(self.values) != model.input_size:
+            raise ConfigError(f"input = {{constant = [...]}} gives {len(self.values)} value(s) but the model has "
+                              f"{model.input_size} input channel(s); give {model.input_size} numbers")
+
+    def inputs(self, model, steps, key=None, realisation=None):
+        require_positive("steps", steps)
+        self.check(model)
+        return jnp.broadcast_to(jnp.asarray(self.values), (steps, model.input_size)), jnp.zeros((steps,))
+
+    def mean_input(self, model, xs):
+        self.check(model)
+        return np.asarray(self.values), 0.0, f"constant input {self._shown}"
+
+    @property
+    def driven(self) -> bool:
+        return any(v != 0.0 for v in self.values)
+
+    @property
+    def _shown(self) -> str:
+        return "[" + ", ".join(f"{v:g}" for v in self.values) + "]"
+
+    @property
+    def name(self) -> str:
+        return f"constant input {self._shown}"
 
 
 def from_keywords(drive: float | None = None, task=None) -> Protocol:

@@ -71,12 +71,13 @@ def parse_group(where: str, annotation: Any, value: Any, default: Any = None) ->
 def parse_text(text: str, where: str) -> str | dict:
     """Command-line text as the TOML value of a group: ``"autonomous"`` stays a word,
     ``"noise=0.1,seed=3"`` becomes ``{"noise": 0.1, "seed": 3}`` (each value parsed by
-    [`dynlab.config.parse_value`][]: numbers, booleans, a bare word as a string; NaN refused)."""
+    [`dynlab.config.parse_value`][]: numbers, booleans, a bare word as a string, an array
+    ``constant=[1.0,0.0,0.0]``, whose commas do not separate pairs; NaN refused)."""
     text = text.strip()
     if "=" not in text:
         return text
     table: dict = {}
-    for item in text.split(","):
+    for item in _items(text):
         key, eq, raw = (part.strip() for part in item.partition("="))
         if not eq or not key or not raw:
             raise ConfigError(f"{where} must be key=value pairs separated by commas (e.g. drive=1.0 or "
@@ -85,6 +86,17 @@ def parse_text(text: str, where: str) -> str | dict:
             raise ConfigError(f"{where} gives {key} twice: {text!r}")
         table[key] = parse_value(raw, f"{where} {key}")
     return table
+
+
+def _items(text: str) -> list[str]:
+    """``text`` split at the commas outside brackets: ``"constant=[1,0],drive=1"`` is two items."""
+    items, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            items.append(text[start:i])
+            start = i + 1
+    return [*items, text[start:]]
 
 
 def group_parameters(fn) -> dict[str, tuple[type[OptionGroup], Any]]:

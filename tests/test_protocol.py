@@ -12,7 +12,7 @@ import pytest
 
 import dynlab
 from cli_runner import invoke, one_line_error
-from dynlab.analyses.protocol import Autonomous, Drive, Noise, Protocol, TaskStream, from_keywords
+from dynlab.analyses.protocol import Autonomous, Constant, Drive, Noise, Protocol, TaskStream, from_keywords
 from dynlab.analyses.qr_settings import QRSettings
 from dynlab.errors import ConfigError
 from dynlab.option_groups import parse_text
@@ -28,6 +28,7 @@ PROTOCOL_ANALYSES = ("lyapunov", "clv", "fixed-points", "spectra")
     ("task=train,drive=0.5", {"task": "train", "drive": 0.5}, TaskStream("train", 0.5)),
     ("noise=0.1,seed=3", {"noise": 0.1, "seed": 3}, Noise(0.1, 3)),
     ("noise=0.1", {"noise": 0.1}, Noise(0.1)),
+    ("constant=[1.0,0.0,-2]", {"constant": [1.0, 0.0, -2]}, Constant((1.0, 0.0, -2.0))),
 ])
 def test_command_line_text_and_toml_become_the_same_value(text, toml, value):
     assert parse_text(text, "--input") == toml
@@ -40,6 +41,8 @@ def test_command_line_text_and_toml_become_the_same_value(text, toml, value):
     ({"noise": 0.0}, "noise must be a standard deviation > 0"),
     ({"noise": 0.1, "seed": -1}, "seed must be an integer in [0, 4294967295]"),
     ({"noise": 0.1, "drive": 1.0}, "drive does not go with noise"),
+    ({"constant": [1.0], "drive": 1.0}, "drive does not go with constant"),
+    ({"constant": [1.0, "a"]}, "constant must be a finite number"),
     ({"speed": 1.0}, "the input protocol must be"),
     ({}, "the input protocol must be"),
     ("zero", "the input protocol must be"),

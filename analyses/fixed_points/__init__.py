@@ -1,6 +1,7 @@
 r"""Fixed and slow points (Sussillo & Barak 2013): the numerical core on any map
 ([`core`][dynlab.analyses.fixed_points.core]), where its minimisations start and how many points
-they likely missed ([`coverage`][dynlab.analyses.fixed_points.coverage]), the reading line
+they likely missed ([`coverage`][dynlab.analyses.fixed_points.coverage]), the second sampling that
+confirms a count ([`confirmation`][dynlab.analyses.fixed_points.confirmation]), the reading line
 ([`reading`][dynlab.analyses.fixed_points.reading]), its application to dynlab models, registered as the
 analysis ``fixed-points`` ([`model`][dynlab.analyses.fixed_points.model]), its figure and
 summary ([`figure`][dynlab.analyses.fixed_points.figure]), and the integrating mode of slow points:

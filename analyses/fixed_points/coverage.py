@@ -37,8 +37,8 @@ from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray, PyTree
 
 from dynlab.errors import ConfigError
 
-__all__ = ["PERTURBATION_SCALES", "PROBES", "PROBE_BOUND", "PROBE_NUDGE", "PROBE_RECORDS", "PROBE_STEPS", "ROUNDS",
-           "RUNS_PER_POINT", "initial_states", "state_scale", "unseen_points"]
+__all__ = ["BEYOND_VISITED", "PERTURBATION_SCALES", "PROBES", "PROBE_BOUND", "PROBE_NUDGE", "PROBE_RECORDS",
+           "PROBE_STEPS", "ROUNDS", "RUNS_PER_POINT", "beyond_visited", "initial_states", "state_scale", "unseen_points"]
 
 PERTURBATION_SCALES = (0.0, 1.0, 2.0, 3.0)
 r"""Default perturbation scales, in units of the pool's per-component scale ([`state_scale`][]): the
@@ -88,6 +88,26 @@ def state_scale(pool: Float[ArrayLike, "t n"]) -> np.ndarray:
     pool = np.asarray(pool, np.float64)
     sigma = np.sqrt(np.mean(pool**2, axis=0))
     return sigma if sigma.size and sigma.max() > 0 else np.ones(pool.shape[1])
+
+
+BEYOND_VISITED = 10.0
+r"""A point is *beyond the visited states* when one of its components lies farther outside the
+visited states' range than this many times that component's scale $\sigma_d$
+([`state_scale`][], 1 when the trajectory rests at the origin); the initial states reach at most
+3 $\sigma_d$ beyond it ([`PERTURBATION_SCALES`][]). Minimisations started near the trajectory can
+run far away, where gates saturate and the map is nearly the identity: a 64-unit GRU trained on
+the 3-bit flip-flop gives 117 such "points" at components up to $\approx 50$ (its states stay in
+$[-1, 1]^N$), next to its 8 attractors and saddles."""
+
+
+def beyond_visited(points: Float[ArrayLike, "p n"], visited: Float[ArrayLike, "t n"],
+                   factor: float = BEYOND_VISITED) -> np.ndarray:
+    """`[P]` bool: which points lie beyond the visited states ([`BEYOND_VISITED`][])."""
+    visited = np.asarray(visited, np.float64)
+    sigma = state_scale(visited)
+    low, high = visited.min(axis=0) - factor * sigma, visited.max(axis=0) + factor * sigma
+    points = np.asarray(points, dtype=float).reshape(-1, visited.shape[1])
+    return np.any((points < low) | (points > high), axis=1)
 
 
 @eqx.filter_jit

@@ -3,14 +3,19 @@ r"""Fixed and slow points of a dynlab model's full state map, registered as the 
 The map is the one every dynamical analysis sees ([`dynlab.analyses.state_map`][]): all of
 every layer's state as one vector $h$, $h_{t+1} = F(h_t, x_t, \xi_t)$. Initial states for the
 minimisation are states the model visits under the chosen input protocol
-([`dynlab.analyses.protocol`][]: autonomous, a constant drive $\xi$, a task's inputs, or input
-noise), as Sussillo & Barak (2013) prescribe; the points are those of $F$ at one fixed input:
-the protocol's mean input (zero input, the constant drive, the task's mean input $\bar x$ with
-the drive, or the noise's mean, zero) or, with ``at="zero"``, zero input and zero drive.
+([`dynlab.analyses.protocol`][]): by default the model's own task's inputs
+([`OwnTask`][dynlab.analyses.protocol.OwnTask]; autonomous for a model without a task), as
+Sussillo & Barak (2013) prescribe, or zero input, a constant drive $\xi$, a constant input, a
+named task's inputs, input noise. The points are those of $F$ at one fixed input: the protocol's
+(zero for the default, the constant drive or input, a named task's mean input $\bar x$ with its
+drive, the noise's mean, zero) or, with ``at="zero"``, zero input and zero drive. A second,
+independent sampling ([`dynlab.analyses.fixed_points.confirmation`][]) confirms the count of
+stable points, or the output says it was not confirmed.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Literal
 
 import jax
@@ -18,10 +23,12 @@ import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
-from dynlab.analyses.fixed_points.core import fixed_points_from_visited
-from dynlab.analyses.fixed_points.coverage import PERTURBATION_SCALES, state_scale
+from dynlab.analyses.fixed_points.confirmation import confirmation, confirming_starts
+from dynlab.analyses.fixed_points.core import fixed_points, fixed_points_from_visited
+from dynlab.analyses.fixed_points.coverage import BEYOND_VISITED, PERTURBATION_SCALES, beyond_visited
 from dynlab.analyses.fixed_points.figure import fixed_points_figure, fixed_points_summary
-from dynlab.analyses.protocol import Autonomous, Protocol
+from dynlab.analyses.fixed_points.reading import fixed_points_reading
+from dynlab.analyses.protocol import OwnTask, Protocol
 from dynlab.config import Count
 from dynlab.errors import ConfigError, require_positive
 from dynlab.provenance import stamp
@@ -57,27 +64,10 @@ def principal_components(states: np.ndarray, n: int = 3, rows: int = PCA_ROWS) -
     return mean, comps, ratio
 
 
-BEYOND_VISITED = 10.0
-r"""A point is *beyond the visited states* when one of its components lies farther outside the
-visited states' range than this many times that component's scale $\sigma_d$
-([`state_scale`][dynlab.analyses.fixed_points.coverage.state_scale], 1 when the trajectory rests
-at the origin); the initial states reach at most 3 $\sigma_d$ beyond it
-([`PERTURBATION_SCALES`][dynlab.analyses.fixed_points.coverage.PERTURBATION_SCALES]).
-Minimisations started near the trajectory can run far away, where gates saturate and the map is
-nearly the identity: a 64-unit GRU trained on the 3-bit flip-flop gives 117 such "points" at
-components up to $\approx 50$ (its states stay in $[-1, 1]^N$), next to its 8 attractors and
-saddles."""
-
-
 def mark_beyond_visited(ds: xr.Dataset, visited: np.ndarray, factor: float = BEYOND_VISITED) -> xr.Dataset:
     """``ds`` with ``beyond_visited`` (``point``) and the attr-like scalar ``n_points_beyond_visited``,
-    and its reading redone ([`BEYOND_VISITED`][])."""
-    from dynlab.analyses.fixed_points.reading import fixed_points_reading
-
-    sigma = state_scale(visited)
-    low, high = visited.min(axis=0) - factor * sigma, visited.max(axis=0) + factor * sigma
-    points = np.asarray(ds.points.values, dtype=float).reshape(-1, visited.shape[1])
-    beyond = np.any((points < low) | (points > high), axis=1)
+    and its reading redone ([`BEYOND_VISITED`][dynlab.analyses.fixed_points.coverage.BEYOND_VISITED])."""
+    beyond = beyond_visited(ds.points.values, visited, factor)
     ds["beyond_visited"] = ("point", beyond, {"long_name": f"a component more than {factor:g} state scales "
                                                            "outside the visited states' range"})
     ds["n_points_beyond_visited"] = ((), int(beyond.sum()), {"units": "1"})
@@ -86,8 +76,9 @@ def mark_beyond_visited(ds: xr.Dataset, visited: np.ndarray, factor: float = BEY
 
 
 def check_fixed_points(model, *, steps: int, burn_in: int, ics: int, at: str = "protocol",
-                       noise: float = 0.0, scales=PERTURBATION_SCALES, **_) -> None:
-    """The options of [`fixed_points_analysis`][] that ``model`` can take; one ConfigError line otherwise."""
+                       noise: float = 0.0, scales=PERTURBATION_SCALES, input: Protocol | None = None, **_) -> None:
+    """The options of [`fixed_points_analysis`][] that ``model`` can take (the input protocol's
+    width among them); one ConfigError line otherwise."""
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ConfigError(f"steps = {steps!r} leaves no trajectory to draw initial states from; "
                           "steps must be a positive integer")
@@ -105,6 +96,8 @@ def check_fixed_points(model, *, steps: int, burn_in: int, ics: int, at: str = "
     if not values.size or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) and v >= 0
                                   for v in values):
         raise ConfigError(f"scales must be one or more finite numbers >= 0, got {scales!r}")
+    if isinstance(input, Protocol):
+        input.check(model)
 
 
 
@@ -135,7 +128,7 @@ def fixed_points_analysis(
     ics: Count = 64,
     steps: Count = 2000,
     burn_in: int = 200,
-    input: Protocol = Autonomous(),
+    input: Protocol = OwnTask(),
     at: Literal["protocol", "zero"] = "protocol",
     noise: float = 0.0,
     scales: tuple[float, ...] = PERTURBATION_SCALES,
@@ -146,13 +139,16 @@ def fixed_points_analysis(
     max_steps: int = 1000,
     solver: Literal["auto", "bfgs", "lbfgs"] = "auto",
     dtype: Literal["float64", "float32"] = "float64",
+    confirm: bool = True,
     seed: int = 0,
 ) -> xr.Dataset:
     r"""Fixed and slow points of a model's full state map (Sussillo & Barak 2013), with their stability.
 
     1. **Trajectory.** The state map runs `steps` steps from the model's initial state under the
-       `input` protocol ([`dynlab.analyses.protocol`][]): autonomous (default), a constant drive
-       $\xi$ on every neuron, a task's inputs or input noise (streams seeded by `seed`).
+       `input` protocol ([`dynlab.analyses.protocol`][]): by default the model's own task's inputs
+       ([`OwnTask`][dynlab.analyses.protocol.OwnTask]: a trained run's, an imported run's with
+       `--task`; autonomous for a model without a task), or zero input, a constant drive $\xi$ on
+       every neuron, a constant input, a named task's inputs, input noise (streams seeded by `seed`).
     2. **Initial states** (`dynlab.analyses.fixed_points.coverage`). The states visited after
        `burn_in`, joined by short probe trajectories of the map at the input of step 3 started
        from nudged visited states (they leave an unstable point the trajectory rests at);
@@ -160,17 +156,25 @@ def fixed_points_analysis(
        that many times the root mean square of the states, per component; 0: as visited), plus
        Gaussian noise of absolute standard deviation `noise` (on the initial states, not the input).
     3. **Input.** The points are those of $h \mapsto F(h, \bar x, \bar\xi)$: with
-       `at="protocol"`, $\bar x = 0$ (a task's mean input over the run after burn-in; the noise's
-       mean, 0) and $\bar\xi$ the drive (0 if none); with `at="zero"`, zero input and zero drive.
+       `at="protocol"`, the protocol's input: zero for the default (the task's inputs only carry
+       the states where the network computes), the constant drive or input, a named task's
+       mean input over the run after burn-in, the noise's mean (0); with `at="zero"`, zero input
+       and zero drive.
     4. **Minimisation** of $q(h) = \frac12\lVert F(h) - h\rVert^2$ from every initial state,
        batched (`dynlab.analyses.fixed_points.fixed_points`): minima with $q \le$ `q_max` are
        kept and deduplicated within the Euclidean distance `unique_tol`; a point is *fixed* if
        $q \le$ `q_tol`, else *slow*; eigenvalues of the Jacobian there, unstable directions
        ($|\mu| > 1 +$ `marginal_tol`) and the class (stable / marginal / saddle / unstable).
-    5. **What happened.** How many points were likely missed (Chao1 from the points found by one
-       run and by two, with a warning when it is 1 or more), and, when every minimum was
-       discarded, the smallest $q$ reached, how many runs stopped there and the `q_max` that
-       keeps it.
+    5. **What it can see.** How many points were likely missed (Chao1 from the points found by
+       one run and by two, with a warning when it is 1 or more); whether every start came from
+       one input condition (a protocol that is not a stream) and whether the starts taken as
+       visited all ended at one point (one basin): Chao1 cannot see the basins no start reached,
+       and the summary says how to sample more; and, when every minimum was discarded, the
+       smallest $q$ reached, how many runs stopped there and the `q_max` that keeps it.
+    6. **Confirmation** (`confirm`, [`dynlab.analyses.fixed_points.confirmation`][]). A second
+       search, from perturbations along the slowest directions of the points found near the
+       visited states, confirms the count of stable points there, or the output says it was not
+       confirmed and what the second search found that the first did not.
 
     **Precision.** `dtype="float64"` (default) minimises in float64, whatever `--x64` says (this
     analysis does not read it). Measured on a chaotic 256-unit tanh RNN ($g = 1.5$), BFGS from
@@ -179,9 +183,28 @@ def fixed_points_analysis(
     estimate loses accuracy over hundreds of rank-2 updates, and the fixed points would be
     reported as slow points. float32 halves the memory and time.
 
-    **Arguments** (besides the trajectory's `steps`, `burn_in`, `input`, `seed`): `ics`,
-    `scales`, `noise`, `at`, the tolerances `q_tol`, `q_max`, `unique_tol`, `marginal_tol`, the solver's
-    `max_steps` and `solver` (`"auto"`: BFGS up to 1024 state components, L-BFGS above).
+    Args:
+        ics: initial states of the minimisation per round (up to 3 rounds while points found
+            by one run remain), drawn from the visited states and probe trajectories.
+        steps: steps of the trajectory whose visited states start the minimisations.
+        burn_in: first steps of the trajectory left out of the visited states.
+        input: the input protocol that drives the trajectory, e.g. task=NAME, noise=0.1, drive=0.5,
+            constant=[1,0,0] or autonomous.
+        at: the input the points are those of: 'protocol' (zero for the default, the drive or
+            constant, a named task's mean input, the noise's mean) or 'zero' (zero input and drive).
+        noise: standard deviation of Gaussian noise added to every initial state (absolute).
+        scales: perturbations of the initial states, in state scales (root mean square per
+            component), shared out in turn; 0 keeps a visited state as it is. Wider scales reach farther basins.
+        q_tol: a minimum with speed q = |F(h) - h|^2 / 2 at most this is a fixed point, above it a slow point.
+        q_max: minima with a larger q are discarded; raise it to keep slower points (ghosts, slow manifolds).
+        unique_tol: minima closer than this (Euclidean) are one point.
+        marginal_tol: the band |mu| = 1 +- this of marginal Jacobian eigenvalues (unstable above, stable below).
+        max_steps: the most solver steps per minimisation.
+        solver: 'bfgs', 'lbfgs' or 'auto' (BFGS up to 1024 state components, L-BFGS above).
+        dtype: the precision of the minimisation ('float64' reaches rounding where float32 stalls).
+        confirm: run a second, independent sampling (perturbations along the slowest directions
+            of the points found) that confirms the count of stable points, or says it was not confirmed.
+        seed: seed of the task's or noise's input stream and of the initial states.
 
     **Returns:** the dataset of `dynlab.analyses.fixed_points.fixed_points` (dims `point`,
     `eigen`, `state`, `ic`) plus `state_label` (`state`); `beyond_visited` (`point`) and
@@ -191,15 +214,23 @@ def fixed_points_analysis(
     `trajectory_pcs` (`sample`, `pc`, at most 2000 evenly spaced states). The components are
     those of the whole run from the model's initial state, burn-in included, so that a
     trajectory that settles to a point shows its approach; attrs `protocol`,
-    `input`, `drive`, `at`, `steps`, `burn_in`, `ics`, `noise`, `seed`, `state_dim`.
+    `input`, `drive`, `at`, `steps`, `burn_in`, `ics`, `noise`, `seed`, `state_dim`; what the
+    sampling can see: `one_input_condition` (1: the protocol is not a stream), `start_points`
+    (the distinct points the unperturbed starts ended at) and `start_stable_points` (the stable
+    ones among them); the confirmation's attrs
+    ([`confirmation`][dynlab.analyses.fixed_points.confirmation.confirmation]: `confirmed` 1 or 0,
+    `confirm_n_stable`, `confirm_n_new_stable`, `confirm_n_missed_stable`, `confirm_n_ics`; with
+    `confirm=False`, `confirmed` is -1: not run).
     """
     from dynlab.analyses.state_map import run_in, state_map
 
-    check_fixed_points(model, steps=steps, burn_in=burn_in, ics=ics, at=at, noise=noise, scales=scales)
+    if isinstance(input, OwnTask) and isinstance(input.task, str):  # no task was named for the model: autonomous
+        input = input.resolved(None)
+    check_fixed_points(model, steps=steps, burn_in=burn_in, ics=ics, at=at, noise=noise, scales=scales, input=input)
     if dtype not in ("float64", "float32"):
         raise ConfigError(f"dtype must be 'float64' or 'float32'; got {dtype!r}")
     smap = state_map(model)
-    k_in = jax.random.split(jax.random.key(seed), 3)[0]
+    k_in, _, k_confirm = jax.random.split(jax.random.key(seed), 3)
     xs, xi = input.inputs(model, steps, k_in)
     run = np.asarray(run_in(smap, (xs, xi)))
     visited = run[burn_in:]
@@ -217,11 +248,28 @@ def fixed_points_analysis(
         step = jax.tree.map(lambda a: a.astype(dt) if isinstance(a, jax.Array) and jnp.issubdtype(a.dtype, jnp.floating) else a,
                             smap.step)
         u = (jnp.asarray(x_bar, dt), jnp.asarray(xi_bar, dt))
+        search = dict(q_tol=q_tol, q_max=q_max, unique_tol=unique_tol, marginal_tol=marginal_tol,
+                      max_steps=max_steps, solver=solver)
         ds = fixed_points_from_visited(step, jnp.asarray(visited, dt), u, ics=ics, scales=scales, noise=noise,
-                                       seed=seed, q_tol=q_tol, q_max=q_max, unique_tol=unique_tol,
-                                       marginal_tol=marginal_tol, max_steps=max_steps, solver=solver)
-
-    ds = mark_beyond_visited(ds, visited)
+                                       seed=seed, **search)
+        ds = mark_beyond_visited(ds, visited)
+        ds.attrs.update(sampling(ds, input))
+        near = ~ds.beyond_visited.values
+        edges = near & np.isin(ds.stability.values.astype(str), ("stable", "saddle"))  # where basins meet
+        around = ds.points.values[edges if edges.any() else near]
+        starts = confirming_starts(step, jnp.asarray(around, dt), u, visited, k_confirm) \
+            if confirm and len(around) else np.zeros((0, smap.dim))
+        if not confirm:
+            ds.attrs.update(confirmed=-1)
+        elif len(starts):  # the second sampling: its own starts, the same search
+            with warnings.catch_warnings():  # its Chao1 is not the result's
+                warnings.simplefilter("ignore")
+                second = fixed_points(step, jnp.asarray(starts, dt), u, **search)
+            ds.attrs.update(confirmation(ds, second, visited, unique_tol))
+        else:
+            ds.attrs.update(confirmed=0, confirm_n_ics=0, confirm_n_stable=0, confirm_n_new_stable=0,
+                            confirm_n_missed_stable=0)
+        ds.attrs["reading"] = fixed_points_reading(ds, "q_max")
     # the whole run, burn-in included: a trajectory that settles shows its approach to the point
     mean, comps, ratio = principal_components(run)
     samples = run[np.linspace(0, run.shape[0] - 1, min(PCA_ROWS, run.shape[0])).round().astype(int)]
@@ -246,3 +294,14 @@ def fixed_points_analysis(
         "noise": float(noise),
         "state_dim": smap.dim,
     })
+
+
+def sampling(ds: xr.Dataset, input: Protocol) -> dict:
+    """What the starts of a search could see: ``one_input_condition`` (1 when ``input`` is not a
+    stream: one trajectory under one input), ``start_points`` and ``start_stable_points`` (the
+    distinct points, and stable points, that the unperturbed starts, scale 0, ended at)."""
+    scale = np.asarray(ds["ic_scale"].values)
+    reached = np.unique(ds["ic_point"].values[(scale == 0) & (ds["ic_point"].values >= 0)])
+    stable = np.asarray(ds["stability"].values, dtype=str)[reached] == "stable" if len(reached) else np.zeros(0, bool)
+    return {"one_input_condition": int(not input.stream), "start_points": len(reached),
+            "start_stable_points": int(stable.sum())}

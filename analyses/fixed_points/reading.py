@@ -7,7 +7,7 @@ import xarray as xr
 
 from dynlab.analyses.fixed_points.coverage import unseen_points
 
-__all__ = ["continuum", "fixed_points_reading", "nothing_kept"]
+__all__ = ["caveats", "continuum", "fixed_points_reading", "found", "nothing_kept"]
 
 WORDS = {1: "one", 2: "two", 3: "three", 4: "four"}
 
@@ -42,7 +42,30 @@ def nothing_kept(ds: xr.Dataset, option: str = "--q-max") -> str:
             f"where {runs} of {n_ics} runs stopped (one slow point); {option} {keeps:.0e} keeps it")
 
 
+def caveats(ds: xr.Dataset) -> str:
+    """What the reading line adds about the count's reach: that every start came from one basin
+    (attr ``start_points`` 1) unless a second sampling confirmed the count, and that a second sampling did not confirm it (attr ``confirmed`` 0,
+    [`dynlab.analyses.fixed_points.confirmation`][]); ``""`` otherwise."""
+    if ds.sizes.get("point", 0) == 0:
+        return ""
+    text = ""
+    if int(ds.attrs.get("start_points", 2)) <= 1 and int(ds.attrs.get("confirmed", -2)) != 1:
+        text += "; every start came from one basin, so others may be unseen"
+    if int(ds.attrs.get("confirmed", -2)) == 0 and int(ds.attrs.get("confirm_n_ics", 0)):
+        new, missed = int(ds.attrs["confirm_n_new_stable"]), int(ds.attrs["confirm_n_missed_stable"])
+        text += ("; not confirmed by a second sampling ("
+                 + ", ".join(([f"{new} more stable"] if new else []) + ([f"{missed} not found again"] if missed else []))
+                 + ")")
+    return text
+
+
 def fixed_points_reading(ds: xr.Dataset, option: str = "--q-max") -> str:
+    r"""One line saying what a fixed-points dataset found, computed from its numbers: [`found`][],
+    then its [`caveats`][]."""
+    return found(ds, option) + caveats(ds)
+
+
+def found(ds: xr.Dataset, option: str = "--q-max") -> str:
     r"""One line saying what a fixed-points dataset found, computed from its numbers.
 
     - no point kept: [`nothing_kept`][] (the smallest $q$ reached, the runs that stopped there,
@@ -72,7 +95,7 @@ def fixed_points_reading(ds: xr.Dataset, option: str = "--q-max") -> str:
         fixed = int(np.asarray(near["is_fixed"].values).sum())
         near.attrs.update(n_fixed=fixed, n_slow=near.sizes["point"] - fixed, n_found_once=once, n_found_twice=twice,
                           n_unseen_estimate=unseen)
-        return fixed_points_reading(near, option) + "; " + far
+        return found(near, option) + "; " + far
     classes = np.asarray(ds["stability"].values, dtype=str)
     unstable_dirs = np.asarray(ds["n_unstable"].values)
     n_fixed, n_slow = int(ds.attrs.get("n_fixed", n)), int(ds.attrs.get("n_slow", 0))
