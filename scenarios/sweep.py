@@ -29,6 +29,7 @@ same scenario continues it (and, when it is complete, only merges it again).
 from __future__ import annotations
 
 import contextlib
+import logging
 from pathlib import Path
 from typing import Callable
 
@@ -83,13 +84,30 @@ def dask_client(workers: int | None = None, scheduler: str | None = None):
             client.close()
         return
     # The scheduler's HTTP server on a free local port: not 0.0.0.0:8787, which warns when taken.
-    local = dict(threads_per_worker=1, dashboard_address="127.0.0.1:0")
+    # silence_logs: a cell's error is dynlab's to report (the cell's status, or one line when it stops
+    # the sweep, e.g. a full disk); Dask's "Compute Failed" block with the traceback came before it.
+    local = dict(threads_per_worker=1, dashboard_address="127.0.0.1:0", silence_logs=logging.CRITICAL)
     if workers is not None:
         cluster = LocalCluster(n_workers=workers, processes=True, **local)
     else:
         cluster = LocalCluster(n_workers=1, processes=False, **local)
-    with cluster, Client(cluster) as client:
+    with cluster, Client(cluster) as client, _quiet_workers():
         yield client
+
+
+@contextlib.contextmanager
+def _quiet_workers():
+    """The in-process worker's loggers at CRITICAL while the block runs (``silence_logs`` sets only
+    the handlers Dask installed, which a host application may have replaced), restored after."""
+    loggers = [logging.getLogger(n) for n in ("distributed.worker", "distributed.worker.state_machine")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
 
 
 def cell_dir(out_dir: Path, cell: Cell) -> Path:

@@ -483,3 +483,21 @@ def test_a_plugin_interrupting_its_import_is_named(tmp_path, monkeypatch):
     res = invoke(["list", "units"], tmp_path)
     assert res.exit_code == 130 and "Traceback" not in res.stderr, (res.exit_code, res.stderr)
     assert res.stderr.strip().startswith("aborted while importing dynlab plug-in 'interrupting' (interrupting_plugin)")
+
+
+def test_a_full_disk_during_a_sweep_is_only_its_one_line(tmp_path, monkeypatch, caplog):
+    """Dask's "Compute Failed" block, with the traceback, was printed before the one line."""
+    import errno
+
+    from cli_runner import TINY_CELL
+    from dynlab import store
+
+    def full(run_dir, *args, **kwargs):
+        raise store.storage_error(OSError(errno.ENOSPC, "No space left on device"), run_dir / store.METRICS)
+
+    monkeypatch.setattr(store, "save_checkpoint", full)
+    (tmp_path / "s.toml").write_text(TINY_CELL + "[sweep]\nseed = [0]\n")
+    res = invoke(["run", "s.toml", "--out", "o", "-q"], tmp_path)
+    one_line_error(res, "metrics.nc': the file system is full")
+    failed = [r.getMessage() for r in caplog.records if "Compute Failed" in r.getMessage()]
+    assert not failed, failed  # not logged at all, so no handler prints it
