@@ -109,7 +109,7 @@ def fixed_points_figure(ds: xr.Dataset):
                 ax_p.axhline(pts[i, 0], color=COLOURS.get(classes[i], "k"), ls="-" if fixed[i] else ":")
                 drawn.append((classes[i], bool(fixed[i])))
         ax_p.set_title("points in the trajectory's principal components"
-                       + (f"\n({outside} beyond the visited states: at the edge, pointing to them)" if outside else ""),
+                       + (f"\n({outside} outside these axes: on the edge, pointing to them)" if outside else ""),
                        fontsize=10)
     elif n_points:  # a dataset of the core alone: the points in their own coordinates
         pts = ds["points"].values
