@@ -73,6 +73,26 @@ integer; an integer is a float), and every float finite unless its annotation sa
 _BOUNDS = {"gt": ">", "ge": ">=", "lt": "<", "le": "<="}
 
 
+def bare(annotation: Any) -> Any:
+    """``annotation`` without ``Annotated`` (its bounds and markers)."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        return typing.get_args(annotation)[0]
+    return annotation
+
+
+def describe(annotation: Any) -> str:
+    """An annotation in words (``"int"``, ``"one of 'a', 'b'"``, ``"float or None"``)."""
+    annotation = bare(annotation)
+    origin = typing.get_origin(annotation)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(annotation))
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(describe(a) for a in typing.get_args(annotation))
+    if annotation is type(None):
+        return "None"
+    return getattr(annotation, "__name__", str(annotation))
+
+
 def _basic(annotation: Any) -> bool:
     """Is ``annotation`` made of what a config can hold (numbers, strings, booleans, ``None``,
     ``Literal``, lists, tables, ``Any``)? Other types (a task, a callable) are not config values."""
@@ -145,8 +165,6 @@ def check_value(where: str, annotation: Any, value: Any, *, shown: str | None = 
             items = value if isinstance(value, (list, tuple)) else [value]
             kind = "an integer" if all(isinstance(v, int) and not isinstance(v, bool) for v in items) else "a number"
             raise ConfigError(f"{where} must be {kind} {bounds}, got {shown}") from None
-        from dynlab.registry import describe
-
         raise ConfigError(f"{where} must be {describe(annotation)}{f' {bounds}' if bounds else ''}, got {shown}") from None
 
 

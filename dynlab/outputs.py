@@ -39,7 +39,7 @@ from typing import Literal
 import warnings
 from collections.abc import Iterable
 
-__all__ = ["KINDS", "Kind", "Output", "OutputsWarning", "REDUCTIONS", "STEP_DIMS", "bounds_of", "check_dataset", "final", "metric_outputs",
+__all__ = ["KINDS", "Kind", "Output", "OutputsWarning", "REDUCTIONS", "STEP_DIMS", "bounds_of", "check_dataset", "final", "group_outputs", "metric_outputs",
            "mismatch", "training_outputs"]
 
 Kind = Literal["real", "fraction", "count", "exact", "field"]
@@ -63,7 +63,7 @@ class Output:
         optional: written only under some options or inputs (a task's metric, a null that was asked
             for); [`mismatch`][] does not require it.
         dissimilarity: a distance between runs (dims ``run``, ``run_b``): an analysis across cells
-            adds its means by group ([`dynlab.scenarios.across.group_outputs`][]).
+            adds its means by group ([`group_outputs`][]).
         leading: dims that some calls put before ``dims`` (``grad-compare``'s ``pair`` when it
             compares three or more rules; with two it has one pair and drops the dim).
     """
@@ -169,14 +169,25 @@ def training_outputs(metrics: Iterable[str] | None = None) -> tuple[Output, ...]
     """The training curves a run writes ([`dynlab.train`][]'s ``metrics.nc``), as a cell's outputs
     under the ``train_`` prefix: per optimiser step (``step``) the batch ``loss``, the task's metric,
     ``grad_norm`` and ``lr``; per evaluation (``eval_step``) ``eval_loss`` and ``eval_<metric>``.
-    ``metrics``: the metric names that can occur (default: the registered losses')."""
-    if metrics is None:
-        from dynlab import registry
-
-        metrics = sorted({entry.obj.metric_name for entry in registry.entries("loss")})
+    ``metrics``: the metric names that can occur (default: the built-in ones; a study passes its
+    registered losses' metrics)."""
     return (Output("loss", "real", ("step",), description="training loss of the batch, before the update"),
             *metric_outputs(("step",), metrics=metrics),
             Output("grad_norm", "real", ("step",), (0.0, math.inf), "gradient norm"),
             Output("lr", "real", ("step",), (0.0, math.inf), "learning rate"),
             Output("eval_loss", "real", ("eval_step",), description="held-out loss"),
             *metric_outputs(("eval_step",), "eval_", metrics))
+
+
+def group_outputs(outputs) -> tuple[Output, ...]:
+    """The variables [`dynlab.scenarios.across.by_group`][] adds for each dissimilarity among ``outputs`` (declared with
+    ``dissimilarity = True``, [`dynlab.outputs.Output`][]); present only when some group has several runs."""
+    out = []
+    for o in (o for o in outputs if o.dissimilarity):
+        out += [Output(f"{o.name}_by_group", o.kind, ("run_group", "run_group_b"), o.bounds, optional=True,
+                       description=f"mean {o.name} between the runs of two groups"),
+                Output(f"{o.name}_within_minus_between", "real", ("run_group",), optional=True,
+                       description=f"mean {o.name} within a group minus its mean towards the other groups"),
+                Output(f"{o.name}_group_p_value", "fraction", ("run_group", "run_group_b"), optional=True),
+                Output(f"{o.name}_group_p_floor", "fraction", ("run_group", "run_group_b"), optional=True)]
+    return tuple(out)

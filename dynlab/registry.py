@@ -26,7 +26,7 @@ import types
 import typing
 from typing import Any, Callable, Literal
 
-from dynlab.config import check_value
+from dynlab.config import bare, check_value, describe
 from dynlab.errors import ConfigError, UnknownNameError
 from dynlab.option_groups import fold_legacy, group_of, parse_group, parse_groups
 from dynlab.outputs import Output, check_dataset
@@ -285,26 +285,6 @@ def defaults(obj: Any, *, exclude: tuple[str, ...] = ("key", "self")) -> dict[st
     return {n: p.default for n, p in config_keys(obj, exclude=exclude).items() if p.default is not p.empty}
 
 
-def _unwrap(annotation: Any) -> Any:
-    """``annotation`` without ``Annotated`` (its bounds and markers)."""
-    if typing.get_origin(annotation) is typing.Annotated:
-        return typing.get_args(annotation)[0]
-    return annotation
-
-
-def describe(annotation: Any) -> str:
-    """An annotation in words (``"int"``, ``"one of 'a', 'b'"``, ``"float or None"``)."""
-    annotation = _unwrap(annotation)
-    origin = typing.get_origin(annotation)
-    if origin is Literal:
-        return "one of " + ", ".join(repr(a) for a in typing.get_args(annotation))
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join(describe(a) for a in typing.get_args(annotation))
-    if annotation is type(None):
-        return "None"
-    return getattr(annotation, "__name__", str(annotation))
-
-
 def check_config(where: str, obj: Any, config: dict[str, Any], *, extra: dict | None = None,
                  exclude: tuple[str, ...] = ("key", "self")) -> None:
     """Validate ``config`` against ``obj``'s keyword parameters (plus ``extra`` parameters).
@@ -406,7 +386,7 @@ def value_kinds(annotation: Any) -> dict:
     found: dict = {"scalars": set(), "words": [], "none": False, "list": None}
 
     def visit(a):
-        a = _unwrap(a)
+        a = bare(a)
         origin = typing.get_origin(a)
         if origin in (typing.Union, types.UnionType):
             for arg in typing.get_args(a):
@@ -417,7 +397,7 @@ def value_kinds(annotation: Any) -> dict:
             found["none"] = True
         elif origin in (list, tuple, collections.abc.Sequence) or a in (list, tuple):
             items = [i for i in typing.get_args(a) if i is not Ellipsis]
-            found["list"] = _unwrap(items[0]) if items else float
+            found["list"] = bare(items[0]) if items else float
         else:
             found["scalars"].add(a)
 

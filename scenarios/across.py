@@ -29,7 +29,6 @@ import xarray as xr
 from dynlab import config as cfgmod
 from dynlab import registry, store
 from dynlab.figures import format_value, key_label
-from dynlab.outputs import Output
 from dynlab.scenarios.cell import _sha256, marker_digest, one_line
 from dynlab.scenarios.spec import Scenario, analysis_options, cell_name, cell_values, entry_selects
 
@@ -124,20 +123,6 @@ def by_group(ds: xr.Dataset) -> xr.Dataset:
         ds[f"{var}_group_p_floor"] = (group_pair, floor, {
             "units": "1", "long_name": "the smallest p-value the permutation test allows with these groups' runs"})
     return ds.assign_coords(run_group=("run_group", names), run_group_b=("run_group_b", names))
-
-
-def group_outputs(outputs) -> tuple[Output, ...]:
-    """The variables [`by_group`][] adds for each dissimilarity among ``outputs`` (declared with
-    ``dissimilarity = True``, [`dynlab.outputs.Output`][]); present only when some group has several runs."""
-    out = []
-    for o in (o for o in outputs if o.dissimilarity):
-        out += [Output(f"{o.name}_by_group", o.kind, ("run_group", "run_group_b"), o.bounds, optional=True,
-                       description=f"mean {o.name} between the runs of two groups"),
-                Output(f"{o.name}_within_minus_between", "real", ("run_group",), optional=True,
-                       description=f"mean {o.name} within a group minus its mean towards the other groups"),
-                Output(f"{o.name}_group_p_value", "fraction", ("run_group", "run_group_b"), optional=True),
-                Output(f"{o.name}_group_p_floor", "fraction", ("run_group", "run_group_b"), optional=True)]
-    return tuple(out)
 
 
 def run_across(scenario: Scenario, out_dir: Path, cell_dirs: list[Path], infos: list[dict | None]) -> dict[str, dict]:

@@ -845,6 +845,11 @@ def claim_coordinates(scenario: Scenario) -> dict[str, dict[str, list | None]]:
               for e in scenario.across}
     return {"sweep": sweep, **across}
 
+def loss_metrics() -> list[str]:
+    """The metric names of the registered losses (a plug-in's included): what a cell's training
+    curves can hold ([`dynlab.outputs.training_outputs`][])."""
+    return sorted({entry.obj.metric_name for entry in registry.entries("loss")})
+
 
 def claim_outputs(scenario: Scenario) -> tuple[dict[str, tuple[str, ...]], dict[str, dict[str, Output]]]:
     """What the scenario's claims can name, per dataset ([`dynlab.scenarios.declared_claims.check_claims`][]):
@@ -853,9 +858,9 @@ def claim_outputs(scenario: Scenario) -> tuple[dict[str, tuple[str, ...]], dict[
     ([`dynlab.outputs.training_outputs`][]) and each analysis's ``<analysis>_<name>`` over the sweep
     axes, ``stage`` when its entry names stages, and its own dims ``<analysis>_<dim>``; in an
     analysis across cells, its outputs and their means by group
-    ([`dynlab.scenarios.across.group_outputs`][]). ``prefixes``: the sweep's variable prefixes of
+    ([`dynlab.outputs.group_outputs`][]). ``prefixes``: the sweep's variable prefixes of
     analyses that declare no outputs (a plug-in's), checked by their prefix only."""
-    from dynlab.scenarios.across import group_outputs
+    from dynlab.outputs import group_outputs
 
     axes = tuple(axis_coordinates(scenario.axes))
 
@@ -863,7 +868,7 @@ def claim_outputs(scenario: Scenario) -> tuple[dict[str, tuple[str, ...]], dict[
         return dataclasses.replace(output, name=f"{prefix}_{output.name}",
                                    dims=(*outer, *(f"{prefix}_{d}" for d in output.dims)))
 
-    sweep = {o.name: o for o in (renamed(t, "train", axes) for t in training_outputs())}
+    sweep = {o.name: o for o in (renamed(t, "train", axes) for t in training_outputs(loss_metrics()))}
     undeclared = []
     for entry in scenario.cell_analyses:
         analysis = registry.get("analysis", entry["name"])

@@ -30,13 +30,12 @@ import math
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from dynlab import budget
 from dynlab.errors import ConfigError, require_positive
 from dynlab.registry import register
 from dynlab.tasks.base import Task
-from dynlab.teachers.base import Teacher
+from dynlab.teachers.base import Teacher, stand_in
 from dynlab.teachers.flipflop import flipflop_teacher
 from dynlab.teachers.lorenz import Lorenz63
 from dynlab.teachers.network import chaotic_rnn, line_attractor
@@ -85,12 +84,6 @@ def _made(build):
         return stand_in(eqx.filter_eval_shape(build))
     with jax.ensure_compile_time_eval():
         return build()
-
-
-def stand_in(shapes):
-    """A module whose arrays are zeros of the shapes ``shapes`` gives (NumPy, so that making them runs
-    nothing): what a check evaluates abstractly in place of weights it need not draw."""
-    return jax.tree.map(lambda a: np.zeros(a.shape, a.dtype) if isinstance(a, jax.ShapeDtypeStruct) else a, shapes)
 
 
 class TeacherTask(Task):
@@ -145,7 +138,7 @@ class ChaoticRNNTeacherTask(TeacherTask):
     $0.026$ $[0.014, 0.038]$; seed 2: $-0.020$ $[-0.042, 0.001]$; seed 3: $0.001$ $[-0.009, 0.010]$
     (and at $N = 500$: $-0.000$, $0.025$, $0.010$, $-0.050$). Seed 1 is the first whose $\\lambda_1$ is
     resolved above 0, so the default teacher is chaotic (``tests/test_teachers.py`` checks it).
-    Mean-field theory gives $\lambda_{max}\tau = 0.0467$ for $N \to \infty$
+    Mean-field theory gives $\\lambda_{max}\\tau = 0.0467$ for $N \\to \\infty$
     ([`dmft_lambda_max`][dynlab.teachers.dmft.dmft_lambda_max]); networks simulated apart from dynlab
     approach it from below as $N$ grows (mean over 4 networks 0.006 at $N = 200$, 0.029 at 1,000,
     0.044 at 2,000: ``benchmarks/dmft.py``), so at $N = 200$ the finite-size error is as large as

@@ -22,6 +22,7 @@ import json
 
 import equinox as eqx
 import jax
+import numpy as np
 from jaxtyping import Array, PRNGKeyArray
 
 
@@ -67,3 +68,9 @@ class Teacher(eqx.Module):
             return h, (h, y)
 
         return jax.lax.scan(body, self.initial_state() if h0 is None else h0, xs)[1]
+
+
+def stand_in(shapes):
+    """A module whose arrays are zeros of the shapes ``shapes`` gives (NumPy, so that making them runs
+    nothing): what a check evaluates abstractly in place of weights it need not draw."""
+    return jax.tree.map(lambda a: np.zeros(a.shape, a.dtype) if isinstance(a, jax.ShapeDtypeStruct) else a, shapes)

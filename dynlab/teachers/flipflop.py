@@ -34,6 +34,7 @@ import jax
 from dynlab.errors import ConfigError
 from dynlab.tasks.base import Task
 from dynlab.teachers.cache import cache_dir, require_writable
+from dynlab.teachers.base import stand_in
 from dynlab.teachers.network import NetworkTeacher
 
 MAX_TRAIN_STEPS = 100_000
@@ -86,8 +87,6 @@ def flipflop_teacher(*, bits: int = 3, hidden: int = 64, steps: int = 1500, leng
         if _complete(run_dir, steps):
             exp = experiment.load_run(run_dir)
         elif experiment.checking():  # a study being checked: the network's shapes stand in, nothing trains
-            from dynlab.tasks.teachers import stand_in
-
             exp = experiment.build(config, training=False, weights=False)  # checked to train just above
             exp = dataclasses.replace(exp, model=stand_in(exp.model))
         else:
