@@ -122,6 +122,12 @@ def _as_annotated(value: Any, annotation: Any) -> Any:
     return value
 
 
+def _admits_float(annotation: Any) -> bool:
+    """Does the annotation take a float anywhere (as itself, in a union, as a sequence's items)?"""
+    annotation = bare(annotation)
+    return annotation is float or any(_admits_float(a) for a in typing.get_args(annotation) if a is not Ellipsis)
+
+
 def bounds_text(annotation: Any) -> str:
     """The bounds an annotation declares, in words (``">= 1 and < 10"``), looked for through unions
     and the item types of sequences; ``""`` when it declares none."""
@@ -155,15 +161,19 @@ def check_value(where: str, annotation: Any, value: Any, *, shown: str | None = 
     try:
         _adapter(annotation).validate_python(_as_annotated(value, annotation))
     except ValidationError as e:
-        shown = repr(value) if shown is None else repr(shown)
+        shown_text, shown = shown, repr(value) if shown is None else repr(shown)
         errors = e.errors()
         if any(err["type"] == "finite_number" for err in errors) or (isinstance(value, float) and not math.isfinite(value)):
             raise ConfigError(f"{where} is {value}: give a finite number") from None
         bounds = bounds_text(annotation)
-        if bounds and any(err["type"] in ("greater_than", "greater_than_equal", "less_than", "less_than_equal")
-                          for err in errors):
-            items = value if isinstance(value, (list, tuple)) else [value]
-            kind = "an integer" if all(isinstance(v, int) and not isinstance(v, bool) for v in items) else "a number"
+        out_of_range = [err for err in errors
+                        if err["type"] in ("greater_than", "greater_than_equal", "less_than", "less_than_equal")]
+        if bounds and out_of_range:
+            index = next((i for i in out_of_range[0]["loc"] if isinstance(i, int)), None)
+            if isinstance(value, (list, tuple)) and index is not None:  # the item out of range, as written
+                texts = str(shown_text).split(",") if shown_text is not None else None
+                shown = repr(texts[index].strip() if texts and len(texts) == len(value) else value[index])
+            kind = "a number" if _admits_float(annotation) else "an integer"
             raise ConfigError(f"{where} must be {kind} {bounds}, got {shown}") from None
         raise ConfigError(f"{where} must be {describe(annotation)}{f' {bounds}' if bounds else ''}, got {shown}") from None
 
