@@ -242,7 +242,7 @@ def fixed_points_analysis(
     else:
         x_bar, xi_bar, where = input.mean_input(model, xs[burn_in:])
 
-    x64 = dtype == "float64"
+    x64 = dtype == "float64" or jax.config.jax_enable_x64  # a model loaded under x64: work in float64
     with jax.enable_x64(x64):
         dt = jnp.float64 if x64 else jnp.float32
         step = jax.tree.map(lambda a: a.astype(dt) if isinstance(a, jax.Array) and jnp.issubdtype(a.dtype, jnp.floating) else a,
