@@ -33,12 +33,14 @@ statement = "lambda_1 below 10 after training"
 variable = "lyapunov_largest_mean"
 where = { stage = "trained" }
 below = 10.0
+gate = false  # about every trained network, learned or not (10 steps do not learn the task)
 [[claims]]
 id = "grows"
 statement = "lambda_1 above 10 after training"
 variable = "lyapunov_largest_mean"
 where = { stage = "trained" }
 above = 10.0
+gate = false
 """
     (root / "study.toml").write_text(scenario_text().replace("[sweep]", claims + "\n[sweep]"))
     r = invoke(["run", "study.toml", "--out", "out", "-q"], root)
