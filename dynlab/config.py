@@ -146,7 +146,7 @@ def bounds_text(annotation: Any) -> str:
     return ""
 
 
-def check_value(where: str, annotation: Any, value: Any, *, shown: str | None = None) -> None:
+def check_value(where: str, annotation: Any, value: Any, *, shown: Any = None) -> None:
     """Check ``value`` against its annotation with pydantic (strict mode, ``_STRICT``): its type,
     its bounds (``annotated_types``, [`Range`][]) and that it is finite (unless ``FloatOrInf``).
 
@@ -261,7 +261,7 @@ def parse_number(name: str, text, *, integer: bool = False, minimum: float | Non
     if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
         raise ConfigError(f"{name} must be {kind}, got {text!r}")
     bounds = Range(minimum=minimum, maximum=maximum, above=above, below=below)
-    check_value(name, Annotated[int if integer else float, bounds], value, shown=str(text))
+    check_value(name, Annotated[int if integer else float, bounds], value, shown=text)
     check_numbers(name, value)  # within the bounds, still at most 64 bits (--steps 2^70 was accepted)
     return value
 

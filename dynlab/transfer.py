@@ -191,11 +191,11 @@ class Transfer:
         except UnknownNameError as e:
             raise ConfigError(f"{where}.kind: {e}") from None
         options = {k: v for k, v in table.items() if k != "kind"}
-        registry.check_config(where, fn, options, extra=TABLE_KEYS, exclude=TRANSFER_ARGUMENTS)
         for section, example in (("task", "{rotate = 45}"), ("train", "{lr = 1e-3}")):
             if not isinstance(options.get(section, {}), dict):
                 raise ConfigError(f"{where}.{section} must be a table of {section} keys, e.g. {section} = {example}, "
                                   f"got {options[section]!r}")
+        registry.check_config(where, fn, options, extra=TABLE_KEYS, exclude=TRANSFER_ARGUMENTS)
         if "steps" in options.get("train", {}):
             raise ConfigError(f"{where}.train.steps: the training steps after the transfer are {where}.steps")
         return cls(table["kind"], {k: v for k, v in options.items() if k not in TABLE_KEYS},

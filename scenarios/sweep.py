@@ -146,7 +146,8 @@ def check_out_dir(scenario: Scenario, out_dir: Path, *, resume: bool) -> None:
     """
     out_dir = Path(out_dir)
     existing = out_dir / SCENARIO
-    held = sorted(n for n in store.RUN_FILES if (out_dir / n).exists())
+    # a claim alone is the directory this command claimed for the sweep (no --out): not a run's files
+    held = sorted(n for n in store.RUN_FILES - {store.CLAIM} if (out_dir / n).exists())
     if held and not existing.exists():  # a training or imported run: a sweep's files never go beside its own
         raise ConfigError(f"{str(out_dir)!r} already holds a run ({', '.join(held[:3])}); a sweep writes into a new or "
                           "empty directory: choose another --out")
