@@ -285,6 +285,20 @@ def activity_analysis(
     `component` (e.g. `"layer0.h"`: layer 0's activity, which for the ELM network is its
     neurons' outputs $a_t$) are analysed. The other options are
     [`activity_statistics`][]'s. Adds attrs `component`, `protocol`, `steps`, `burn_in`, `seed`.
+
+    Args:
+        component: the state component analysed, by its label in the model's state map (e.g. `layer0.h`).
+        steps: steps of the trajectory that are analysed.
+        burn_in: steps run first and left out (the transient).
+        drive: a constant input to every step (None: autonomous, or the task's inputs with `task`).
+        task: a task whose inputs drive the model.
+        seed: the seed of the initial state and the task's inputs.
+        threshold: a neuron is active where its activity exceeds this value.
+        events: what counts as an event: `active` (every active step) or `onset` (a step that
+            becomes active).
+        window: the counting window in steps (Fano factor, count correlations).
+        correlation_of: what pairs of neurons are correlated: `counts` (per window) or `activity`.
+        bins: histogram bins of the pairwise correlations on [-1, 1].
     """
     from dynlab.analyses.state_map import protocol_inputs, protocol_name, run_in, state_map
 

@@ -362,7 +362,11 @@ def trw_analysis(model, *, task=TASK, n_shuffle: Count = 200, scales: Sequence[i
             the stream length.
         dilation: exponent m; the stream is dilated by $3^m$ (τ-extensible units rescaled when
             ``extend``: ``how="shift"`` scales their τ window, ``"extend"`` extends their τ range).
-        entries, warmup, frac, seed, batch_size: see the module docstring / [`scramble_correlations`][].
+        extend: with a dilation, rescale the τ-extensible units by $3^m$ (``how`` says how); without
+            it they run unchanged on the dilated stream.
+        how: how τ-extensible units are rescaled for a dilation: shift (scale their τ window) or
+            extend (extend their τ range).
+        seed, batch_size: see the module docstring / [`scramble_correlations`][].
 
     Returns a dataset with ``correlation[layer, scale, shuffle]``, its mean and std over shuffles,
     ``s50[layer]`` (steps), ``log3_s50``, ``s50_censored``; for What × When units (every cell pools
@@ -579,6 +583,17 @@ def accuracy_vs_dilation(model, *, task=None, dilations=range(7), mode: str | No
     every unit (``benchmarks/dilation.py``, 2 cores, 3^6: 3.4–4.4 s per diagonal network);
     ``"sequence"`` uses the time-parallel layer path one sequence at a time (``lax.map``): 2.4–2.6 s
     for the diagonal networks (Nets 3–5) with shifted τ windows, meant for them and for accelerators.
+
+    Args:
+        task: a ``hierarchical-language`` task (its grammar seed and mode); default a fresh one.
+        dilations: the exponents m of the dilations 3^m at which the accuracy is measured.
+        mode: dilation mode, pulse or hold (default: the task's).
+        extend: rescale the τ-extensible units by $3^m$ (``how`` says how); without it they run
+            unchanged on the dilated inputs.
+        method: how the network runs the sequences: scan (the Cell step, sequences batched) or
+            sequence (the time-parallel layer path, one sequence at a time).
+        how: how τ-extensible units are rescaled: shift (scale their τ window) or extend (extend
+            their τ range at the slow end).
     """
     from dynlab.tasks.hierarchical import check_exponent
 

@@ -68,6 +68,11 @@ def weight_eigs_analysis(
 
     ``others`` maps labels to further models (e.g. a non-adaptive network trained alike, Fig. 5e);
     the ``matrix`` coordinate is ``<label>:layer<i>.w_hh``.
+
+    Args:
+        others: further models by label, whose eigenvalues are shown beside the model's.
+        label: the model's label in the ``matrix`` coordinate.
+        tol: an eigenvalue lies outside the unit circle when its modulus exceeds 1 + tol.
     """
     models = {label: model, **(others or {})}
     matrices = {}

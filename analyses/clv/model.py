@@ -145,6 +145,19 @@ def clv_analysis(
       `drive`, `state_dim`, `x64`, `diverged`, `readout`.
 
     Angles are in radians, growth rates per step (natural log).
+
+    Args:
+        qr: QR settings k=VECTORS,reortho_every=1 (k: the CLVs computed, 1 .. state dim, default 8;
+            reortho_every must be 1: Ginelli's backward pass needs every step's R).
+        steps: steps of the stretch whose CLVs are computed.
+        window: the most frames held in memory at a time (the backward pass runs window by window).
+        transient_forward: steps before the stretch, for the Gram-Schmidt frame to converge.
+        transient_backward: steps after the stretch, for the backward pass to converge.
+        input: input protocol: autonomous (default), drive=XI, task=NAME[,drive=XI] or
+            noise=STD[,seed=S].
+        snapshots: steps at which the CLVs and the Gram-Schmidt vectors are kept, evenly spaced.
+        seed: seed of the input streams and the initial frame.
+        x64: compute in float64.
     """
     from dynlab.analyses.state_map import state_map
 

@@ -93,6 +93,7 @@ def recovery_analysis(model, *, task="train", trials: int = 8, burn_in: int = 0,
         ics: initial states of the fixed-point search.
         realisations: initial states (the last states of the first trials) of the Lyapunov spectrum.
         steps: steps of each spectrum run at zero input, of which ``lyapunov_burn_in`` are not accumulated.
+        lyapunov_burn_in: first steps of each spectrum run that are not accumulated.
         null_draws: further input draws of the teacher, in pairs, for the DSA null (38 or more for a test at 5%).
         pcs: principal components each trajectory is observed on (DSA).
         n_delays: delays of the HAVOK embedding (DSA).

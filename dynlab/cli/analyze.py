@@ -96,31 +96,21 @@ def option_value(name: str, annotation, text: str):
 
 
 def parameter_help(doc: str) -> dict[str, str]:
-    """The docstring's ``Args:`` section as ``{parameter: its text}`` (``a, b: text`` gives both)."""
+    """The docstring's ``Args:`` (or ``Arguments:``, ``Parameters:``) section as ``{parameter: its
+    text}``, read by `docstring_parser`'s Google-style parser; ``a, b: text`` gives both, and a
+    text that runs over several lines is one line here. A docstring the parser refuses gives no
+    help ({}): a missing help line is what `tests/test_option_help.py` reports, not a crash."""
+    import docstring_parser
+
+    try:
+        params = docstring_parser.google.parse(doc).params
+    except docstring_parser.ParseError:
+        return {}
     helps: dict[str, str] = {}
-    lines = iter(doc.splitlines())
-    for line in lines:
-        if line.strip() in ("Args:", "Arguments:", "Parameters:"):
-            break
-    else:
-        return helps
-    indent, current = None, []
-    for line in lines:
-        if not line.strip():
-            break
-        depth = len(line) - len(line.lstrip())
-        indent = depth if indent is None else indent
-        match = re.match(r"\s*([A-Za-z_][\w, ]*):\s*(.*)", line)
-        if depth == indent and match:
-            current = [n.strip() for n in match.group(1).split(",")]
-            for n in current:
-                helps[n] = match.group(2)
-        elif depth > indent:
-            for n in current:
-                helps[n] += " " + line.strip()
-        else:
-            break
-    return {n: _plain(t) for n, t in helps.items()}
+    for param in params:
+        for name in param.arg_name.split(","):
+            helps[name.strip()] = _plain(" ".join((param.description or "").split()))
+    return helps
 
 
 def _plain(text: str) -> str:
