@@ -1,0 +1,28 @@
+r"""Continuation of fixed points through their bifurcations: the numerical core on any map.
+
+For a map $h \mapsto F(h, p)$ on $\mathbb{R}^N$ with a scalar parameter $p$, the fixed points
+$G(h, p) = F(h, p) - h = 0$ form curves (branches) in $(h, p)$. This package follows them by
+pseudo-arclength continuation and finds where they bifurcate:
+
+- [`settings`][dynlab.analyses.continuation.settings] — [`ContinuationSettings`][], every default once;
+- [`results`][dynlab.analyses.continuation.results] — [`Branch`][], [`SpecialPoint`][], [`Diagram`][],
+  [`FoldCurve`][]: frozen values of NumPy arrays;
+- [`system`][dynlab.analyses.continuation.system] — the curve $R(x) = 0$ and the bordered
+  linear algebra of its corrector, dense (`jax.jacfwd`) or matrix-free (JVPs, lineax GMRES);
+- [`multipliers`][dynlab.analyses.continuation.multipliers] — the eigenvalues of
+  $\partial F^k/\partial h$ along a branch (all of them, or the leading ones by Arnoldi);
+- [`branch`][dynlab.analyses.continuation.branch] — the predictor, corrector and adaptive steps,
+  and [`continue_branch`][];
+- [`detect`][dynlab.analyses.continuation.detect] — test functions of folds, flips,
+  Neimark–Sacker points and branch points, and their location to `locate_tol` in $p$.
+
+The functions take a JAX-traceable map `F(h, p) -> h` and return NumPy float64 values; they run
+inside `jax.enable_x64(True)` themselves (a map closing over float32 arrays is promoted). No
+option checking happens here: a registered analysis checks its options where they are parsed.
+"""
+
+from dynlab.analyses.continuation.branch import continue_branch
+from dynlab.analyses.continuation.results import SPECIAL_KINDS, Branch, Diagram, FoldCurve, SpecialPoint
+from dynlab.analyses.continuation.settings import ContinuationSettings
+
+__all__ = ["SPECIAL_KINDS", "Branch", "ContinuationSettings", "Diagram", "FoldCurve", "SpecialPoint", "continue_branch"]

@@ -1,0 +1,173 @@
+r"""Special points along a branch: their test functions, their detection and their location.
+
+Along a branch of fixed points of $F^k$ with multipliers $\mu_j$ (eigenvalues of
+$\partial F^k/\partial h$) and unit tangent $t = (t_h, t_p)$, a bifurcation is where a test
+function changes sign between two consecutive points:
+
+| kind | what happens | detected by | located as a root of |
+|---|---|---|---|
+| fold | a real $\mu$ through $+1$; the branch turns back in $p$ (two branches of fixed points meet) | $t_p$ changes sign | $t_p(s)$ |
+| branch point | a real $\mu$ through $+1$ without a turn: branches cross (pitchfork, transcritical) | $\det B$ changes sign | $\mu(s) - 1$ |
+| flip | a real $\mu$ through $-1$: a period-2 cycle is born | the count of real $\mu < -1$ | $\mu(s) + 1$ |
+| Neimark–Sacker | a complex pair through $\lvert\mu\rvert = 1$: an invariant circle is born | the count of complex $\lvert\mu\rvert > 1$ | $\lvert\mu(s)\rvert - 1$ |
+
+$B = \begin{pmatrix} G_h & G_p \\ t_h^\top & t_p \end{pmatrix}$ is the bordered Jacobian of
+$G = F^k - \mathrm{id}$. Its determinant is not formed: with $G_h t_h + G_p t_p = 0$ and
+$\lVert t\rVert = 1$, the Schur complement gives $\det B = \det G_h / t_p$, and
+$\det G_h = \prod_j (\mu_j - 1)$ has the sign $(-1)^{N}(-1)^{n_+}$, $n_+$ the number of real
+multipliers above 1 (complex pairs contribute $|\mu - 1|^2 > 0$). So
+$\operatorname{sign}\det B = (-1)^{N + n_+}\operatorname{sign} t_p$: at a fold both factors flip
+and $\det B$ keeps its sign; at a branch point only $n_+$ changes. (With every multiplier known,
+up to `dense_max`, this is exact; above, $n_+$ counts the leading multipliers.)
+
+**Location** is in the arclength $s$ along the tangent $t_i$ from point $i$: $x(s)$ is the
+corrected point on the hyperplane $t_i^\top(x - x_i - s\,t_i) = 0$ (so $x(\Delta s_i) = x_{i+1}$),
+and the test function of the kind is a continuous function of $s$ with a simple root in
+$[0, \Delta s_i]$. It is bracketed by the Illinois variant of regula falsi, with a bisection when
+a step does not halve the bracket, until the bracket is narrower than `locate_tol`/2: since
+$\lvert dp/ds\rvert \le 1$ for a unit tangent (to first order in the step), $|\Delta p| \le$
+`locate_tol`. A root that the test function does not bracket, or where it is not near 0, is dropped
+(a crossing of counts that is not a bifurcation: a complex pair turning real outside the circle).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+
+import numpy as np
+
+from dynlab.analyses.continuation.branch import Curve
+from dynlab.analyses.continuation.multipliers import REAL_TOL, leading, spectra
+from dynlab.analyses.continuation.results import Branch, SpecialPoint
+from dynlab.analyses.continuation.settings import ContinuationSettings
+from dynlab.analyses.continuation.system import FixedPoints, correct, unit_tangent
+
+__all__ = ["ROOT_TOL", "Located", "analyse", "crossings", "locate", "test_value"]
+
+ROOT_TOL = 1e-6
+"""A located point is kept only where its test function is below this in magnitude."""
+
+TARGET = {"fold": 1.0, "branch-point": 1.0, "flip": -1.0}
+"""The real multiplier that crosses at each kind (Neimark–Sacker: a complex one on the circle)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Located:
+    """A special point with what branch switching needs: the point `x`, its tangent `t`."""
+
+    point: SpecialPoint
+    x: np.ndarray
+    t: np.ndarray
+
+
+def _is_real(mu: np.ndarray) -> np.ndarray:
+    return np.abs(mu.imag) <= REAL_TOL * np.maximum(1.0, np.abs(mu))
+
+
+def crossing_multiplier(kind: str, mu: np.ndarray) -> complex:
+    """The multiplier of the kind's crossing: the real one nearest $\\pm1$, or the complex one
+    (positive imaginary part) nearest the unit circle."""
+    real = _is_real(mu)
+    if kind == "neimark-sacker":
+        cand = mu[~real & (mu.imag > 0)]
+        return complex(cand[np.argmin(np.abs(np.abs(cand) - 1))]) if len(cand) else complex(np.nan)
+    cand = mu[real].real
+    return complex(cand[np.argmin(np.abs(cand - TARGET[kind]))]) if len(cand) else complex(np.nan)
+
+
+def test_value(kind: str, t: np.ndarray, mu: np.ndarray | None) -> float:
+    """The kind's continuous test function at a point (tangent `t`, multipliers `mu`); see the module."""
+    if kind == "fold":
+        return float(t[-1])
+    m = crossing_multiplier(kind, mu)
+    if kind == "neimark-sacker":
+        return abs(m) - 1.0
+    return m.real - TARGET[kind]
+
+
+def crossings(curve: Curve, mus: list[np.ndarray]) -> list[tuple[str, int]]:
+    """Every (kind, i) whose test function changes sign between points i and i+1 (see the module)."""
+    tp = np.sign(curve.t[:, -1])
+    n_plus = np.array([np.sum(_is_real(m) & (m.real > 1)) for m in mus])
+    n_flip = np.array([np.sum(_is_real(m) & (m.real < -1)) for m in mus])
+    n_ns = np.array([np.sum(~_is_real(m) & (np.abs(m) > 1)) for m in mus])
+    det_sign = (-1.0) ** n_plus * tp
+    found = []
+    for i in range(len(mus) - 1):
+        if tp[i] * tp[i + 1] < 0:
+            found.append(("fold", i))
+        if det_sign[i] * det_sign[i + 1] < 0:
+            found.append(("branch-point", i))
+        if n_flip[i] != n_flip[i + 1]:
+            found.append(("flip", i))
+        if n_ns[i] != n_ns[i + 1]:
+            found.append(("neimark-sacker", i))
+    return found
+
+
+def locate(R: FixedPoints, kind: str, curve: Curve, i: int, mu_i: np.ndarray, settings: ContinuationSettings,
+           dense: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The point of `kind` between points i and i+1 of `curve` (see the module): (x, t, multipliers), or None."""
+    x_i, t_i = curve.x[i], curve.t[i]
+
+    def at(s):
+        x, ok, _ = correct(R, None, x_i + s * t_i, t_i, settings, dense)
+        if not ok:
+            return None
+        t, ok = unit_tangent(R, None, x, t_i, settings, dense)
+        if not ok:
+            return None
+        return x, t, spectra(R, x[None], dense, settings.n_multipliers)[0]
+
+    a, fa, end_a = 0.0, test_value(kind, t_i, mu_i), (x_i, t_i, mu_i)
+    b = float(t_i @ (curve.x[i + 1] - x_i))
+    end_b = at(b)
+    if end_b is None:
+        return None
+    fb = test_value(kind, end_b[1], end_b[2])
+    if not (np.isfinite(fa) and np.isfinite(fb)) or fa * fb > 0:
+        return None
+    width = abs(b - a)
+    for _ in range(200):
+        if abs(b - a) <= settings.locate_tol / 2 or fb == 0:
+            break
+        c = (a * fb - b * fa) / (fb - fa)
+        if abs(b - a) > width / 2 or not (min(a, b) < c < max(a, b)):
+            c, width = 0.5 * (a + b), abs(b - a)  # regula falsi stalled: bisect
+        end_c = at(c)
+        if end_c is None:
+            return None
+        fc = test_value(kind, end_c[1], end_c[2])
+        if fc * fb > 0:
+            b, fb, end_b = c, fc, end_c
+            fa *= 0.5  # Illinois: the kept end's value halved, so the next secant moves it
+        else:
+            a, fa, end_a, b, fb, end_b = b, fb, end_b, c, fc, end_c
+    best = end_b if abs(fb) <= abs(fa) else end_a
+    if abs(test_value(kind, best[1], best[2])) > ROOT_TOL:
+        return None
+    return best
+
+
+def analyse(R: FixedPoints, curve: Curve, settings: ContinuationSettings, dense: bool,
+            index: int) -> tuple[Branch, list[Located]]:
+    """The [`Branch`][dynlab.analyses.continuation.results.Branch] of a followed curve of fixed
+    points of $F^k$, and its located special points (numbered as branch `index`)."""
+    mus = spectra(R, curve.x, dense, settings.n_multipliers)
+    k = settings.n_multipliers
+    branch = Branch(p=curve.x[:, -1].copy(), h=curve.x[:, :-1].copy(),
+                    multipliers=np.stack([leading(m, k) for m in mus]),
+                    n_unstable=np.array([int(np.sum(np.abs(m) > 1)) for m in mus]), period=R.period)
+    located = []
+    for kind, i in crossings(curve, mus):
+        found = locate(R, kind, curve, i, mus[i], settings, dense)
+        if found is None:
+            warnings.warn(f"a {kind} between points {i} and {i + 1} of branch {index} could not be located; dropped",
+                          stacklevel=2)
+            continue
+        x, t, mu = found
+        point = SpecialPoint(kind=kind, p=float(x[-1]), h=x[:-1].copy(), multiplier=crossing_multiplier(kind, mu),
+                             branch=index, index=i)
+        located.append(Located(point, x, t))
+    return branch, located
