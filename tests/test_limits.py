@@ -242,6 +242,12 @@ def test_workers_are_capped_at_the_cores_naming_the_cap(tmp_path):
                    f"the {cores} core", f"--workers 1 to {cores}")
 
 
+@pytest.mark.parametrize("workers", ["0", "-1", "1.5"])
+def test_bad_worker_counts_are_one_line(tmp_path, workers):
+    """The worker count of the one process pool (Dask's, [`dynlab.scenarios.sweep.dask_client`][])."""
+    one_line_error(invoke(["run", "sith-trw", "--workers", workers], tmp_path), "--workers")
+
+
 def test_a_result_file_is_checked_before_it_is_read(tmp_path):
     import h5netcdf
 
