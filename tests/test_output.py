@@ -1,5 +1,5 @@
 """What the terminal and the figures show a reader (issue 23, item 5): progress bars that fit 80
-columns with a moving ETA, one-line warnings, result summaries, figures without hidden offset
+columns with the time remaining, one-line warnings, result summaries, figures without hidden offset
 labels and with censored values drawn as bounds."""
 
 import io
@@ -10,34 +10,44 @@ import matplotlib
 import numpy as np
 import pytest
 import xarray as xr
+from rich.console import Console  # the class itself, before a test replaces it
 
 from cli_runner import invoke
 from dynlab.cli import main
-from dynlab.cli.options import eta_seconds, progress_bar
+from dynlab.cli.options import progress_bar
 
 
-def test_eta_counts_down_between_updates_and_leaves_out_the_start():
-    # first update at t = 10 s with 0 done (after compiling), the last at t = 20 s with 10 of 30 done: 1 s per unit
-    assert eta_seconds(10, 30, at=20.0, first=(0, 10.0), now=20.0) == pytest.approx(20.0)
-    assert eta_seconds(10, 30, at=20.0, first=(0, 10.0), now=25.0) == pytest.approx(15.0)  # moving, no new update
-    assert eta_seconds(10, 30, at=20.0, first=(0, 10.0), now=60.0) == 0.0  # a late update: 0, not negative
-    assert eta_seconds(10, None, at=20.0, first=(0, 10.0), now=20.0) is None  # no total yet
-    assert eta_seconds(0, 30, at=10.0, first=(0, 10.0), now=12.0) is None  # nothing done since the first update
+def _bar_output(monkeypatch, updates) -> list[str]:
+    """The lines the progress bar draws (80 columns, not a terminal: drawn once, at the end) after
+    ``updates``: ``(time, done, total, info)``, the clock standing at ``time`` for each."""
+    out, now = io.StringIO(), [0.0]
+    monkeypatch.setattr("rich.console.Console",
+                        lambda **kw: Console(file=out, width=80, force_terminal=False, get_time=lambda: now[0]))
+    with progress_bar(False, "cross-pc-alignment") as update:
+        for now[0], done, total, info in updates:
+            update(done, total, info)
+    return out.getvalue().rstrip("\n").splitlines()
+
+
+def test_time_remaining_leaves_out_the_start(monkeypatch):
+    # compiled by t = 10 s (0 done), then 10 units done at t = 20 s and 20 at t = 30 s: the rate is
+    # measured between the updates that advanced, 1 unit per s, so 10 s are left of 30 (not 15, from
+    # the 30 s since the start; and unknown until two updates have advanced)
+    (bar,) = _bar_output(monkeypatch, [(10.0, 0, 30, {}), (20.0, 10, 30, {}), (30.0, 20, 30, {})])
+    assert bar.split()[-1] == "0:00:10" and "20/30" in bar, bar
+    (bar,) = _bar_output(monkeypatch, [(10.0, 0, 30, {}), (20.0, 10, 30, {})])
+    assert bar.split()[-1] == "-:--:--", bar
+    (bar,) = _bar_output(monkeypatch, [(10.0, 0, None, {}), (20.0, 10, None, {}), (30.0, 20, None, {})])
+    assert bar.split()[-2:] == ["20/?", "0:00:30"], bar  # no total yet: the elapsed time, no time remaining
 
 
 def test_progress_bar_fits_80_columns_with_totals_and_whole_times(monkeypatch):
-    from rich.console import Console
-
-    out = io.StringIO()
-    monkeypatch.setattr("rich.console.Console", lambda **kw: Console(file=out, width=80, force_terminal=False))
-    with progress_bar(False, "cross-pc-alignment") as update:
-        update(0, 3001, {})
-        update(1500, 3001, {"network": "rnn-gamma", "loss": 0.123456, "accuracy": 0.9876, "eval_loss": 1.2345,
-                            "eval_accuracy": 0.5, "grad_norm": 12.5})
-    lines = out.getvalue().rstrip("\n").splitlines()
+    lines = _bar_output(monkeypatch, [(0.0, 0, 3001, {}), (1.0, 1000, 3001, {}), (2.0, 1500, 3001, {
+        "network": "rnn-gamma", "loss": 0.123456, "accuracy": 0.9876, "eval_loss": 1.2345, "eval_accuracy": 0.5,
+        "grad_norm": 12.5})])
     assert lines and all(len(line) <= 80 for line in lines), lines
     bar = lines[0]
-    assert "1,500/3,001" in bar and "eta " in bar and "…" not in bar  # the total, and times never cut
+    assert "1500/3001" in bar and bar.split()[-1] == "0:00:04" and "…" not in bar  # the total, and times never cut
     assert any(line.strip().startswith("network rnn-gamma  loss 0.1235") for line in lines[1:])  # info on its own line
 
 

@@ -14,37 +14,25 @@ def progress_bar(quiet: bool, description: str, status: str = ""):
     ``update(done, total, info)``, where ``info`` is a dict of short fields shown beside the bar
     (floats to 4 significant digits). ``None`` under ``quiet``.
 
-    What it shows, in 80 columns: the description, the bar, ``done/total`` (``…`` until a total
-    is known), the elapsed time and a moving ETA ([`eta_seconds`][]: from the rate since the first
-    update, counting down between updates), all on one line that is never cut; the ``info`` fields on a second line, cut with
-    an ellipsis at the terminal's width. The bar is drawn on stderr, so what a command prints
-    on stdout (its tables and results) never mixes with the bar's control sequences.
+    What it shows, in 80 columns, with rich's own columns: the description, the bar, ``done/total``
+    (``done/?`` and no time remaining until a total is known), the elapsed time and the time remaining
+    (`TimeRemainingColumn`: the units left over the mean rate between the updates that advanced,
+    so the start-up before the first, compilation, is left out; unknown, ``-:--:--``, until two
+    have; the elapsed time once done), all on one line
+    that is never cut; the ``info`` fields on a second line, cut with an ellipsis at the
+    terminal's width. The bar is drawn on stderr, so what a command prints on stdout (its tables
+    and results) never mixes with the bar's control sequences.
     """
     import contextlib
 
     if quiet:
         return contextlib.nullcontext(None)
-    import time
+    import math
 
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
     from rich.text import Text
-
-    class Count(ProgressColumn):
-        def render(self, task):
-            done = f"{int(task.completed):,}"
-            return Text(f"{done}/{int(task.total):,}" if task.total is not None else f"{done}/…", style="progress.download")
-
-    class Eta(ProgressColumn):
-        max_refresh = 0.5
-
-        def render(self, task):
-            seconds = eta_seconds(task.completed, task.total, task.fields.get("at"), task.fields.get("first"),
-                                  time.monotonic())
-            if task.finished:
-                return Text("done", style="progress.remaining")
-            text = "-:--:--" if seconds is None else _clock(seconds)
-            return Text(f"eta {text}", style="progress.remaining")
 
     class TwoLines(Progress):
         def get_renderables(self):
@@ -59,17 +47,17 @@ def progress_bar(quiet: bool, description: str, status: str = ""):
         import sys
 
         # text printed on stdout meanwhile goes above the bar when both are the terminal, and
-        # straight to stdout when stdout is a file or a pipe (the results never pass through stderr)
-        with TwoLines(TextColumn("[bold]{task.description}"), BarColumn(bar_width=20), Count(), TimeElapsedColumn(),
-                      Eta(), console=Console(stderr=True), redirect_stdout=sys.stdout.isatty()) as p:
-            task = p.add_task(description, total=None, info=status, first=None, at=None)
-            first = []
+        # straight to stdout when stdout is a file or a pipe (the results never pass through stderr);
+        # the rate is the mean since the first update (no window: a cell may take minutes)
+        with TwoLines(TextColumn("[bold]{task.description}"), BarColumn(bar_width=20), MofNCompleteColumn(),
+                      TimeElapsedColumn(), TimeRemainingColumn(elapsed_when_finished=True),
+                      console=Console(stderr=True), redirect_stdout=sys.stdout.isatty(),
+                      speed_estimate_period=math.inf) as p:
+            task = p.add_task(description, total=None, info=status)
 
             def update(done, total, info=None):
                 text = "  ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in (info or {}).items())
-                now = time.monotonic()
-                first[:] = first or [(done, now)]
-                p.update(task, completed=done, total=total, info=text, at=now, first=first[0])
+                p.update(task, completed=done, total=total, info=text)
 
             try:
                 yield update
@@ -78,25 +66,6 @@ def progress_bar(quiet: bool, description: str, status: str = ""):
                 raise
 
     return bar()
-
-
-def eta_seconds(done: float, total: float | None, at: float | None, first: tuple[float, float] | None,
-                now: float) -> float | None:
-    """Seconds left: the mean time per unit between the first update (``first`` = (units done,
-    time)) and the last one (time ``at``), times the units left, minus the time since the last
-    update — so the estimate leaves out the start-up before the first update (compilation),
-    counts down between updates however rare they are (a cell that takes minutes), and is 0
-    rather than negative when an update is late. ``None`` while unknown (no total, or no
-    progress since the first update)."""
-    if total is None or at is None or first is None or done <= first[0] or at <= first[1]:
-        return None
-    per_unit = (at - first[1]) / (done - first[0])
-    return max(0.0, per_unit * max(total - done, 0) - (now - at))
-
-
-def _clock(seconds: float) -> str:
-    s = int(round(seconds))
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
 def busy(quiet: bool, what: str):
