@@ -747,26 +747,34 @@ def rank_correlation_of_means(x, replicates, *, population: str, level: float = 
     return Interval(rho, float(max(low, -1.0)), float(min(high, 1.0)), level, label, method, n)
 
 
+def _welch(x, y) -> tuple[np.ndarray, np.ndarray, Any]:
+    """``x`` and ``y`` without their NaNs, and Welch's test of them
+    (`scipy.stats.ttest_ind(equal_var=False)`), the one computation of [`welch`][] and [`welch_interval`][]."""
+    x, y = (np.asarray(v, float).ravel() for v in (x, y))
+    x, y = x[np.isfinite(x)], y[np.isfinite(y)]
+    if min(x.size, y.size) < 2:
+        return x, y, None
+    with np.errstate(invalid="ignore", divide="ignore"), _quiet():
+        return x, y, scipy.stats.ttest_ind(x, y, equal_var=False)
+
+
 def welch_interval(x, y, *, level: float = 0.95) -> Interval | None:
     r"""Interval of the difference of two means $\bar x - \bar y$ without assuming equal variances:
 
     $$\bar x - \bar y \pm t_{(1+c)/2,\,\nu}\sqrt{s_x^2/n_x + s_y^2/n_y},$$
 
-    with the Welch–Satterthwaite degrees of freedom $\nu$. NaNs are dropped; ``None`` when a side
-    has fewer than 2 values."""
+    with the Welch–Satterthwaite degrees of freedom $\nu$ (the confidence interval of
+    `scipy.stats.ttest_ind(equal_var=False)`). NaNs are dropped; ``None`` when a side has fewer
+    than 2 values; two sides without spread give a zero-width interval at their difference."""
     level = _check_level(level)
-    x, y = (np.asarray(v, float).ravel() for v in (x, y))
-    x, y = x[np.isfinite(x)], y[np.isfinite(y)]
-    if min(x.size, y.size) < 2:
+    x, y, res = _welch(x, y)
+    if res is None:
         return None
-    vx, vy = x.var(ddof=1) / x.size, y.var(ddof=1) / y.size
-    se = np.sqrt(vx + vy)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        nu = (vx + vy) ** 2 / (vx ** 2 / (x.size - 1) + vy ** 2 / (y.size - 1))
-    nu = nu if np.isfinite(nu) else float(x.size + y.size - 2)  # two constant sides: zero width
-    half = float(scipy.stats.t.ppf((1 + level) / 2, nu) * se)
     d = float(x.mean() - y.mean())
-    return Interval(d, d - half, d + half, level, f"{x.size} and {y.size} values", "Welch t, difference of means",
+    low, high = (float(b) for b in res.confidence_interval(level))
+    if not (math.isfinite(low) and math.isfinite(high)):  # no spread on either side: nu is 0/0
+        low = high = d
+    return Interval(d, low, high, level, f"{x.size} and {y.size} values", "Welch t, difference of means",
                     x.size + y.size)
 
 
@@ -777,8 +785,6 @@ def welch(x, y) -> tuple[float, float]:
     of freedom (`scipy.stats.ttest_ind(equal_var=False)`); NaNs are dropped. Each side needs at
     least 2 values (ConfigError).
     """
-    x, y = (np.asarray(v, float).ravel() for v in (x, y))
-    x, y = x[np.isfinite(x)], y[np.isfinite(y)]
+    x, y, res = _welch(x, y)
     _count(min(x.size, y.size), "values on each side", "a Welch test")
-    res = scipy.stats.ttest_ind(x, y, equal_var=False)
     return float(res.statistic), float(res.pvalue)

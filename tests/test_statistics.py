@@ -167,6 +167,20 @@ def test_welch_is_scipys_unequal_variance_t_test():
     one_line_config_error(st.welch, [1.0], [1.0, 2.0], match="at least 2")
 
 
+def test_welch_interval_is_the_pooled_interval_when_sizes_and_spreads_agree():
+    # equal sizes n = 4 and equal sample variances 5/3: Welch-Satterthwaite gives nu = 2(n - 1) = 6,
+    # and t_{0.975, 6} = 2.446912 (printed tables), so the half-width is 2.446912 * sqrt(2 (5/3) / 4)
+    x, y = [0.0, 1.0, 2.0, 3.0, np.nan], [10.0, 11.0, 12.0, 13.0]
+    ci = st.welch_interval(x, y)
+    assert ci.estimate == -10.0 and ci.n == 8 and ci.population == "4 and 4 values"
+    half = 2.446912 * np.sqrt(2 * (5 / 3) / 4)
+    assert (ci.low, ci.high) == pytest.approx((-10.0 - half, -10.0 + half), abs=1e-5)
+    t, p = st.welch(x, y)  # the test of the same difference, by the same computation
+    assert t == pytest.approx(-10.0 / np.sqrt(2 * (5 / 3) / 4)) and p < 0.05
+    assert st.welch_interval([1.0, 1.0, 1.0], [2.0, 2.0]).half_width == 0  # no spread: zero width, not NaN
+    assert st.welch_interval([1.0], [1.0, 2.0]) is None
+
+
 def test_no_spread_over_seeds_uses_ddof_0():
     """Issue 22, item 4: every sd over seeds is the sample sd. xarray's and numpy's ``std`` default
     to ddof = 0, so a ``std("seed")`` / ``std(..., "seed")`` without ``ddof=1`` anywhere in the
