@@ -47,7 +47,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import scipy.special
 import scipy.stats
 
 from dynlab.errors import ConfigError
@@ -326,11 +325,10 @@ def bounded_interval(values, *, bounds=UNBOUNDED, population: str, level: float 
         return Interval(float(x[0]) if n else math.nan, math.nan, math.nan, level, label, "fewer than 2 replicates", n)
     if np.ptp(x) == 0:
         return agreement_interval(float(x[0]), n, bounds=(low, high), level=level, population=population)
-    quantile = float(scipy.special.stdtrit(n - 1, (1 + level) / 2))  # t_{(1+c)/2, n-1}, as t_interval's
 
-    def t_bounds(v: np.ndarray) -> tuple[float, float]:
-        half = quantile * float(v.std(ddof=1)) / math.sqrt(n)
-        return float(v.mean()) - half, float(v.mean()) + half
+    def t_bounds(v: np.ndarray) -> tuple[float, float]:  # Student t, n - 1 degrees of freedom, as t_interval's
+        low, high = scipy.stats.t.interval(level, n - 1, loc=v.mean(), scale=scipy.stats.sem(v))
+        return float(low), float(high)
 
     t_low, t_high = t_bounds(x)
     lo, hi = max(t_low, low), min(t_high, high)
@@ -439,8 +437,8 @@ class BatchMeans:
     def interval(self, level: float = 0.95, population: str = "batch means of one run") -> Interval:
         r"""$\bar x \pm t_{(1+c)/2,\, n_b - 1}\, \mathrm{SE}$: the Student-t interval of the time average."""
         level = _check_level(level)
-        half = scipy.stats.t.ppf((1 + level) / 2, self.n_batches - 1) * self.se
-        return Interval(self.mean, self.mean - half, self.mean + half, level,
+        low, high = scipy.stats.t.interval(level, self.n_batches - 1, loc=self.mean, scale=self.se)
+        return Interval(self.mean, low, high, level,
                         f"{self.n_batches} {population} (batches of {self.block} steps)",
                         "batch means, Student t", self.n_batches)
 
