@@ -60,17 +60,27 @@ def _intact(record: dict | None, out_dir: Path, inputs: str) -> bool:
 
 
 def _label(ds: xr.Dataset, cells) -> xr.Dataset:
-    """``ds`` with the cells' sweep values, ``group`` and labels along ``run`` (and ``run_b``)."""
+    """``ds`` with the cells' sweep values, ``group`` and labels along ``run`` (and ``run_b``). A
+    run taken as a cell (``[[runs]]``) is labelled, and grouped, by its own label; its sweep values
+    are where it sits on the axes (its label, the first value of the others)."""
     labels = [cell_name(c) for c in cells]
     values = [cell_values(c) for c in cells]
     coords = {"run": ("run", labels)}
-    if "run_b" in ds.dims:
-        coords["run_b"] = ("run_b", labels)
     for key in values[0]:
         coords[key] = ("run", [v[key] for v in values])
-    groups = [", ".join(f"{key_label(k)}={format_value(x)}" for k, x in v.items() if k != "seed") or "all cells"
-              for v in values]
-    coords["group"] = ("run", groups)
+    groups = [c.run.label if c.run is not None else
+              ", ".join(f"{key_label(k)}={format_value(x)}" for k, x in v.items() if k != "seed") or "all cells"
+              for c, v in zip(cells, values)]
+    return grouped(ds.assign_coords(coords), labels, groups)
+
+
+def grouped(ds: xr.Dataset, labels: list[str], groups: list[str]) -> xr.Dataset:
+    """``ds`` (an analysis of several runs) with the runs' ``labels`` along ``run`` (and ``run_b``),
+    their ``groups`` as the coordinate ``group``, and the means and permutation tests between the
+    groups ([`by_group`][]): what a study's DSA has, and ``dynlab analyze dsa`` with its groups."""
+    coords = {"run": ("run", labels), "group": ("run", groups)}
+    if "run_b" in ds.dims:
+        coords["run_b"] = ("run_b", labels)
     return by_group(ds.assign_coords(coords))
 
 

@@ -328,6 +328,43 @@ def run_cell(cell_dir: str | Path, config: dict, analyses: tuple[dict, ...], sto
     return _finish(cell_dir, exp, analyses, status, message, stop_file, initial, snapshots, transfer)
 
 
+def _curves_of(exp) -> xr.Dataset:
+    """The training curves of a run taken as a cell: its own ``metrics.nc`` when it has one (a
+    ``dynlab train`` run), else its held-out loss and metric measured once now, as the trainer
+    measures them (its evaluation and key; an imported run has no curves), at ``eval_step`` 0.
+    So the learning gate judges it by its task's criterion as it judges the trained cells."""
+    from dynlab.train import _evaluate, _keys  # the trainer's own held-out evaluation, not a second one
+
+    own = store.load_metrics(exp.path)
+    if own is not None:
+        return own
+    res = _evaluate(exp.model, exp.rule, exp.task, _keys(exp.seed)[2], exp.train.eval_size)
+    metric = next(k for k in res if k != "loss")
+    return xr.Dataset(
+        {"eval_loss": ("eval_step", [float(res["loss"])], {"long_name": "held-out loss"}),
+         f"eval_{metric}": ("eval_step", [float(res[metric])], {"long_name": f"held-out {metric}"})},
+        coords={"eval_step": ("eval_step", np.array([0], np.int64), {"long_name": "step of evaluation"})},
+        attrs={"note": f"measured once on the run {exp.path}, which the study did not train"})
+
+
+@_one_line_warnings()
+def run_external(cell_dir: str | Path, run_dir: str, analyses: tuple[dict, ...], stop_file: str | None = None) -> dict:
+    """Compute the cell of a run directory the study takes as it is (``[[runs]]``,
+    [`dynlab.scenarios.external_runs`][]) into ``cell_dir`` (emptied first): its curves
+    ([`_curves_of`][]) and its analyses at the stage ``trained``; return its marker dict, as
+    [`run_cell`][] does. The run's own directory is only read."""
+    cell_dir = _fresh(cell_dir)
+    status, message, exp = "ok", f"not trained by the study: the run {run_dir}, as it is", None
+    try:
+        exp = experiment.load_run(run_dir)
+        store.write_dataset(cell_dir / store.METRICS, _curves_of(exp))
+    except Exception as e:
+        if interrupted(stop_file):
+            return _interrupted_info(f"{type(e).__name__}: {e}")
+        status, message = _failure(cell_dir, e)
+    return _finish(cell_dir, exp, analyses, status, message, stop_file)
+
+
 @_one_line_warnings()
 def run_cells_vmapped(cell_dirs: list, configs: list[dict], analyses: tuple[dict, ...],
                       stop_file: str | None = None) -> list[dict]:

@@ -348,17 +348,23 @@ def _replicates(da: xr.DataArray, over: str | None, where: str) -> np.ndarray:
     return np.atleast_1d(np.asarray(da.values, float))
 
 
+NO_CELL = "n/a"
+"""The sweep's ``status`` where no cell is ([`dynlab.scenarios.sweep`][]'s ``NOT_SELECTED``)."""
+
+
 class _FewLearned(NotTestable):
     """Fewer than 2 replicates are left once the cells that did not learn are left out."""
 
 
 def _estimate(a: xr.DataArray, b: xr.DataArray | None, over: str | None, what: str, level: float,
               bounds: tuple = ((-math.inf, math.inf), (-math.inf, math.inf)), keep=(None, None),
-              exact: bool = False) -> Estimate:
+              exact: bool = False, present=(None, None)) -> Estimate:
     """The mean over the replicates with its interval, inside the range of the quantity
     (``bounds``: each selection's, ``(low, high)``; a difference's is ``[a_low - b_high, a_high -
     b_low]``). ``keep``: for each selection, which of its replicates the learning gate lets
-    through (``None``: all); fewer than 2 left raises ``_FewLearned``. ``exact``: an exact
+    through (``None``: all); fewer than 2 left raises ``_FewLearned``. ``present``: for each
+    selection, where a cell is (``None``: everywhere): a run taken as a cell has no other seeds,
+    which are no replicates of it, not missing ones. ``exact``: an exact
     output whose replicates agree decides by its value. A replicate without a value (NaN: a run
     that diverged or failed) is not dropped: the sample would then be the runs that behaved, so
     the estimate keeps no interval and the claim is undecided, saying how many are missing."""
@@ -371,6 +377,16 @@ def _estimate(a: xr.DataArray, b: xr.DataArray | None, over: str | None, what: s
     kx = None if keep[0] is None else _replicates(keep[0], over_a, what).astype(bool)
     ky = None if keep[1] is None or b is None else _replicates(keep[1], over_b, what).astype(bool)
     paired = bool(over_a and over_b and a[over].size == b[over].size and (a[over].values == b[over].values).all())
+    px = None if present[0] is None else _replicates(present[0], over_a, what).astype(bool)
+    py = None if present[1] is None or b is None else _replicates(present[1], over_b, what).astype(bool)
+    if paired and (px is not None or py is not None):  # a pair is a pair only where both cells are
+        px = py = (np.ones(x.size, bool) if px is None else px) & (np.ones(y.size, bool) if py is None else py)
+    if px is not None:
+        x, kx = x[px], None if kx is None else kx[px]
+    if py is not None:
+        y, ky = y[py], None if ky is None else ky[py]
+    if x.size == 0 or (y is not None and y.size == 0):
+        raise NotTestable(f"{what} selects no cell (a run taken as a cell is at the first value of the other axes only)")
     if paired and (kx is not None or ky is not None):  # a pair is judged only when both its cells learned
         both = (np.ones(x.size, bool) if kx is None else kx) & (np.ones(y.size, bool) if ky is None else ky)
         kx = ky = both
@@ -421,6 +437,17 @@ def _kept(learned_cells: Learned | None, selection: Selection | None, da: xr.Dat
     return kept.broadcast_like(da).transpose(*da.dims)
 
 
+def _present(ds: xr.Dataset, selection: Selection | None, da: xr.DataArray | None) -> xr.DataArray | None:
+    """Where ``da`` (``selection`` of the sweep ``ds``) has a cell, aligned with it; ``None`` when
+    every position has one. A sweep with runs taken as cells ([`dynlab.scenarios.external_runs`][])
+    has none at a run's label on the other values of the other axes (status ``n/a``)."""
+    if selection is None or da is None or "status" not in ds or not bool((ds["status"] == NO_CELL).any()):
+        return None
+    here = ds["status"] != NO_CELL
+    where = {k: v for k, v in selection.where.items() if k in here.coords}
+    return Selection("present", where).of(xr.Dataset({"present": here})).broadcast_like(da).transpose(*da.dims)
+
+
 def _gated(claim: DeclaredClaim) -> bool:
     """Whether the learning gate applies to ``claim`` by default (module docstring of
     [`dynlab.scenarios.learning_gate`][]), or by its own gate table."""
@@ -464,17 +491,18 @@ def _statistic(claim: DeclaredClaim, outputs: dict | None = None, criteria: xr.D
         cells = learned(claim.gate, ds, criteria) if _gated(claim) and "status" in ds else None
         keep = (_kept(cells, claim.selection, a), _kept(cells, claim.minus, b))
         named = keep if claim.minus is None or claim.minus.where != claim.selection.where else keep[:1]
+        present = (_present(ds, claim.selection, a), _present(ds, claim.minus, b))
         try:
-            estimate = _grouped(a, b, keep, bounds, exact)
+            estimate = _grouped(a, b, keep, bounds, exact, present)
         except _FewLearned:
             raise NotTestable(_gate_text(cells, named, "not judged")) from None
         if cells is not None and any(k is not None and not bool(k.all()) for k in keep):
             estimate = dataclasses.replace(estimate, judged_on=_gate_text(cells, named, "judged"))
         return estimate
 
-    def _grouped(a, b, keep, bounds, exact) -> Estimate:
+    def _grouped(a, b, keep, bounds, exact, present) -> Estimate:
         if not claim.for_each:
-            return _estimate(a, b, claim.over, claim.id, LEVEL, bounds, keep, exact)
+            return _estimate(a, b, claim.over, claim.id, LEVEL, bounds, keep, exact, present)
         for dim in claim.for_each:
             if dim not in a.dims:
                 raise NotTestable(f"{claim.selection.variable} has no dim {dim!r} to take each value of")
@@ -490,7 +518,8 @@ def _statistic(claim: DeclaredClaim, outputs: dict | None = None, criteria: xr.D
             at = dict(zip(claim.for_each, values))
             estimates[", ".join(f"{k}={v}" for k, v in at.items())] = _estimate(
                 a.sel(at), at_group(b, at), claim.over, f"{claim.id} at {at}", level, bounds,
-                (at_group(keep[0], at), at_group(keep[1], at)), exact)
+                (at_group(keep[0], at), at_group(keep[1], at)), exact,
+                (at_group(present[0], at), at_group(present[1], at)))
         chosen = weakest(probe, estimates)
         adjusted = f"each interval at {100 * level:.3g}% (Bonferroni)"
         return dataclasses.replace(chosen, note=f"{chosen.note}; {adjusted}", method=f"{chosen.method}; {adjusted}")

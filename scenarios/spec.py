@@ -128,10 +128,11 @@ from dynlab.errors import ConfigError
 from dynlab.option_groups import fold_legacy, group_parameters, parse_groups
 from dynlab.outputs import Output, training_outputs
 from dynlab.scenarios.declared_claims import check_claims, parse_claims
+from dynlab.scenarios.external_runs import ExternalRun, parse_runs
 from dynlab.transfer import Transfer
 
 TOP_KEYS = {"name", "description", "seed", "model", "task", "rule", "train", "transfer", "analyses", "sweep",
-            "claims", "presets"}
+            "claims", "presets", "runs"}
 PROGRAM_KEYS = {"name", "description", "program", "entry", "params", "paper", "presets"}
 DEFAULT_PRESET = "laptop"
 """The preset a scenario runs at when none is named: the file as written."""
@@ -149,10 +150,18 @@ class Axis:
     variants: tuple[dict, ...] = ()
     """A variant axis: ``values`` is ``{name: labels}`` and ``variants[i]`` the config values
     (dotted key -> value) that label ``i`` sets."""
+    trained: int | None = None
+    """How many of its values the study trains (``None``: all); the values after them are the
+    labels of the run directories the study takes as cells ([`dynlab.scenarios.external_runs`][])."""
 
     @property
     def size(self) -> int:
         return len(next(iter(self.values.values())))
+
+    @property
+    def trained_size(self) -> int:
+        """The number of its values the study trains cells at."""
+        return self.size if self.trained is None else self.trained
 
     def config_values(self, i: int) -> dict[str, Any]:
         """The config values (dotted key -> value) that point ``i`` of the axis sets."""
@@ -168,11 +177,16 @@ class Cell:
     config: dict
     analyses: tuple[dict, ...]
     axes: tuple[Axis, ...] = ()
+    run: ExternalRun | None = None
+    """The run directory this cell takes as it is (``[[runs]]``), or ``None`` for a cell the study trains."""
 
     @property
     def key(self) -> str:
-        """A stable name for the cell's directory: a hash of everything that determines its numbers."""
-        text = cfgmod.dumps({**self.config, "analyses": {str(i): a for i, a in enumerate(self.analyses)}})
+        """A stable name for the cell's directory: a hash of everything that determines its numbers
+        (for a run taken as a cell: its path, label and the digest of its config and weights)."""
+        own = self.config if self.run is None else {"run": {"path": self.run.path, "label": self.run.label,
+                                                             "digest": self.run.digest}}
+        text = cfgmod.dumps({**own, "analyses": {str(i): a for i, a in enumerate(self.analyses)}})
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -223,6 +237,8 @@ class Scenario:
     vmap_seeds: bool = False
     claims: tuple = ()
     """The ``[[claims]]`` of the file ([`dynlab.scenarios.declared_claims`][]), judged after the sweep."""
+    runs: tuple[ExternalRun, ...] = ()
+    """The run directories it takes as cells (``[[runs]]``, [`dynlab.scenarios.external_runs`][])."""
 
     @property
     def cell_analyses(self) -> tuple[dict, ...]:
@@ -253,6 +269,8 @@ class Scenario:
                      for i, a in enumerate(self.axes)},
             "vmap_seeds": self.vmap_seeds,
         }
+        if self.runs:  # only then: the digests of sweeps without runs stay what they were (their resume)
+            doc["runs"] = {r.label: {"path": r.path, "axis": r.axis, "digest": r.digest} for r in self.runs}
         return hashlib.sha256(cfgmod.dumps(canonical(doc)).encode()).hexdigest()
 
     @functools.cached_property
@@ -260,15 +278,25 @@ class Scenario:
         """Its cells, one per combination of the axes' values, made once (the sweep, its merge, the
         analyses across cells and the summary all read them; each read deep-copied every cell)."""
         out = []
-        for index in itertools.product(*(range(a.size) for a in self.axes)):
+        for index in itertools.product(*(range(a.trained_size) for a in self.axes)):
             config = copy.deepcopy(self.base)
             coords = {}
             for axis, i in zip(self.axes, index):
-                coords[axis.name] = i if len(axis.values) > 1 else next(iter(axis.values.values()))[i]
+                coords[axis.name] = coordinate_of(axis, i)
                 config = cfgmod.apply_values(config, axis.config_values(i))
             analyses = tuple(a for a in self.cell_analyses if entry_selects(a, coords))
             out.append(Cell(index, coords, config, analyses, self.axes))
+        for run in self.runs:  # at its label on its axis, at the first value of every other axis
+            index = tuple(axis.values[axis.name].index(run.label) if axis.name == run.axis else 0 for axis in self.axes)
+            coords = {axis.name: coordinate_of(axis, i) for axis, i in zip(self.axes, index)}
+            analyses = tuple(a for a in self.cell_analyses if entry_selects(a, coords))
+            out.append(Cell(index, coords, run.config, analyses, self.axes, run))
         return out
+
+
+def coordinate_of(axis: Axis, i: int):
+    """The coordinate of value ``i`` of ``axis`` in the merged dataset (a zipped axis: ``i``)."""
+    return i if len(axis.values) > 1 else next(iter(axis.values.values()))[i]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -814,15 +842,30 @@ def parse(doc: dict, source: str = "<dict>", preset: str = DEFAULT_PRESET) -> Sc
         names = [a.name for a in axes]
         if len(set(names)) != len(names):
             raise ConfigError(f"sweep axes must have distinct names, got {names}")
+        runs = parse_runs(doc.get("runs"), axes, source)
+        axes = with_runs(axes, runs)
         for entry in analyses:
             _check_where(entry, axis_coordinates(axes))
         claims = parse_claims(doc.get("claims"))
-        scenario = Scenario(name, description, base, analyses, axes, source, vmap_seeds, claims)
+        scenario = Scenario(name, description, base, analyses, axes, source, vmap_seeds, claims, runs)
         check_cells(scenario)
         check_claims(claims, claim_coordinates(scenario), *claim_outputs(scenario))
     except ConfigError as e:
         raise ConfigError(f"{source}: {e}") from None
     return scenario
+
+
+def with_runs(axes: tuple[Axis, ...], runs: tuple[ExternalRun, ...]) -> tuple[Axis, ...]:
+    """``axes`` with the labels of ``runs`` after the trained values of the axis each run sits on
+    (its ``trained`` count keeping where the study's own values end)."""
+    out = []
+    for axis in axes:
+        labels = [r.label for r in runs if r.axis == axis.name]
+        if labels:
+            axis = dataclasses.replace(axis, values={axis.name: [*axis.values[axis.name], *labels]},
+                                       trained=axis.trained_size)
+        out.append(axis)
+    return tuple(out)
 
 
 def claim_coordinates(scenario: Scenario) -> dict[str, dict[str, list | None]]:
@@ -920,10 +963,13 @@ def check_cells(scenario: Scenario) -> None:
         analyses = {str(i): a for i, a in enumerate(cell.analyses)}  # a where may select by any axis
         unseeded = cfgmod.dumps({**{k: v for k, v in cell.config.items() if k != "seed"}, "trains": trains,
                                  "analyses": analyses})
-        _check_cell_stages(config, trains, transfer, cell)
-        if unseeded in built:  # the seed changes values, not shapes: its range is all there is to check
+        if cell.run is not None:  # its config was checked when its [[runs]] table was read; it is not trained here
+            _check_run_cell(cell)
+        elif unseeded in built:  # the seed changes values, not shapes: its range is all there is to check
+            _check_cell_stages(config, trains, transfer, cell)
             experiment.validate(config)
         else:
+            _check_cell_stages(config, trains, transfer, cell)
             built.add(unseeded)
             experiment.check(config, training=trains)
             _check_transfers(config, transfer, cell)
@@ -936,7 +982,7 @@ def check_cells(scenario: Scenario) -> None:
         checked.add(structure)
 
         def run_hooks(config=config, cell=cell, own=own):
-            model = experiment.build(config).model
+            model = experiment.build(config, training=cell.run is None).model
             for name, hook, options in own:
                 try:
                     hook(model, **options)
@@ -945,6 +991,19 @@ def check_cells(scenario: Scenario) -> None:
 
         experiment.abstractly(run_hooks)
     _check_across(scenario)
+
+
+def _check_run_cell(cell: Cell) -> None:
+    """**Enforces** "a run taken as a cell is analysed as it is", before any work: every analysis
+    that selects it runs at the stage ``trained`` only (it has no ``init``, ``step-N`` or
+    ``transferred`` of the study's; a ``where`` on its axis leaves it out of another)."""
+    for entry in cell.analyses:
+        other = [s for s in entry_stages(entry) if s != "trained"]
+        if other:
+            raise ConfigError(f"analyses.{entry['name']} runs at stage {other[0]!r}, but the run {cell.run.label!r} "
+                              f"({cell.run.path}) is taken as it is, not trained by the study: it has the stage "
+                              f"'trained' only; leave it out with where = {{{cell.run.axis!r} = [...]}} naming the "
+                              "trained values")
 
 
 def _check_rules(config: dict, cell: Cell) -> None:
@@ -974,7 +1033,7 @@ def _check_across(scenario: Scenario) -> None:
         cells = [c for c in every if entry_selects(entry, c.coords)]
         configs = [experiment.validate(without_training(cell_transfer(c.config)[0])[0]) for c in cells]
         names = [cell_name(c) or "(the only cell)" for c in cells]
-        untrained = [n for c, n in zip(cells, names) if not without_training(c.config)[1]]
+        untrained = [n for c, n in zip(cells, names) if c.run is None and not without_training(c.config)[1]]
         if untrained:
             raise ConfigError(f"analyses.{name} compares the cells' trained models, but cell {untrained[0]} has "
                               "train.steps = 0; give every cell training steps or remove the analysis")
@@ -990,9 +1049,12 @@ def _check_across(scenario: Scenario) -> None:
 
 def cell_name(cell: Cell) -> str:
     """A cell by its sweep values, as a reader says it: ``"unit=aru, seed=0"`` (a zipped axis by
-    the values of its keys); ``""`` for a scenario without a sweep."""
+    the values of its keys); ``""`` for a scenario without a sweep; a run taken as a cell by its
+    label ([`dynlab.scenarios.external_runs`][])."""
     from dynlab.figures import format_value, key_label
 
+    if cell.run is not None:  # the user's label, never words that could name a trained cell
+        return cell.run.label
     return ", ".join(f"{key_label(k)}={format_value(v)}" for k, v in cell_values(cell).items())
 
 

@@ -184,7 +184,8 @@ def failure_lines(merged: xr.Dataset) -> list[str]:
     """One line per cell that is not ok: where it is on the sweep axes, its status and its message
     (each failed analysis by name); at most [`MAX_FAILURE_LINES`][], then how many more."""
     status = merged["status"]
-    bad = [idx for idx in np.ndindex(status.shape) if str(status.values[idx]) != "ok"]
+    bad = [idx for idx in np.ndindex(status.shape)  # n/a: no cell there (a run's label at another seed)
+           if str(status.values[idx]) not in ("ok", "n/a")]
     lines = []
     for idx in bad[:MAX_FAILURE_LINES]:
         where = ", ".join(f"{d}={merged[d].values[i]}" for d, i in zip(status.dims, idx)) or "the cell"

@@ -40,8 +40,8 @@ from dynlab import config as cfgmod
 from dynlab import store
 from dynlab.errors import ConfigError
 from dynlab.provenance import stamp
-from dynlab.scenarios.cell import cell_summary, read_marker, run_cell, run_cells_vmapped
-from dynlab.scenarios.spec import Cell, Scenario, results_of
+from dynlab.scenarios.cell import cell_summary, read_marker, run_cell, run_cells_vmapped, run_external
+from dynlab.scenarios.spec import Cell, Scenario, coordinate_of, results_of
 
 SCENARIO = "scenario.toml"
 DIGEST = "scenario.sha256"
@@ -112,6 +112,12 @@ def _quiet_workers():
 
 def cell_dir(out_dir: Path, cell: Cell) -> Path:
     return Path(out_dir) / "cells" / cell.key
+
+
+def model_dir(out_dir: Path, cell: Cell) -> Path:
+    """The run directory of a cell's model: its cell directory, or the run it takes as it is
+    (``[[runs]]``), which the sweep reads and never writes."""
+    return Path(cell.run.path) if cell.run is not None else cell_dir(out_dir, cell)
 
 
 def pending_cells(scenario: Scenario, out_dir: Path, *, resume: bool, retry_failed: bool) -> list[Cell]:
@@ -257,7 +263,13 @@ def run_sweep(
                 try:
                     futures = []
                     for group in _groups(todo, scenario.vmap_seeds):
-                        if len(group) == 1:
+                        if group[0].run is not None:
+                            c = group[0]
+                            futures.append(client.submit(
+                                run_external, str(cell_dir(out_dir, c)), c.run.path, c.analyses, stop,
+                                key=f"cell-{c.key}", pure=False,
+                            ))
+                        elif len(group) == 1:
                             c = group[0]
                             futures.append(client.submit(
                                 run_cell, str(cell_dir(out_dir, c)), c.config, c.analyses, stop, key=f"cell-{c.key}",
@@ -285,7 +297,7 @@ def run_sweep(
         infos = [read_marker(d) for d in dirs]
         merged = merge(scenario, out_dir, infos)
         store.write_dataset(out_dir / RESULT, merged)
-        run_across(scenario, out_dir, dirs, infos)
+        run_across(scenario, out_dir, [model_dir(out_dir, c) for c in cells], infos)
         if scenario.claims:
             judge_claims(scenario, out_dir, merged)
     return merged
@@ -322,6 +334,9 @@ def _groups(cells: list[Cell], vmap_seeds: bool) -> list[list[Cell]]:
 
     groups: dict[str, list[Cell]] = {}
     for c in cells:
+        if c.run is not None:  # not trained: alone, whatever its config
+            groups[f"run {c.key}"] = [c]
+            continue
         groups.setdefault(dumps({**c.config, "seed": 0, "analyses": {str(i): a for i, a in enumerate(c.analyses)}}),
                           []).append(c)
     return list(groups.values())
@@ -343,6 +358,16 @@ def _result_status(info: dict | None, names: list[str], own: set[str]) -> tuple[
     results = info["results"]
     return ([NOT_SELECTED if n not in own else results.get(n, {}).get("status", "missing") for n in names],
             [results.get(n, {}).get("message", "") for n in names])
+
+
+def _no_cell(template: xr.Dataset, names: list[str], axes, index: tuple[int, ...]) -> xr.Dataset:
+    """The merged dataset's entry where no cell is: a run taken as a cell (``[[runs]]``) has its
+    label at the first value of the other axes only, so its label at their other values holds
+    NaN, status [`NOT_SELECTED`][] and every result ``n/a``."""
+    ds = template.assign(status=((), NOT_SELECTED), message=((), ""), result_status=("result", [NOT_SELECTED] * len(names)),
+                         result_message=("result", [""] * len(names)))
+    ds = ds.assign_coords(result=("result", names))
+    return ds.expand_dims({axis.name: [coordinate_of(axis, int(i))] for axis, i in zip(axes, index)})
 
 
 def merge(scenario: Scenario, out_dir: Path, infos: list[dict | None] | None = None) -> xr.Dataset:
@@ -381,6 +406,9 @@ def merge(scenario: Scenario, out_dir: Path, infos: list[dict | None] | None = N
         nested = np.empty(shape, dtype=object)
         for cell, ds in zip(cells, per_cell):
             nested[cell.index] = ds
+        for index in np.ndindex(*shape):  # a run's label at the other values of the other axes (another seed)
+            if nested[index] is None:
+                nested[index] = _no_cell(template, names, scenario.axes, index)
         merged = xr.combine_nested(
             nested.tolist(), concat_dim=[a.name for a in scenario.axes], join="outer", combine_attrs="drop",
             data_vars="all", coords="different", compat="no_conflicts",
@@ -390,7 +418,8 @@ def merge(scenario: Scenario, out_dir: Path, infos: list[dict | None] | None = N
                 merged = merged.assign_coords({k: (axis.name, v) for k, v in axis.values.items()})
     else:
         merged = per_cell[0]
-    merged["status"].attrs["long_name"] = "cell status: ok, diverged, failed or missing"
+    merged["status"].attrs["long_name"] = ("cell status: ok, diverged, failed, missing or n/a (no cell: a run's label "
+                                           "at another value of the other axes)")
     merged["result_status"].attrs["long_name"] = ("status of each result of a cell: ok, diverged, failed, skipped, "
                                                   "missing or n/a (an analysis whose where leaves the cell out)")
     return stamp(merged, analysis="sweep", config=dict(

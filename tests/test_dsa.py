@@ -186,7 +186,7 @@ def test_cli_distance_matrix_over_run_directories_and_incomparable_runs(tmp_path
     nc = tmp_path / "dsa.nc"
     ran = invoke(["analyze", "dsa", "--runs", str(tmp_path / "runs"), "--out", str(nc), *small], tmp_path)
     assert ran.exit_code == 0, ran.output
-    assert "rnn bptt s0" in ran.output and "gru bptt s1" in ran.output and "rnn bptt s2" in ran.output
+    assert "a vs b" in ran.output and "a vs c" in ran.output  # labels: the directories' names
     assert nc.is_file() and nc.with_suffix(".png").is_file()
     ds = xr.load_dataset(nc)
     d = ds["distance"].values

@@ -115,7 +115,7 @@ def test_cli_reports_a_model_and_its_copy_as_not_distinguishable_with_the_null_i
     small = ["--trials", "4", "--delays", "2", "--rank", "4", "--pcs", "4", "--iterations", "200", "--restarts", "2", "-q"]
     ran = invoke(["analyze", "dsa", str(a), str(tmp_path / "copy"), "--out", "d.nc", *small], tmp_path)
     assert ran.exit_code == 0, ran.output
-    assert "rnn bptt s0 (a) vs rnn bptt s0 (copy): 0.0000 rad, inside the null" in ran.output
+    assert "a vs copy: 0.0000 rad, inside the null" in ran.output
     assert ran.output.count("not distinguishable") == 1 and "*" not in ran.output.split("null:")[0]
     ds = xr.load_dataset(tmp_path / "d.nc")
     assert ds["self_distance"].dims == ("run", "draw_pair") and ds.sizes["draw_pair"] == 10

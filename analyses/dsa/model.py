@@ -16,8 +16,9 @@ stored task (every model must then read as many inputs per step as it gives).
 
 from __future__ import annotations
 
-import math
 import itertools
+import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Literal
@@ -37,7 +38,8 @@ from dynlab.provenance import stamp
 from dynlab.outputs import Output
 from dynlab.registry import register
 
-__all__ = ["check_dsa", "check_dsa_runs", "common_task", "comparable_runs", "dsa_analysis", "dsa_models", "observed_trajectories"]
+__all__ = ["check_dsa", "check_dsa_runs", "common_task", "comparable_runs", "dsa_analysis", "dsa_models", "observed_trajectories",
+           "run_labels"]
 
 SINGULAR_VALUES_KEPT = 40
 """At most this many leading Hankel singular values per model go into the dataset."""
@@ -327,15 +329,39 @@ def check_dsa_runs(configs: Sequence[dict], names: Sequence[str], *, task=None, 
     check_dsa(**options, length=drive.length)
 
 
-def _labels(runs: Sequence[Path], configs: Sequence[dict]) -> list[str]:
-    from dynlab.experiment import DEFAULT_RULE, DEFAULT_UNIT
+def _dotted(table: dict, prefix: str = "") -> dict:
+    """A config as dotted keys: ``{"model": {"unit": "gru"}}`` -> ``{"model.unit": "gru"}``."""
+    out = {}
+    for key, value in table.items():
+        out.update(_dotted(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value})
+    return out
 
-    labels = [f"{c.get('model', {}).get('unit', DEFAULT_UNIT)} {c.get('rule', {}).get('name', DEFAULT_RULE)} "
-              f"s{c.get('seed', 0)}" for c in configs]
-    if len(set(labels)) < len(labels):
-        labels = [f"{label} ({Path(r).name})" for label, r in zip(labels, runs)]
-    if len(set(labels)) < len(labels):
-        labels = [str(r) for r in runs]
+
+CELL_NAME = re.compile(r"[0-9a-f]{16}")
+"""The name of a sweep's cell directory: a hash of its config ([`dynlab.scenarios.spec.Cell.key`][])."""
+
+
+def run_labels(runs: Sequence[Path], configs: Sequence[dict]) -> list[str]:
+    """Each run's label, the user's: its directory's name; a sweep's cell, whose name is a hash,
+    by the config values that set it apart from the other cells given, as a study names its cells
+    (``"unit=gru, seed=1"``). Two runs of one name get their parent folder's name before it, then
+    their whole path. No label is made from a run's config alone: an imported GRU's config names
+    ``gru``, ``bptt`` and seed 0, as dynlab's own seed-0 GRU does."""
+    from dynlab.figures import format_value, key_label
+
+    runs = [Path(r) for r in runs]
+    cells = [i for i, r in enumerate(runs) if CELL_NAME.fullmatch(r.name)]
+    flat = {i: _dotted(configs[i]) for i in cells}
+    keys = sorted({k for i in cells for k in flat[i]})
+    differ = [k for k in keys if len({repr(flat[i].get(k)) for i in cells}) > 1]
+    labels = [r.name for r in runs]
+    for i in cells:
+        shown = [k for k in differ if k in flat[i]]
+        labels[i] = ", ".join(f"{key_label(k)}={format_value(flat[i][k])}" for k in shown) or labels[i]
+    for better in ([f"{r.parent.name}/{label}" for r, label in zip(runs, labels)], [str(r) for r in runs]):
+        if len(set(labels)) == len(labels):
+            break
+        labels = [b if labels.count(label) > 1 else label for label, b in zip(labels, better)]
     return labels
 
 
@@ -377,8 +403,7 @@ def dsa_analysis(runs: Sequence[str | Path], *, task=None, trials: Count = 16,
     run; a pair of runs pools their ``null_draws`` self-distances, and a test at 5% needs at least
     19 of them (``null_draws`` >= 20; 0 turns the null off).
     The dataset is that of [`dsa_models`][] with, along `run`, the coordinates `path`, `unit`,
-    `rule`, `train_seed` and `task`; labels are "unit rule sSEED" (with the directory name where
-    two would agree).
+    `rule`, `train_seed` and `task`; labels are the directories' names ([`run_labels`][]).
 
     Args:
         runs: the run directories (``dynlab train``), at least 2.
@@ -406,7 +431,7 @@ def dsa_analysis(runs: Sequence[str | Path], *, task=None, trials: Count = 16,
               null_draws=null_draws)
     exps = [experiment.load_run(r) for r in runs]
     drive = exps[0].task if task is None else task
-    labels = _labels(runs, configs)
+    labels = run_labels(runs, configs)
     for label, exp in zip(labels, exps):
         if exp.model.input_size != drive.input_size:
             raise ConfigError(f"run {label} reads {exp.model.input_size} inputs per step but the task "

@@ -117,15 +117,22 @@ def run_analysis(name, exp, source, checkpoint, out, plot, quiet, **options):
     return save_result(ds, name, out, plot, checkpoint, unit_name)
 
 
-def run_on_runs(name, runs, out, plot, quiet, **options):
+def run_on_runs(name, runs, out, plot, quiet, groups=None, **options):
     """Run the registered analysis ``name`` of several run directories (``takes="runs"``, e.g.
     ``dsa``) on ``runs``, write its dataset (default: ``NAME.nc`` in a new run directory) and
-    draw its figure, as [`run_analysis`][] does for one model."""
+    draw its figure, as [`run_analysis`][] does for one model. ``groups``: each run's group, whose
+    means and permutation tests the dataset gets as a study's does
+    ([`dynlab.scenarios.across.grouped`][])."""
+    from dynlab.scenarios.across import grouped
+
     entry = drawable(name)
     output_paths(out, plot, None, name, "runs", create=False)
     if not quiet:
         click.echo(f"{name} of {len(runs)} runs: " + ", ".join(str(r) for r in runs))
-    return save_result(computed(name, quiet, entry.obj, runs, **options), name, out, plot, None, "runs")
+    ds = computed(name, quiet, entry.obj, runs, **options)
+    if groups is not None and "run" in ds.dims:
+        ds = grouped(ds, [str(label) for label in ds["run"].values], list(groups))
+    return save_result(ds, name, out, plot, None, "runs")
 
 
 def drawable(name):

@@ -233,7 +233,7 @@ def generated_command(name: str) -> click.Command:
         report(run_analysis(name, exp, source, checkpoint, out, plot, quiet, **resolve({"name": name, **values}, exp.task)),
                quiet)
 
-    def on_runs(run_dirs, roots, task_name, seed, out, plot, quiet, **given):
+    def on_runs(run_dirs, roots, task_name, seed, out, plot, quiet, groups, **given):
         from dynlab.scenarios.spec import analysis_options as resolve
 
         values = signature.parse(given, **({} if seed is None else {"seed": seed_option(seed)}))
@@ -243,7 +243,8 @@ def generated_command(name: str) -> click.Command:
         if len(runs) < 2:
             raise ConfigError(f"{name} compares at least 2 run directories (RUN_DIR arguments or --runs DIR), "
                               f"got {len(runs)}")
-        report(run_on_runs(name, runs, out, plot, quiet, **resolve({"name": name, **values})), quiet)
+        report(run_on_runs(name, runs, out, plot, quiet, groups=run_groups(runs, groups),
+                           **resolve({"name": name, **values})), quiet)
 
     def report(ds, quiet):
         from dynlab.errors import NonFiniteResult
@@ -259,6 +260,12 @@ def generated_command(name: str) -> click.Command:
     callback = on_runs if entry.takes == "runs" else on_model
     for option in reversed(list(signature.options.values())):
         callback = option(callback)
+    if entry.takes == "runs":
+        callback = click.option(
+            "--group", "groups", multiple=True, metavar="NAME=DIR[,DIR...]",
+            help="put these runs (or every run under a folder) in the group NAME; repeat for each group. The runs no "
+                 "--group names are grouped by their unit (model.unit). Groups with several runs get their mean "
+                 "distances and permutation tests against their replicates, as a study's cells do")(callback)
     common = runs_options if entry.takes == "runs" else analysis_options
     return click.command(name, help=_plain(doc.split("\n\n")[0]), short_help=entry.description)(common(callback))
 
@@ -278,6 +285,39 @@ def run_directories(given, roots) -> list[Path]:
         runs += found
     unique = list(dict.fromkeys(r.resolve() for r in runs))
     return [Path(r) for r in unique] if len(unique) < len(runs) else runs
+
+
+def run_groups(runs: list[Path], given) -> list[str]:
+    """The group of each of ``runs``: the ``NAME`` of the ``--group NAME=DIR[,DIR...]`` that names
+    it (a DIR that is a folder of runs names every run under it), else its unit (``model.unit``
+    of its ``config.toml``). A ``--group`` of another form, naming a directory that is not among
+    the runs, or putting a run in two groups, is a one-line [`ConfigError`][]."""
+    from dynlab import store
+    from dynlab.experiment import DEFAULT_UNIT
+
+    where = {r.resolve(): i for i, r in enumerate(runs)}
+    chosen: dict[int, str] = {}
+    for text in given:
+        group, _, dirs = text.partition("=")
+        if not group.strip() or not dirs.strip():
+            raise ConfigError(f"--group must be NAME=DIR[,DIR...] (a group's name and its runs), got {text!r}")
+        for d in (p.strip() for p in dirs.split(",")):
+            path = Path(d).resolve()
+            if path in where:
+                members = [where[path]]
+            elif path.is_dir():
+                members = [where[r.resolve()] for r in store.runs_under(path) if r.resolve() in where]
+            else:
+                members = []
+            if not members:
+                raise ConfigError(f"--group {group.strip()}: {d!r} is not one of the runs compared, nor a folder of them")
+            for i in members:
+                if chosen.get(i, group.strip()) != group.strip():
+                    raise ConfigError(f"--group: the run {str(runs[i])!r} is in two groups, {chosen[i]!r} and "
+                                      f"{group.strip()!r}")
+                chosen[i] = group.strip()
+    return [chosen.get(i) or str(store.read_config(r).get("model", {}).get("unit", DEFAULT_UNIT))
+            for i, r in enumerate(runs)]
 
 
 def _spellings(annotation) -> list[str]:
