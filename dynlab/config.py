@@ -399,62 +399,17 @@ def load_toml(path) -> dict:
     return check_numbers(f"{path}:", doc, allow_inf=True)
 
 
-_ESCAPES = {"\\": "\\\\", '"': '\\"', "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
-
-
-def _toml_string(text: str) -> str:
-    """``text`` as a TOML basic string: quotes, backslashes and every control character escaped
-    (a newline as ``\\n``), so that any string reads back as itself."""
-    out = []
-    for ch in text:
-        if ch in _ESCAPES:
-            out.append(_ESCAPES[ch])
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\u{ord(ch):04X}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
-
-
-def _toml_value(v: Any) -> str:
-    import numbers
-
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, numbers.Integral):
-        return repr(int(v))
-    if isinstance(v, numbers.Real):
-        v = float(v)
-        return repr(v) if v == v and abs(v) != float("inf") else ("nan" if v != v else ("inf" if v > 0 else "-inf"))
-    if isinstance(v, str):
-        return _toml_string(v)
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    raise ConfigError(f"cannot write {v!r} ({type(v).__name__}) to TOML")
-
-
-def _toml_key(k: str) -> str:
-    return k if re.match(r"^[A-Za-z0-9_-]+$", k) else _toml_value(k)
-
-
 def dumps(config: dict) -> str:
-    """Write a nested dict of TOML values as TOML text (top-level scalars first, then tables)."""
+    """A nested dict of TOML values as TOML text, written by `tomli_w` (top-level values first, then
+    tables) from [`_as_written`][]: keys whose value is ``None`` left out, tuples as lists, numpy
+    numbers as Python numbers. A value TOML has no form for (an object, ``None`` in a list) is a
+    one-line [`ConfigError`][]."""
+    import tomli_w
 
-    def pairs(d: dict) -> list[str]:
-        return [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in d.items() if not isinstance(v, dict) and v is not None]
-
-    lines = pairs(config)
-
-    def table(prefix: str, d: dict) -> None:
-        lines.extend(["", f"[{prefix}]", *pairs(d)])
-        for k, v in d.items():
-            if isinstance(v, dict):
-                table(f"{prefix}.{_toml_key(k)}", v)
-
-    for k, v in config.items():
-        if isinstance(v, dict):
-            table(_toml_key(k), v)
-    return "\n".join(lines).lstrip("\n") + "\n"
+    try:
+        return tomli_w.dumps(_as_written(config))
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"cannot write the config as TOML: {' '.join(str(e).split())}") from None
 
 
 def _as_written(value: Any) -> Any:
@@ -471,30 +426,3 @@ def _as_written(value: Any) -> Any:
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
         return float(value)
     return value
-
-
-def check_reads_back(text: str, config: dict, *, what: str = "the config") -> None:
-    """Check that the TOML ``text`` written for ``config`` ([`dumps`][]) reads back as ``config``.
-
-    **Enforces** "nothing written is unreadable": the text is encoded as UTF-8, parsed and
-    checked as [`load_toml`][] reads a file, and compared with ``config``; any difference is a
-    one-line [`ConfigError`][] naming the first key that differs, before anything is written.
-    """
-    try:
-        back = check_numbers(f"{what}:", tomllib.loads(text.encode("utf-8").decode("utf-8")), allow_inf=True)
-    except RecursionError:
-        raise ConfigError(f"{what} would not read back: it is {MAX_NESTING}") from None
-    except (tomllib.TOMLDecodeError, UnicodeError, ConfigError) as e:
-        raise ConfigError(f"{what} would not read back ({' '.join(str(e).split())}); "
-                          "check the config's strings and numbers") from None
-    expected = _as_written(config)
-    if back != expected:
-        def first(a, b, prefix=""):
-            for k in sorted(set(a) | set(b)) if isinstance(a, dict) and isinstance(b, dict) else []:
-                if a.get(k) != b.get(k):
-                    return first(a.get(k), b.get(k), f"{prefix}{k}.") or f"{prefix}{k}"
-            return ""
-
-        key = first(expected, back) or "(the whole config)"
-        raise ConfigError(f"{what}: the value of {key} would not read back as written; check it for "
-                          "characters or numbers TOML cannot hold")

@@ -32,7 +32,7 @@ Guarantees, each enforced by one function here:
   ([`StorageError`][dynlab.errors.StorageError]), every earlier file kept and no temporary left
   ([`atomic_write`][], [`commit`][]); netCDF is encoded in memory first ([`netcdf_bytes`][]), so
   HDF5 never writes to a file that can fail half-way;
-- every config written is read back and compared before it is used ([`write_config`][]);
+- every config written can be read back: no value that reading refuses ([`write_config`][]);
 - a claimed directory that a refused command leaves holding nothing of its own is removed
   again ([`release_claim`][]).
 
@@ -370,7 +370,7 @@ def claim_output(out: Path | str | None, prefix: str, *, config: dict | None = N
     """A command's output directory: ``out``, or a fresh ``runs/<prefix>-<time>``, claimed
     atomically ([`claim_run_dir`][]): a directory that holds a run, is claimed by another
     process or holds other files is a one-line error. With ``config``, its config.toml is written
-    at once (read back first, [`write_config`][]), so that a claimed run directory can be resumed
+    at once ([`write_config`][]), so that a claimed run directory can be resumed
     from the start; a config that cannot be written releases the claim again."""
     run_dir = new_run_dir(prefix) if out is None else claim_run_dir(out)
     if config is not None:
@@ -544,15 +544,21 @@ def rescue_dataset(ds: xr.Dataset, name: str, error: OSError) -> None:
 
 
 def write_config(run_dir: Path, config: dict) -> None:
-    """Write ``config.toml``, atomically, after reading its text back.
+    """Write ``config.toml`` ([`dynlab.config.dumps`][], tomli-w), atomically.
 
-    **Enforces** "every config written is read back before the run starts": the TOML text is
-    parsed and compared with ``config`` before it is written; a value that would not read back as
-    itself is a one-line [`ConfigError`][dynlab.errors.ConfigError] and nothing is written.
+    **Enforces** "nothing written is unreadable": a value that [`read_config`][] would refuse (NaN,
+    an integer past 64 bits) or that is not UTF-8 text (a lone surrogate) is a one-line
+    [`ConfigError`][dynlab.errors.ConfigError] naming the file, and nothing is written. The TOML
+    writer escapes every string, so each one reads back as itself.
     """
-    text = cfgmod.dumps(config)
-    cfgmod.check_reads_back(text, config, what=f"{str(Path(run_dir) / CONFIG)!r}")
-    atomic_write(Path(run_dir) / CONFIG, lambda p: p.write_text(text))
+    where = f"{str(Path(run_dir) / CONFIG)!r}"
+    cfgmod.check_numbers(f"{where}:", config, allow_inf=True)
+    try:
+        data = cfgmod.dumps(config).encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ConfigError(f"{where} would not read back ({e.reason}: {e.object[e.start:e.end]!a}); "
+                          "check the config's strings") from None
+    atomic_write(Path(run_dir) / CONFIG, lambda p: p.write_bytes(data))
     fault_point("config")
 
 
@@ -597,7 +603,7 @@ def resume_config(run_dir: Path | str, overrides: list[str]) -> dict:
     changed = sorted(k for k in set(before) | set(after) if before.get(k, None) != after.get(k, None))
     if changed:
         k = changed[0]
-        was = "unset" if k not in before else cfgmod.dumps({k: before[k]}).strip()
+        was = "unset" if k not in before else f"{k} = {json.dumps(before[k])}"  # one line, as TOML writes a value
         raise ConfigError(
             f"--set model.{k} does not match the resumed run's model ({was}): --set model.* cannot change "
             f"a resumed model's structure; resume without it, or train a new run with --out"
