@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dynlab.analyses.continuation import ContinuationSettings, continue_branch
+from dynlab.analyses.continuation import ContinuationSettings, continue_branch, fold_curve, trace
 
 
 class ScalarTanh(eqx.Module):
@@ -66,3 +66,67 @@ def test_a_seed_that_is_not_a_fixed_point_is_refused():
     flat = ContinuationSettings(newton_max_iter=1)
     with pytest.raises(ValueError, match="no fixed point"):
         continue_branch(scalar_tanh(3.0), np.array([5.0]), 0.0, (-1.0, 1.0), flat)
+
+
+def test_pitchfork_in_w_and_both_switched_halves():
+    """h <- tanh(w h) at u = 0: the origin is a branch point at w = 1; switching follows h = +-h(w)."""
+    diagram = trace(lambda h, w: jnp.tanh(w * h), np.zeros((1, 1)), 0.5, (0.5, 1.5))
+    bps = [pt for pt in diagram.points if pt.kind == "branch-point"]
+    assert len(bps) == 1 and bps[0].p == pytest.approx(1.0, abs=1e-8) and abs(bps[0].h[0]) < 1e-8
+    assert abs(bps[0].multiplier - 1) < 1e-6
+    assert len(diagram.branches) == 2  # the origin, and one curve through it holding both halves
+    switched = diagram.branches[1]
+    assert np.all(switched.p >= 1.0 - 1e-12)
+    # both halves reach w = 1.5, where h solves h = tanh(1.5 h) (by bisection, independently)
+    lo, hi = 0.1, 1.0
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if np.tanh(1.5 * mid) > mid else (lo, mid)
+    ends = np.sort(switched.h[[0, -1], 0])
+    assert switched.p[[0, -1]] == pytest.approx([1.5, 1.5], abs=1e-12)
+    assert ends == pytest.approx([-lo, lo], abs=1e-9)
+    # the origin is stable below w = 1 and unstable above; the switched branch is stable
+    origin = diagram.branches[0]
+    assert np.all(origin.n_unstable == (origin.p > 1.0))
+    assert np.all(switched.n_unstable == 0)
+
+
+def test_flip_and_the_period_two_cycle_born_there():
+    """h <- tanh(w h): a flip of the origin at w = -1, and a 2-cycle {a, -a} for w < -1."""
+    F = lambda h, w: jnp.tanh(w * h)  # noqa: E731
+    diagram = trace(F, np.zeros((1, 1)), -0.5, (-1.5, -0.5))
+    flips = [pt for pt in diagram.points if pt.kind == "flip"]
+    assert len(flips) == 1 and flips[0].p == pytest.approx(-1.0, abs=1e-8)
+    assert abs(flips[0].multiplier + 1) < 1e-6
+    cycles = [b for b in diagram.branches if b.period == 2]
+    assert len(cycles) == 1
+    cycle = cycles[0]
+    away = np.abs(cycle.h[:, 0]) > 1e-3
+    h, w = cycle.h[away, 0], cycle.p[away]
+    assert np.all(w <= -1.0 + 1e-12)
+    assert np.max(np.abs(np.tanh(w * np.tanh(w * h)) - h)) < 1e-9  # a fixed point of F o F ...
+    assert np.min(np.abs(np.tanh(w * h) - h)) > 1e-3  # ... and not of F
+    assert np.max(np.abs(np.tanh(w * h) + h)) < 1e-9  # F maps a to -a
+
+
+def test_neimark_sacker_of_a_rotation():
+    """h <- tanh(g R(1) h): the origin's multipliers are g e^{+-i}, so a pair leaves the unit circle at g = 1."""
+    theta = 1.0
+    rot = np.array([[np.cos(theta), -np.sin(theta)], [np.sin(theta), np.cos(theta)]])
+    _, points = continue_branch(lambda h, g: jnp.tanh(g * (rot @ h)), np.zeros(2), 0.5, (0.5, 1.5))
+    assert [pt.kind for pt in points] == ["neimark-sacker"]
+    assert points[0].p == pytest.approx(1.0, abs=1e-8)
+    assert points[0].multiplier == pytest.approx(np.exp(1j * theta), abs=1e-6)
+
+
+def test_fold_curve_in_w_and_its_cusp_at_w_1_u_0():
+    F2 = lambda h, u, w: jnp.tanh(w * h + u)  # noqa: E731
+    _, points = continue_branch(lambda h, u: F2(h, u, 2.0), np.array([0.9]), 1.0, (-1.5, 1.5))
+    fold = next(pt for pt in points if pt.kind == "fold")
+    curve, cusps = fold_curve(F2, fold, 2.0, (0.5, 3.0))
+    # every point of the curve is a fold of its own w: h^2 = 1 - 1/w, u = atanh(h) - w h
+    assert np.max(np.abs(curve.h[:, 0] ** 2 - (1 - 1 / curve.q))) < 1e-9
+    assert np.max(np.abs(np.arctanh(curve.h[:, 0]) - curve.q * curve.h[:, 0] - curve.p)) < 1e-9
+    assert np.all(curve.q >= 1.0 - 1e-9) and curve.q[[0, -1]] == pytest.approx([3.0, 3.0])  # no fold below w = 1
+    assert len(cusps) == 1
+    assert (cusps[0].q, cusps[0].p) == pytest.approx((1.0, 0.0), abs=1e-6)

@@ -14,7 +14,13 @@ pseudo-arclength continuation and finds where they bifurcate:
 - [`branch`][dynlab.analyses.continuation.branch] — the predictor, corrector and adaptive steps,
   and [`continue_branch`][];
 - [`detect`][dynlab.analyses.continuation.detect] — test functions of folds, flips,
-  Neimark–Sacker points and branch points, and their location to `locate_tol` in $p$.
+  Neimark–Sacker points and branch points, and their location to `locate_tol` in $p$;
+- [`switching`][dynlab.analyses.continuation.switching] — the branches crossing at a branch point;
+- [`cycles`][dynlab.analyses.continuation.cycles] — period-doubled cycles from flip points;
+- [`trace`][dynlab.analyses.continuation.trace] — [`trace`][]: the whole diagram from a set of
+  fixed points (merging branches found twice);
+- [`fold_curve`][dynlab.analyses.continuation.fold_curve] — [`fold_curve`][]: folds continued in a
+  second parameter (the minimally extended system), with their cusps.
 
 The functions take a JAX-traceable map `F(h, p) -> h` and return NumPy float64 values; they run
 inside `jax.enable_x64(True)` themselves (a map closing over float32 arrays is promoted). No
@@ -22,7 +28,10 @@ option checking happens here: a registered analysis checks its options where the
 """
 
 from dynlab.analyses.continuation.branch import continue_branch
+from dynlab.analyses.continuation.fold_curve import fold_curve
 from dynlab.analyses.continuation.results import SPECIAL_KINDS, Branch, Diagram, FoldCurve, SpecialPoint
 from dynlab.analyses.continuation.settings import ContinuationSettings
+from dynlab.analyses.continuation.trace import trace
 
-__all__ = ["SPECIAL_KINDS", "Branch", "ContinuationSettings", "Diagram", "FoldCurve", "SpecialPoint", "continue_branch"]
+__all__ = ["SPECIAL_KINDS", "Branch", "ContinuationSettings", "Diagram", "FoldCurve", "SpecialPoint", "continue_branch",
+           "fold_curve", "trace"]

@@ -27,7 +27,7 @@ class Branch:
         h: `[n, N]`, the state at each point.
         multipliers: `[n, n_multipliers]` complex, the leading eigenvalues of
             $\\partial F^k/\\partial h$, by modulus, descending (padded with NaN when N is smaller).
-        n_unstable: `[n]`, how many multipliers have $|\\mu| > 1$ (all of them up to `dense_max`;
+        n_unstable: `[n]`, how many multipliers have $|\\mu| > 1$ (all of them up to `full_spectrum_max`;
             above, among the leading ones only, so a lower bound when every leading one is unstable).
         period: k, for a branch of fixed points of $F^k$ (period-k cycles of $F$).
     """

@@ -26,9 +26,11 @@ class ContinuationSettings:
         locate_tol: The largest |Δp| of a located special point (the arclength bracket is closed to
             this; the tangent is a unit vector, so |dp/ds| <= 1).
         n_multipliers: Leading multipliers (by modulus) kept per point in a [`Branch`][].
-        dense_max: Dense Jacobians (``jax.jacfwd``, LU solves, all multipliers by a full
-            eigendecomposition) up to this state dimension; above, matrix-free Jacobian-vector
-            products, GMRES (lineax) and the leading multipliers by Arnoldi (ARPACK).
+        dense_max: Dense Jacobians (``jax.jacfwd``, LU solves) up to this state dimension; above,
+            matrix-free Jacobian-vector products and GMRES (lineax).
+        full_spectrum_max: Every multiplier by a full eigendecomposition up to this state
+            dimension (exact counts of crossings); above, the `n_multipliers` leading ones by
+            Arnoldi (ARPACK) on Jacobian-vector products.
         max_period: Period-k cycles are continued from flip points for k = 2, 4, ... up to this.
         max_branches: Branches traced by [`trace`][] at most (seeds, switched branches, cycles).
         krylov_tol: The relative and absolute tolerance of the matrix-free GMRES solves.
@@ -43,6 +45,7 @@ class ContinuationSettings:
     locate_tol: float = 1e-8
     n_multipliers: int = 6
     dense_max: int = 1024
+    full_spectrum_max: int = 256
     max_period: int = 8
     max_branches: int = 64
     krylov_tol: float = 1e-12

@@ -38,8 +38,8 @@ import lineax as lx
 import numpy as np
 from jaxtyping import Array, Float, PyTree
 
-__all__ = ["FixedPoints", "Residual", "as_float64", "correct", "corrector", "iterate", "solver_options", "state_jacobians",
-           "state_jvp", "tangent", "unit_tangent"]
+__all__ = ["FixedPoints", "Residual", "as_float64", "bordered_logdet", "correct", "corrector", "iterate", "solver_options", "state_jacobians",
+           "tangent", "unit_tangent"]
 
 GMRES_RESTART = 40
 """Krylov vectors kept between GMRES restarts (memory $40 (M+1)$ numbers)."""
@@ -128,17 +128,18 @@ def tangent(R: Residual, aux, x, row, *, dense: bool, krylov_tol: float):
 
 
 @eqx.filter_jit
+def bordered_logdet(R: Residual, x, t):
+    r"""$(\operatorname{sign}, \log\lvert\det\rvert)$ of the bordered Jacobian
+    $\begin{pmatrix} \partial R/\partial x \\ t^\top \end{pmatrix}$ at $x$ (dense; `jnp.linalg.slogdet`)."""
+    jac = jax.jacfwd(lambda y: R(y, None))(x)
+    return jnp.linalg.slogdet(jnp.concatenate([jac, t[None]], axis=0))
+
+
+@eqx.filter_jit
 def state_jacobians(R: FixedPoints, xs: Float[Array, "b m1"]) -> Float[Array, "b m m"]:
     r"""$\partial F^k/\partial h = \partial R/\partial h + I$ at each point of a batch (`vmap` of `jacfwd`)."""
     eye = jnp.eye(xs.shape[1] - 1, dtype=xs.dtype)
     return jax.vmap(lambda x: jax.jacfwd(lambda y: R(y))(x)[:, :-1] + eye)(xs)
-
-
-@eqx.filter_jit
-def state_jvp(R: FixedPoints, x: Float[Array, " m1"], v: Float[Array, " m"]) -> Float[Array, " m"]:
-    r"""$(\partial F^k/\partial h)\, v$ at $x$, one Jacobian-vector product."""
-    _, out = jax.jvp(lambda h: R(jnp.concatenate([h, x[-1:]])), (x[:-1],), (v,))
-    return out + v
 
 
 def as_float64(a) -> np.ndarray:
