@@ -174,7 +174,8 @@ LOCK = "sweep.lock"
 
 @contextlib.contextmanager
 def writer_lock(out_dir: Path):
-    """Hold the sweep directory's lock (``fcntl.flock`` on ``out_dir/sweep.lock``) while the block runs.
+    """Hold the sweep directory's lock (`filelock.FileLock` on ``out_dir/sweep.lock``, the kernel's
+    ``flock``) while the block runs.
 
     Enforces: one writer per sweep directory. A second ``dynlab run`` (``--resume`` or not) of a
     directory whose lock is held is refused at once with one line naming the holder's pid
@@ -182,25 +183,28 @@ def writer_lock(out_dir: Path):
     delete) each other's cells. The lock is the kernel's: it ends with its process, even one that is
     killed, and the file (which then names a pid that is gone) stays for the next writer.
     """
-    import fcntl
     import os
 
+    from filelock import FileLock, Timeout
+
     path = Path(out_dir) / LOCK
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    lock = FileLock(path)
     try:
+        lock.acquire(timeout=0)
+    except Timeout:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
-            raise ConfigError(
-                f"{str(out_dir)!r} is being written by another dynlab run (pid {holder}, holding {LOCK}); "
-                "wait for it to finish, then re-run with --resume to continue it"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            holder = path.read_text(errors="replace").strip()[:64] or "unknown"
+        except OSError:
+            holder = "unknown"
+        raise ConfigError(
+            f"{str(out_dir)!r} is being written by another dynlab run (pid {holder}, holding {LOCK}); "
+            "wait for it to finish, then re-run with --resume to continue it"
+        ) from None
+    try:
+        path.write_text(f"{os.getpid()}\n")  # another descriptor: the lock, held by filelock's, stays
         yield
     finally:
-        os.close(fd)  # releases the lock
+        lock.release()
 
 
 def prepare(scenario: Scenario, out_dir: Path, *, resume: bool, lock: contextlib.ExitStack) -> None:
