@@ -23,3 +23,4 @@ from dynlab.analyses import dsa, sta  # noqa: F401  (issue 19: dynamical similar
 from dynlab.analyses import grad_compare  # noqa: F401  (issue 34: rules compared on one model)
 from dynlab.analyses import recovery  # noqa: F401  (issue 35: recovery of a teacher's dynamics by a student)
 from dynlab.analyses import flip_threshold  # noqa: F401  (issue 49: the sustained input that flips a held bit)
+from dynlab.analyses.continuation import model as _continuation  # noqa: F401  (issue 49: continuation and bifurcations)
