@@ -351,7 +351,7 @@ def _curves_of(exp) -> xr.Dataset:
 def run_external(cell_dir: str | Path, run_dir: str, analyses: tuple[dict, ...], stop_file: str | None = None) -> dict:
     """Compute the cell of a run directory the study takes as it is (``[[runs]]``,
     [`dynlab.scenarios.external_runs`][]) into ``cell_dir`` (emptied first): its curves
-    ([`_curves_of`][]) and its analyses at the stage ``trained``; return its marker dict, as
+    (its metrics.nc, or one held-out evaluation) and its analyses at the stage ``trained``; return its marker dict, as
     [`run_cell`][] does. The run's own directory is only read."""
     cell_dir = _fresh(cell_dir)
     status, message, exp = "ok", f"not trained by the study: the run {run_dir}, as it is", None

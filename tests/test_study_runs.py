@@ -113,8 +113,9 @@ def test_a_hash_named_cell_is_labelled_by_what_sets_it_apart(tmp_path):
 
 @pytest.fixture(scope="module")
 def imported_study(tmp_path_factory):
-    """A GRU trained for a few steps in plain PyTorch on dynlab's adding batches and imported, in a
-    study beside two seeds of a dynlab-trained RNN; run with ``dynlab run``."""
+    """An RNN trained for a few steps in plain PyTorch on dynlab's adding batches and imported, in a
+    study beside two seeds of a dynlab-trained RNN of the same size (one unit, one name: only the
+    label tells them apart); run with ``dynlab run``."""
     torch = pytest.importorskip("torch")
     import jax
 
@@ -122,24 +123,24 @@ def imported_study(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("imported")
     torch.manual_seed(0)
-    gru, readout = torch.nn.GRU(2, 4, batch_first=True), torch.nn.Linear(4, 1)
-    opt = torch.optim.Adam([*gru.parameters(), *readout.parameters()], lr=1e-2)
+    rnn, readout = torch.nn.RNN(2, 4, batch_first=True), torch.nn.Linear(4, 1)
+    opt = torch.optim.Adam([*rnn.parameters(), *readout.parameters()], lr=1e-2)
     task = registry.build("task", "adding", length=6)
     for i in range(20):
         x, y = (torch.from_numpy(np.array(a)) for a in task.batch(jax.random.key(i), 16)[:2])
-        loss = torch.mean((readout(gru(x)[0])[:, -1] - y.reshape(16, -1)[:, -1:]) ** 2)
+        loss = torch.mean((readout(rnn(x)[0])[:, -1] - y.reshape(16, -1)[:, -1:]) ** 2)
         opt.zero_grad()
         loss.backward()
         opt.step()
-    torch.save({**{f"rnn.{k}": v for k, v in gru.state_dict().items()},
-                **{f"fc.{k}": v for k, v in readout.state_dict().items()}}, root / "gru.pt")
-    done = invoke(["import", "gru.pt", "--format", "torch-gru", "--task", "adding", "--set", "task.length=6",
-                   "--out", "torch-gru", "-q"], root)
+    torch.save({**{f"rnn.{k}": v for k, v in rnn.state_dict().items()},
+                **{f"fc.{k}": v for k, v in readout.state_dict().items()}}, root / "rnn.pt")
+    done = invoke(["import", "rnn.pt", "--format", "torch-rnn", "--nonlinearity", "tanh", "--task", "adding",
+                   "--set", "task.length=6", "--out", "torch-rnn", "-q"], root)
     assert done.exit_code == 0, done.output
-    before = sorted(p.name for p in (root / "torch-gru").iterdir())
-    claim = ('[[claims]]\nid = "torch-stable"\nstatement = "the torch GRU is not chaotic"\n'
-             'variable = "lyapunov_largest_mean"\nwhere = {network = "torch GRU"}\nbelow = 0.0\ngate = false\n')
-    (root / "study.toml").write_text(study('[[runs]]\npath = "torch-gru"\nlabel = "torch GRU"\n',
+    before = sorted(p.name for p in (root / "torch-rnn").iterdir())
+    claim = ('[[claims]]\nid = "torch-stable"\nstatement = "the torch RNN is not chaotic"\n'
+             'variable = "lyapunov_largest_mean"\nwhere = {network = "torch RNN"}\nbelow = 0.0\ngate = false\n')
+    (root / "study.toml").write_text(study('[[runs]]\npath = "torch-rnn"\nlabel = "torch RNN"\n',
                                            analyses=LYAPUNOV + DSA, extra=claim))
     r = invoke(["run", "study.toml", "--out", "out", "-q"], root)
     assert r.exit_code == 0, (r.output, r.stderr)
@@ -151,14 +152,14 @@ def test_the_run_is_analysed_as_it_is_beside_the_trained_cells(imported_study):
 
     root, r, before = imported_study
     sweep = xr.load_dataset(root / "out" / "sweep.nc", engine="h5netcdf")
-    assert list(sweep["network"].values) == ["rnn", "torch GRU"]
-    status = sweep["status"].sel(network="torch GRU")
+    assert list(sweep["network"].values) == ["rnn", "torch RNN"]
+    status = sweep["status"].sel(network="torch RNN")
     assert list(status.values) == ["ok", "n/a"]  # seed 0 is the run; seed 1 holds no cell
-    own = dynlab.analyze("lyapunov", dynlab.load(root / "torch-gru"), k=2, steps=120, burn_in=60, realisations=2)
-    assert float(sweep["lyapunov_largest_mean"].sel(network="torch GRU", seed=0)) == pytest.approx(
+    own = dynlab.analyze("lyapunov", dynlab.load(root / "torch-rnn"), k=2, steps=120, burn_in=60, realisations=2)
+    assert float(sweep["lyapunov_largest_mean"].sel(network="torch RNN", seed=0)) == pytest.approx(
         float(own["largest_mean"]), rel=1e-6)
-    assert np.isfinite(float(sweep["train_eval_mse"].sel(network="torch GRU", seed=0).dropna("train_eval_step")[-1]))
-    assert sorted(p.name for p in (root / "torch-gru").iterdir()) == before  # read, never written
+    assert np.isfinite(float(sweep["train_eval_mse"].sel(network="torch RNN", seed=0).dropna("train_eval_step")[-1]))
+    assert sorted(p.name for p in (root / "torch-rnn").iterdir()) == before  # read, never written
     assert "n/a" not in r.output  # a position without a cell is no failed cell
     findings = xr.load_dataset(root / "out" / "findings.nc", engine="h5netcdf")
     reason = str(findings["reason"].values[0]) if "reason" in findings else r.output
@@ -169,11 +170,11 @@ def test_dsa_across_the_study_labels_and_groups_the_run_by_its_label(imported_st
     root, _, _ = imported_study
     ds = xr.load_dataset(root / "out" / "dsa.nc", engine="h5netcdf")
     labels = [str(v) for v in ds["run"].values]
-    assert labels == ["seed=0, network=rnn", "seed=1, network=rnn", "torch GRU"]
-    assert list(ds["group"].values) == ["network=rnn", "network=rnn", "torch GRU"]
+    assert labels == ["seed=0, network=rnn", "seed=1, network=rnn", "torch RNN"]
+    assert list(ds["group"].values) == ["network=rnn", "network=rnn", "torch RNN"]
     d = ds["distance"].values
     table = ds["distance_by_group"].sel(run_group="network=rnn")
-    assert float(table.sel(run_group_b="torch GRU")) == pytest.approx(d[[0, 1], 2].mean())
+    assert float(table.sel(run_group_b="torch RNN")) == pytest.approx(d[[0, 1], 2].mean())
     assert float(table.sel(run_group_b="network=rnn")) == pytest.approx(d[0, 1])
 
 
@@ -181,16 +182,16 @@ def test_dsa_runs_on_the_command_line_has_the_studys_group_tests(imported_study)
     root, _, _ = imported_study
     options = ["--trials", "4", "--delays", "2", "--rank", "2", "--pcs", "2", "--iterations", "30", "--restarts", "1",
                "--null-draws", "2"]
-    r = invoke(["analyze", "dsa", "torch-gru", "--runs", "out/cells", "--group", "torch=torch-gru", *options,
+    r = invoke(["analyze", "dsa", "torch-rnn", "--runs", "out/cells", "--group", "torch=torch-rnn", *options,
                 "--out", "dsa.nc", "-q"], root)
     assert r.exit_code == 0, (r.output, r.stderr)
     ds = xr.load_dataset(root / "dsa.nc", engine="h5netcdf")
     labels = [str(v) for v in ds["run"].values]
-    assert labels[0] == "torch-gru" and sorted(labels[1:]) == ["seed=0", "seed=1"]  # no hash, no "gru bptt s0"
+    assert labels[0] == "torch-rnn" and sorted(labels[1:]) == ["seed=0", "seed=1"]  # no hash, no "gru bptt s0"
     assert list(ds["group"].values) == ["torch", "rnn", "rnn"]  # --group, else the unit
     d = ds["distance"].values
     assert float(ds["distance_by_group"].sel(run_group="torch", run_group_b="rnn")) == pytest.approx(d[0, 1:].mean())
     assert "distance_group_p_value" in ds and "mean distance between groups" in r.output
-    bad = invoke(["analyze", "dsa", "torch-gru", "--runs", "out/cells", "--group", "torch=nowhere", *options,
+    bad = invoke(["analyze", "dsa", "torch-rnn", "--runs", "out/cells", "--group", "torch=nowhere", *options,
                   "--out", "dsa2.nc", "-q"], root)
     one_line_error(bad, "--group torch: 'nowhere' is not one of the runs compared")
