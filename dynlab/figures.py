@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import NamedTuple
 
 import matplotlib
 
@@ -73,19 +74,34 @@ def _spans_decades(*arrays) -> bool:
     return x.size > 0 and x.min() > 0 and x.max() > 10 * x.min()
 
 
+SPARSE = 10
+"""A curve of at most this many points is drawn as markers alone: a line through two evaluations
+is a straight segment that reads as a smooth decay between them (on a log axis, too), which was
+never measured."""
+
+
+def curve_style(n: int, ms: float = 3) -> dict:
+    """The style of a curve of ``n`` points ([`SPARSE`][]): markers alone when sparse, else a line
+    with small markers."""
+    return {"marker": "o", "ls": "none", "ms": ms + 1} if n <= SPARSE else {"marker": "o", "ls": "-", "ms": ms}
+
+
 def learning_curve(metrics: xr.Dataset):
     """Training loss per step and held-out metric per evaluation, with the chance level; the title
-    says what the run froze or retrained when it is a transfer variant ([`run_note`][])."""
+    says what the run froze or retrained when it is a transfer variant ([`run_note`][]). A curve of
+    few points (two evaluations) is drawn as markers alone ([`curve_style`][])."""
     metric = metrics.attrs.get("metric", "loss")
     fig, (ax_loss, ax_metric) = plt.subplots(1, 2, figsize=(10, 3.6))
-    ax_loss.plot(metrics.step, metrics.loss, lw=0.8, label="train (batch)")
-    ax_loss.plot(metrics.eval_step, metrics.eval_loss, "o-", ms=3, label="held-out")
+    train = {"lw": 0.8} if metrics.sizes.get("step", 0) > SPARSE else curve_style(metrics.sizes.get("step", 0), ms=2)
+    ax_loss.plot(metrics.step, metrics.loss, label="train (batch)", **train)
+    ax_loss.plot(metrics.eval_step, metrics.eval_loss, label="held-out", **curve_style(metrics.sizes["eval_step"]))
     ax_loss.set(xlabel="optimiser step", ylabel="loss", title="loss")
     if _spans_decades(metrics.loss.values, metrics.eval_loss.values):
         ax_loss.set_yscale("log")
     ax_loss.legend()
-    ax_metric.plot(metrics.eval_step, metrics[f"eval_{metric}"], "o-", ms=3, label="held-out")
-    if "chance" in metrics.attrs:
+    ax_metric.plot(metrics.eval_step, metrics[f"eval_{metric}"], label="held-out",
+                   **curve_style(metrics.sizes["eval_step"]))
+    if math.isfinite(float(metrics.attrs.get("chance", math.nan))):  # a legend names only what is drawn
         ax_metric.axhline(metrics.attrs["chance"], color="grey", ls="--", label="chance")
     ax_metric.set(xlabel="optimiser step", ylabel=metric, title=metric)
     if metric == "mse" and _spans_decades(metrics[f"eval_{metric}"].values):
@@ -248,23 +264,87 @@ def result_ok(ds: xr.Dataset, name: str):
     return ds["status"] == "ok" if "status" in ds else True
 
 
-def _sweep_panels(ds: xr.Dataset, cell_dims: list[str]) -> list[tuple[str, xr.DataArray]]:
-    """(label, values over the cell dims) of each headline number: every held-out training curve's
-    last finite value, every analysis's largest-value mean, the number of fixed points, the cosine
-    of a cell's rules' gradients, and the variables each analysis registered as its ``headline``
-    ([`dynlab.registry.Entry`][]); a variable equal to one already shown (``eval_loss`` and
-    ``eval_mse`` under an MSE loss) is named beside it, not drawn twice."""
+CHANCE, EXPECTED = "_chance", "_expected"
+"""Suffixes of a sweep's reference variables ([`dynlab.scenarios.references`][]): ``V_chance``, the
+chance level of the held-out metric ``V``, and ``V_expected``, the value of ``V`` a task's theory
+expects of a network that learned it. Drawn as lines on ``V``'s panel, never as panels of their own."""
+
+REFERENCE_SUFFIXES = (CHANCE, EXPECTED)
+
+
+class Panel(NamedTuple):
+    """One panel of a sweep's figure: its ``label``, its ``values`` over the cell dims, the sweep
+    variables it shows (``variables``: the ones whose reference lines it draws), whether the
+    values are a ``count`` (whole numbers from 0) and the ``stage`` they are of (``None``: the
+    analysis ran once, after training)."""
+
+    label: str
+    values: xr.DataArray
+    variables: tuple[str, ...] = ()
+    count: bool = False
+    stage: str | None = None
+
+
+def near_and_beyond(ds: xr.Dataset, name: str) -> tuple[xr.DataArray, xr.DataArray] | None:
+    """A count of points of a merged sweep (``A_n_fixed``, ``A_n_points_<class>``) split by where
+    the points lie: ``(near, beyond)`` the visited states, counted again from the per-point
+    variables the cells' results carry (``A_beyond_visited``: fixed-points marks the points far
+    outside the visited states' range, a GRU's saturated gates; ``A_is_fixed``, ``A_stability``).
+    ``None`` where the sweep lacks them, or where near + beyond is not the count itself."""
+    import numpy as np
+
+    if name.endswith("_n_fixed"):
+        analysis, selected = name[: -len("_n_fixed")], None
+    elif "_n_points_" in name and not name.endswith("_beyond_visited"):
+        analysis, selected = name.split("_n_points_", 1)
+    else:
+        return None
+    beyond_name = f"{analysis}_beyond_visited"
+    per_point = f"{analysis}_is_fixed" if selected is None else f"{analysis}_stability"
+    if beyond_name not in ds or per_point not in ds:
+        return None
+    count = ds[name]
+    point_dims = [d for d in ds[beyond_name].dims if d not in count.dims]
+    if len(point_dims) != 1 or set(ds[beyond_name].dims) != set(ds[per_point].dims):
+        return None
+    beyond = np.asarray(ds[beyond_name].transpose(*count.dims, *point_dims).values, float)  # NaN: padding
+    kind = ds[per_point].transpose(*count.dims, *point_dims).values
+    chosen = np.asarray(kind, float) == 1 if selected is None else np.asarray(kind, object) == selected
+    near = (chosen & (beyond == 0)).sum(-1).astype(float)
+    far = (chosen & (beyond == 1)).sum(-1).astype(float)
+    total = np.asarray(count.values, float)
+    near[~np.isfinite(total)] = far[~np.isfinite(total)] = np.nan
+    if not np.allclose(near + far, total, equal_nan=True):
+        return None
+    return count.copy(data=near), count.copy(data=far)
+
+
+def _sweep_panels(ds: xr.Dataset, cell_dims: list[str]) -> list[Panel]:
+    """The panels of a sweep's figure ([`Panel`][]), one per headline number: every held-out
+    training curve's last finite value, every analysis's largest-value mean, the number of fixed
+    points, the cosine of a cell's rules' gradients, and the variables each analysis registered as
+    its ``headline`` ([`dynlab.registry.Entry`][]). Counts of points are of those near the visited
+    states, and the points beyond them get a panel of their own ([`near_and_beyond`][]: a GRU's
+    ~100 saturated points beside an LSTM's few would otherwise read as a difference in what they
+    compute). A variable equal to one already shown (``eval_loss`` and ``eval_mse`` under an MSE
+    loss) is named beside it, not drawn twice."""
     import numpy as np
 
     from dynlab import registry
 
     headline = {f"{e.name}_{v}": label for e in registry.entries("analysis") for v, label in e.headline}
-    candidates: list[tuple[str, str, xr.DataArray]] = []
+    candidates: list[tuple[str, str, xr.DataArray, bool]] = []
     for v in ds.data_vars:
         name, da = str(v), ds[v]
+        if name.endswith(REFERENCE_SUFFIXES):
+            continue
         extra = [d for d in da.dims if d not in cell_dims]
+        split = near_and_beyond(ds, name) if extra in ([], ["stage"]) else None
+        count = False
         if name in headline and extra in ([], ["stage"]):
-            label = headline[name]
+            label, count = headline[name], "_n_" in name
+            if split is not None:
+                label, da = f"{label} near the visited states", split[0]
         elif name.startswith("train_eval_") and len(extra) == 1:
             label = f"held-out {name[len('train_eval_'):].replace('_', ' ')} after training"
             da = last_finite(da, extra[0])
@@ -272,37 +352,99 @@ def _sweep_panels(ds: xr.Dataset, cell_dims: list[str]) -> list[tuple[str, xr.Da
             analysis = name[: -len("_largest_mean")]
             label = "largest Lyapunov exponent λ₁" if analysis == "lyapunov" else f"largest {analysis.replace('_', ' ')}"
         elif name.endswith("_n_fixed") and extra in ([], ["stage"]):
-            label = f"fixed points found ({name[: -len('_n_fixed')]})"
+            analysis, count = name[: -len("_n_fixed")], True
+            label = f"fixed points found ({analysis})"
+            if split is not None:
+                label, da = f"fixed points near the visited states ({analysis})", split[0]
+                beyond = ds.get(f"{analysis}_n_points_beyond_visited")
+                if beyond is not None and float(np.nan_to_num(beyond.values).max(initial=0)) > 0:
+                    candidates.append((label, name, da, count))
+                    name, da, label = beyond.name, beyond, f"points beyond the visited states ({analysis})"
         elif name.endswith("_cosine") and extra in ([], ["stage"]):
             label = f"cosine of the rules' gradients ({name[: -len('_cosine')]})"
         else:
             continue
+        candidates.append((label, name, da, count))
+    panels: list[Panel] = []
+    for label, name, da, count in candidates:
         ok = result_ok(ds, name)
-        if "stage" in da.dims:  # an analysis at several stages: a panel per stage
-            for stage in da["stage"].values:
-                candidates.append((f"{label}, {'after training' if stage == 'trained' else f'at {stage}'}", name,
-                                   da.sel(stage=stage, drop=True).where(ok.sel(stage=stage, drop=True))))
-        else:
-            candidates.append((label, name, da.where(ok)))
-    panels: list[tuple[str, xr.DataArray]] = []
-    for label, name, da in candidates:
-        for i, (other, shown) in enumerate(panels):
-            if shown.shape == da.shape and np.allclose(shown.values, da.values, equal_nan=True):
-                what = label.split(" ")[1] if label.startswith("held-out") else label
-                panels[i] = (f"{other} (= {what})" if "(=" not in other else other[:-1] + f", {what})", shown)
-                break
-        else:
-            panels.append((label, da))
+        stages = da["stage"].values if "stage" in da.dims else [None]
+        for stage in stages:  # an analysis at several stages: a panel per stage
+            values = da if stage is None else da.sel(stage=stage, drop=True)
+            values = values.where(ok.sel(stage=stage, drop=True) if "stage" in getattr(ok, "dims", ()) else ok)
+            text = label if stage is None else f"{label}, {'after training' if stage == 'trained' else f'at {stage}'}"
+            for i, shown in enumerate(panels):
+                same = shown.values.shape == values.shape and np.allclose(shown.values.values, values.values,
+                                                                           equal_nan=True)
+                if same:
+                    what = text.split(" ")[1] if text.startswith("held-out") else text
+                    other = shown.label
+                    panels[i] = shown._replace(label=f"{other} (= {what})" if "(=" not in other
+                                               else other[:-1] + f", {what})",
+                                               variables=(*shown.variables, name),  # its references drawn too
+                                               stage=shown.stage if shown.stage in (None, "trained") else stage)
+                    break
+            else:
+                panels.append(Panel(text, values, (name,), count, None if stage is None else str(stage)))
     return panels
 
 
+REFERENCE_STYLES = {CHANCE: {"color": "0.45", "ls": "--", "lw": 1.0}, EXPECTED: {"color": "k", "ls": ":", "lw": 1.4}}
+"""How a sweep panel draws its variable's chance level and its expected value ([`REFERENCE_SUFFIXES`][])."""
+
+
+def _reference_label(suffix: str, values, source: str = "") -> str:
+    """``"chance 0.5"``, ``"expected if learned: 8 (2^3, Sussillo & Barak 2013)"``; values that
+    differ across cells: ``"chance (per cell)"``."""
+    what = "chance" if suffix == CHANCE else "expected if learned:"
+    text = f"{what} {format_value(values[0])}" if len(values) == 1 else f"{what} (per cell)".replace(": (", " (")
+    return f"{text} ({source})" if source and len(values) == 1 else text
+
+
+def _draw_references(ax, ds: xr.Dataset, panel: Panel, xpos, x: str | None, line_dims, combos) -> list[float]:
+    """The reference lines of ``panel``'s variables ([`REFERENCE_SUFFIXES`][]) on ``ax``, of
+    trained networks only (a panel at another stage has none): one horizontal line where every
+    cell shares the value, else a short bar at each cell's position. Returns the values drawn."""
+    import numpy as np
+
+    if panel.stage not in (None, "trained"):
+        return []
+    drawn: list[float] = []
+    for suffix, style in REFERENCE_STYLES.items():
+        ref = next((ds[v + suffix] for v in panel.variables if v + suffix in ds), None)
+        if ref is None:
+            continue
+        finite = np.asarray(ref.values, float)
+        unique = np.unique(finite[np.isfinite(finite)])
+        if unique.size == 0:
+            continue
+        label = _reference_label(suffix, unique.tolist(), str(ref.attrs.get("source", "")))
+        if unique.size == 1:
+            ax.axhline(unique[0], label=label, zorder=1, **style)
+        else:  # values that differ across cells (a swept task size): a bar at each cell's position
+            for k, combo in enumerate(combos):
+                sel = ref.isel(dict(zip(line_dims, combo)))
+                per_x = np.asarray(sel.transpose(*([x] if x else []), ...).values, float).reshape(xpos.size, -1)
+                ax.plot(xpos, np.nanmax(per_x, axis=1), marker="_", ms=18, mew=style["lw"] + 0.6, ls="none",
+                        color=style["color"], label=label if k == 0 else None, zorder=1)
+        drawn += unique.tolist()
+    return drawn
+
+
 def sweep(ds: xr.Dataset):
-    """The headline numbers of a sweep's cells: one panel per number (no duplicates), the first
-    numeric sweep axis along x, the other axes as lines labelled by what they stand for (a zipped
-    axis by its values), seeds as replicates (one dot per seed, the line through their mean)."""
+    """The headline numbers of a sweep's cells ([`Panel`][]): one panel per number (no duplicates),
+    the first numeric sweep axis along x, the other axes as series labelled by what they stand for
+    (a zipped axis by its values), seeds as replicates (one dot per seed, a larger marker at their
+    mean, joined by a line only along a numeric axis of more than [`SPARSE`][] values). Each panel
+    of trained networks draws its variable's chance level and the value its task expects, where the
+    sweep has them ([`REFERENCE_SUFFIXES`][]); counts of points are of those near the visited
+    states, with the points beyond them in a panel of their own ([`near_and_beyond`][]). The
+    legends and the title name only what is drawn."""
     import itertools
+    import textwrap
 
     import numpy as np
+    from matplotlib.ticker import MaxNLocator
 
     cell_dims = [str(d) for d in ds["status"].dims] if "status" in ds else []
     panels = _sweep_panels(ds, cell_dims)
@@ -317,52 +459,63 @@ def sweep(ds: xr.Dataset):
     line_dims = [d for d in axes_dims if d != x]
     combos = list(itertools.product(*(range(ds.sizes[d]) for d in line_dims)))
     n_seeds = ds.sizes["seed"] if "seed" in cell_dims else 1
+    if x is None:
+        xpos, xticks = np.zeros(1), ["all cells"]
+    elif plain_numeric(x):
+        xpos, xticks = ds[x].values.astype(float), None
+    else:
+        xpos = np.arange(ds.sizes[x], dtype=float)
+        xticks = [axis_value_label(ds, x, i, name=False) for i in range(ds.sizes[x])]
+    joined = xticks is None and xpos.size > SPARSE  # no line joins categories, nor a few values of an axis
     ncols = min(3, len(panels))
     nrows = -(-len(panels) // ncols)
     fig, axs = plt.subplots(nrows, ncols, figsize=(4.2 * ncols + 2.2, 3.4 * nrows + 0.2), squeeze=False,
                             layout="constrained")
     for ax in axs.ravel()[len(panels):]:
         ax.set_visible(False)
-    for ax, (label, da) in zip(axs.ravel(), panels):
-        if x is None:
-            xpos, xticks = np.zeros(1), ["all cells"]
-        elif plain_numeric(x):
-            xpos, xticks = ds[x].values.astype(float), None
-        else:
-            xpos = np.arange(ds.sizes[x], dtype=float)
-            xticks = [axis_value_label(ds, x, i, name=False) for i in range(ds.sizes[x])]
+    for ax, panel in zip(axs.ravel(), panels):
+        da = panel.values
         for k, combo in enumerate(combos):
             sel = da.isel(dict(zip(line_dims, combo)))
             values = np.asarray(sel.transpose(*([x] if x else []), *(["seed"] if "seed" in sel.dims else [])).values,
                                 float).reshape(xpos.size, -1)
-            colour, marker = f"C{k % 10}", "osD^v"[k // 10 % 5]  # more than 10 lines: another marker
+            colour, marker = f"C{k % 10}", "osD^v"[k // 10 % 5]  # more than 10 series: another marker
             name = ", ".join(axis_value_label(ds, d, i) for d, i in zip(line_dims, combo)) or None
             with warnings.catch_warnings():  # a column of cells that are all not ok: NaN, silently
                 warnings.simplefilter("ignore", RuntimeWarning)
                 mean = np.nanmean(values, axis=1)
-            ax.plot(xpos, mean, marker if xticks is not None else marker + "-", ms=4 if xticks is None else 6,
-                    color=colour, label=name)  # no line joins categories (a zipped axis, "all cells")
+            ax.plot(xpos, mean, marker=marker, ls="-" if joined else "none", ms=4 if joined else 6, color=colour,
+                    label=name, zorder=3)
             if values.shape[1] > 1:
-                ax.plot(np.repeat(xpos, values.shape[1]), values.ravel(), ".", ms=5, alpha=0.35, color=colour)
+                ax.plot(np.repeat(xpos, values.shape[1]), values.ravel(), ".", ms=5, alpha=0.35, color=colour, zorder=2)
+        references = _draw_references(ax, ds, panel, xpos, x, line_dims, combos)
         if xticks is not None:
             ax.set_xticks(xpos, xticks, fontsize=8, rotation=20 if max(len(t) for t in xticks) > 12 else 0)
         else:
             ax.set_xticks(xpos)
         ax.set_xlabel(axis_label(ds, x) if x else "")
-        if label.startswith("fixed points found"):  # a count: whole numbers from 0
-            from matplotlib.ticker import MaxNLocator
-
+        if panel.count:  # a count: whole numbers from 0, its expected value in view
             ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-            ax.set_ylim(bottom=0, top=max(1.0, float(np.nanmax(np.append(da.values, 0)))) * 1.15)
-        ax.set_ylabel(label.split(", ")[0].replace(" after training", ""), fontsize=9)
-        ax.set_title(label, fontsize=9)
+            top = float(np.nanmax(np.append(np.asarray(da.values, float).ravel(), [0.0, *references])))
+            ax.set_ylim(bottom=0, top=max(1.0, top) * 1.15)
+        if references:  # the panel's own key: its reference lines
+            lines = [h for h in ax.get_lines() if h.get_label().startswith(("chance", "expected"))]
+            ax.legend(handles=lines, fontsize=7, loc="best", framealpha=0.8)
+        ax.set_ylabel(textwrap.fill(panel.label.split(", ")[0].replace(" after training", "").split(" (")[0], 30,
+                                    break_on_hyphens=False),
+                      fontsize=9)
+        ax.set_title(textwrap.fill(panel.label, 48, break_on_hyphens=False), fontsize=9)
     if line_dims and len(combos) <= 12:
-        legend_beside(axs.ravel()[len(panels) - 1], fontsize=7)
-    seeds = (f"lines: mean over {n_seeds} seeds, dots: each seed" if n_seeds > 1 else "one seed per cell")
+        last = axs.ravel()[len(panels) - 1]
+        if last.get_legend() is not None:  # its reference lines' key stays beside the legend of series
+            last.add_artist(last.get_legend())
+        legend_beside(last, fontsize=7, handles=[h for h in last.get_lines() if h.get_label() in
+                                                 {", ".join(axis_value_label(ds, d, i) for d, i in zip(line_dims, c))
+                                                  for c in combos}])
+    mean = "lines" if joined else "markers"
+    seeds = f"{mean}: mean over {n_seeds} seeds, dots: each seed" if n_seeds > 1 else "one seed per cell"
     title = f"sweep {ds.attrs.get('scenario', '')}: {ds.attrs.get('n_ok', '?')}/{ds.attrs.get('n_cells', '?')} cells ok; {seeds}"
     if ds.attrs.get("description"):
-        import textwrap
-
         title = "\n".join([*textwrap.wrap(without_paths(str(ds.attrs["description"])), 40 * ncols), title])
     fig.suptitle(title, fontsize=9)
     return fig

@@ -17,7 +17,7 @@ import math
 import numpy as np
 import xarray as xr
 
-from dynlab.figures import last_finite, result_ok
+from dynlab.figures import REFERENCE_SUFFIXES, last_finite, result_ok
 
 MAX_ROWS = 12
 """Rows of a summary table beyond which the table says how many more the dataset holds."""
@@ -75,11 +75,12 @@ def _headline_variables(merged: xr.Dataset, cell_dims: tuple[str, ...]) -> dict[
     """label -> (variable name, DataArray over the cell dims): each training curve's last value (``train_eval_*``)
     and every analysis's per-cell scalar (``<analysis>_<name>``: a count such as fixed-points'
     ``n_fixed``, an estimate such as lyapunov's ``largest_mean``, shown as "lyapunov largest"),
-    leaving out the bounds of intervals (``*_ci_low``, ``*_ci_high``)."""
+    leaving out the bounds of intervals (``*_ci_low``, ``*_ci_high``) and the values results are read
+    against (``*_chance``, ``*_expected``: [`dynlab.scenarios.references`][])."""
     out = {}
     for name, var in merged.data_vars.items():
         name = str(name)
-        if var.dtype.kind not in "fiub":
+        if var.dtype.kind not in "fiub" or name.endswith(REFERENCE_SUFFIXES):  # a chance level is no result
             continue
         extra = [d for d in var.dims if d not in cell_dims]
         if name.startswith("train_"):

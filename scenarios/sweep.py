@@ -40,6 +40,7 @@ from dynlab import config as cfgmod
 from dynlab import store
 from dynlab.errors import ConfigError
 from dynlab.provenance import stamp
+from dynlab.scenarios.references import references
 from dynlab.scenarios.cell import cell_summary, read_marker, run_cell, run_cells_vmapped, run_external
 from dynlab.scenarios.spec import Cell, Scenario, coordinate_of, results_of
 
@@ -382,6 +383,7 @@ def merge(scenario: Scenario, out_dir: Path, infos: list[dict | None] | None = N
     Enforces: a cell's results on disk are kept whatever happened to its other results (a failed
     analysis discards nothing else); a variable a cell lacks (a missing cell, a failed analysis)
     is NaN there; ``infos``: the cells' markers ([`read_marker`][dynlab.scenarios.cell.read_marker]), read if not given.
+    Beside the results: what they are read against ([`dynlab.scenarios.references`][]).
     """
     cells = scenario.cells
     if infos is None:
@@ -422,6 +424,7 @@ def merge(scenario: Scenario, out_dir: Path, infos: list[dict | None] | None = N
                 merged = merged.assign_coords({k: (axis.name, v) for k, v in axis.values.items()})
     else:
         merged = per_cell[0]
+    merged = merged.assign(references(scenario, out_dir))  # chance levels and expected values, drawn by sweep.png
     merged["status"].attrs["long_name"] = ("cell status: ok, diverged, failed, missing or n/a (no cell: a run's label "
                                            "at another value of the other axes)")
     merged["result_status"].attrs["long_name"] = ("status of each result of a cell: ok, diverged, failed, skipped, "

@@ -101,8 +101,9 @@ def test_unit_sweep_finishes_with_figures_fixed_point_counts_and_dsa_across_cell
     # the figure draws the numbers, not "no numeric variables"
     from dynlab import figures
 
-    assert [label for label, _ in figures._sweep_panels(ds, ["model.unit", "seed"])][1:] == [
-        "largest Lyapunov exponent λ₁", "fixed points found (fixed-points) (= stable fixed points)"]  # every point stable
+    assert [panel.label for panel in figures._sweep_panels(ds, ["model.unit", "seed"])][1:] == [
+        "largest Lyapunov exponent λ₁",  # every point stable and near the visited states
+        "fixed points near the visited states (fixed-points) (= stable fixed points near the visited states)"]
 
 
 def test_resume_of_the_finished_unit_sweep_merges_again_and_recomputes_nothing(units, tmp_path):

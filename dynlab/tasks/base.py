@@ -4,7 +4,9 @@ A task makes batches ``(x[B, T, D], y, mask[B, T])`` from an explicit PRNG key, 
 ([`dynlab.losses`][]), and states the metric a model that learned nothing would get (``chance``)
 and, where the field has one, what a model that learned it reaches (``criterion``, a
 [`Criterion`][]: e.g. the flip-flop's sign accuracy >= 0.95); a claim about trained networks
-judges only the cells that met it ([`dynlab.scenarios.learning_gate`][]).
+judges only the cells that met it ([`dynlab.scenarios.learning_gate`][]). A task whose solution
+is known says what an analysis finds on a network that learned it ([`Task.expected`][], an
+[`Expected`][]: the flip-flop's $2^N$ stable fixed points); a sweep's figure draws it.
 It never reads the network. ``batch`` is pure and jit-able, so the trainer generates data inside
 its compiled step, with no host round-trip. A [`StatefulTask`][] (e.g. character-level language
 modelling) also serves consecutive windows of long streams, across which the trainer carries the
@@ -46,6 +48,24 @@ class Criterion:
         return f"{self.metric} {'>=' if self.higher_is_better else '<='} {self.threshold:.12g}"
 
 
+@dataclasses.dataclass(frozen=True)
+class Expected:
+    """What an analysis finds on a network that learned a task, known from the task's theory:
+    ``value`` of the per-network scalar ``variable`` of the analysis ``analysis`` (the flip-flop's
+    ``n_points_stable`` of ``fixed-points`` is $2^N$), where the analysis held the input its
+    result's ``input`` attribute begins with (``input``; ``""``: any input), as ``source`` says."""
+
+    analysis: str
+    variable: str
+    value: float
+    input: str = ""
+    source: str = ""
+
+    def applies(self, attrs: dict) -> bool:
+        """Whether a result with ``attrs`` was taken where the value is expected (its input)."""
+        return str(attrs.get("input", "")).startswith(self.input)
+
+
 class Task(eqx.Module):
     """Base class of tasks. Subclasses set the static fields and implement [`batch`][].
 
@@ -63,6 +83,11 @@ class Task(eqx.Module):
     @abc.abstractmethod
     def batch(self, key: PRNGKeyArray, batch_size: int, split: str = "train") -> tuple[Array, Array, Array]:
         """``batch_size`` samples ``(x, y, mask)`` for ``split`` in ``("train", "test")``."""
+
+    def expected(self) -> tuple[Expected, ...]:
+        """What analyses find on a network that learned this task ([`Expected`][]); none unless
+        the task's solution is known."""
+        return ()
 
     def describe(self) -> str:
         """One line for progress bars and summaries."""

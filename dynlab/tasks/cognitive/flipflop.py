@@ -28,7 +28,7 @@ import jax.numpy as jnp
 
 from dynlab.errors import ConfigError, require_positive
 from dynlab.registry import register
-from dynlab.tasks.base import Criterion, Task
+from dynlab.tasks.base import Criterion, Expected, Task
 
 
 @register("task", "flipflop", "N-bit flip-flop: hold the sign of each channel's last pulse (mse, 2^N stable fixed points)")
@@ -69,3 +69,8 @@ class FlipFlopTask(Task):
         _, y = jax.lax.scan(hold, jnp.zeros((batch_size, self.bits)), jnp.swapaxes(pulses, 0, 1))
         x = pulses + self.noise * jax.random.normal(k_noise, shape)
         return x, jnp.swapaxes(y, 0, 1), jnp.ones((batch_size, self.length))
+
+    def expected(self):
+        """$2^N$ stable fixed points at zero input, one per corner of the output cube (module docstring)."""
+        return (Expected("fixed-points", "n_points_stable", 2.0**self.bits, input="zero input",
+                         source=f"2^{self.bits}, Sussillo & Barak 2013"),)
