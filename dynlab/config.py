@@ -401,7 +401,7 @@ def load_toml(path) -> dict:
 
 def dumps(config: dict) -> str:
     """A nested dict of TOML values as TOML text, written by `tomli_w` (top-level values first, then
-    tables) from [`_as_written`][]: keys whose value is ``None`` left out, tuples as lists, numpy
+    tables) from ``_as_written``: keys whose value is ``None`` left out, tuples as lists, numpy
     numbers as Python numbers. A value TOML has no form for (an object, ``None`` in a list) is a
     one-line [`ConfigError`][]."""
     import tomli_w
