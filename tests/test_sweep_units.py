@@ -176,6 +176,25 @@ def test_two_simultaneous_resumes_end_with_one_complete_identical_dataset_and_on
     xr.testing.assert_identical(xr.load_dataset(out / "sweep.nc"), xr.load_dataset(tiny / "out" / "sweep.nc"))
 
 
+def test_a_held_sweep_lock_refuses_a_second_writer_naming_the_holder(tmp_path):
+    """The lock itself (filelock's flock): a second writer, even a second lock object of this
+    process, is refused at once naming the holder's pid, which its try leaves in the file; once
+    released the next writer takes it, and the file stays."""
+    from dynlab.errors import ConfigError
+    from dynlab.scenarios.sweep import LOCK, writer_lock
+
+    mine = f"{os.getpid()}\n"
+    with writer_lock(tmp_path):
+        assert (tmp_path / LOCK).read_text() == mine
+        with pytest.raises(ConfigError, match=rf"being written by another dynlab run \(pid {os.getpid()}, holding"):
+            with writer_lock(tmp_path):
+                pass
+        assert (tmp_path / LOCK).read_text() == mine
+    with writer_lock(tmp_path):
+        pass
+    assert (tmp_path / LOCK).read_text() == mine
+
+
 # --- a failing analysis in one cell ------------------------------------------------------------
 
 def _explode_for_three(model, *, seed: int = 0):
