@@ -59,10 +59,9 @@ def _expected(cell) -> tuple:
         return ()
 
 
-def references(scenario, out_dir: str | Path) -> dict[str, xr.DataArray]:
-    """Name -> per-cell reference values over the sweep axes (module docstring)."""
-    from dynlab.scenarios.sweep import cell_dir
-
+def references(scenario, cell_dirs: list[Path]) -> dict[str, xr.DataArray]:
+    """Name -> per-cell reference values over the sweep axes (module docstring), read from the
+    cells' directories ``cell_dirs`` (in the order of ``scenario.cells``)."""
     axes = scenario.axes
     shape = tuple(a.size for a in axes)
     coords = [[None] * a.size for a in axes]
@@ -73,10 +72,10 @@ def references(scenario, out_dir: str | Path) -> dict[str, xr.DataArray]:
         values.setdefault(name, np.full(shape, np.nan))[index] = float(value)
         sources.setdefault(name, source)
 
-    for cell in scenario.cells:
+    for cell, directory in zip(scenario.cells, cell_dirs):
         for i, axis in enumerate(axes):
             coords[i][cell.index[i]] = cell.coords[axis.name]
-        directory = cell_dir(out_dir, cell)
+        directory = Path(directory)
         trained = _attrs(directory / store.METRICS)
         if trained.get("metric") and np.isfinite(float(trained.get("chance", np.nan))):
             put(f"train_eval_{trained['metric']}{CHANCE}", cell.index, trained["chance"])

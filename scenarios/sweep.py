@@ -424,7 +424,7 @@ def merge(scenario: Scenario, out_dir: Path, infos: list[dict | None] | None = N
                 merged = merged.assign_coords({k: (axis.name, v) for k, v in axis.values.items()})
     else:
         merged = per_cell[0]
-    merged = merged.assign(references(scenario, out_dir))  # chance levels and expected values, drawn by sweep.png
+    merged = merged.assign(references(scenario, [cell_dir(out_dir, c) for c in cells]))  # what sweep.png draws
     merged["status"].attrs["long_name"] = ("cell status: ok, diverged, failed, missing or n/a (no cell: a run's label "
                                            "at another value of the other axes)")
     merged["result_status"].attrs["long_name"] = ("status of each result of a cell: ok, diverged, failed, skipped, "

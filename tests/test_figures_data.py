@@ -259,7 +259,7 @@ seed = [0, 1]
         xr.Dataset(attrs={"chance": 0.5, "metric": "sign_accuracy"}).to_netcdf(directory / "metrics.nc", engine="h5netcdf")
         xr.Dataset(attrs={"input": inputs[cell.coords["seed"]]}).to_netcdf(directory / "fixed-points.nc",
                                                                            engine="h5netcdf")
-    refs = references(scenario, tmp_path)
+    refs = references(scenario, [cell_dir(tmp_path, cell) for cell in scenario.cells])
     assert set(refs) == {"train_eval_sign_accuracy_chance", "fixed-points_n_points_stable_expected"}
     assert (refs["train_eval_sign_accuracy_chance"] == 0.5).all()
     expected = refs["fixed-points_n_points_stable_expected"]
