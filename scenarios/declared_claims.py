@@ -536,7 +536,8 @@ def _gate_text(cells: Learned, keep, outcome: str) -> str:
     for k in keep:
         if k is None:
             continue
-        total += int(k["final"].size)
+        # a position where no cell is (a run's label at another seed) has neither a value nor a criterion
+        total += int((np.isfinite(np.asarray(k["final"].values, float)) | (k["criterion"] != "").values).sum())
         out += [c for c in cells.excluded(k) if c not in out]
         criteria |= {str(c) for c in np.ravel(k["criterion"].values) if c}
     rule = "; ".join(sorted(criteria))
