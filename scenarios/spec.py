@@ -70,6 +70,11 @@ The transfer is applied once per cell, and the transferred model is written as a
 transfer no analysis runs at, an unknown kind, parameters its function does not take, and a
 transfer that cannot apply to the cell's model are each a ``ConfigError`` before any work.
 
+**Runs taken as cells.** A ``[[runs]]`` table names a run directory (``dynlab import`` output,
+or any trained run) and its label: the run becomes one more value of a sweep axis of names, a
+cell the study analyses as it is and never trains ([`dynlab.scenarios.external_runs`][]; the
+axis keeps how many of its values are trained, ``Axis.trained``, and the run's cell its ``run``).
+
 **Overrides.** ``--set`` assignments apply to the document before it is validated; a key inside
 ``[sweep]`` names one axis by its dotted config key ([`sweep_path`][]): ``--set sweep.seed=[0]``
 changes that axis and keeps the others.
