@@ -130,3 +130,58 @@ def test_fold_curve_in_w_and_its_cusp_at_w_1_u_0():
     assert np.all(curve.q >= 1.0 - 1e-9) and curve.q[[0, -1]] == pytest.approx([3.0, 3.0])  # no fold below w = 1
     assert len(cusps) == 1
     assert (cusps[0].q, cusps[0].p) == pytest.approx((1.0, 0.0), abs=1e-6)
+
+
+class Copies(eqx.Module):
+    """h <- Q tanh(w * (Q^T h) + u): N copies of the scalar map (weights w), mixed by an orthogonal Q.
+
+    In y = Q^T h the copies decouple, so the folds are those of the scalar maps: the copy with the
+    largest w > 1 folds first, at its closed-form u*."""
+
+    w: jax.Array
+    q: jax.Array
+
+    def __call__(self, h, u):
+        return self.q @ jnp.tanh(self.w * (self.q.T @ h) + u)
+
+
+def copies(n: int, mixed: bool) -> tuple[eqx.Module, np.ndarray, float]:
+    """The map (mixed by a random Q, or decoupled: ScalarTanh with a vector of weights), a seed on
+    the upper branch just above the fold of the w = 2 copy, and that seed's u."""
+    rng = np.random.default_rng(0)
+    w = np.concatenate([[2.0], 0.9 * 0.99 ** np.arange(n - 1)])
+    q = np.linalg.qr(rng.standard_normal((n, n)))[0] if mixed else np.eye(n)
+    u0 = fold_truth(2.0)[0] + 2e-4
+    y = np.ones(n)
+    for _ in range(400):
+        y = np.tanh(w * y + u0)
+    with jax.enable_x64(True):
+        F = Copies(jnp.asarray(w), jnp.asarray(q)) if mixed else ScalarTanh(jnp.asarray(w))
+    return F, q @ y, u0
+
+
+def _located_fold(F, seed, u0, settings):
+    _, points = continue_branch(F, seed, u0, (u0 - 5e-4, u0), settings)
+    folds = [pt for pt in points if pt.kind == "fold"]
+    assert len(folds) == 1
+    return folds[0]
+
+
+def test_dense_and_matrix_free_locate_the_same_fold():
+    """On 64 mixed copies, the dense (LU, full spectra) and matrix-free (GMRES, Arnoldi) paths agree to 1e-8."""
+    F, seed, u0 = copies(64, mixed=True)
+    u_star, h_star = fold_truth(2.0)
+    dense = _located_fold(F, seed, u0, ContinuationSettings())
+    free = _located_fold(F, seed, u0, ContinuationSettings(dense_max=16, full_spectrum_max=16))
+    assert abs(dense.p - free.p) < 1e-8 and abs(dense.p - u_star) < 1e-8
+    assert np.max(np.abs(dense.h - free.h)) < 1e-6
+    assert (np.asarray(F.q).T @ free.h)[0] == pytest.approx(h_star, abs=1e-6)  # the w = 2 copy folds
+    assert abs(free.multiplier - 1) < 1e-6
+
+
+def test_matrix_free_fold_at_n_2048():
+    """The matrix-free path (the default above dense_max = 1024) on 2048 decoupled copies."""
+    F, seed, u0 = copies(2048, mixed=False)
+    fold = _located_fold(F, seed, u0, ContinuationSettings())
+    assert fold.p == pytest.approx(fold_truth(2.0)[0], abs=1e-8)
+    assert fold.h[0] == pytest.approx(fold_truth(2.0)[1], abs=1e-6)

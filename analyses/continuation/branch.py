@@ -85,6 +85,8 @@ def follow(R: Residual, x0: np.ndarray, t0: np.ndarray, span: tuple[float, float
         lam = x_new[-1]
         if lam < lo or lam > hi:  # put the last point on the boundary, at fixed lambda
             bound = lo if lam < lo else hi
+            if x[-1] == bound:  # the start was on the boundary already: nothing to add
+                break
             frac = (bound - x[-1]) / (lam - x[-1])
             row = np.zeros_like(x)
             row[-1] = 1.0

@@ -79,7 +79,11 @@ def spectra(R: FixedPoints, xs: np.ndarray, settings) -> list[np.ndarray]:
         chunk = max(1, CHUNK_BYTES // (8 * m * m))
         out = []
         for i in range(0, len(xs), chunk):
-            out.extend(np.linalg.eigvals(np.asarray(state_jacobians(R, xs[i : i + chunk]))))
+            part = xs[i : i + chunk]
+            # batches padded to a power of two (or the chunk): a few compilations, not one per length
+            size = min(chunk, 1 << (len(part) - 1).bit_length())
+            padded = np.concatenate([part, np.repeat(part[-1:], size - len(part), axis=0)])
+            out.extend(np.linalg.eigvals(np.asarray(state_jacobians(R, padded)))[: len(part)])
         return out
     return [_arnoldi(R, x, k) for x in xs]
 

@@ -47,7 +47,7 @@ class SpecialPoint:
         kind: One of [`SPECIAL_KINDS`][].
         p: The parameter there (located to `locate_tol`).
         h: `[N]`, the state there.
-        multiplier: The multiplier that crossed ($+1$, $-1$, or on the unit circle; NaN for a cusp).
+        multiplier: The multiplier that crossed ($+1$, $-1$, or on the unit circle; 1 for a cusp, a fold).
         branch: The index of the branch in its [`Diagram`][] (0 from [`continue_branch`][] and
             [`fold_curve`][]).
         index: The point lies between the branch's points `index` and `index + 1`.

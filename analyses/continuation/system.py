@@ -21,8 +21,12 @@ continuation passes folds that stop natural continuation in $\lambda$. Two ways 
 - **matrix-free** (above): $A v$ from one Jacobian-vector product (`jax.linearize`), GMRES
   (lineax) on it; no $M \times M$ matrix is ever formed.
 
-The corrector and the tangent are `eqx.filter_jit`-compiled once per residual and shape (the
-residual's arrays, such as a model's weights, are traced, so a new model does not recompile).
+Dense, the whole Newton corrector (a `lax.while_loop`) and the tangent are `eqx.filter_jit`-compiled
+once per residual and shape (the residual's arrays, such as a model's weights, are traced, so a new
+model of the same shapes does not recompile). Matrix-free, one bordered GMRES solve is compiled
+([`krylov_solve`][]) and the Newton iterations run in Python around it: GMRES inside a compiled
+Newton loop took seconds more to compile, and each iteration is costly enough that the loop's
+overhead does not matter.
 Everything here expects float64 arrays: call inside `with jax.enable_x64(True):`, as the public
 functions of this package do.
 """
@@ -38,7 +42,7 @@ import lineax as lx
 import numpy as np
 from jaxtyping import Array, Float, PyTree
 
-__all__ = ["FixedPoints", "Residual", "as_float64", "bordered_logdet", "correct", "corrector", "iterate", "solver_options", "state_jacobians",
+__all__ = ["FixedPoints", "Residual", "as_float64", "bordered_logdet", "correct", "corrector", "iterate", "krylov_solve", "residual", "solver_options", "state_jacobians",
            "tangent", "unit_tangent"]
 
 GMRES_RESTART = 40
@@ -152,16 +156,52 @@ def solver_options(settings, dense: bool) -> dict:
     return {"dense": dense, "krylov_tol": float(settings.krylov_tol)}
 
 
+@eqx.filter_jit
+def residual(R: Residual, aux, x):
+    """$R(x)$, compiled (the matrix-free corrector's right-hand side)."""
+    return R(x, aux)
+
+
+@eqx.filter_jit
+def krylov_solve(R: Residual, aux, x, row, rhs, *, krylov_tol: float):
+    """One matrix-free bordered solve (see [`corrector`][]), compiled once and shared by the
+    corrector's iterations and the tangent: GMRES inside a compiled Newton loop took several seconds
+    to compile per use, this one solve compiles once per residual and shape."""
+    return _bordered_solve(R, aux, x, row, rhs, False, krylov_tol)
+
+
 def correct(R: Residual, aux, x_pred, row, settings, dense: bool) -> tuple[np.ndarray, bool, int]:
-    """[`corrector`][] on NumPy values: the corrected point, whether it converged, the iterations used."""
-    x, ok, k = corrector(R, aux, np.asarray(x_pred, np.float64), np.asarray(row, np.float64),
-                         tol=float(settings.newton_tol), max_iter=int(settings.newton_max_iter),
-                         **solver_options(settings, dense))
-    return as_float64(x), bool(ok), int(k)
+    """[`corrector`][] on NumPy values: the corrected point, whether it converged, the iterations used.
+
+    Matrix-free, the same Newton iterations run as a Python loop over [`krylov_solve`][]."""
+    x_pred, row = np.asarray(x_pred, np.float64), np.asarray(row, np.float64)
+    if dense:
+        x, ok, k = corrector(R, aux, x_pred, row, tol=float(settings.newton_tol),
+                             max_iter=int(settings.newton_max_iter), **solver_options(settings, dense))
+        return as_float64(x), bool(ok), int(k)
+    x = x_pred
+    for k in range(int(settings.newton_max_iter)):
+        rhs = np.append(as_float64(residual(R, aux, x)), row @ (x - x_pred))
+        dx, ok = krylov_solve(R, aux, x, row, rhs, krylov_tol=float(settings.krylov_tol))
+        dx = as_float64(dx)
+        if not bool(ok):
+            return x, False, k + 1
+        x = x - dx
+        if np.max(np.abs(dx)) <= settings.newton_tol:
+            return x, bool(np.all(np.isfinite(x))), k + 1
+    return x, False, int(settings.newton_max_iter)
 
 
 def unit_tangent(R: Residual, aux, x, row, settings, dense: bool) -> tuple[np.ndarray, bool]:
     """[`tangent`][] on NumPy values: the unit tangent and whether its solve succeeded."""
-    t, ok = tangent(R, aux, np.asarray(x, np.float64), np.asarray(row, np.float64), **solver_options(settings, dense))
+    x, row = np.asarray(x, np.float64), np.asarray(row, np.float64)
+    if dense:
+        t, ok = tangent(R, aux, x, row, **solver_options(settings, dense))
+    else:
+        e = np.zeros_like(x)
+        e[-1] = 1.0
+        t, ok = krylov_solve(R, aux, x, row, e, krylov_tol=float(settings.krylov_tol))
+        t = as_float64(t)
+        t = t / np.linalg.norm(t)
     t = as_float64(t)
     return t, bool(ok) and bool(np.all(np.isfinite(t)))
