@@ -189,8 +189,8 @@ def continuation_analysis(
     **Returns:** a dataset with dims `branch`, `point` (padded with NaN past each branch's
     `n_points`), `multiplier`, `pc`, `output`, `special`, `seed` and, for states of at most
     `STATES_MAX` components, `state`: `parameter`, `diagram_y` (what the figure draws: the
-    read-out on the path's channel, or the first principal component), `n_unstable` (-1 as
-    padding), `stable`, `multiplier_real`/`_imag`/`_abs`, `states` (small N), `pcs`, `readout`
+    read-out on the path's channel or the only read-out, else the first principal component),
+    `n_unstable` (-1 as padding), `stable`, `multiplier_real`/`_imag`/`_abs`, `states` (small N), `pcs`, `readout`
     (`branch`, `point`, ...); `period`, `n_points` (`branch`); the special points' `special_kind`,
     `special_parameter`, `special_q` (NaN but for cusps), `special_branch`, `special_index`,
     `special_y`, `special_multiplier_real`/`_imag`, `special_unstable_before`/`_after` (the
@@ -199,7 +199,7 @@ def continuation_analysis(
     `n_flips`, `n_neimark_sacker`, `n_branch_points`; attrs `path`, `symbol`, `span`, `start`,
     `protocol`, `input`, `state_dim`, `diagram_y`.
     """
-    from dynlab.analyses.continuation.trace import trace
+    from dynlab.analyses.continuation import trace
     from dynlab.analyses.fixed_points.core import fixed_points_from_visited
     from dynlab.analyses.fixed_points.coverage import beyond_visited
     from dynlab.analyses.fixed_points.model import principal_components
@@ -260,13 +260,16 @@ def diagram_dataset(diagram, seeds: np.ndarray, readout, mean: np.ndarray, comps
     [`continuation_analysis`][] for its variables): ``readout(h[N], p) -> y[D]`` reads each
     branch's states out, ``mean``/``comps`` project them on the visited states' principal
     components, and the figure's ``diagram_y`` is the read-out of output ``channel`` when the
-    path moves that input channel and the model has that output, else the first component."""
+    path moves that input channel and the model has that output (of its only output when it has
+    one), else the first component."""
     branches, points = diagram.branches, diagram.points
     N = int(seeds.shape[1])
     batched = jax.jit(jax.vmap(readout))
     reads = [np.asarray(batched(jnp.asarray(b.h), jnp.asarray(b.p))) if len(b.p) else np.zeros((0, 0)) for b in branches]
     D = next((r.shape[1] for r in reads if r.ndim == 2 and r.shape[0]), 1)
     by_pc = [(np.asarray(b.h) - mean) @ comps.T for b in branches]
+    if channel is None and D == 1:  # one read-out: what the network reports, whatever the path
+        channel = 0
     use_readout = channel is not None and channel < D
     y_name = f"read-out y{channel}" if use_readout else "PC1 of the visited states"
     ys = [r[:, channel] if use_readout else pc[:, 0] for r, pc in zip(reads, by_pc)]

@@ -1,0 +1,171 @@
+"""Continuation against the way it is done today: re-running a fixed-point search along a grid (issue 49).
+
+    python benchmarks/continuation.py [--out DIR] [--steps 500] [--grid 200] [--grid-measured 4]
+
+1. **A trained 128-unit GRU** on the 3-bit flip-flop (``dynlab.fit``, reused from ``--out`` when
+   there): ``dynlab.analyze("continuation", run)`` over $u \\in [-1, 1]$ on input channel 0,
+   every branch from its fixed points at $u = 0$ with every special point, timed in a fresh
+   process state (compilation included). Wanted: <= 20 s on 2 CPU cores.
+2. **A single branch at N = 1024**: ``continue_branch`` on an untrained 1024-unit GRU's state
+   map along its input channel 0, from its fixed point at $u = 0$. Wanted: <= 60 s.
+3. **The grid** (Driscoll, Shenoy & Sussillo 2024): the ``fixed-points`` search
+   (``fixed_points_from_visited``, the analysis's own search, from the same visited states) at
+   ``--grid`` evenly spaced $u$. Its time is measured on ``--grid-measured`` of them, evenly
+   spread, and scaled to the whole grid (said so in the output); the ratio grid / continuation
+   is printed (>= 10x wanted). On the measured values, every fixed point the grid finds near the
+   visited states is looked for on the continuation's branches (a miss is printed), and each
+   fold's located $u^*$ is printed beside the grid's bracket (the grid values between which the
+   count of stable points changes).
+
+Prints the figures and ratios; not a test (timings vary with the machine's load).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def train(run: Path, steps: int) -> str:
+    import dynlab
+
+    if (run / "model.eqx").is_file():
+        return "reused"
+    dynlab.fit("gru", task="flipflop", hidden=128, steps=steps, out=run, progress=False)
+    return "trained"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="runs/bench-continuation")
+    parser.add_argument("--steps", type=int, default=500, help="training steps of the GRU")
+    parser.add_argument("--grid", type=int, default=200, help="grid values of u of the comparator")
+    parser.add_argument("--grid-measured", type=int, default=4,
+                        help="evenly spread grid values run (besides those bracketing the folds); time scaled to --grid")
+    parser.add_argument("--skip-1024", action="store_true")
+    args = parser.parse_args()
+
+    import jax
+    import jax.numpy as jnp
+
+    import dynlab
+    from dynlab.analyses.continuation import ContinuationSettings, continue_branch
+    from dynlab.analyses.continuation.paths import InputPath
+    from dynlab.analyses.fixed_points.core import fixed_points_from_visited
+    from dynlab.analyses.fixed_points.coverage import beyond_visited
+    from dynlab.analyses.state_map import run_in, state_map
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    run = out / "gru128"
+    t0 = time.perf_counter()
+    how = train(run, args.steps)
+    print(f"GRU 128 on the 3-bit flip-flop: {how} ({time.perf_counter() - t0:.0f} s)")
+    exp = dynlab.load(run)
+
+    # 1. the continuation, compilation included (kept in --out with its time: a rerun reuses it)
+    import xarray as xr
+
+    saved = out / "continuation.nc"
+    if saved.is_file():
+        ds = xr.load_dataset(saved, engine="h5netcdf")
+        t_cont = float(ds.attrs["benchmark_seconds"])
+        print(f"(the continuation's dataset and time reused from {saved})")
+    else:
+        t0 = time.perf_counter()
+        ds = dynlab.analyze("continuation", exp, path={"channel": 0, "span": [-1.0, 1.0]})
+        t_cont = time.perf_counter() - t0
+        ds.attrs["benchmark_seconds"] = t_cont
+        from dynlab import store
+
+        store.write_dataset(saved, ds)
+    from dynlab.analyses.continuation.figure import continuation_summary
+
+    print(continuation_summary(ds))
+    print(f"[1] continuation, 128-unit GRU, u in [-1, 1]: {t_cont:.1f} s (wanted <= 20 s); "
+          f"{int(ds.n_branches)} branches, {int(ds.sizes['special'])} special points, "
+          f"{int(np.nansum(ds.n_points.values))} points")
+
+    with jax.enable_x64(True):  # the grid's map and visited states, as the analysis builds them
+        from dynlab.analyses.continuation.model import _float64
+
+        model64 = _float64(exp.model)
+        family = InputPath(channel=0).family(model64)
+        step = state_map(model64).step
+        xs, xi = dynlab.analyses.protocol.OwnTask().resolved(exp.task).inputs(model64, 2000, jax.random.split(jax.random.key(0), 3)[0])
+        visited = np.asarray(run_in(state_map(model64), (jnp.asarray(xs, jnp.float64), jnp.asarray(xi, jnp.float64))))[200:]
+
+    # 3. the grid, on a measured subset
+    grid = np.linspace(-1.0, 1.0, args.grid)
+    folds = ds.special_parameter.values[ds.special_kind.values == "fold"]
+    spread = grid[np.linspace(0, args.grid - 1, min(args.grid_measured, args.grid)).round().astype(int)]
+    bracketing = grid[np.any(np.abs(grid[:, None] - folds[None, :]) <= grid[1] - grid[0], axis=1)]
+    measured = np.union1d(spread, bracketing)  # evenly spread values, and the grid's values on either side of each fold
+    found, t_grid = {}, 0.0
+    with jax.enable_x64(True):
+        for u in measured:
+            t0 = time.perf_counter()
+            fp = fixed_points_from_visited(step, jnp.asarray(visited), (family.input_at(float(u)), jnp.zeros((), jnp.float64)),
+                                           ics=64, seed=0)
+            t_grid += time.perf_counter() - t0
+            print(f"    grid u = {u:+.4f}: {time.perf_counter() - t0:.1f} s", flush=True)
+            keep = np.asarray(fp.is_fixed.values, bool) & ~beyond_visited(fp.points.values, visited)
+            found[float(u)] = (fp.points.values[keep], np.asarray(fp.n_unstable.values)[keep])
+    per_value = t_grid / len(measured)
+    t_grid_all = per_value * args.grid
+    print(f"[3] grid: fixed-points search at {len(measured)} of {args.grid} values of u: {t_grid:.1f} s "
+          f"({per_value:.2f} s per value, compilation in the first); the whole grid ~ {t_grid_all:.0f} s (scaled)")
+    print(f"    ratio grid / continuation: {t_grid_all / t_cont:.1f}x (wanted >= 10x)")
+
+    # does every point the grid finds lie on a branch? Compared in the visited states' principal
+    # components, which the dataset keeps for 128 components (its branches interpolated at the grid's u)
+    comps, mean = ds.pc_components.values, visited.mean(axis=0)
+    misses = 0
+    for u, (points, n_unstable) in found.items():
+        for h, k in zip(points, n_unstable):
+            z = (h - mean) @ comps.T
+            best = np.inf
+            for b in range(ds.sizes["branch"]):
+                if int(ds.period[b]) != 1:
+                    continue
+                n = int(ds.n_points[b])
+                p, pcs = ds.parameter.values[b, :n], ds.pcs.values[b, :n]
+                for i in np.flatnonzero((p[:-1] - u) * (p[1:] - u) <= 0):
+                    t = 0.0 if p[i + 1] == p[i] else (u - p[i]) / (p[i + 1] - p[i])
+                    best = min(best, float(np.linalg.norm((1 - t) * pcs[i] + t * pcs[i + 1] - z)))
+            if best > 0.05:
+                misses += 1
+                print(f"    MISSED: u = {u:+.4f}, a point with {int(k)} unstable, {best:.3f} from every branch (in PCs)")
+    total = sum(len(v[0]) for v in found.values())
+    print(f"    grid points near the visited states: {total} at {len(found)} values of u; on a branch: {total - misses}, "
+          f"missed by the continuation: {misses}")
+    stable = {u: int(np.sum(k == 0)) for u, (_, k) in found.items()}
+    us = sorted(stable)
+    for f in np.sort(folds):
+        j = np.searchsorted(us, f)
+        bracket = (us[j - 1] if j > 0 else None, us[j] if j < len(us) else None)
+        change = (stable.get(bracket[0]), stable.get(bracket[1]))
+        print(f"    fold located at u = {f:.8f}; the measured grid brackets it in {bracket} (stable points {change[0]} -> {change[1]}), "
+              f"the full grid's spacing {grid[1] - grid[0]:.4f}")
+
+    # 2. a single branch at N = 1024
+    if not args.skip_1024:
+        big = dynlab.model("gru", task="flipflop", hidden=1024, seed=0)
+        with jax.enable_x64(True):
+            m = _float64(big.model)
+            fam = InputPath(channel=0).family(m)
+            h = jnp.zeros(1024, jnp.float64)
+            for _ in range(200):
+                h = fam.F(h, 0.0)
+            t0 = time.perf_counter()
+            branch, points = continue_branch(fam.F, h, 0.0, (-1.0, 1.0), ContinuationSettings())
+            t_big = time.perf_counter() - t0
+        print(f"[2] single branch, untrained 1024-unit GRU, u in [-1, 1]: {t_big:.1f} s (wanted <= 60 s); "
+              f"{len(branch.p)} points, {len(points)} special points, p from {branch.p.min():.3f} to {branch.p.max():.3f}")
+
+
+if __name__ == "__main__":
+    main()
