@@ -185,3 +185,18 @@ def test_matrix_free_fold_at_n_2048():
     fold = _located_fold(F, seed, u0, ContinuationSettings())
     assert fold.p == pytest.approx(fold_truth(2.0)[0], abs=1e-8)
     assert fold.h[0] == pytest.approx(fold_truth(2.0)[1], abs=1e-6)
+
+
+def test_seeds_on_one_branch_are_merged():
+    """The three fixed points of tanh(2h + u) at u = 0 lie on one S-shaped branch in u: traced once."""
+    F = scalar_tanh(2.0)
+    lo, hi = 0.1, 1.0  # the positive root of h = tanh(2h), by bisection
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if np.tanh(2 * mid) > mid else (lo, mid)
+    seeds = np.array([[lo], [0.0], [-lo]])
+    diagram = trace(F, seeds, 0.0, (-1.0, 1.0))
+    assert len(diagram.branches) == 1
+    u_star = fold_truth(2.0)[0]
+    assert sorted(pt.p for pt in diagram.points if pt.kind == "fold") == pytest.approx([u_star, -u_star], abs=1e-8)
+    assert len(diagram.points) == 2

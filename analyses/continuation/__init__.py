@@ -25,6 +25,13 @@ pseudo-arclength continuation and finds where they bifurcate:
 The functions take a JAX-traceable map `F(h, p) -> h` and return NumPy float64 values; they run
 inside `jax.enable_x64(True)` themselves (a map closing over float32 arrays is promoted). No
 option checking happens here: a registered analysis checks its options where they are parsed.
+
+Beyond the API of issue #49's plan (names and signatures as planned), [`ContinuationSettings`][]
+has `full_spectrum_max` (every multiplier up to this N, the leading ones by Arnoldi above),
+`max_branches` (a bound on [`trace`][]'s work) and `krylov_tol` (GMRES); [`fold_curve`][] returns a
+[`FoldCurve`][] (`p`, `q`, `h`) and cusps as [`SpecialPoint`][]s with `q` set and multiplier 1.
+Branch switching, cycles and fold curves use a Jacobian's eigenvector (all paths) and, for fold
+curves, a dense $G_h$ (any N, at $O(N^3)$ per step).
 """
 
 from dynlab.analyses.continuation.branch import continue_branch
