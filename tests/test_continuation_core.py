@@ -200,3 +200,21 @@ def test_seeds_on_one_branch_are_merged():
     u_star = fold_truth(2.0)[0]
     assert sorted(pt.p for pt in diagram.points if pt.kind == "fold") == pytest.approx([u_star, -u_star], abs=1e-8)
     assert len(diagram.points) == 2
+
+
+def test_period_doubling_cascade_of_the_logistic_map():
+    """h <- p h (1 - h): flips at p = 3 (period 1 -> 2), 1 + sqrt(6) (2 -> 4) and 3.544090 (4 -> 8, the
+    published value of the cascade), each cycle continued from the flip that created it."""
+    settings = ContinuationSettings(max_period=4)
+    diagram = trace(lambda h, p: p * h * (1 - h), np.array([[1 - 1 / 2.9]]), 2.9, (2.9, 3.55), settings)
+    assert sorted(b.period for b in diagram.branches) == [1, 2, 4]
+    flips = sorted((diagram.branches[pt.branch].period, pt.p) for pt in diagram.points if pt.kind == "flip")
+    assert [k for k, _ in flips] == [1, 2, 4]  # each once, though a cycle shows a flip at each of its points
+    assert [p for _, p in flips] == pytest.approx([3.0, 1 + np.sqrt(6), 3.544090], abs=1e-6)
+    assert flips[1][1] == pytest.approx(1 + np.sqrt(6), abs=1e-8)
+    four = next(b for b in diagram.branches if b.period == 4)
+    h, p = four.h[:, 0], four.p
+    away = np.abs(p - flips[1][1]) > 1e-2
+    step = lambda x: p[away] * x * (1 - x)  # noqa: E731
+    assert np.max(np.abs(step(step(step(step(h[away])))) - h[away])) < 1e-9  # a fixed point of F^4 ...
+    assert np.min(np.abs(step(step(h[away])) - h[away])) > 1e-3  # ... not of F^2

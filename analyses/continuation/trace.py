@@ -12,8 +12,9 @@ points), the point interpolated there is corrected at fixed $p$ by Newton; if it
 (within [`SAME_POINT`][]), the start lies on a known branch and is dropped. For a cycle of period
 k, each of its k points is compared, since one cycle shows up as k points of $F^k$ (the branch of
 a period-2 cycle holds both of them). A special point found again on another branch (the branch
-point of a pitchfork, seen from both branches; a flip, seen as a branch point of $F^2$) is kept once,
-on the branch that found it first.
+point of a pitchfork, seen from both branches; a flip, seen as a branch point of $F^2$), or at
+another point of the same cycle (a flip of a 2-cycle shows at both of its points), is kept once,
+where it was found first.
 """
 
 from __future__ import annotations
@@ -73,8 +74,10 @@ def _images(F, period: int, x: np.ndarray) -> list[np.ndarray]:
     return out
 
 
-def _known(points: list[SpecialPoint], pt: SpecialPoint) -> bool:
-    return any(abs(q.p - pt.p) < SAME_POINT and np.max(np.abs(q.h - pt.h)) < SAME_POINT for q in points)
+def _known(points: list[SpecialPoint], pt: SpecialPoint, F, period: int) -> bool:
+    """Whether `pt`, or another point of its cycle (the same bifurcation), is among `points`."""
+    images = [y[:-1] for y in _images(F, period, np.append(pt.h, pt.p))]
+    return any(abs(q.p - pt.p) < SAME_POINT and np.max(np.abs(q.h - h)) < SAME_POINT for q in points for h in images)
 
 
 def trace(F: Map, seeds: ArrayLike, p0: float, p_span: tuple[float, float],
@@ -128,7 +131,7 @@ def trace(F: Map, seeds: ArrayLike, p0: float, p_span: tuple[float, float],
             curves.append((st.period, curve))
             branches.append(branch)
             for lp in located:
-                if _known(points, lp.point):
+                if _known(points, lp.point, F, st.period):
                     continue
                 points.append(lp.point)
                 if lp.point.kind == "branch-point" and switch:
