@@ -41,7 +41,7 @@ from dynlab.analyses.continuation.detect import bracket_root
 from dynlab.analyses.continuation.multipliers import eigenvector
 from dynlab.analyses.continuation.results import FoldCurve, SpecialPoint
 from dynlab.analyses.continuation.settings import ContinuationSettings
-from dynlab.analyses.continuation.system import FixedPoints, Residual, correct, unit_tangent
+from dynlab.analyses.continuation.system import FixedPoints, Residual, correct
 
 __all__ = ["FoldPoints", "cusp_test", "fold_curve", "null_vectors"]
 
