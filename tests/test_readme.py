@@ -110,3 +110,16 @@ def test_readme_commands_run_in_order_from_an_empty_directory(tmp_path, monkeypa
 def _takes_quiet(command: str) -> bool:
     """Whether a command has -q (no progress bar): train, run, reproduce."""
     return shlex.split(command)[1] in {"train", "run", "reproduce"}
+
+
+def test_readme_counts_and_names_the_units_dynlab_list_units_lists():
+    """README's "**15 units**" is the number `dynlab list units` prints, and its bullet names each by
+    the name that command gives (issue 48, item 8)."""
+    from dynlab import registry
+
+    text = (ROOT / "README.md").read_text()
+    bullet = re.search(r"^- \*\*(\d+) units\*\*(.*?)(?=^- )", text, re.S | re.M)
+    assert bullet, "README lists its units in a bullet '- **N units** ...'"
+    units = set(registry.names("unit"))
+    assert int(bullet.group(1)) == len(units)
+    assert set(re.findall(r"`([\w-]+)`", bullet.group(2))) == units
