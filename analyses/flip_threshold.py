@@ -13,12 +13,14 @@ the same threshold by running the network, so that the two can be compared (the 
 $D$ input channels:
 
 1. **Hold the bits.** Pulse $x_0 = s$ (the task's pulse), then zero input for `settle` steps: the
-   state $h_s$ the task leaves the network in. $\sigma_s = \operatorname{sign} y_c(h_s)$ is the
-   bit on read-out channel $c$.
-2. **Push.** The input that flips it has the opposite sign: $x = -\sigma_s\, u\, e_c$, held for
-   `hold` steps, then zero input for `release` steps. The bit is **flipped** when the read-out
-   $y_c$ has the sign $-\sigma_s$ at the end of the hold *and* at the end of the release: it
-   changed and stays.
+   state $h_s$ the task leaves the network in, holding the bits $\operatorname{sign} y_j(h_s)$;
+   $\sigma_s = \operatorname{sign} y_c(h_s)$ is the bit on read-out channel $c$.
+2. **Push.** Against that bit: $x = -\sigma_s\, u\, e_c$, held for `hold` steps, then zero input
+   for `release` steps. **A bit is flipped** when some read-out $y_j$ has the opposite of its held
+   sign at the end of the hold *and* at the end of the release: it changed and stays. The push
+   on channel $c$ need not flip bit $c$ first: where the corner's state is lost to a neighbouring
+   corner with another bit changed, bit $c$ flips only at a larger input, measured as well
+   (`flip_input_own`).
 3. **Threshold.** $u_\text{flip} = \min\{u \in (0, u_\max] : \text{flipped}(u)\}$: the first of
    `grid` evenly spaced amplitudes that flips, then bisection between it and the amplitude before
    it to `tol`. It is reported as the value of the path's parameter, $p_\text{flip} = -\sigma_s
@@ -36,7 +38,8 @@ measures, not something the state map's branch can say.
 With `fold` on (the default), every corner's fold is computed too: the branch of fixed points of
 $h \mapsto F(h, -\sigma_s a\, e_c)$ through $h_s$ at $a = 0$, continued in $a \in [0, u_\max]$
 with [`continue_branch`][dynlab.analyses.continuation.continue_branch]; its first fold is
-$a^*$ and $p^* = -\sigma_s a^*$. The relative error is $(u_\text{flip} - a^*)/a^*$.
+$a^*$ and $p^* = -\sigma_s a^*$: where the corner's state is lost, whichever bit goes. The relative
+error is $(u_\text{flip} - a^*)/a^*$, with $u_\text{flip}$ the threshold of any bit.
 """
 
 from __future__ import annotations
@@ -79,7 +82,7 @@ def _flipped(step, starts, directions, signs, amplitudes, hold: int, release: in
         y_hold = ys[-1]
         if release:
             h, ys = jax.lax.scan(lambda h, _: step(h, jnp.zeros_like(d)), h, None, length=release)
-        return (jnp.sign(y_hold) == -sign) & (jnp.sign(ys[-1]) == -sign)
+        return jnp.any((jnp.sign(y_hold) == -sign) & (jnp.sign(ys[-1]) == -sign))
 
     run = lambda a: jax.vmap(one)(starts, directions, signs, a)
     for _ in range(amplitudes.ndim - 1):
@@ -93,12 +96,13 @@ def flip_thresholds(step, starts, directions, signs, *, hold: int, release: int,
     a read-out, from each start, by simulation (module docstring, steps 2 and 3).
 
     Args:
-        step: ``step(h, x) -> (h', y)``: the map at input ``x`` and the watched scalar read-out of
-            the new state (JAX-traceable).
+        step: ``step(h, x) -> (h', y)``: the map at input ``x`` and the watched read-outs ``y``
+            ``[M]`` of the new state (JAX-traceable).
         starts: ``[K, N]`` states to start from.
         directions: ``[K, D]`` the input direction $d_k$ of each start (held for ``hold`` steps).
-        signs: ``[K]`` the read-out's sign $\sigma_k$ at each start; a flip is the sign $-\sigma_k$
-            at the end of the hold and at the end of the ``release`` steps at zero input after it.
+        signs: ``[K, M]`` the read-outs' signs $\sigma_{kj}$ at each start; a flip is a read-out
+            $j$ with the sign $-\sigma_{kj}$ at the end of the hold and at the end of the
+            ``release`` steps at zero input after it (any of the $M$).
         hold, release: steps of the push and of the zero input after it.
         u_max: the largest amplitude tried.
         grid: evenly spaced amplitudes $u_\max\, i/\text{grid}$, $i = 1..\text{grid}$, tried first;
@@ -109,7 +113,7 @@ def flip_thresholds(step, starts, directions, signs, *, hold: int, release: int,
     **Returns:** ``[K]`` float64 amplitudes; NaN where no amplitude of the grid flips.
     """
     starts, directions = jnp.asarray(starts), jnp.asarray(directions)
-    signs = jnp.asarray(signs, starts.dtype)
+    signs = jnp.asarray(signs, starts.dtype).reshape(starts.shape[0], -1)
 
     def flipped(amplitudes):
         return np.asarray(_flipped(step, starts, directions, signs, jnp.asarray(amplitudes, starts.dtype), hold, release))
@@ -170,17 +174,17 @@ def first_fold(fmap, h0, u_max: float) -> float:
 
 
 class _Watched(eqx.Module):
-    """``(h, x) -> (h', y_c)``: a model's step on its flat state, with read-out ``channel`` of the new
-    state. A Module, not a closure: compiled code sees the weights as arguments, so corners and
-    models of one structure share one compilation."""
+    """``(h, x) -> (h', y[channels])``: a model's step on its flat state, with the read-outs
+    ``channels`` of the new state. A Module, not a closure: compiled code sees the weights as
+    arguments, so corners and models of one structure share one compilation."""
 
     model: eqx.Module
-    channel: int = eqx.field(static=True)
+    channels: tuple[int, ...] = eqx.field(static=True)
 
     def __call__(self, h, x):
         unravel = ravel_pytree(self.model.init_state())[1]
         state, y = self.model.step(unravel(h), x)
-        return ravel_pytree(state)[0], y[self.channel]
+        return ravel_pytree(state)[0], y[jnp.asarray(self.channels)]
 
 
 class _Pushed(eqx.Module):
@@ -244,8 +248,12 @@ def flip_threshold_summary(ds: xr.Dataset) -> str:
         bits = _corner_label(ds["corner_bits"].values[i])
         held = "held" if ds["held"].values[i] else "not held"
         flip = float(ds["flip_input"].values[i])
+        own = float(ds["flip_input_own"].values[i])
         text = (f"corner {bits} ({held}): no flip up to |u| = {ds.attrs.get('u_max')}" if not np.isfinite(flip)
-                else f"corner {bits} ({held}): flips at u = {flip:+.5f} on channel {c}")
+                else f"corner {bits} ({held}): a bit flips at u = {flip:+.5f} on channel {c}")
+        if np.isfinite(flip) and not np.isclose(own, flip, rtol=1e-3):
+            text += f" (bit {c} at {own:+.5f})" if np.isfinite(own) else f" (bit {c} not up to |u| = {ds.attrs.get('u_max')})"
+
         if "fold_input" in ds:
             fold, err = float(ds["fold_input"].values[i]), float(ds["fold_relative_error"].values[i])
             text += (f"; fold at {fold:+.5f} ({err:+.2%})" if np.isfinite(fold) else "; no fold found")
@@ -265,7 +273,8 @@ def flip_threshold_summary(ds: xr.Dataset) -> str:
     outputs=(
         Output("corner_bits", "field", ("corner", "bit")),
         *Output.each("held held_sign", "field", ("corner",)),
-        Output("flip_input", "real", ("corner",), description="the input on the channel that flips the corner's bit"),
+        Output("flip_input", "real", ("corner",), description="the input on the channel that flips a bit of the corner"),
+        Output("flip_input_own", "real", ("corner",), description="the input on the channel that flips the channel's own bit"),
         Output("fold_input", "real", ("corner",), optional=True, description="the fold of the corner's branch"),
         Output("fold_relative_error", "real", ("corner",), optional=True),
         Output("fold_relative_error_max", "real", bounds=(0.0, math.inf), optional=True,
@@ -293,7 +302,8 @@ def flip_threshold_analysis(
 
     Every corner of the input channels is held (a pulse, then `settle` steps of zero input), then
     pushed by $x = -\sigma u\, e_c$ for `hold` steps and released for `release` steps; bisection
-    on $u$ finds the smallest that flips read-out $c$'s sign for good
+    on $u$ finds the smallest that flips a read-out's sign for good, and the smallest that flips
+    read-out $c$'s
     ([`flip_thresholds`][dynlab.analyses.flip_threshold.flip_thresholds]). With `fold`, each
     corner's fold $p^*$ along the same path comes from continuation
     ([`first_fold`][dynlab.analyses.flip_threshold.first_fold]). Float64 throughout.
@@ -311,7 +321,8 @@ def flip_threshold_analysis(
 
     **Returns:** a dataset over `corner` (and `bit`): `corner_bits`, `held` (1 when every read-out
     has its pulse's sign after settling), `held_sign` ($\sigma$), `flip_input` (the path's
-    parameter $p = -\sigma u_\text{flip}$ at the threshold; NaN: no flip up to `u_max`) and, with
+    parameter $p = -\sigma u_\text{flip}$ at the threshold of any bit; NaN: no flip up to
+    `u_max`), `flip_input_own` (the same for bit `channel` itself) and, with
     `fold`, `fold_input` ($p^*$), `fold_relative_error` $(|p_\text{flip}| - |p^*|)/|p^*|$ and its
     largest magnitude `fold_relative_error_max`; `flip_amplitude_min` (the smallest
     $|p_\text{flip}|$), `n_corners_held`, `n_flipped`.
@@ -321,24 +332,27 @@ def flip_threshold_analysis(
         model64 = jax.tree.map(lambda a: a.astype(jnp.float64) if eqx.is_inexact_array(a) else a, model)
         corners, states, ys = corner_states(model64, settle=settle, pulse=pulse)
         d = model.input_size
-        signs = np.where(ys[:, channel] >= 0, 1.0, -1.0)
         m = min(d, ys.shape[1])
-        held = np.all(np.sign(ys[:, :m]) == corners[:, :m], axis=1)
+        held_signs = np.where(ys[:, :m] >= 0, 1.0, -1.0)
+        signs = held_signs[:, channel]
+        held = np.all(held_signs == corners[:, :m], axis=1)
         directions = -signs[:, None] * np.eye(d)[channel][None]
-        step = _Watched(model64, channel)
-        amplitude = flip_thresholds(step, states, directions, signs, hold=hold, release=release, u_max=u_max,
-                                    grid=grid, tol=tol)
+        options = dict(hold=hold, release=release, u_max=u_max, grid=grid, tol=tol)
+        amplitude = flip_thresholds(_Watched(model64, tuple(range(m))), states, directions, held_signs, **options)
+        own = flip_thresholds(_Watched(model64, (channel,)), states, directions, signs, **options)
         flip = -signs * amplitude
         data = {
             "corner_bits": (("corner", "bit"), corners, {"long_name": "the pulse's sign on each input channel"}),
             "held": ("corner", held.astype(np.int8), {"long_name": "every read-out has its pulse's sign after settling"}),
             "held_sign": ("corner", signs, {"long_name": f"sign of read-out {channel} after settling"}),
-            "flip_input": ("corner", flip, {"long_name": f"input on channel {channel} that flips the bit (simulation)"}),
+            "flip_input": ("corner", flip, {"long_name": f"input on channel {channel} that flips a bit (any read-out; simulation)"}),
+            "flip_input_own": ("corner", -signs * own, {"long_name": f"input on channel {channel} that flips bit {channel} (simulation)"}),
             "flip_amplitude_min": ((), float(np.nanmin(amplitude)) if np.isfinite(amplitude).any() else math.nan,
-                                   {"long_name": "the smallest amplitude that flips a corner's bit"}),
+                                   {"long_name": "the smallest amplitude that flips a bit of a corner"}),
             "n_corners_held": ((), int(held.sum())),
             "n_flipped": ((), int(np.isfinite(amplitude).sum())),
         }
+        step = _Watched(model64, (channel,))
         if fold:
             folds = np.array([first_fold(_Pushed(step, dk), h, u_max) for h, dk in zip(states, jnp.asarray(directions))])
             error = (amplitude - folds) / folds
@@ -347,6 +361,4 @@ def flip_threshold_analysis(
             data["fold_relative_error_max"] = ((), float(np.max(np.abs(error))),
                                                {"long_name": "largest |flip - fold| / |fold| over the corners (NaN: a corner without one)"})
     ds = xr.Dataset(data, coords={"corner": np.arange(corners.shape[0]), "bit": np.arange(d)})
-    options = dict(channel=channel, hold=hold, release=release, settle=settle, pulse=pulse, u_max=u_max, grid=grid,
-                   tol=tol, fold=fold)
-    return stamp(ds, analysis="flip-threshold", config=options)
+    return stamp(ds, analysis="flip-threshold", config=dict(channel=channel, settle=settle, pulse=pulse, fold=fold, **options))

@@ -84,6 +84,7 @@ def test_each_corner_of_a_handmade_two_bit_network_flips_at_its_channels_fold(ch
     np.testing.assert_allclose(ds.fold_input.values, -bits * u_star, atol=1e-6)  # continuation's fold: the closed form
     flip = ds.flip_input.values * -bits
     assert (flip > u_star).all() and (flip - u_star < 2 * ghost_excess(w, 400)).all()
+    np.testing.assert_array_equal(ds.flip_input_own.values, ds.flip_input.values)  # decoupled: only bit `channel` can go
     assert (ds.fold_relative_error.values > 0).all()
     assert float(ds.fold_relative_error_max) == pytest.approx(np.max(flip / u_star - 1), rel=1e-9)
     assert float(ds.flip_amplitude_min) == pytest.approx(np.min(flip), rel=1e-12)
