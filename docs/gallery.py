@@ -13,7 +13,8 @@ compilation cache beside it, so a rebuild after an edit compiles only the progra
 
 The runs are small (a few hundred training steps, short trajectories, toy grids), so the figures
 show what each analysis draws, not the papers' results (the paper pages and `dynlab reproduce`
-give those). Most of their time goes to compiling. The 33 entries take 12-13.5 min of CPU time:
+give those). Most of their time goes to compiling. The 33 entries before issue 49's two
+(flip-threshold, flipflop-bifurcations) take 12-13.5 min of CPU time:
 in two worker processes on 2 cores, four builds of these entries or of nearly these took
 6 min 21 s to 7 min 6 s (the spread is this machine's; in one process, before the runs were
 shortened: 11 min 16 s), and with the compilation cache of an earlier build 3 min 57 s and
@@ -118,6 +119,12 @@ ENTRIES: tuple[Entry, ...] = (
               "loss with respect to each input position of the adding task.", "--checkpoint runs/aru"),
     _analysis("weight-eigs", "ARU Fig. 5e: recurrent weight eigenvalues", "Eigenvalues of the trained ARU's "
               "W_hh against the unit circle.", "--checkpoint runs/aru"),
+    Entry("flip-threshold", "Flip threshold against the fold", "The smallest sustained input on input channel 0 "
+          "that flips bit 0 of a 16-unit GRU trained on the 3-bit flip-flop, from each of its 8 corners (simulation "
+          "and bisection), against the fold of that corner's branch found by continuation, with a ±5% band.",
+          ("dynlab train --model gru --task flipflop --set model.hidden=16 --steps 400 --out runs/gru-flipflop",
+           "dynlab analyze flip-threshold --checkpoint runs/gru-flipflop --u-max 0.5 --out flip-threshold.nc"),
+          ("flip-threshold.png",)),
     Entry("pc-bp", "PC against BP across width and depth", "Cosine of the PC and BP gradients over a width × "
           "depth grid of mean-field residual MLPs, s − 1 against L/N, and both losses.",
           ("dynlab compare pc-bp --widths 8,32,128 --depths 2,4,8 --param mf --task toy --steps 20 --out pc_bp.nc",),
@@ -172,6 +179,10 @@ ENTRIES: tuple[Entry, ...] = (
               "parameter-matched LSTM and against itself with one constant timescale of 25 ms, on "
               "SHD-Adding at two bin sizes (synthetic unless the SHD files are present).", "--set 'params.seeds=[0]' --set params.steps=10 --set params.eval_size=64 "
               "--set 'params.bins_ms=[50.0,100.0]'", paper=True),
+    _scenario("flipflop-bifurcations", "Scenario flipflop-bifurcations", "A GRU and a vanilla RNN on the 3-bit "
+              "flip-flop (one seed): their fixed points continued along input channel 0 until the corners merge, the "
+              "flip threshold of each corner against its fold, and the stable points after 100 and 200 training steps "
+              "and at the end.", "--set 'sweep={\"model.unit\"=[\"gru\",\"rnn\"],seed=[0]}'"),
     _scenario("isolated-neurons", "Scenario isolated-neurons (a [transfer])", "The ARU paper's Fig. 4c probe "
               "as a study: three units trained on the adding task (50 steps), then with isolated neurons; "
               "lambda_1 and the held-out loss at both stages.",
