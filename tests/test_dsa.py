@@ -191,6 +191,8 @@ def test_cli_distance_matrix_over_run_directories_and_incomparable_runs(tmp_path
     ds = xr.load_dataset(nc)
     d = ds["distance"].values
     assert np.array_equal(d, d.T) and np.all(np.diag(d) == 0) and np.all(d[~np.eye(3, dtype=bool)] > 0)
+    # a run's mean distance from itself between independent draws: the diagonal of the null's mean
+    np.testing.assert_allclose(np.diag(ds["null_mean"].values), ds["self_distance"].mean("draw_pair").values)
     assert list(ds["path"].values) == [str(tmp_path / "runs" / n) for n in "abc"]
     for args, match in [
         ([str(a), str(r)], "different tasks (task.name = 'adding' vs 'recall')"),

@@ -106,23 +106,32 @@ def _run_dir(path: Path, unit: str) -> Path:
     return path
 
 
-def test_cli_reports_a_model_and_its_copy_as_not_distinguishable_with_the_null_in_the_dataset(tmp_path):
-    """``dynlab analyze dsa`` on a run and a copy of it: the pair is reported in words as not
-    distinguishable, the dataset holds the labelled null; a summary of too few null draws says that
-    no pair can be distinguishable; an odd count is one error line (exit 2)."""
+def test_cli_a_model_and_its_copy_are_compared_like_the_null_and_the_result_states_its_power(tmp_path):
+    """``dynlab analyze dsa`` on a run and a copy of it (issue 48, item 5): each is driven by its own
+    input draws, as the null is, so the pair is not at exactly 0 nor at p = 1; the pair's verdict
+    and the smallest distance it would call distinguishable at 80% power are printed in words, with
+    the settings that would lower it; the dataset holds the labelled null and the per-draw
+    distances; a summary of too few null draws says that no pair can be distinguishable; an odd
+    count is one error line (exit 2)."""
     a = _run_dir(tmp_path / "a", "rnn")
     shutil.copytree(a, tmp_path / "copy")
     small = ["--trials", "4", "--delays", "2", "--rank", "4", "--pcs", "4", "--iterations", "200", "--restarts", "2", "-q"]
     ran = invoke(["analyze", "dsa", str(a), str(tmp_path / "copy"), "--out", "d.nc", *small], tmp_path)
     assert ran.exit_code == 0, ran.output
-    assert "a vs copy: 0.0000 rad, inside the null" in ran.output
-    assert ran.output.count("not distinguishable") == 1 and "*" not in ran.output.split("null:")[0]
     ds = xr.load_dataset(tmp_path / "d.nc")
+    first, second = (str(v) for v in ds["run"].values)
+    d, p = float(ds["distance"][0, 1]), float(ds["p_value"][0, 1])
+    assert d > 0.01 and p < 1, (d, p)
+    assert f"{first} vs {second}: {d:.4f} rad, " in ran.output and "at 80% power" in ran.output
+    assert "to see smaller ones: --draws 8: " in ran.output and "--trials 8: about" in ran.output
+    assert ds["distance_by_draw"].dims == ("run", "run_b", "draw") and ds.sizes["draw"] == 4
+    assert (ds["distance_by_draw"].values[0, 1] > 0).all()
     assert ds["self_distance"].dims == ("run", "draw_pair") and ds.sizes["draw_pair"] == 10
-    assert ds.attrs["null_draws"] == 20 and not ds["distinguishable"].values.any()
+    assert ds.attrs["null_draws"] == 20 and ds.attrs["draws"] == 4
     assert (ds["self_distance"].values > 0).all() and np.isfinite(ds["null_level"].values[0, 1])
-    few = dsa_summary(ds.isel(draw_pair=[0]))  # as 2 null draws would give
-    assert "2 distances from themselves per pair cannot give p <= 0.05" in few and "raise null_draws to 20" in few
+    assert float(ds["null_mean"][0, 1]) < float(ds["detectable"][0, 1])
+    few = dsa_summary(ds.isel(draw_pair=[0], draw=[0]))  # as 1 draw and 2 null draws would give
+    assert "2 distances from themselves per pair and 1 draws cannot give p <= 0.05" in few and "raise null_draws to 20" in few
     odd = invoke(["analyze", "dsa", str(a), str(tmp_path / "copy"), "--null-draws", "3", *small], tmp_path)
     assert odd.exit_code == 2 and "null_draws must be an even integer" in odd.output
     assert len(odd.output.strip().splitlines()) == 1 and "Traceback" not in odd.output

@@ -129,34 +129,71 @@ def dsa_summary(ds: xr.Dataset) -> str:
     own = f", {int(ds['self_converged'].sum())}/{ds['self_converged'].size} of the null's" if has_null else ""
     lines.append(f"alignment: {int(conv.sum())}/{conv.size} converged{own} (|W| <= {ds.attrs.get('tol', '?')}); "
                  f"largest |W| {float(ds.gradient_norm.values[off].max()):.2g}, asymmetry "
-                 f"{float(ds.asymmetry.values[off].max()):.2g} rad, spread over restarts "
-                 f"{float(ds.restart_spread.values[off].max()):.2g} rad")
+                 f"{float(ds.asymmetry.values[off].max()):.2g} rad")
+    if "reproduced" in ds:
+        again = ds["reproduced"].values[off]
+        mine = ds["self_reproduced"].values.ravel() if has_null else np.zeros(0, int)
+        every = np.concatenate([again, mine])
+        lines.append(f"  optimum reached by 2 or more of the {ds.attrs.get('restarts', '?')} restarts in {int((every >= 2).sum())}"
+                     f"/{every.size} alignments (the rest: by one, a smaller angle may exist: raise --restarts); the other "
+                     f"restarts' local optima lie up to {float(ds.restart_spread.values[off].max()):.2g} rad above; the "
+                     "optimiser's error enters the null as it enters the distances (both are its values)")
     return "\n".join(lines)
 
 
 def _null_lines(ds: xr.Dataset, labels: list[str]) -> list[str]:
-    """What the input-draw null says about every pair, in words ([`dynlab.analyses.dsa.null`][])."""
+    """What the input-draw null says about every pair, in words ([`dynlab.analyses.dsa.null`][]),
+    and the test's power at these draws."""
     alpha = float(ds.attrs.get("alpha", 0.05))
     per_run = ds.sizes["draw_pair"]
+    k = ds.sizes.get("draw", 1)
     lines = [f"null: each run's distance from itself between two fresh draws of its inputs, {per_run} times "
-             f"({ds.attrs.get('null_draws', '?')} draws of its own); a pair is distinguishable (*) when its distance is "
-             f"beyond the {100 * (1 - alpha):g}% level of both runs' distances from themselves (p <= {alpha:g})"]
-    if (2 * per_run + 1) * alpha < 1:
-        lines.append(f"  {2 * per_run} distances from themselves per pair cannot give p <= {alpha:g}: no pair can be "
-                     f"distinguishable; raise null_draws to {2 * math.ceil((1 / alpha - 1) / 2)} or more")
+             f"({ds.attrs.get('null_draws', '?')} draws of its own); a pair's distance is the mean over {k} draws of "
+             f"the two runs' distance under independent inputs, the same comparison, and the pair is distinguishable "
+             f"(*) when a permutation test against both runs' distances from themselves gives p <= {alpha:g}"]
+    if math.comb(2 * per_run + k, k) * alpha < 1:
+        lines.append(f"  {2 * per_run} distances from themselves per pair and {k} draws cannot give p <= {alpha:g}: "
+                     f"no pair can be distinguishable; raise null_draws to {2 * math.ceil((1 / alpha - 1) / 2)} or more")
     pairs = [(i, j) for i in range(len(labels)) for j in range(i + 1, len(labels))]
     d, level, p = ds["distance"].values, ds["null_level"].values, ds["p_value"].values
     yes = ds["distinguishable"].values
+    seen = ds["detectable"].values if "detectable" in ds else None
     if len(pairs) <= PAIR_LINES_UP_TO:
         for i, j in pairs:
             where = "beyond" if yes[i, j] else "inside"
+            power = "" if seen is None else f"; it would be called so from {seen[i, j]:.4f} rad at 80% power"
             lines.append(f"  {labels[i]} vs {labels[j]}: {d[i, j]:.4f} rad, {where} the null (level {level[i, j]:.4f} "
-                         f"rad, p = {p[i, j]:.2g}): {'distinguishable' if yes[i, j] else 'not distinguishable'}")
+                         f"rad, p = {p[i, j]:.2g}): {'distinguishable' if yes[i, j] else 'not distinguishable'}{power}")
     else:
         inside = [f"[{i}]-[{j}]" for i, j in pairs if not yes[i, j]]
         lines.append(f"  distinguishable: {len(pairs) - len(inside)} of {len(pairs)} pairs (* in the table); "
                      f"not distinguishable (inside the null): {', '.join(inside) or 'none'}")
+    if seen is not None and pairs:
+        lines += _power_lines(ds, pairs, k, 2 * per_run)
     return lines
+
+
+def _power_lines(ds: xr.Dataset, pairs: list[tuple[int, int]], k: int, n: int) -> list[str]:
+    r"""The test's power at these replicates, for the median pair, and the settings that would
+    lower the smallest distance it sees ([`dynlab.analyses.dsa.null.detectable`][]: the excess over
+    the null's mean scales as $s\sqrt{1/K + 1/n}$; the null's mean and spread $s$ as
+    $1/\sqrt{\text{trials}}$, the estimation error of the operators)."""
+    i, j = np.array(pairs).T
+    seen, centre = ds["detectable"].values[i, j], ds["null_mean"].values[i, j]
+    ok = np.isfinite(seen)
+    if not ok.any():
+        return []
+    seen, centre = float(np.median(seen[ok])), float(np.median(centre[ok]))
+    excess = seen - centre
+    scale = lambda kk, nn: excess * math.sqrt(1 / kk + 1 / nn) / math.sqrt(1 / k + 1 / n)  # noqa: E731
+    trials = ds.attrs.get("trials", "?")
+    more_trials = f"--trials {2 * trials}: about {seen / math.sqrt(2):.4f}" if isinstance(trials, (int, np.integer)) else ""
+    return [f"power: at {k} draws and {n} distances from themselves a pair is called distinguishable in 80% of "
+            f"repetitions from {seen:.4f} rad ({excess:.4f} beyond its runs' distance from themselves, {centre:.4f}; "
+            f"median over pairs); smaller differences are missed more often than not",
+            f"  to see smaller ones: --draws {2 * k}: {centre + scale(2 * k, n):.4f}; --null-draws {2 * n}: "
+            f"{centre + scale(k, 2 * n):.4f}; {more_trials} (a run's distance from itself falls as 1/sqrt(trials)); "
+            f"rank and delays move the null and the distances together (benchmarks/dsa_power.py)"]
 
 
 def _group_lines(ds: xr.Dataset) -> list[str]:

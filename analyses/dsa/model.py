@@ -1,7 +1,8 @@
 r"""Dynamical similarity between trained dynlab models, registered as the analysis ``dsa``.
 
-Every model is driven by the **same** input sequences (``trials`` samples of one task, seeded by
-``seed``) from its initial state; its observed trajectory is its full flat state
+Every model is driven by input sequences of one task (``trials`` samples per draw; each model
+its own independent draws, so that a pair's distance and the null compare alike:
+[`dynlab.analyses.dsa.null`][]) from its initial state; its observed trajectory is its full flat state
 ([`dynlab.analyses.state_map`][]) at every step, centred over trials and steps and projected on
 its top ``pcs`` principal components (an orthogonal projection onto the dominant subspace: an
 orthogonal change of the state's coordinates changes the component scores only in sign, which the
@@ -10,7 +11,7 @@ HAVOK-DMD operator and computes the angular Procrustes distance over vector fiel
 pair. Models of different units and sizes compare: every operator is $r \times r$.
 
 Run directories are comparable when they were trained on the same task (the ``[task]`` sections of
-their ``config.toml`` agree), so that one input sequence drives them all; ``task`` overrides the
+their ``config.toml`` agree), so that inputs of one task drive them all; ``task`` overrides the
 stored task (every model must then read as many inputs per step as it gives).
 """
 
@@ -31,7 +32,7 @@ import xarray as xr
 
 from dynlab.analyses.dsa.core import dsa_distances, havok_dmd
 from dynlab.analyses.dsa.figure import dsa_figure, dsa_summary
-from dynlab.analyses.dsa.null import ALPHA, pair_null
+from dynlab.analyses.dsa.null import ALPHA, POWER, pair_null
 from dynlab.config import Count, Flag, NonNegative, Range
 from dynlab.errors import ConfigError, require_positive
 from dynlab.provenance import stamp
@@ -121,13 +122,17 @@ def dsa_models(models: Sequence, inputs, *, null_inputs=None, labels: Sequence[s
     each model's distance from itself under other input draws as the null; labels name them
     (default ``model0``, ``model1``, …).
 
-    ``inputs`` is ``[trials, T, D]`` (the same inputs drive every model) or ``[M, trials, T, D]``
-    (one draw per model: e.g. one model twice under two draws). ``null_inputs``
-    ``[M, draws, trials, T, D]`` are each model's own further draws, taken in disjoint pairs
-    (1, 2), (3, 4), …: its distances from itself between the two draws of each pair are
-    independent, and they are the null of every pair of models it is in
-    ([`dynlab.analyses.dsa.null`][]); with ``None`` (or fewer than 2 draws) there is no null and
-    no pair is distinguishable.
+    ``inputs`` is ``[M, K, trials, T, D]``: each model's own $K$ draws; the distance of models
+    $i, j$ is the mean over $k$ of the distance between $i$'s operator under its draw $k$ and $j$'s
+    under its own draw $k$. When the draws of different models are independent (as
+    [`dsa_analysis`][] makes them), these are the same kind of comparison as the null and the test
+    is exact ([`dynlab.analyses.dsa.null`][]). ``[M, trials, T, D]`` is one draw per model ($K = 1$);
+    ``[trials, T, D]`` drives every model with one shared draw: its distances are those of the
+    paper's examples (a model and its copy at 0), but the null below does not match them.
+    ``null_inputs`` ``[M, draws, trials, T, D]`` are each model's further draws, taken in disjoint
+    pairs (1, 2), (3, 4), …: its distances from itself between the two draws of each pair are
+    independent, and they are the null of every pair of models it is in; with ``None`` (or fewer
+    than 2 draws) there is no null and no pair is distinguishable.
 
     Options: ``n_delays``, ``delay_interval`` and ``rank`` of the HAVOK fit
     ([`havok_dmd`][dynlab.analyses.dsa.core.havok_dmd]), ``ridge`` its ridge $\lambda$, ``pcs``
@@ -135,18 +140,25 @@ def dsa_models(models: Sequence, inputs, *, null_inputs=None, labels: Sequence[s
     ``restarts`` and ``tol`` of the orthogonal alignment
     ([`dsa_distances`][dynlab.analyses.dsa.core.dsa_distances]), ``seed`` its random restarts.
 
-    **Returns** an `xr.Dataset` with dims `run`, `run_b` (the same models), `draw_pair`, `mode_i`,
-    `mode_j`, `eigen`, `component`:
+    **Returns** an `xr.Dataset` with dims `run`, `run_b` (the same models), `draw`, `draw_pair`,
+    `mode_i`, `mode_j`, `eigen`, `component`:
 
-    - `distance` (`run`, `run_b`): the angular DSA distance (radians), symmetric, zero diagonal;
+    - `distance` (`run`, `run_b`): the angular DSA distance (radians), symmetric: between two
+      models, the mean of `distance_by_draw` (`run`, `run_b`, `draw`; NaN on the diagonal); 0 on
+      the diagonal (a model's operator against itself; its mean distance from itself between
+      independent draws is the diagonal of `null_mean`);
     - `self_distance` (`run`, `draw_pair`): each model's distance from itself between its null
-      draws `draw_a` and `draw_b` (numbered from 1; draw 0 is ``inputs``);
+      draws `draw_a` and `draw_b` (numbered from `K`; draws `0 … K-1` are ``inputs``);
     - `null_level`, `p_value`, `distinguishable` (`run`, `run_b`): the pair's null level (radians;
-      above it, the distance is beyond the pooled self-distances of the two models at level
-      `alpha`), the rank p-value of its distance, and `p_value <= alpha`;
+      above it, the mean distance is beyond the pooled self-distances of the two models at level
+      `alpha`), the permutation p-value of its distances, and `p_value <= alpha`;
+    - `null_mean`, `detectable` (`run`, `run_b`): the mean of the pair's pooled self-distances, and
+      the smallest distance the pair's test calls distinguishable with probability `power` (0.8):
+      its power at these replicates ([`detectable`][dynlab.analyses.dsa.null.detectable]);
     - `gradient_norm`, `iterations`, `converged` (`gradient_norm` <= `tol`), `restart_spread`,
-      `asymmetry` (`run`, `run_b`), `self_converged` (`run`, `draw_pair`): the optimiser's report
-      for each pair (module [`core`][dynlab.analyses.dsa.core]);
+      `asymmetry`, `reproduced` (`run`, `run_b`; the worst over the draws), `self_converged`,
+      `self_reproduced` (`run`, `draw_pair`): the optimiser's report for each pair (module
+      [`core`][dynlab.analyses.dsa.core]; `reproduced`: how many restarts reached the kept optimum);
     - `operator` (`run`, `mode_i`, `mode_j`): each model's fitted $A$ (draw 0);
       `eigenvalue_real`, `eigenvalue_imag` (`run`, `eigen`): its eigenvalues by decreasing modulus;
     - `explained`, `fit_error`, `pcs_variance` (`run`): the Hankel variance the rank keeps, the
@@ -161,47 +173,56 @@ def dsa_models(models: Sequence, inputs, *, null_inputs=None, labels: Sequence[s
         raise ConfigError(f"DSA compares at least 2 models, got {n}")
     xs = np.asarray(inputs)
     if xs.ndim == 3:
-        xs = np.broadcast_to(xs, (n, *xs.shape))
-    if xs.ndim != 4 or xs.shape[0] != n:
-        raise ConfigError(f"inputs must be [trials, T, D] or [models ({n}), trials, T, D], got shape {xs.shape}")
-    null = np.zeros((n, 0, *xs.shape[1:]), xs.dtype) if null_inputs is None else np.asarray(null_inputs)
-    if null.ndim != 5 or null.shape[0] != n or null.shape[2:] != xs.shape[1:]:
-        raise ConfigError(f"null_inputs must be [models ({n}), draws, {', '.join(map(str, xs.shape[1:]))}] "
+        xs = np.broadcast_to(xs, (n, 1, *xs.shape))
+    elif xs.ndim == 4:
+        xs = xs[:, None]
+    if xs.ndim != 5 or xs.shape[0] != n:
+        raise ConfigError(f"inputs must be [trials, T, D] (one draw for every model), [models ({n}), trials, T, D] "
+                          f"(one draw each) or [models ({n}), draws, trials, T, D], got shape {np.shape(inputs)}")
+    between_draws = xs.shape[1]
+    null = np.zeros((n, 0, *xs.shape[2:]), xs.dtype) if null_inputs is None else np.asarray(null_inputs)
+    if null.ndim != 5 or null.shape[0] != n or null.shape[2:] != xs.shape[2:]:
+        raise ConfigError(f"null_inputs must be [models ({n}), draws, {', '.join(map(str, xs.shape[2:]))}] "
                           f"like the inputs, got shape {null.shape}")
-    check_dsa(trials=xs.shape[1], n_delays=n_delays, delay_interval=delay_interval, rank=rank, pcs=pcs, ridge=ridge,
-              iterations=iterations, restarts=restarts, tol=tol, length=xs.shape[2])
+    check_dsa(trials=xs.shape[2], n_delays=n_delays, delay_interval=delay_interval, rank=rank, pcs=pcs, ridge=ridge,
+              iterations=iterations, restarts=restarts, tol=tol, length=xs.shape[3])
     for label, model in zip(labels, models):
-        if model.input_size != xs.shape[3]:
-            raise ConfigError(f"{label} reads {model.input_size} inputs per step but the inputs have {xs.shape[3]}: "
-                              "DSA drives every model with the same inputs")
-    draws = 1 + null.shape[1]
+        if model.input_size != xs.shape[4]:
+            raise ConfigError(f"{label} reads {model.input_size} inputs per step but the inputs have {xs.shape[4]}: "
+                              "DSA drives every model with inputs of one task")
+    draws = between_draws + null.shape[1]
     fits, kept = [], []
     for i, (label, model) in enumerate(zip(labels, models)):
-        every = np.concatenate([xs[i][None], null[i]])  # [draws, trials, T, D], one compiled run
+        every = np.concatenate([xs[i], null[i]])  # [draws, trials, T, D], one compiled run
         h = np.asarray(_states(model, jnp.asarray(every.reshape(-1, *every.shape[2:]))), np.float64)
         if not np.isfinite(h).all():
             raise ConfigError(f"{label}: the state became NaN or inf under the inputs: it has no trajectory to compare")
-        h = h.reshape(draws, xs.shape[1], *h.shape[1:])
+        h = h.reshape(draws, xs.shape[2], *h.shape[1:])
         for k in range(draws):
             traj, frac = _principal_components(h[k], pcs)
             try:
                 fits.append(havok_dmd(traj, n_delays=n_delays, rank=rank, interval=delay_interval, ridge=ridge))
             except ConfigError as e:
-                raise ConfigError(f"{label}{'' if k == 0 else f' (null draw {k})'}: {e}") from None
+                raise ConfigError(f"{label}{'' if k < between_draws else f' (null draw {k})'}: {e}") from None
             kept.append(frac)
     index = np.arange(n * draws).reshape(n, draws)  # operator of model i under draw k
     # disjoint pairs: independent self-distances (pairs sharing a draw are correlated, and a rank
     # test against correlated values rejects too often: 13% instead of 5% in 30 pairs, measured)
-    self_pairs = [(a, a + 1) for a in range(1, draws - 1, 2)]
-    pairs = [(index[i, 0], index[j, 0]) for i, j in itertools.combinations(range(n), 2)]
+    self_pairs = [(a, a + 1) for a in range(between_draws, draws - 1, 2)]
+    pairs = [(index[i, k], index[j, k]) for i, j in itertools.combinations(range(n), 2) for k in range(between_draws)]
     pairs += [(index[i, a], index[i, b]) for i in range(n) for a, b in self_pairs]
     everything = np.stack([f.operator for f in fits])
     d = dsa_distances(everything, iterations=iterations, restarts=restarts, tol=tol, key=jax.random.key(seed), pairs=pairs)
-    main = np.ix_(index[:, 0], index[:, 0])
+    off = ~np.eye(n, dtype=bool)
+    by_draw = lambda v: np.stack([v[np.ix_(index[:, k], index[:, k])] for k in range(between_draws)], axis=-1)  # noqa: E731
     a_draw, b_draw = np.array([a for a, _ in self_pairs], int), np.array([b for _, b in self_pairs], int)
     within = lambda v: v[index[:, a_draw], index[:, b_draw]].reshape(n, len(self_pairs))  # noqa: E731
     self_distance = within(d.angle)
-    null_test = pair_null(d.angle[main], self_distance, ALPHA)
+    between = np.where(off[..., None], by_draw(d.angle), np.nan)
+    null_test = pair_null(between, self_distance, ALPHA)
+    distance = np.where(off, np.mean(between, axis=-1), 0.0)
+    worst = lambda v, how: np.where(off, how(by_draw(v), axis=-1), 0)  # noqa: E731  (the worst draw of a pair)
+    gradient_norm = worst(d.gradient_norm, np.max)
     fits, kept = fits[::draws], kept[::draws]
     ops = everything[index[:, 0]]
     eig = np.linalg.eigvals(ops)
@@ -214,27 +235,40 @@ def dsa_models(models: Sequence, inputs, *, null_inputs=None, labels: Sequence[s
     self_dims = ("run", "draw_pair")
     return xr.Dataset(
         {
-            "distance": (pair, d.angle[main], {"units": "rad", "dissimilarity": 1,
-                                               "long_name": "DSA distance: angle between the operators after the best "
-                                                            "orthogonal alignment"}),
+            "distance": (pair, distance, {
+                "units": "rad", "dissimilarity": 1,
+                "long_name": "DSA distance: angle between the operators after the best orthogonal alignment, mean over "
+                             "independent input draws of the two runs"}),
+            "distance_by_draw": (("run", "run_b", "draw"), between, {
+                "units": "rad", "long_name": "DSA distance between the two runs' operators under their own k-th input draws"}),
             "self_distance": (self_dims, self_distance, {
                 "units": "rad", "long_name": "DSA distance of the model from itself between two input draws (the null)"}),
             "null_level": (pair, null_test.level, {
-                "units": "rad", "long_name": f"the pair's null level: the smallest distance beyond the pooled "
+                "units": "rad", "long_name": f"the pair's null level: the smallest mean distance beyond the pooled "
                                              f"self-distances of both models at level {ALPHA:g} (inf: too few draws)"}),
+            "null_mean": (pair, null_test.null_mean, {
+                "units": "rad", "long_name": "mean of the pooled self-distances of both models"}),
+            "detectable": (pair, null_test.detectable, {
+                "units": "rad", "long_name": f"the smallest mean distance the pair's test calls distinguishable with "
+                                             f"probability {POWER:g} (its power at these draws)"}),
             "p_value": (pair, null_test.p_value, {
-                "units": "1", "long_name": "rank p-value of the distance against the pooled self-distances of both models"}),
+                "units": "1", "long_name": "permutation p-value of the distances against the pooled self-distances of both models"}),
             "distinguishable": (pair, null_test.distinguishable, {"long_name": f"p_value <= {ALPHA:g}: the models differ "
                                                                                "beyond their distance from themselves"}),
-            "gradient_norm": (pair, d.gradient_norm[main], {"long_name": "Riemannian gradient norm |W|_F at the kept optimum"}),
-            "iterations": (pair, d.iterations[main], {"long_name": "iterations of the kept restart"}),
-            "converged": (pair, d.gradient_norm[main] <= tol, {"long_name": f"gradient_norm <= tol ({tol:g})"}),
+            "gradient_norm": (pair, gradient_norm, {"long_name": "Riemannian gradient norm |W|_F at the kept optimum "
+                                                                 "(the largest over the draws)"}),
+            "iterations": (pair, worst(d.iterations, np.max), {"long_name": "iterations of the kept restart (the most over the draws)"}),
+            "converged": (pair, gradient_norm <= tol, {"long_name": f"gradient_norm <= tol ({tol:g})"}),
+            "reproduced": (pair, np.where(off, np.min(by_draw(d.reproduced), axis=-1), restarts), {
+                "long_name": "restarts that reached the kept optimum, the fewest over the draws"}),
             "self_converged": (self_dims, within(d.gradient_norm) <= tol, {
                 "long_name": f"the self-distance's alignment converged: gradient_norm <= tol ({tol:g})"}),
-            "restart_spread": (pair, d.restart_spread[main], {
-                "units": "rad", "long_name": "largest minus smallest angle over the restarts"}),
-            "asymmetry": (pair, d.asymmetry[main], {"units": "rad", "long_name": "|theta(i,j) - theta(j,i)| of the two "
-                                                                                "optimisations (0 for an exact optimiser)"}),
+            "self_reproduced": (self_dims, within(d.reproduced), {
+                "long_name": "restarts that reached the self-distance's kept optimum"}),
+            "restart_spread": (pair, worst(d.restart_spread, np.max), {
+                "units": "rad", "long_name": "largest minus smallest angle over the restarts (local optima left behind)"}),
+            "asymmetry": (pair, worst(d.asymmetry, np.max), {"units": "rad", "long_name": "|theta(i,j) - theta(j,i)| of the two "
+                                                                                         "optimisations (0 for an exact optimiser)"}),
             "operator": (("run", "mode_i", "mode_j"), ops, {"long_name": "HAVOK-DMD operator A: v_{t+1} = A v_t"}),
             "eigenvalue_real": (("run", "eigen"), eig.real, {"long_name": "eigenvalues of A (real part)"}),
             "eigenvalue_imag": (("run", "eigen"), eig.imag, {"long_name": "eigenvalues of A (imaginary part)"}),
@@ -247,6 +281,7 @@ def dsa_models(models: Sequence, inputs, *, null_inputs=None, labels: Sequence[s
         },
         coords={"run": ("run", labels), "run_b": ("run_b", labels), "mode_i": np.arange(rank), "mode_j": np.arange(rank),
                 "eigen": np.arange(rank), "component": np.arange(n_sv),
+                "draw": ("draw", np.arange(between_draws), {"long_name": "a run's own input draw for the distances between runs"}),
                 "draw_pair": ("draw_pair", np.arange(len(self_pairs)), {"long_name": "a pair of a model's null draws"}),
                 "draw_a": ("draw_pair", a_draw, {"long_name": "the pair's first null draw"}),
                 "draw_b": ("draw_pair", b_draw, {"long_name": "the pair's second null draw"})},
@@ -254,11 +289,13 @@ def dsa_models(models: Sequence, inputs, *, null_inputs=None, labels: Sequence[s
                             "Armijo backtracking (Wen & Yin 2013); restarts: spectral (Hoffman-Wielandt on the symmetric parts), "
                             "identity, a reflection, Haar-random",
                "null": "each model's distance from itself between two of its own input draws; a pair pools both models' "
+                       "and its distances between independent draws are tested against them by permutation "
                        "(dynlab.analyses.dsa.null)"},
     ).pipe(stamp, analysis="dsa", seed=seed, config={
         "n_delays": n_delays, "delay_interval": delay_interval, "rank": rank, "pcs": "all" if pcs is None else pcs,
-        "ridge": ridge, "iterations": iterations, "restarts": restarts, "tol": tol, "trials": int(xs.shape[1]),
-        "steps": int(xs.shape[2]), "null_draws": draws - 1, "alpha": ALPHA})
+        "ridge": ridge, "iterations": iterations, "restarts": restarts, "tol": tol, "trials": int(xs.shape[2]),
+        "steps": int(xs.shape[3]), "draws": between_draws, "null_draws": draws - between_draws, "alpha": ALPHA,
+        "power": POWER})
 
 
 def _task_section(config: dict) -> dict:
@@ -374,11 +411,12 @@ def run_labels(runs: Sequence[Path], configs: Sequence[dict]) -> list[str]:
     takes="runs",
     outputs=(
         Output("distance", "real", ("run", "run_b"), (0.0, math.pi), "DSA distance (rad)", dissimilarity=True),
+        Output("distance_by_draw", "real", ("run", "run_b", "draw"), (0.0, math.pi)),
         Output("self_distance", "real", ("run", "draw_pair"), (0.0, math.pi)),
-        *Output.each("null_level restart_spread asymmetry gradient_norm", "real", ("run", "run_b")),
+        *Output.each("null_level null_mean detectable restart_spread asymmetry gradient_norm", "real", ("run", "run_b")),
         Output("p_value", "fraction", ("run", "run_b")),
-        *Output.each("distinguishable iterations converged", "field", ("run", "run_b")),
-        Output("self_converged", "field", ("run", "draw_pair")),
+        *Output.each("distinguishable iterations converged reproduced", "field", ("run", "run_b")),
+        *Output.each("self_converged self_reproduced", "field", ("run", "draw_pair")),
         Output("operator", "field", ("run", "mode_i", "mode_j")),
         *Output.each("eigenvalue_real eigenvalue_imag", "field", ("run", "eigen")),
         *Output.each("explained pcs_variance", "fraction", ("run",)), Output("fit_error", "real", ("run",)),
@@ -390,18 +428,22 @@ def dsa_analysis(runs: Sequence[str | Path], *, task=None, trials: Count = 16,
                  n_delays: Annotated[int, Range(minimum=1), Flag("--delays")] = 10, delay_interval: Count = 1,
                  rank: Count = 10, pcs: Count | Literal["all"] = 16, ridge: Annotated[float, Range(minimum=0)] = 0.0,
                  iterations: Count = 2000, restarts: Count = 4, tol: Annotated[float, Range(minimum=0)] = 1e-6,
-                 null_draws: NonNegative = 20, seed: int = 0) -> xr.Dataset:
+                 draws: Count = 4, null_draws: NonNegative = 20, seed: int = 0) -> xr.Dataset:
     r"""The DSA distance matrix between the trained models of ``runs`` (run directories of
     ``dynlab train``, at least 2), as [`dsa_models`][] computes it, with the null that says which
     pairs are distinguishable.
 
-    The models are driven by ``trials`` test samples of their common task (or of ``task``, a
-    [`Task`][dynlab.tasks.base.Task]), drawn from ``seed``. Each model is also driven by
-    ``null_draws`` draws of its own (seeded by ``seed`` and its place in ``runs``), in disjoint
-    pairs: its distances from itself between the two draws of each pair are the null
-    ([`dynlab.analyses.dsa.null`][]). The null costs ``null_draws / 2`` pairs of alignments per
-    run; a pair of runs pools their ``null_draws`` self-distances, and a test at 5% needs at least
-    19 of them (``null_draws`` >= 20; 0 turns the null off).
+    Each model is driven by ``draws`` draws of its own of ``trials`` test samples of their common
+    task (or of ``task``, a [`Task`][dynlab.tasks.base.Task]), seeded by ``seed`` and its place in
+    ``runs``: the distance of two runs is the mean over these draws of the distance between their
+    operators under independent inputs, the same comparison as the null (a run against its copy
+    is not at 0). Each model is also driven by ``null_draws`` further draws of its own, in
+    disjoint pairs: its distances from itself between the two draws of each pair are the null
+    ([`dynlab.analyses.dsa.null`][]), against which a permutation test of the pair's ``draws``
+    distances decides "distinguishable" at 5%. A pair costs ``draws`` alignments and the null
+    ``null_draws / 2`` per run; a pair of runs pools their ``null_draws`` self-distances (0 turns
+    the null off). Each pair also states its power: the smallest distance it would call
+    distinguishable in 80% of repetitions (lower with more ``draws``, ``null_draws`` or ``trials``).
     The dataset is that of [`dsa_models`][] with, along `run`, the coordinates `path`, `unit`,
     `rule`, `train_seed` and `task`; labels are the directories' names ([`run_labels`][]).
 
@@ -417,8 +459,10 @@ def dsa_analysis(runs: Sequence[str | Path], *, task=None, trials: Count = 16,
         iterations: most Riemannian steps per restart of the orthogonal alignment.
         restarts: starting points of the alignment.
         tol: stop a restart when the Riemannian gradient norm is below this.
-        null_draws: input draws of its own per run, in pairs: the run's distances from itself
-            between the two draws of each pair are its null (even; 0: no null, no verdicts).
+        draws: input draws of its own per run for the distances between runs: a pair's distance
+            is the mean over them, and its test gains power with more.
+        null_draws: further input draws of its own per run, in pairs: the run's distances from
+            itself between the two draws of each pair are its null (even; 0: no null, no verdicts).
         seed: seed of the input samples and restarts.
     """
     from dynlab import experiment
@@ -438,10 +482,11 @@ def dsa_analysis(runs: Sequence[str | Path], *, task=None, trials: Count = 16,
                               f"{_task_name(drive)!r} gives {drive.input_size}: these runs cannot be driven by one input")
     check_dsa(trials=trials, n_delays=n_delays, delay_interval=delay_interval, rank=rank, pcs=pcs, ridge=ridge,
               iterations=iterations, restarts=restarts, tol=tol, length=drive.length)
-    xs = drive.batch(jax.random.key(seed), trials, split="test")[0]
-    null_key = jax.random.fold_in(jax.random.key(seed), 1)
-    null = np.asarray([[drive.batch(jax.random.fold_in(jax.random.fold_in(null_key, i), k), trials, split="test")[0]
-                        for k in range(null_draws)] for i in range(len(runs))]).reshape(len(runs), null_draws, *xs.shape)
+    # every run its own draws, independent of every other run's (the statistic compares like the
+    # null): the samples of one batch are independent, so one batch holds them all (one compilation)
+    every = np.asarray(drive.batch(jax.random.key(seed), len(runs) * (draws + null_draws) * trials, split="test")[0])
+    every = every.reshape(len(runs), draws + null_draws, trials, *every.shape[1:])
+    xs, null = every[:, :draws], every[:, draws:]
     ds = dsa_models([e.model for e in exps], xs, null_inputs=null, labels=labels, n_delays=n_delays,
                     delay_interval=delay_interval, rank=rank, pcs=pcs, ridge=ridge, iterations=iterations,
                     restarts=restarts, tol=tol, seed=seed)
