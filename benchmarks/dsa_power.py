@@ -40,8 +40,9 @@ test has by construction, and ``tests/test_dsa_power.py`` checks on exchangeable
 of a hand-built flip-flop against itself through ``dsa_models``: 2/60 = 0.033). The same
 comparison before (one shared input draw, issue 48): a run against its copy at exactly 0, p = 1.
 Alignments whose optimum two of the 4 restarts reached: 41-45%; the others' kept optimum may be
-0.002-0.006 rad above the best of 16-64 restarts (measured on flip-flop RNN self-pairs), a
-tenth of the spread of the distances from draw to draw, and inside the null alike.
+0.002-0.006 rad above the best of 16-64 restarts (measured on 8 flip-flop RNN self-pairs: 3 of
+8 were), up to half the standard deviation of the distances from draw to draw (0.013 rad), and
+inside the null alike (the null's distances are the same optimiser's).
 
 What lowers the 80%-power distance (rnn vs its copy, seed 0; null mean / 80% power, rad):
 defaults 0.049 / 0.063; ``--trials 32`` 0.035 / 0.045; ``--trials 64`` 0.026 / 0.034 (both

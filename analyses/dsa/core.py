@@ -52,13 +52,15 @@ difference as a second check of the optimiser.
 
 **Is the optimum reproducible?** The spread over restarts (largest minus smallest angle) measures
 the local optima the other restarts stopped in, not the error of the kept one: on trained flip-flop
-networks it is 0.02-0.09 rad while the best value is found again and again. What says the kept
+networks it is 0.02-0.09 rad, while 16 and 64 restarts find the same best value. What says the kept
 optimum is reproducible is how many of the $S$ restarts of the kept order reach it (within
 [`REPRODUCED`][] rad; the other order's fixed starts are their transposes, $f_{ji}(C^\top) =
 f_{ij}(C)$, and retrace their paths): two or more are different starts that agree; one alone says
 that a smaller angle may exist (more ``restarts``). Two that agree are no proof of the global
 optimum: on trained flip-flop RNNs 3 of 8 optima of 4 restarts were 0.002-0.006 rad above those of
-16 or 64 restarts (which agreed), a tenth of the distances' spread from input draw to input draw. The optimiser's remaining error is anyway inside the null of
+16 or 64 restarts (which agreed): up to half the standard deviation (0.013 rad) of the distances
+from input draw to input draw. Two of 4 restarts agreed on the kept optimum in 41-45% of the
+alignments of ``benchmarks/dsa_power.py``. The optimiser's remaining error is inside the null of
 [`dynlab.analyses.dsa.null`][]: the between-run distances and the null's distances of a run from
 itself are both this optimiser's values.
 """
