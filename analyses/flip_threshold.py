@@ -161,10 +161,14 @@ def first_fold(fmap, h0, u_max: float) -> float:
     r"""$a^*$: the first fold met on the branch of fixed points of ``fmap(h, a)`` through ``h0`` at
     $a = 0$, continued in $a \in [0, u_\max]$
     ([`continue_branch`][dynlab.analyses.continuation.continue_branch]); NaN when the branch has no
-    fold there. "First": the fold nearest the start along the branch, on its side $a > 0$."""
+    fold there, or when ``h0`` is not near a fixed point (the corrector does not converge). "First": the
+    fold nearest the start along the branch, on its side $a > 0$."""
     from dynlab.analyses.continuation import ContinuationSettings, continue_branch
 
-    branch, special = continue_branch(fmap, jnp.asarray(h0), 0.0, (0.0, float(u_max)), ContinuationSettings())
+    try:
+        branch, special = continue_branch(fmap, jnp.asarray(h0), 0.0, (0.0, float(u_max)), ContinuationSettings())
+    except ValueError:  # h0 is no fixed point (a corner still moving after `settle` steps): no branch to follow
+        return math.nan
     folds = [s for s in special if s.kind == "fold" and s.p > 0]
     if not folds:
         return math.nan
