@@ -18,6 +18,24 @@
    count of stable points changes).
 
 Prints the figures and ratios; not a test (timings vary with the machine's load).
+
+Measured (2026-12-07, the shared 2-core CPU at load average 24-28: not the 2 free cores the
+issue's targets assume; a GRU of 128 units trained 500 steps, held-out sign accuracy 1.0):
+
+- [1] continuation, compilation included: **789 s** (a first run at load 15: 1278 s) against the
+  20 s wanted: NOT met here. 13 fixed points near the visited states at u = 0 (98 saturated ones
+  beyond them not continued) gave 6 branches, 837 points, 15 folds: the corners lose their bits
+  at u in [-0.0655, -0.0575] and [0.0462, 0.0565] (stable point and saddle meet, with
+  saddle-saddle folds between), and one more fold at u = 0.9387.
+- [3] the fixed-points search at 12 of the 200 grid values (4 spread, 8 on either side of the
+  folds): 3.6-323 s each, mean 144 s, so the grid ~ 28,700 s: **36x** the continuation, in the
+  same process. Every fold lies between two grid values 0.0101 apart; the continuation locates
+  it to |du| <= 1e-8 (the grid sees 5 -> 8 stable points across [-0.0653, -0.0553] where 6
+  folds lie). Of the 97 points the grid found near the visited states, 91 lie on a branch;
+  **6 were missed**, all at u >= 0.93: three stable points and saddles ~2.4 away (in PCs) from
+  every branch, on branches that do not reach u = 0 inside the span, so no seed at u = 0 starts them.
+- [2] one branch of an untrained 1024-unit GRU (33 points, u from -1 to 1, no special point):
+  **98 s** against the 60 s wanted (792 s when run beside a second copy of itself).
 """
 
 from __future__ import annotations
