@@ -35,7 +35,8 @@ sign accuracy 1.0; ``--reps 10 --pairs 20 --settings``):
 | gru vs its copy          | 0/20                   | [0.00, 0.16] | 0.047    | 0.047     | 0.063          |
 
 False-distinguishable rate of a run against its copy through the command line: 3/40 = 0.075
-(95% CI [0.026, 0.199]), consistent with the test's exact size 0.05 (which the permutation
+(95% CI [0.026, 0.199]); with seeds 20-39 of both pairs besides (1/40: rnn 1/20, gru 0/20),
+4/80 = 0.050 (95% CI [0.020, 0.122]), consistent with the test's exact size 0.05 (which the permutation
 test has by construction, and ``tests/test_dsa_power.py`` checks on exchangeable values; 60 pairs
 of a hand-built flip-flop against itself through ``dsa_models``: 2/60 = 0.033). The same
 comparison before (one shared input draw, issue 48): a run against its copy at exactly 0, p = 1.
