@@ -12,7 +12,7 @@ pseudo-arclength continuation and finds where they bifurcate:
 - [`multipliers`][dynlab.analyses.continuation.multipliers] — the eigenvalues of
   $\partial F^k/\partial h$ along a branch (all of them, or the leading ones by Arnoldi);
 - [`branch`][dynlab.analyses.continuation.branch] — the predictor, corrector and adaptive steps,
-  and [`continue_branch`][];
+  (the curve, before any bifurcation is looked for);
 - [`detect`][dynlab.analyses.continuation.detect] — test functions of folds, flips,
   Neimark–Sacker points and branch points, and their location to `locate_tol` in $p$;
 - [`switching`][dynlab.analyses.continuation.switching] — the branches crossing at a branch point;
@@ -34,11 +34,10 @@ Branch switching, cycles and fold curves use a Jacobian's eigenvector (all paths
 curves, a dense $G_h$ (any N, at $O(N^3)$ per step).
 """
 
-from dynlab.analyses.continuation.branch import continue_branch
 from dynlab.analyses.continuation.fold_curve import fold_curve
 from dynlab.analyses.continuation.results import SPECIAL_KINDS, Branch, Diagram, FoldCurve, SpecialPoint
 from dynlab.analyses.continuation.settings import ContinuationSettings
-from dynlab.analyses.continuation.trace import trace
+from dynlab.analyses.continuation.trace import continue_branch, trace
 
 __all__ = ["SPECIAL_KINDS", "Branch", "ContinuationSettings", "Diagram", "FoldCurve", "SpecialPoint", "continue_branch",
            "fold_curve", "trace"]

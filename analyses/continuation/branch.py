@@ -23,7 +23,8 @@ A branch ends where $p$ leaves its span (the last point is then put on the bound
 fixed $p$), after `max_points` points, where the corrector fails at `ds_min`, or where it closes
 on itself (an isola). It is followed both ways from its start.
 
-Everything is float64: [`continue_branch`][] runs inside `jax.enable_x64(True)` itself, so a
+Everything is float64: [`continue_branch`][dynlab.analyses.continuation.trace.continue_branch] (in
+[`trace`][dynlab.analyses.continuation.trace], beside the whole diagram) runs inside `jax.enable_x64(True)` itself, so a
 caller's map may close over float32 arrays (they are promoted).
 """
 
@@ -34,11 +35,10 @@ from collections.abc import Callable
 
 import jax
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float
+from jaxtyping import Array, Float
 
-from dynlab.analyses.continuation.results import Branch, SpecialPoint
 from dynlab.analyses.continuation.settings import ContinuationSettings
-from dynlab.analyses.continuation.system import FixedPoints, Residual, correct, unit_tangent
+from dynlab.analyses.continuation.system import Residual, correct, unit_tangent
 
 __all__ = ["EASY_ITERATIONS", "MAX_TURN", "Curve", "continue_branch", "follow", "follow_both_ways", "start"]
 
@@ -136,38 +136,3 @@ def follow_both_ways(R: Residual, x0: np.ndarray, t0: np.ndarray, span, settings
     backward, _ = follow(R, x0, -t0, span, settings, dense, aux, update_aux)
     return Curve(np.concatenate([backward.x[::-1], forward.x[1:]]),
                  np.concatenate([-backward.t[::-1], forward.t[1:]]))
-
-
-def continue_branch(F: Map, h0: ArrayLike, p0: float, p_span: tuple[float, float],
-                    settings: ContinuationSettings = ContinuationSettings()) -> tuple[Branch, tuple[SpecialPoint, ...]]:
-    r"""The branch of fixed points of $F$ through $(h_0, p_0)$, within `p_span`, and its special points.
-
-    Args:
-        F: The map $(h, p) \mapsto F(h, p)$ on $\mathbb{R}^N$, JAX-traceable.
-        h0: `[N]`, a fixed point (or a close guess: it is first corrected at $p_0$) at $p_0$.
-        p0: The parameter at the start.
-        p_span: `(p_min, p_max)`; the branch is followed both ways until $p$ leaves it.
-        settings: Steps, tolerances and the dense/matrix-free switch.
-
-    Returns:
-        The [`Branch`][dynlab.analyses.continuation.results.Branch] (period 1) and its located
-        special points (folds, flips, Neimark–Sacker points, branch points; `branch` = 0).
-
-    Raises:
-        ValueError: `h0` is not near a fixed point at $p_0$ (the corrector did not converge).
-    """
-    from dynlab.analyses.continuation.detect import analyse
-
-    with jax.enable_x64(True):
-        h0 = np.asarray(h0, np.float64).ravel()
-        R = FixedPoints(F, 1)
-        dense = h0.shape[0] <= settings.dense_max
-        row = np.zeros(h0.shape[0] + 1)
-        row[-1] = 1.0
-        begun = start(R, np.append(h0, float(p0)), row, settings, dense)
-        if begun is None:
-            raise ValueError(f"no fixed point of F near h0 at p = {p0}: the corrector did not converge")
-        x0, t0 = begun
-        curve = follow_both_ways(R, x0, t0, tuple(map(float, p_span)), settings, dense)
-        branch, located = analyse(R, curve, settings, dense, index=0)
-        return branch, tuple(lp.point for lp in located)

@@ -100,7 +100,7 @@ def fold_curve(F2: Map2, fold: SpecialPoint, q0: float, q_span: tuple[float, flo
         F2: The map $(h, p, q) \mapsto F(h, p, q)$, JAX-traceable; at $q = q_0$ it is the map in
             which `fold` was found.
         fold: A fold ([`SpecialPoint`][dynlab.analyses.continuation.results.SpecialPoint]), e.g.
-            from [`continue_branch`][dynlab.analyses.continuation.branch.continue_branch].
+            from [`continue_branch`][dynlab.analyses.continuation.continue_branch].
         q0: The second parameter at `fold`.
         q_span: `(q_min, q_max)`: the curve is followed both ways until $q$ leaves it.
         settings: Steps and tolerances (the system is always dense; see the module).

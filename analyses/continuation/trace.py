@@ -139,3 +139,36 @@ def trace(F: Map, seeds: ArrayLike, p0: float, p_span: tuple[float, float],
                 if lp.point.kind == "flip" and cycles and 2 * st.period <= settings.max_period:
                     queue.extend(_Start(x, t, 2 * st.period) for x, t in cycle_starts(F, lp, st.period, settings, dense))
         return Diagram(branches=tuple(branches), points=tuple(points))
+
+
+def continue_branch(F: Map, h0: ArrayLike, p0: float, p_span: tuple[float, float],
+                    settings: ContinuationSettings = ContinuationSettings()) -> tuple[Branch, tuple[SpecialPoint, ...]]:
+    r"""The branch of fixed points of $F$ through $(h_0, p_0)$, within `p_span`, and its special points.
+
+    Args:
+        F: The map $(h, p) \mapsto F(h, p)$ on $\mathbb{R}^N$, JAX-traceable.
+        h0: `[N]`, a fixed point (or a close guess: it is first corrected at $p_0$) at $p_0$.
+        p0: The parameter at the start.
+        p_span: `(p_min, p_max)`; the branch is followed both ways until $p$ leaves it.
+        settings: Steps, tolerances and the dense/matrix-free switch.
+
+    Returns:
+        The [`Branch`][dynlab.analyses.continuation.results.Branch] (period 1) and its located
+        special points (folds, flips, Neimark–Sacker points, branch points; `branch` = 0).
+
+    Raises:
+        ValueError: `h0` is not near a fixed point at $p_0$ (the corrector did not converge).
+    """
+    with jax.enable_x64(True):
+        h0 = np.asarray(h0, np.float64).ravel()
+        R = FixedPoints(F, 1)
+        dense = h0.shape[0] <= settings.dense_max
+        row = np.zeros(h0.shape[0] + 1)
+        row[-1] = 1.0
+        begun = start(R, np.append(h0, float(p0)), row, settings, dense)
+        if begun is None:
+            raise ValueError(f"no fixed point of F near h0 at p = {p0}: the corrector did not converge")
+        x0, t0 = begun
+        curve = follow_both_ways(R, x0, t0, tuple(map(float, p_span)), settings, dense)
+        branch, located = analyse(R, curve, settings, dense, index=0)
+        return branch, tuple(lp.point for lp in located)
