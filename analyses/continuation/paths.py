@@ -154,6 +154,17 @@ class ContinuationPath(OptionGroup):
             return ParameterPath(value["parameter"], **{k: v for k, v in value.items() if k != "parameter"})
         return HomotopyPath(value["homotopy"], **{k: v for k, v in value.items() if k != "homotopy"})
 
+    def _check_range(self) -> None:
+        """``base``, ``span`` and ``start`` (when given) as numbers, the start inside the span; one
+        [`ConfigError`][dynlab.errors.ConfigError] line otherwise."""
+        object.__setattr__(self, "base", _numbers("base", self.base))
+        object.__setattr__(self, "span", _span(self.span))
+        if self.start is not None:
+            start = _number("start", self.start)
+            if not self.span[0] <= start <= self.span[1]:
+                raise ConfigError(f"start = {start:g} lies outside span [{self.span[0]:g}, {self.span[1]:g}]")
+            object.__setattr__(self, "start", start)
+
     def _check_base(self, model) -> None:
         if self.base is not None and len(self.base) != model.input_size:
             raise ConfigError(f"the path's base gives {len(self.base)} input value(s) but the model has "
@@ -199,12 +210,7 @@ class InputPath(ContinuationPath):
             if not any(direction):
                 raise ConfigError("direction must not be zero: the input would not move along the path")
             object.__setattr__(self, "direction", direction)
-        object.__setattr__(self, "base", _numbers("base", self.base))
-        object.__setattr__(self, "span", _span(self.span))
-        start = _number("start", self.start)
-        if not self.span[0] <= start <= self.span[1]:
-            raise ConfigError(f"start = {start:g} lies outside span [{self.span[0]:g}, {self.span[1]:g}]")
-        object.__setattr__(self, "start", start)
+        self._check_range()
 
     def check(self, model) -> None:
         if self.channel is not None and self.channel >= model.input_size:
@@ -295,15 +301,9 @@ class ParameterPath(ContinuationPath):
             object.__setattr__(self, "index", tuple(_integer("index", i) for i in items))
             if self.scale:
                 raise ConfigError("a parameter path either sets one entry (index) or scales the whole array (scale = true), not both")
-        object.__setattr__(self, "base", _numbers("base", self.base))
         if self.span is None:
             raise ConfigError(f"a parameter path names its range: span = [LO, HI] for {self.parameter!r}")
-        object.__setattr__(self, "span", _span(self.span))
-        if self.start is not None:
-            start = _number("start", self.start)
-            if not self.span[0] <= start <= self.span[1]:
-                raise ConfigError(f"start = {start:g} lies outside span [{self.span[0]:g}, {self.span[1]:g}]")
-            object.__setattr__(self, "start", start)
+        self._check_range()
 
     def check(self, model) -> None:
         self._check_base(model)
@@ -407,12 +407,7 @@ class HomotopyPath(ContinuationPath):
     def __post_init__(self):
         if not isinstance(self.homotopy, str) or not self.homotopy:
             raise ConfigError(f"homotopy must be a run directory (the model at p = 0), got {self.homotopy!r}")
-        object.__setattr__(self, "base", _numbers("base", self.base))
-        object.__setattr__(self, "span", _span(self.span))
-        start = _number("start", self.start)
-        if not self.span[0] <= start <= self.span[1]:
-            raise ConfigError(f"start = {start:g} lies outside span [{self.span[0]:g}, {self.span[1]:g}]")
-        object.__setattr__(self, "start", start)
+        self._check_range()
 
     def check(self, model) -> None:
         self._check_base(model)
