@@ -244,7 +244,8 @@ def random_tanh_network(seed: int):
 @pytest.mark.parametrize("seed", [1, 3])
 def test_every_fold_of_a_random_tanh_network_changes_the_fixed_point_count_by_two(seed):
     """At every fold $u^*$ that the analysis reports on a random 8-unit tanh network, the independent
-    search (speed minimisation from 256 random starts and 32 around the fold's state) finds two
+    search (speed minimisation from 256 random starts and 32 around the fold's state, then again from
+    the points it found on both sides, so that a point away from the fold is not missed on one side only) finds two
     fixed points more on one side ($u^* \\pm 0.002$) than on the other, and the two within 0.2 of
     the fold's state."""
     model = random_tanh_network(seed)
@@ -255,11 +256,28 @@ def test_every_fold_of_a_random_tanh_network_changes_the_fixed_point_count_by_tw
     starts = np.asarray(jax.random.uniform(jax.random.key(seed), (256, 8), minval=-1, maxval=1))
     for i in folds:
         u, h = float(ds.special_parameter[i]), ds.special_states.values[i]
+        near_fold = h + 0.05 * np.asarray(jax.random.normal(jax.random.key(7), (32, 8)))
+        found = {side: _fixed_point_count(model, u + side * 2e-3, np.concatenate([starts, near_fold]))[1] for side in (-1, 1)}
         counts = {}
-        for side in (-1, 1):
-            near_fold = h + 0.05 * np.asarray(jax.random.normal(jax.random.key(7), (32, 8)))
-            n, points = _fixed_point_count(model, u + side * 2e-3, np.concatenate([starts, near_fold]))
+        for side in (-1, 1):  # again, from the points found on both sides: a point away from the fold moves by O(0.002)
+            n, points = _fixed_point_count(model, u + side * 2e-3, np.concatenate([starts, near_fold, *found.values()]))
             counts[side] = (n, int(np.sum(np.linalg.norm(points - h, axis=1) < 0.2)))
         (n_lo, near_lo), (n_hi, near_hi) = counts[-1], counts[1]
         assert abs(n_hi - n_lo) == 2, (u, counts, continuation_summary(ds))
         assert abs(near_hi - near_lo) == 2, (u, counts)
+
+
+def test_branches_born_inside_the_span_are_seeded_from_its_ends():
+    """$h \\leftarrow \\tanh(3h + u - 2)$ has one fixed point at $u = 0$; the pair born at the fold
+    $u^* = 2 - 1.303274 = 0.696726$ (closed form, as above with $w = 3$ shifted by the bias) never
+    reaches $u = 0$: only the search at the span's end $u = 1$ finds it."""
+    w, bias = 3.0, -2.0
+    h_star = np.sqrt(1 - 1 / w)
+    fold = -bias - (w * h_star - np.arctanh(h_star))  # the upper pair's fold: u* + bias = atanh(h*) - w h* < 0
+    model = scalar_tanh(w, bias=bias).model
+    with_ends = continuation_analysis(model, settings=Settings(**SETTINGS), **FAST)
+    without = continuation_analysis(model, settings=Settings(**SETTINGS), ends=False, **FAST)
+    folds = lambda ds: ds.special_parameter.values[ds.special_kind.values == "fold"]  # noqa: E731
+    assert len(folds(without)) == 0 and int(without.n_seeds) == 1
+    assert len(folds(with_ends)) == 1 and abs(folds(with_ends)[0] - fold) < 1e-6, (folds(with_ends), fold)
+    assert int(with_ends.n_seeds) == 1  # the seeds counted are those at the start

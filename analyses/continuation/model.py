@@ -147,6 +147,7 @@ def continuation_analysis(
     settings: Settings = Settings(),
     switch: bool = True,
     cycles: bool = True,
+    ends: bool = True,
     seed: int = 0,
 ) -> xr.Dataset:
     r"""Branches of fixed points of a model's state map along a path, and their bifurcations.
@@ -161,6 +162,9 @@ def continuation_analysis(
        it finds ($q \le 10^{-10}$), stable or not, seeds a branch, but for those beyond the
        visited states (``fixed-points``' `beyond_visited`: a GRU's saturated points, a hundred of
        them, which no trajectory of the task comes near), counted in `n_seeds_beyond_visited`.
+       With `ends`, the same search at both ends of the span seeds branches too (a seed on a
+       branch already followed starts nothing): a pair of branches born at a fold inside the span
+       never reaches $p_0$, and a search at $p_0$ alone cannot see it.
     3. **Branches** ([`dynlab.analyses.continuation.trace`][]): pseudo-arclength continuation of
        $G(h, p) = F(h; p) - h = 0$ both ways from every seed within the span, branches found twice
        merged; at every point the leading multipliers (eigenvalues of $\partial F/\partial h$) and
@@ -184,6 +188,8 @@ def continuation_analysis(
             pseudo-arclength, corrector, location tolerance, multipliers kept, dense_max, max_period).
         switch: follow the other branches through every branch point (both halves of a pitchfork).
         cycles: continue period-k cycles (fixed points of F^k) from every flip point.
+        ends: seed branches from the fixed points found at both ends of the span too (branches
+            that never reach the start, such as a pair born at a fold inside the span).
         seed: seed of the protocol's input stream and of the search's initial states.
 
     **Returns:** a dataset with dims `branch`, `point` (padded with NaN past each branch's
@@ -221,20 +227,32 @@ def continuation_analysis(
                               "no visited states to start the seeds' search from")
         visited = run[burn_in:]
         u0 = (family.input_at(p0), jnp.zeros((), jnp.float64))
-        with warnings.catch_warnings():  # the search's completeness warnings are the fixed-points analysis's
-            warnings.simplefilter("ignore")
-            found = fixed_points_from_visited(smap.step, jnp.asarray(visited), u0, ics=ics, seed=seed)
-        fixed = np.asarray(found.is_fixed.values, bool)
-        far = beyond_visited(found.points.values, visited)
-        seeds = np.asarray(found.points.values)[fixed & ~far]
+
+        def found_at(p):
+            r"""The fixed points of $F(\cdot; p)$ near the visited states, and how many beyond them."""
+            at = state_map(family.model_at(p))
+            with warnings.catch_warnings():  # the search's completeness warnings are the fixed-points analysis's
+                warnings.simplefilter("ignore")
+                found = fixed_points_from_visited(at.step, jnp.asarray(visited), (family.input_at(p), u0[1]),
+                                                  ics=ics, seed=seed)
+            fixed = np.asarray(found.is_fixed.values, bool)
+            far = beyond_visited(found.points.values, visited)
+            return np.asarray(found.points.values)[fixed & ~far], int(np.sum(fixed & far)), int(np.sum(~fixed))
+
+        seeds, n_far, n_slow = found_at(p0)
         if not len(seeds):
             raise ConfigError(f"no fixed point of the map at p = {p0:g} was found near the visited states "
-                              f"({int(np.sum(fixed & far))} beyond them, {int(np.sum(~fixed))} slow points); "
+                              f"({n_far} beyond them, {n_slow} slow points); "
                               "nothing to continue: try another start, input protocol or more ics")
-        diagram = trace(family.F, jnp.asarray(seeds), p0, family.span, settings.core(), switch=switch, cycles=cycles)
+        start_seeds, seed_ps = seeds, np.full(len(seeds), float(p0))
+        if ends:
+            for p_end in sorted({float(p) for p in family.span} - {float(p0)}):
+                more = found_at(p_end)[0]
+                seeds, seed_ps = np.concatenate([seeds, more]), np.concatenate([seed_ps, np.full(len(more), p_end)])
+        diagram = trace(family.F, jnp.asarray(seeds), seed_ps, family.span, settings.core(), switch=switch, cycles=cycles)
         mean, comps, _ = principal_components(visited, N_PCS)
-        ds = diagram_dataset(diagram, seeds, family.readout, mean, comps, channel=getattr(path, "channel", None))
-    ds["n_seeds_beyond_visited"] = ((), int(np.sum(fixed & far)), {"units": "1", "long_name": "fixed points at the "
+        ds = diagram_dataset(diagram, start_seeds, family.readout, mean, comps, channel=getattr(path, "channel", None))
+    ds["n_seeds_beyond_visited"] = ((), n_far, {"units": "1", "long_name": "fixed points at the "
                                     "start beyond the visited states (saturated), not continued"})
     ds.attrs.update(symbol=family.symbol)
     return stamp(ds, analysis="continuation", seed=seed, config={

@@ -80,7 +80,7 @@ def _known(points: list[SpecialPoint], pt: SpecialPoint, F, period: int) -> bool
     return any(abs(q.p - pt.p) < SAME_POINT and np.max(np.abs(q.h - h)) < SAME_POINT for q in points for h in images)
 
 
-def trace(F: Map, seeds: ArrayLike, p0: float, p_span: tuple[float, float],
+def trace(F: Map, seeds: ArrayLike, p0: float | ArrayLike, p_span: tuple[float, float],
           settings: ContinuationSettings = ContinuationSettings(), *, switch: bool = True,
           cycles: bool = True) -> Diagram:
     r"""Every branch through the seeds within `p_span`, switched branches and cycles included.
@@ -88,7 +88,9 @@ def trace(F: Map, seeds: ArrayLike, p0: float, p_span: tuple[float, float],
     Args:
         F: The map $(h, p) \mapsto F(h, p)$ on $\mathbb{R}^N$, JAX-traceable.
         seeds: `[S, N]`, fixed points of $F$ at $p_0$ (or close guesses), stable and unstable.
-        p0: The parameter of the seeds.
+        p0: The parameter of the seeds: one for all, or `[S]`, one per seed (seeds found at
+            several values of $p$, such as both ends of the span, so that branches which never
+            reach one value are found from another; a seed on a branch already followed starts nothing).
         p_span: `(p_min, p_max)`: every branch is followed both ways until $p$ leaves it.
         settings: Steps, tolerances, `max_period`, `max_branches`, the dense/matrix-free switch.
         switch: Follow the branches crossing at branch points.
@@ -104,7 +106,8 @@ def trace(F: Map, seeds: ArrayLike, p0: float, p_span: tuple[float, float],
         n = seeds.shape[1]
         dense = n <= settings.dense_max
         span = (float(p_span[0]), float(p_span[1]))
-        queue = deque(_Start(np.append(s, float(p0)), None, 1) for s in seeds)
+        ps = np.broadcast_to(np.asarray(p0, np.float64), seeds.shape[:1])
+        queue = deque(_Start(np.append(s, p), None, 1) for s, p in zip(seeds, ps))
         curves: list[tuple[int, Curve]] = []
         branches: list[Branch] = []
         points: list[SpecialPoint] = []
