@@ -128,6 +128,9 @@ def test_an_analysis_of_several_runs_runs_the_same_configuration_from_the_comman
     entry = registry.get("analysis", "dsa")
     calls: list[dict] = []
     monkeypatch.setitem(registry._REGISTRY["analysis"], "dsa", dataclasses.replace(entry, obj=_recorder(entry.obj, calls)))
+    for run in ("a", "b"):  # run directories as far as the command reads them before the analysis (their units)
+        (tmp_path / run).mkdir()
+        (tmp_path / run / "config.toml").write_text('[model]\nunit = "rnn"\n')
     invoke(["analyze", "dsa", "a", "b"], tmp_path)
     assert len(calls) == 1, "dynlab analyze dsa did not reach the analysis"
     scenario = parse({**_scenario("dsa", "adding"), "train": {"steps": 1}, "sweep": {"seed": [0, 1]}})

@@ -47,7 +47,10 @@ def work_starts(monkeypatch):
 
 
 def _args(name: str, tmp_path) -> list[str]:
-    if name == "dsa":
+    if name == "dsa":  # two run directories as far as the command reads them before its work (their units, for the groups)
+        for run in ("a", "b"):
+            (tmp_path / run).mkdir(exist_ok=True)
+            (tmp_path / run / "config.toml").write_text('[model]\nunit = "rnn"\n')
         return ["analyze", "dsa", str(tmp_path / "a"), str(tmp_path / "b")]
     if name == "pc-bp":
         return ["analyze", name, "--task", "toy", "--widths", "4", "--steps", "2"]
