@@ -22,5 +22,5 @@ from dynlab.analyses import clv, fixed_points  # noqa: F401  (issue 19: covarian
 from dynlab.analyses import dsa, sta  # noqa: F401  (issue 19: dynamical similarity; receptive fields by spike-triggered averaging)
 from dynlab.analyses import grad_compare  # noqa: F401  (issue 34: rules compared on one model)
 from dynlab.analyses import recovery  # noqa: F401  (issue 35: recovery of a teacher's dynamics by a student)
-from dynlab.analyses import flip_threshold  # noqa: F401  (issue 49: the sustained input that flips a held bit)
+from dynlab.analyses.continuation import flip_threshold  # noqa: F401  (issue 49: the sustained input that flips a held bit)
 from dynlab.analyses.continuation import model as _continuation  # noqa: F401  (issue 49: continuation and bifurcations)

@@ -27,7 +27,7 @@ import pytest
 
 import dynlab
 from cli_runner import invoke, one_line_error
-from dynlab.analyses.flip_threshold import flip_thresholds
+from dynlab.analyses.continuation.flip_threshold import flip_thresholds
 from dynlab.errors import ConfigError
 
 

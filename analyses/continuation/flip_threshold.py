@@ -308,9 +308,9 @@ def flip_threshold_analysis(
     pushed by $x = -\sigma u\, e_c$ for `hold` steps and released for `release` steps; bisection
     on $u$ finds the smallest that flips a read-out's sign for good, and the smallest that flips
     read-out $c$'s
-    ([`flip_thresholds`][dynlab.analyses.flip_threshold.flip_thresholds]). With `fold`, each
+    ([`flip_thresholds`][dynlab.analyses.continuation.flip_threshold.flip_thresholds]). With `fold`, each
     corner's fold $p^*$ along the same path comes from continuation
-    ([`first_fold`][dynlab.analyses.flip_threshold.first_fold]). Float64 throughout.
+    ([`first_fold`][dynlab.analyses.continuation.flip_threshold.first_fold]). Float64 throughout.
 
     Args:
         channel: the input channel pushed and the read-out channel watched (the flip-flop's bit).
