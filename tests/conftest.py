@@ -52,11 +52,14 @@ at the end is short. The list is measured (per-module wall time on one worker, 2
 missing from it only runs later, and one that grew only balances less well.
 """
 
+import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 import jax
 import pytest
@@ -140,3 +143,26 @@ def pytest_unconfigure(config):
 def _free_compiled_programs_when_maps_run_high():
     yield
     memory_maps.relieve(0.5)
+
+
+
+CPU_LOG = "DYNLAB_TEST_CPU_LOG"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With ``$DYNLAB_TEST_CPU_LOG=DIR``, one JSON line per test in ``DIR/PID.jsonl``: its node id,
+    the CPU seconds of this process (``self``) and of the processes it started and waited for
+    (``kids``), and wall seconds. CPU time barely moves with the machine's load, so it compares
+    changes made while other work runs (``python tests/cpu_profile.py DIR`` sums it per module)."""
+    log = os.environ.get(CPU_LOG)
+    if not log:
+        yield
+        return
+    usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    start = time.time()
+    yield
+    after = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    self_s, kids_s = (a.ru_utime + a.ru_stime - b.ru_utime - b.ru_stime for a, b in zip(after, usage))
+    with open(os.path.join(log, f"{os.getpid()}.jsonl"), "a") as f:
+        f.write(json.dumps({"id": item.nodeid, "self": self_s, "kids": kids_s, "wall": time.time() - start}) + "\n")
