@@ -43,16 +43,13 @@ import jax
 import numpy as np
 import xarray as xr
 from jax.typing import ArrayLike
-import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from dynlab.config import Count  # noqa: E402
-from dynlab.errors import ConfigError, require_positive  # noqa: E402
-from dynlab.provenance import stamp, stamp_attrs  # noqa: E402
+from dynlab.config import Count
+from dynlab.errors import ConfigError, require_positive
+from dynlab.figures import subplots
 from dynlab.outputs import Output
-from dynlab.registry import register  # noqa: E402
+from dynlab.provenance import stamp, stamp_attrs
+from dynlab.registry import register
 
 __all__ = ["activity_analysis", "activity_statistics", "plot_activity"]
 
@@ -223,7 +220,7 @@ def check_activity(model, *, component: str, steps: int, burn_in: int, **_) -> N
 def plot_activity(ds: xr.Dataset):
     """Fraction active over time, ISI distribution, pairwise correlations
     ([`dynlab.analyses.activity.activity_statistics`][])."""
-    fig, (ax_f, ax_i, ax_c) = plt.subplots(1, 3, figsize=(13, 3.8))
+    fig, (ax_f, ax_i, ax_c) = subplots(1, 3, figsize=(13, 3.8))
     ax_f.plot(ds.time, ds.fraction_active, lw=0.8)
     ax_f.set(xlabel="step", ylabel="fraction active", ylim=(0, 1),
              title=f"mean fraction active {float(ds.mean_fraction_active):.3f}")

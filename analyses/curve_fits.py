@@ -46,7 +46,6 @@ from typing import NamedTuple
 import numpy as np
 import xarray as xr
 from jax.typing import ArrayLike
-from scipy.optimize import minimize_scalar
 
 from dynlab.analyses.spectra.power_law import power_law_exponent
 from dynlab.errors import ConfigError
@@ -128,6 +127,8 @@ def _log_rss(family: str, amplitude: float, shape: float, x: np.ndarray, log_y: 
 
 def _log_law(x: np.ndarray, log_y: np.ndarray) -> tuple[float, float]:
     """$(A, x_0)$ minimising $\\sum_j [\\ln y_j - \\ln A - \\ln\\ln(x_0/x_j)]^2$."""
+    from scipy.optimize import minimize_scalar
+
     log_x, log_x_max = np.log(x), np.log(x.max())
 
     def profile(u: float) -> tuple[float, float]:  # u = ln ln(x0 / x_max); ln A profiled out

@@ -60,10 +60,8 @@ from collections.abc import Mapping, Sequence
 from typing import Literal, NamedTuple
 
 import numpy as np
-import scipy.stats
 import xarray as xr
 from jax.typing import ArrayLike
-from scipy.optimize import differential_evolution, minimize, minimize_scalar
 
 from dynlab.analyses.curve_fits import aicc
 from dynlab.errors import ConfigError
@@ -208,6 +206,8 @@ def optimal_k_e(
     grid point is an end of the range (the maximum may lie outside it). `budget` and `k_c`
     broadcast.
     """
+    from scipy.optimize import minimize_scalar
+
     p = _check_params(params)
     lo, hi = (float(v) for v in k_range)
     if not 0 < lo < hi:
@@ -399,6 +399,8 @@ def _residual_bootstrap(sse, information, theta, info, loss, offset, scale, dof,
     points were: the fitted losses plus residuals drawn with replacement, centred and scaled by
     $\sqrt{n/(n-p)}$ (so their variance is $\hat\sigma^2$), each refitted by Nelder–Mead from the
     optimum."""
+    from scipy.optimize import minimize
+
     fitted = offset - scale * info
     residual = loss - fitted
     residual = (residual - residual.mean()) * np.sqrt(loss.size / max(dof, 1))
@@ -496,6 +498,9 @@ def fit_i_rep(
       `bounds` (JSON), `seed`, `popsize`, `maxiter`, `de_nfev`, `de_message`, `polish_nfev`,
       `polish_message`.
     """
+    import scipy.stats
+    from scipy.optimize import differential_evolution, minimize
+
     loss = np.asarray(loss, np.float64)
     if loss.ndim != 1 or loss.size < 3:
         raise ConfigError(f"loss must be a 1-D array of at least 3 points; got shape {loss.shape}.")

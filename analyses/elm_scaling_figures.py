@@ -1,21 +1,19 @@
-"""Figures of the ELM scaling-law analyses of [`dynlab.analyses.elm_scaling`][] (matplotlib, Agg backend):
+"""Figures of the ELM scaling-law analyses of [`dynlab.analyses.elm_scaling`][] (matplotlib):
 the joint $I_{\rm rep}$ fit (``elm-budget`` scenario), the $I_{\rm rep}$ curves, and the ELM network
 against an LSTM over bin sizes (``elm-shd-adding``)."""
 
 from __future__ import annotations
 
-import matplotlib
+import numpy as np
+import xarray as xr
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import xarray as xr  # noqa: E402
+from dynlab.figures import subplots
 
 
 def i_rep_fit(fit: xr.Dataset):
     """Loss vs k_e per group (mean ± sd over repeated points) with the fitted I_rep curves and theory optima
     (stars); measured vs fitted loss. ``fit`` is [`dynlab.analyses.elm_scaling.fit_i_rep`][]'s dataset."""
-    fig, (ax, ax_r) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [1.6, 1]})
+    fig, (ax, ax_r) = subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [1.6, 1]})
     for g, name in enumerate(fit.group.values):
         points = fit.where(fit.point_group == name, drop=True)
         k_values = np.unique(points.k_e.values)
@@ -48,7 +46,7 @@ def i_rep_fit(fit: xr.Dataset):
 def i_rep_curves(ds: xr.Dataset):
     """-I_rep vs k_e for each budget, optima starred, floor crossover and alpha-crossing marked
     ([`dynlab.analyses.elm_scaling.i_rep_curves`][])."""
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    fig, ax = subplots(figsize=(6.5, 4.2))
     for b, budget in enumerate(ds.budget.values):
         line, = ax.plot(ds.k_e, -ds.i_rep.isel(budget=b), lw=1.2, label=f"P = {budget:.3g}")
         ax.plot(float(ds.k_e_opt[b]), -float(ds.i_rep_opt[b]), "*", ms=12, color="gold", mec=line.get_color())
@@ -69,7 +67,7 @@ def single_axes(axes: xr.Dataset, rho: xr.Dataset | None = None):
     mean over seeds. With ``rho`` (the elm-budget's feed-forward ablation), a third panel: the default and
     the rho_rec = 0 network's loss per seed at the grid's best cell."""
     panels = [v for v in ("loss_vs_n", "loss_vs_d_m") if v in axes] + (["rho"] if rho is not None else [])
-    fig, axs = plt.subplots(1, len(panels), figsize=(4.0 * len(panels), 3.6), squeeze=False)
+    fig, axs = subplots(1, len(panels), figsize=(4.0 * len(panels), 3.6), squeeze=False)
     for ax, panel in zip(axs[0], panels):
         if panel == "rho":
             for k, net in enumerate(rho.network.values):
@@ -111,7 +109,7 @@ def accuracy_by_bin(ds: xr.Dataset):
     from dynlab.figures import without_paths
 
     bins, metric = [float(b) for b in ds.bin_ms.values], ds.attrs["metric"]
-    fig, axes = plt.subplots(1, len(bins), figsize=(4.2 * len(bins) + 1.0, 3.6), squeeze=False, sharey=True)
+    fig, axes = subplots(1, len(bins), figsize=(4.2 * len(bins) + 1.0, 3.6), squeeze=False, sharey=True)
     for ax, b in zip(axes[0], bins):
         for k, net in enumerate(ds.network.values):  # one colour per network in every panel
             da = ds[metric].sel(network=net, bin_ms=b)

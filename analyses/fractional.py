@@ -60,19 +60,16 @@ import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 from numpy.typing import ArrayLike
-import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from dynlab.analyses.aru.frozen_map import number_grid  # noqa: E402
-from dynlab.analyses.aru.plotting import drive_colors, title  # noqa: E402
-from dynlab.analyses.state_map import protocol_inputs, run_in, state_map  # noqa: E402
-from dynlab.config import Count  # noqa: E402
-from dynlab.errors import ConfigError, require_positive  # noqa: E402
-from dynlab.provenance import stamp  # noqa: E402
+from dynlab.analyses.aru.frozen_map import number_grid
+from dynlab.analyses.aru.plotting import drive_colors, title
+from dynlab.analyses.state_map import protocol_inputs, run_in, state_map
+from dynlab.config import Count
+from dynlab.errors import ConfigError, require_positive
+from dynlab.figures import subplots
 from dynlab.outputs import Output
-from dynlab.registry import register  # noqa: E402
+from dynlab.provenance import stamp
+from dynlab.registry import register
 
 __all__ = [
     "ALPHAS", "fit_fractional_order", "fractional_derivative", "fractional_multiplier", "fractional_order_analysis",
@@ -202,7 +199,7 @@ def fit_fractional_order(
 def plot_fractional_order(ds: xr.Dataset):
     """Fig. 4b-d: distribution of α̂ over neurons per drive, with the mean response's α̂; responses of
     the neurons with the smallest and largest α̂ (largest drive); α̂ vs drive."""
-    fig, (ax_h, ax_r, ax_d) = plt.subplots(1, 3, figsize=(15, 4))
+    fig, (ax_h, ax_r, ax_d) = subplots(1, 3, figsize=(15, 4))
     drives = ds.drive.values
     colors, _ = drive_colors(drives)
     bins = np.linspace(float(ds.alpha.min()), float(ds.alpha.max()), 41)

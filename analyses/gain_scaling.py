@@ -23,22 +23,18 @@ from typing import Literal
 import jax
 import jax.numpy as jnp
 import numpy as np
-import scipy.optimize
 import xarray as xr
 from numpy.typing import ArrayLike
-import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from dynlab.analyses.aru.frozen_map import aru_layer, number_grid  # noqa: E402
-from dynlab.analyses.aru.plotting import drive_colors, title  # noqa: E402
-from dynlab.analyses.aru.traces import aru_traces  # noqa: E402
-from dynlab.errors import ConfigError, require_positive  # noqa: E402
-from dynlab.provenance import stamp  # noqa: E402
+from dynlab.analyses.aru.frozen_map import aru_layer, number_grid
+from dynlab.analyses.aru.plotting import drive_colors, title
+from dynlab.analyses.aru.traces import aru_traces
+from dynlab.errors import ConfigError, require_positive
+from dynlab.figures import subplots
 from dynlab.outputs import Output
-from dynlab.registry import register  # noqa: E402
-from dynlab.statistics import t_interval  # noqa: E402
+from dynlab.provenance import stamp
+from dynlab.registry import register
+from dynlab.statistics import t_interval
 
 __all__ = ["exponential_fit", "gain_scaling_analysis", "power_law_fit"]
 
@@ -72,6 +68,8 @@ def _separable(x, y, basis, grid) -> tuple[float, np.ndarray]:
 
 
 def _refine(model, x, y, p0, names) -> dict[str, float]:
+    import scipy.optimize
+
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", scipy.optimize.OptimizeWarning)
@@ -120,7 +118,7 @@ def exponential_fit(x: ArrayLike, y: ArrayLike, *, rates: int = 801) -> dict[str
 
 def plot_gain_scaling(ds: xr.Dataset):
     """Fig. 3b: n∞ vs noise std (log-log) with the power-law fit, s∞ with the exponential fit, traces."""
-    fig, (ax_tr, ax_n, ax_s) = plt.subplots(1, 3, figsize=(15, 4))
+    fig, (ax_tr, ax_n, ax_s) = subplots(1, 3, figsize=(15, 4))
     stds = ds["std"].values
     colors, sm = drive_colors(np.log10(stds))
     for i, c in enumerate(colors):

@@ -44,6 +44,7 @@ import xarray as xr
 
 from dynlab.analyses.pc_bp import cosine as total_cosine
 from dynlab.errors import ConfigError, require_positive
+from dynlab.figures import subplots
 from dynlab.outputs import Output, metric_outputs
 from dynlab.registry import register
 
@@ -66,10 +67,9 @@ def _leaves(grads) -> list[tuple[str, jax.Array]]:
 def figure(ds: xr.Dataset):
     """Per pair of rules: the cosine of their gradients of each parameter array (bars) and over all
     parameters (the line), and the norm ratio of each array (dots, right axis)."""
-    import matplotlib.pyplot as plt
 
     pairs = ds["pair"].values.reshape(-1)
-    fig, axes = plt.subplots(len(pairs), 1, figsize=(max(5.0, 0.5 * ds.sizes["group"] + 2), 3.2 * len(pairs)),
+    fig, axes = subplots(len(pairs), 1, figsize=(max(5.0, 0.5 * ds.sizes["group"] + 2), 3.2 * len(pairs)),
                              squeeze=False)
     for ax, pair in zip(axes[:, 0], pairs):
         one = ds if "pair" not in ds.dims else ds.sel(pair=pair)

@@ -1,4 +1,4 @@
-"""Figures of the PC–BP comparison ([`dynlab.analyses.pc_bp`][]), matplotlib with the Agg backend.
+"""Figures of the PC–BP comparison ([`dynlab.analyses.pc_bp`][]), matplotlib.
 
 The second grid axis is the depth $L$ (feed-forward) or the sequence length $T$ (recurrent,
 PC through time vs BPTT): [`dynlab.analyses.pc_grid.grid_axis`][].
@@ -8,15 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import xarray as xr
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import xarray as xr  # noqa: E402
-
-from dynlab.analyses.pc_grid import grid_axis  # noqa: E402
-from dynlab.figures import without_paths  # noqa: E402
+from dynlab.analyses.pc_grid import grid_axis
+from dynlab.figures import subplots, without_paths
 
 
 def _title(ds: xr.Dataset) -> str:
@@ -38,7 +34,7 @@ def cosine_heatmap(ds: xr.Dataset):
     """Mean PC–BP gradient cosine over width (rows) x depth or length (columns), values annotated (Fig. 1)."""
     axis = grid_axis(ds)
     values = ds["mean_cosine"].values
-    fig, ax = plt.subplots(figsize=(1.2 * ds.sizes[axis.dim] + 2.5, 0.6 * ds.sizes["width"] + 1.8))
+    fig, ax = subplots(figsize=(1.2 * ds.sizes[axis.dim] + 2.5, 0.6 * ds.sizes["width"] + 1.8))
     im = ax.imshow(values, cmap="viridis", vmin=min(0.0, np.nanmin(values)) if np.isfinite(values).any() else 0, vmax=1,
                    origin="lower", aspect="auto")
     ax.set_xticks(range(ds.sizes[axis.dim]), [str(int(v)) for v in ds[axis.dim].values])
@@ -59,7 +55,7 @@ def cosine_heatmap(ds: xr.Dataset):
 def rescaling_vs_l_over_n(ds: xr.Dataset):
     """s(θ) − 1 against L/N (or T/N) on log axes, one colour per depth (length), with the L/N line (Fig. 3)."""
     axis = grid_axis(ds)
-    fig, ax = plt.subplots(figsize=(5.2, 4.2))
+    fig, ax = subplots(figsize=(5.2, 4.2))
     s1 = ds["s_minus_1"]
     if not np.isfinite(s1.values).any():
         ax.text(0.5, 0.5, "s(θ) is defined for linear networks only", ha="center", va="center", transform=ax.transAxes)
@@ -85,10 +81,12 @@ def rescaling_vs_l_over_n(ds: xr.Dataset):
 
 def loss_curves(ds: xr.Dataset):
     """PC and BP training losses per step (mean over seeds), one panel per depth (length), one colour per width."""
+    import matplotlib
+
     axis = grid_axis(ds)
     values = ds[axis.dim].values
-    fig, axes = plt.subplots(1, len(values), figsize=(3.6 * len(values), 3.4), squeeze=False, sharey=True)
-    colors = plt.cm.viridis(np.linspace(0, 0.9, ds.sizes["width"]))
+    fig, axes = subplots(1, len(values), figsize=(3.6 * len(values), 3.4), squeeze=False, sharey=True)
+    colors = matplotlib.colormaps["viridis"](np.linspace(0, 0.9, ds.sizes["width"]))
     for ax, v in zip(axes[0], values):
         for c, n in zip(colors, ds.width.values):
             sel = ds.sel({"width": n, axis.dim: v}).mean("seed")
@@ -112,7 +110,9 @@ def overview(ds: xr.Dataset):
 def time_law(law: xr.Dataset):
     """The ``pc-time-law`` scenario's figure ([`dynlab.scenarios.pc_time_law`][]). Left: $s - 1$ against $T/N$ per recurrence (fitted slope in the legend; dashed: the large-$N$
     prediction). Right: $1 - \\cos$ against $N$ for each $T$, plain (dotted) and $T^{-1}$ (solid)."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    import matplotlib.ticker
+
+    fig, (left, right) = subplots(1, 2, figsize=(11, 4.2))
     ratio = law.T_over_N if "T_over_N" in law else law.length / law.width
     for rec in law.recurrence.values:
         sel = law.sel(recurrence=rec)
@@ -134,7 +134,7 @@ def time_law(law: xr.Dataset):
                        label=f"{rec}, T={int(length)}")
     right.set(xscale="log", yscale="log", xlabel="width N", ylabel="1 - cos(PC, BPTT)", title="alignment as N grows")
     right.set_xticks(law.width.values, [str(int(n)) for n in law.width.values])
-    right.xaxis.set_minor_formatter(plt.NullFormatter())
+    right.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     right.legend(fontsize=6, ncol=2)
     fig.tight_layout()
     return fig

@@ -10,20 +10,17 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 import jax
-import matplotlib
 import numpy as np
 import xarray as xr
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from dynlab.config import Count, Flag  # noqa: E402
-from dynlab.errors import ConfigError, require_positive  # noqa: E402
-from dynlab.losses import get_loss  # noqa: E402
-from dynlab.perturbations import default_window, evaluate_under, perturbation  # noqa: E402
-from dynlab.provenance import stamp  # noqa: E402
+from dynlab.config import Count, Flag
+from dynlab.errors import ConfigError, require_positive
+from dynlab.figures import subplots
+from dynlab.losses import get_loss
 from dynlab.outputs import Output, metric_outputs
-from dynlab.registry import register  # noqa: E402
+from dynlab.perturbations import default_window, evaluate_under, perturbation
+from dynlab.provenance import stamp
+from dynlab.registry import register
 
 
 def perturbation_curve(ds: xr.Dataset):
@@ -32,7 +29,7 @@ def perturbation_curve(ds: xr.Dataset):
     metric = ds.attrs.get("metric", "accuracy")
     from dynlab.figures import legend_beside, without_paths
 
-    fig, ax = plt.subplots(figsize=(7.2, 3.8))
+    fig, ax = subplots(figsize=(7.2, 3.8))
     networks = ds["network"].values if "network" in ds.dims else [None]
     strengths = ds.strength.values.astype(float)
     span = np.ptp(strengths) if strengths.size > 1 else 1.0

@@ -1,4 +1,4 @@
-"""Figures of the temporal-receptive-window analyses of [`dynlab.analyses.trw`][] (matplotlib, Agg backend).
+"""Figures of the temporal-receptive-window analyses of [`dynlab.analyses.trw`][] (matplotlib).
 
 [`trw_curves`][] is the registered figure of the ``trw`` analysis (``dynlab plot``); the others
 draw the datasets of [`accuracy_vs_dilation`][dynlab.analyses.trw.accuracy_vs_dilation],
@@ -8,12 +8,10 @@ draw the datasets of [`accuracy_vs_dilation`][dynlab.analyses.trw.accuracy_vs_di
 
 from __future__ import annotations
 
-import matplotlib
+import numpy as np
+import xarray as xr
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import xarray as xr  # noqa: E402
+from dynlab.figures import subplots
 
 
 def trw_curves(ds: xr.Dataset):
@@ -23,7 +21,7 @@ def trw_curves(ds: xr.Dataset):
     the smallest scale, so $s_{50}$ is only known to be at or below it) is drawn as a bound, never
     as a measurement: a hollow downward triangle at the smallest scale, "s50 ≤ 3^0" in the legend.
     Legends sit below the panels, off the data."""
-    fig, (ax, ax_s) = plt.subplots(1, 2, figsize=(11, 4.6), layout="constrained")
+    fig, (ax, ax_s) = subplots(1, 2, figsize=(11, 4.6), layout="constrained")
     scales = ds.scale.values
     censored = ds.s50_censored.values.astype(bool) if "s50_censored" in ds else np.zeros(ds.sizes["layer"], bool)
     smallest = f"3^{int(round(np.log(scales.min()) / np.log(3)))}"
@@ -63,7 +61,7 @@ def accuracy_vs_dilation(ds: xr.Dataset):
     seed; networks are nudged apart along x so that equal accuracies (e.g. several at 1.00) stay visible."""
     from dynlab.figures import legend_beside
 
-    fig, ax = plt.subplots(figsize=(8, 4))
+    fig, ax = subplots(figsize=(8, 4))
     acc = ds.accuracy
     nets = list(acc.network.values) if "network" in acc.dims else [None]
     markers = "osD^vP*Xh<>"
@@ -97,7 +95,7 @@ def params_vs_accuracy(ds: xr.Dataset):
     """Trainable parameters (log) vs accuracy averaged over dilations, per network."""
     from dynlab.figures import legend_beside
 
-    fig, ax = plt.subplots(figsize=(7.5, 4))
+    fig, ax = subplots(figsize=(7.5, 4))
     acc = ds.accuracy.mean("dilation")
     if "seed" in acc.dims:
         acc = acc.mean("seed")
@@ -115,7 +113,7 @@ def params_vs_accuracy(ds: xr.Dataset):
 
 def impulse_responses(ds: xr.Dataset, max_lines: int = 12):
     """h and Lh after a pulse vs t and vs t/τ_i (the collapse), with the collapse scores."""
-    fig, axes = plt.subplots(2, 2, figsize=(10, 6))
+    fig, axes = subplots(2, 2, figsize=(10, 6))
     for row, (name, tau) in enumerate((("h", "tau_h"), ("Lh", "tau_Lh"))):
         r = ds[name].values
         taus = ds[tau].values
@@ -135,7 +133,7 @@ def impulse_responses(ds: xr.Dataset, max_lines: int = 12):
 def recurrence_plots(ds: xr.Dataset):
     """Recurrence matrices (Eq. 10) of the input and every layer."""
     n = ds.sizes["layer"]
-    fig, axes = plt.subplots(1, n, figsize=(2.6 * n, 2.8))
+    fig, axes = subplots(1, n, figsize=(2.6 * n, 2.8))
     for i, ax in enumerate(np.atleast_1d(axes)):
         ax.imshow(ds.rho.values[i], vmin=-1, vmax=1, cmap="RdBu_r")
         ax.set(title=str(ds.layer_name.values[i]), xticks=[], yticks=[])

@@ -35,6 +35,9 @@ Plus [`spearman`][] and [`welch`][], thin wrappers of `scipy.stats.spearmanr` an
 t-test that drop NaN pairs and say how many pairs they used.
 
 Only numpy, scipy and `dynlab.errors` are imported: this is a core module.
+
+`scipy.stats` is imported inside the functions that use it: it costs about 0.8 s, and every
+`dynlab` command imports this module while it loads its plug-ins.
 """
 
 from __future__ import annotations
@@ -47,7 +50,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import scipy.stats
 
 from dynlab.errors import ConfigError
 
@@ -203,6 +205,8 @@ def t_interval(values, *, population: str, level: float = 0.95, axis: int = 0,
     freedom with the replicates' few would widen the interval beyond its level: with 5
     replicates and an accurate floor, $t_{0.975,4} = 2.78$ standard errors cover 99.4%.
     """
+    import scipy.stats
+
     level = _check_level(level)
     x = np.asarray(values, float)
     if x.ndim == 0:
@@ -327,6 +331,8 @@ def bounded_interval(values, *, bounds=UNBOUNDED, population: str, level: float 
         return agreement_interval(float(x[0]), n, bounds=(low, high), level=level, population=population)
 
     def t_bounds(v: np.ndarray) -> tuple[float, float]:  # Student t, n - 1 degrees of freedom, as t_interval's
+        import scipy.stats
+
         low, high = scipy.stats.t.interval(level, n - 1, loc=v.mean(), scale=scipy.stats.sem(v))
         return float(low), float(high)
 
@@ -436,6 +442,8 @@ class BatchMeans:
 
     def interval(self, level: float = 0.95, population: str = "batch means of one run") -> Interval:
         r"""$\bar x \pm t_{(1+c)/2,\, n_b - 1}\, \mathrm{SE}$: the Student-t interval of the time average."""
+        import scipy.stats
+
         level = _check_level(level)
         low, high = scipy.stats.t.interval(level, self.n_batches - 1, loc=self.mean, scale=self.se)
         return Interval(self.mean, low, high, level,
@@ -542,6 +550,8 @@ def bootstrap(data, statistic: Callable[..., Any], *, population: str, level: fl
       rows. BCa's jackknife acceleration assumes independent rows, so blocks take ``"basic"`` or
       ``"percentile"`` (BCa with blocks is a ConfigError).
     """
+    import scipy.stats
+
     data = np.asarray(data)
     n = data.shape[0]
     _count(n, "observations", "a bootstrap interval")
@@ -599,6 +609,8 @@ def half_sample_interval(estimate, replicates, *, n_blocks: int, level: float = 
     differs from that of the data (for sample eigenvalues the bootstrap over-estimates it).
     NaN replicates are left out; fewer than half finite gives NaN bounds.
     """
+    import scipy.stats
+
     level = _check_level(level)
     if n_blocks < 2:
         raise ConfigError(f"half-sampling needs at least 2 blocks; got {n_blocks}")
@@ -624,6 +636,8 @@ def fisher_interval(r: float, n: int, *, level: float = 0.95) -> Interval:
 
     approximate for bivariate normal points, and valid only with ``n >= 4``. Four points give a
     half-width of 1.96 in z: almost any r is compatible with them."""
+    import scipy.stats
+
     level = _check_level(level)
     if n < 4:
         raise ConfigError(f"a Fisher interval of a correlation needs at least 4 points; got {n}")
@@ -641,6 +655,8 @@ def spearman(x, y) -> tuple[float, float, int]:
     Pairs with a NaN in either value are dropped (and counted out of ``n_pairs``); fewer than 3
     pairs give NaN.
     """
+    import scipy.stats
+
     x, y = np.asarray(x, float).ravel(), np.asarray(y, float).ravel()
     if x.shape != y.shape:
         raise ConfigError(f"spearman needs paired values of one length; got {x.size} and {y.size}")
@@ -663,6 +679,8 @@ def jackknife_interval(value: float, leave_one_out, level: float = 0.95) -> tupl
     for a rank correlation use [`rank_correlation_of_means`][]. NaN bounds with fewer than 2
     replicates or where a leave-one-out value is not finite.
     """
+    import scipy.stats
+
     theta = np.asarray(leave_one_out, float)
     n = theta.size
     if n < 2 or not math.isfinite(value) or not np.isfinite(theta).all():
@@ -675,6 +693,8 @@ def jackknife_interval(value: float, leave_one_out, level: float = 0.95) -> tupl
 def _pooled_spearman(groups: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Spearman's rho of ``x`` (one value per group) with the group means of ``y[..., points]``
     (``groups``: points x groups, each column averaging its points), along the last axis."""
+    import scipy.stats
+
     ry = scipy.stats.rankdata(y @ groups, axis=-1)
     rx = scipy.stats.rankdata(x)
     ry, rx = ry - ry.mean(-1, keepdims=True), rx - rx.mean()
@@ -748,6 +768,8 @@ def rank_correlation_of_means(x, replicates, *, population: str, level: float = 
 def _welch(x, y) -> tuple[np.ndarray, np.ndarray, Any]:
     """``x`` and ``y`` without their NaNs, and Welch's test of them
     (`scipy.stats.ttest_ind(equal_var=False)`), the one computation of [`welch`][] and [`welch_interval`][]."""
+    import scipy.stats
+
     x, y = (np.asarray(v, float).ravel() for v in (x, y))
     x, y = x[np.isfinite(x)], y[np.isfinite(y)]
     if min(x.size, y.size) < 2:

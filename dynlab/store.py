@@ -891,10 +891,10 @@ def write_dataset(path: Path, ds: xr.Dataset, *, replace: bool = True) -> Path:
 
 
 def write_figure(path: Path, fig, *, replace: bool = True) -> Path:
-    """Save a matplotlib figure as PNG, atomically, and close it (``replace=False``: never over a
-    file that exists, [`atomic_write`][]). No title keeps an absolute file-system path: each is
-    cut to its last name ([`dynlab.figures.without_paths`][])."""
-    import matplotlib.pyplot as plt
+    """Save a matplotlib figure as PNG, atomically, and close it if pyplot holds it (``replace=False``:
+    never over a file that exists, [`atomic_write`][]). No title keeps an absolute file-system path:
+    each is cut to its last name ([`dynlab.figures.without_paths`][])."""
+    import sys
 
     from dynlab.figures import without_paths
 
@@ -906,5 +906,6 @@ def write_figure(path: Path, fig, *, replace: bool = True) -> Path:
         buffer = io.BytesIO()  # drawn in memory: only a plain file write meets the disk
         fig.savefig(buffer, format="png", dpi=120, bbox_inches="tight")
     finally:
-        plt.close(fig)
+        if "matplotlib.pyplot" in sys.modules:  # a figure made with pyplot (dynlab's own are not)
+            sys.modules["matplotlib.pyplot"].close(fig)
     return atomic_write(Path(path), lambda p: p.write_bytes(buffer.getvalue()), replace=replace)

@@ -11,6 +11,7 @@ The interfaces are the top layer: the command line (``dynlab.cli``) and its twin
 """
 
 import ast
+import os
 from pathlib import Path
 
 import networkx as nx
@@ -111,10 +112,21 @@ def test_the_check_fails_on_a_deliberate_violation(source, target):
     assert upward or cycles
 
 
-def test_importing_dynlab_does_not_import_jax():
-    """``import dynlab`` and the CLI's top level stay light: plug-ins load on first lookup."""
+LOADED_WHEN_USED = ("matplotlib", "scipy.stats", "scipy.optimize", "scipy.special", "diffrax")
+"""Libraries imported by the functions that use them, not while the plug-ins load (together about
+2 s of every command's start; matplotlib also because pyplot would choose the backend)."""
+
+
+def test_importing_dynlab_does_not_import_jax_and_plugins_leave_the_backend_alone():
+    """``import dynlab`` and the CLI's top level stay light: plug-ins load on first lookup. Loading
+    them imports none of [`LOADED_WHEN_USED`][]; a figure drawn afterwards is a plain matplotlib
+    figure: pyplot is not imported and a notebook's backend is not changed."""
     import subprocess
     import sys
 
-    code = "import sys, dynlab, dynlab.cli; assert 'jax' not in sys.modules, 'jax imported'"
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT.parent)
+    code = ("import sys, dynlab, dynlab.cli; assert 'jax' not in sys.modules, 'jax imported'\n"
+            "dynlab.names('analysis')\n"
+            f"loaded = [m for m in {LOADED_WHEN_USED!r} if m in sys.modules]; assert not loaded, loaded\n"
+            "import matplotlib, xarray as xr; matplotlib.use('svg'); fig = dynlab.plot(xr.Dataset({'x': ('t', [1.0, 2.0])}))\n"
+            "assert type(fig).__name__ == 'Figure' and matplotlib.get_backend() == 'svg' and 'matplotlib.pyplot' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT.parent, env={**os.environ, "MPLBACKEND": ""})

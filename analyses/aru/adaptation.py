@@ -9,26 +9,28 @@ from typing import Annotated
 import jax
 import numpy as np
 import xarray as xr
-import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from dynlab.analyses.aru.frozen_map import (  # noqa: E402
-    aru_layer, check_confidence, check_realisations, check_steps, lambda1_runs, lambda_vars,
+from dynlab.analyses.aru.frozen_map import (
+    aru_layer,
+    check_confidence,
+    check_realisations,
+    check_steps,
+    lambda1_runs,
+    lambda_vars,
 )
-from dynlab.analyses.aru.plotting import ci_line, drive_colors, title  # noqa: E402
-from dynlab.analyses.aru.traces import step_drive_traces, with_zero  # noqa: E402
-from dynlab.config import Count, Range  # noqa: E402
-from dynlab.errors import ConfigError, require_positive  # noqa: E402
-from dynlab.provenance import stamp  # noqa: E402
+from dynlab.analyses.aru.plotting import ci_line, drive_colors, title
+from dynlab.analyses.aru.traces import step_drive_traces, with_zero
+from dynlab.config import Count, Range
+from dynlab.errors import ConfigError, require_positive
+from dynlab.figures import subplots
 from dynlab.outputs import Output
-from dynlab.registry import register  # noqa: E402
+from dynlab.provenance import stamp
+from dynlab.registry import register
 
 
 def plot_adaptation(ds: xr.Dataset):
     """Fig. 4a/5c/5d: mean n_t per drive; λ1 vs t̂ per drive; λ1 adapted vs fixed vs drive (mean ± CI)."""
-    fig, (ax_n, ax_t, ax_d) = plt.subplots(1, 3, figsize=(15, 4))
+    fig, (ax_n, ax_t, ax_d) = subplots(1, 3, figsize=(15, 4))
     drives = ds.drive.values
     colors, sm = drive_colors(drives)
     for d, c in zip(drives, colors):

@@ -9,25 +9,22 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import xarray as xr
-import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from dynlab.analyses.aru.frozen_map import aru_layer  # noqa: E402
-from dynlab.analyses.aru.plotting import drive_colors, title  # noqa: E402
-from dynlab.analyses.aru.traces import step_drive_traces, with_zero  # noqa: E402
-from dynlab.errors import ConfigError, require_positive  # noqa: E402
-from dynlab.provenance import stamp  # noqa: E402
+from dynlab.analyses.aru.frozen_map import aru_layer
+from dynlab.analyses.aru.plotting import drive_colors, title
+from dynlab.analyses.aru.traces import step_drive_traces, with_zero
+from dynlab.errors import ConfigError, require_positive
+from dynlab.figures import subplots
 from dynlab.outputs import Output
-from dynlab.registry import register  # noqa: E402
-from dynlab.units.aru import gamma  # noqa: E402
+from dynlab.provenance import stamp
+from dynlab.registry import register
+from dynlab.units.aru import gamma
 
 
 def plot_controller(ds: xr.Dataset, neuron: int = 0):
     """Fig. 5a/b: one neuron's controller trajectories in PC space with every neuron's limit points;
     its (n_t, s_t) paths with onset (▲) and end (■) over the γ'(ξ; n, s) = 1 - ε level curves."""
-    fig, (ax_pc, ax_ns) = plt.subplots(1, 2, figsize=(11, 4.4))
+    fig, (ax_pc, ax_ns) = subplots(1, 2, figsize=(11, 4.4))
     drives = ds.drive.values
     colors, sm = drive_colors(drives)
     after = ds.time.values >= 0

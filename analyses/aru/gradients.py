@@ -9,24 +9,21 @@ import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 from jaxtyping import Array
-import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from dynlab.analyses.aru.frozen_map import recurrent_layer  # noqa: E402
-from dynlab.analyses.aru.plotting import title  # noqa: E402
-from dynlab.config import Count  # noqa: E402
-from dynlab.errors import ConfigError, require_positive  # noqa: E402
-from dynlab.losses import get_loss  # noqa: E402
-from dynlab.provenance import stamp  # noqa: E402
+from dynlab.analyses.aru.frozen_map import recurrent_layer
+from dynlab.analyses.aru.plotting import title
+from dynlab.config import Count
+from dynlab.errors import ConfigError, require_positive
+from dynlab.figures import subplots
+from dynlab.losses import get_loss
 from dynlab.outputs import Output
-from dynlab.registry import register  # noqa: E402
+from dynlab.provenance import stamp
+from dynlab.registry import register
 
 
 def plot_gradient_by_position(ds: xr.Dataset):
     """Fig. 18: gradient norms by input position (mean ± std over samples) and the batch W_hh gradient."""
-    fig, (ax_s, ax_w) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (ax_s, ax_w) = subplots(1, 2, figsize=(11, 4))
     t = ds.time.values
     for name, label in (("input_grad", "|∂L/∂x_t|"), ("preact_grad", "|∂L/∂a_t|"), ("w_hh_grad", "|δ_t h_{t-1}ᵀ|_F")):
         m, sd = ds[f"{name}_mean"].values, ds[f"{name}_std"].values

@@ -12,26 +12,31 @@ import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 from jaxtyping import Array
-import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.colors import LogNorm  # noqa: E402
-
-from dynlab.analyses.aru.frozen_map import (  # noqa: E402
-    PAPER_N, PAPER_S, GammaMap, cast_floats, frozen_gamma_cell, number_grid, numerics, recurrent_layer,
+from dynlab.analyses.aru.frozen_map import (
+    PAPER_N,
+    PAPER_S,
+    GammaMap,
+    cast_floats,
+    frozen_gamma_cell,
+    number_grid,
+    numerics,
+    recurrent_layer,
 )
-from dynlab.analyses.aru.plotting import grid_image, title  # noqa: E402
-from dynlab.config import Count  # noqa: E402
-from dynlab.errors import ConfigError, require_positive  # noqa: E402
-from dynlab.provenance import stamp  # noqa: E402
+from dynlab.analyses.aru.plotting import grid_image, title
+from dynlab.config import Count
+from dynlab.errors import ConfigError, require_positive
+from dynlab.figures import subplots
 from dynlab.outputs import Output
-from dynlab.registry import register  # noqa: E402
+from dynlab.provenance import stamp
+from dynlab.registry import register
 
 
 def plot_jacobian_grid(ds: xr.Dataset):
     """Mean Jacobian norm over (n, s), log colour scale centred on 1, the JN = 1 contour (App. Fig. 6A)."""
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+    from matplotlib.colors import LogNorm
+
+    fig, ax = subplots(figsize=(7, 3.6))
     jn = ds.jacobian_norm.values
     lo, hi = max(float(np.nanmin(jn)), 1e-3), float(np.nanmax(jn))
     mesh = grid_image(ax, ds, jn, cmap="RdBu_r", norm=LogNorm(vmin=min(lo, 0.99), vmax=max(hi, 1.01)))

@@ -9,27 +9,32 @@ from typing import Annotated
 import jax
 import numpy as np
 import xarray as xr
-import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.colors import TwoSlopeNorm  # noqa: E402
-
-from dynlab.analyses.aru.frozen_map import (  # noqa: E402
-    PAPER_N, PAPER_S, check_confidence, check_realisations, check_steps, lambda1_runs, lambda_vars, number_grid,
+from dynlab.analyses.aru.frozen_map import (
+    PAPER_N,
+    PAPER_S,
+    check_confidence,
+    check_realisations,
+    check_steps,
+    lambda1_runs,
+    lambda_vars,
+    number_grid,
     recurrent_layer,
 )
-from dynlab.analyses.aru.plotting import grid_image, title  # noqa: E402
-from dynlab.config import Count, Range  # noqa: E402
-from dynlab.errors import require_positive  # noqa: E402
-from dynlab.provenance import stamp  # noqa: E402
+from dynlab.analyses.aru.plotting import grid_image, title
+from dynlab.config import Count, Range
+from dynlab.errors import require_positive
+from dynlab.figures import subplots
 from dynlab.outputs import Output
-from dynlab.registry import register  # noqa: E402
+from dynlab.provenance import stamp
+from dynlab.registry import register
 
 
 def plot_lyapunov_grid(ds: xr.Dataset):
     """Mean λ1 over (n, s), diverging colours centred on 0, the λ1 = 0 contour (App. Fig. 6B)."""
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+    from matplotlib.colors import TwoSlopeNorm
+
+    fig, ax = subplots(figsize=(7, 3.6))
     lam = ds.lambda1_mean.values
     lo, hi = float(np.nanmin(lam)), float(np.nanmax(lam))
     mesh = grid_image(ax, ds, lam, cmap="RdBu_r", norm=TwoSlopeNorm(0.0, vmin=min(lo, -1e-3), vmax=max(hi, 1e-3)))

@@ -1,15 +1,10 @@
-"""Figure helpers shared by the ARU analyses' figures (matplotlib, Agg backend): the title, a colour
+"""Figure helpers shared by the ARU analyses' figures (matplotlib): the title, a colour
 per drive, the (n, s) heatmap, a mean ± CI line."""
 
 from __future__ import annotations
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import xarray as xr  # noqa: E402
-from matplotlib.colors import Normalize  # noqa: E402
+import numpy as np
+import xarray as xr
 
 
 def title(fig, ds: xr.Dataset, text: str) -> None:
@@ -20,9 +15,12 @@ def title(fig, ds: xr.Dataset, text: str) -> None:
 
 def drive_colors(drives: np.ndarray):
     """One viridis colour per value of ``drives``, and the mappable for a colour bar."""
+    import matplotlib
+    from matplotlib.colors import Normalize
+
     norm = Normalize(vmin=float(drives.min()), vmax=float(max(drives.max(), drives.min() + 1e-9)))
-    cmap = plt.get_cmap("viridis")
-    return [cmap(norm(d)) for d in drives], plt.cm.ScalarMappable(norm=norm, cmap=cmap)
+    cmap = matplotlib.colormaps.get_cmap("viridis")
+    return [cmap(norm(d)) for d in drives], matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap)
 
 
 def grid_image(ax, ds: xr.Dataset, values: np.ndarray, **kwargs):

@@ -7,22 +7,19 @@ from collections.abc import Mapping
 
 import numpy as np
 import xarray as xr
-import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from dynlab.analyses.aru.plotting import title  # noqa: E402
-from dynlab.analyses.spectra.eigenvalues import weight_eigenvalues  # noqa: E402
-from dynlab.errors import ConfigError  # noqa: E402
-from dynlab.provenance import stamp  # noqa: E402
+from dynlab.analyses.aru.plotting import title
+from dynlab.analyses.spectra.eigenvalues import weight_eigenvalues
+from dynlab.errors import ConfigError
+from dynlab.figures import subplots
 from dynlab.outputs import Output
-from dynlab.registry import register  # noqa: E402
+from dynlab.provenance import stamp
+from dynlab.registry import register
 
 
 def plot_weight_eigs(ds: xr.Dataset):
     """Fig. 5e: eigenvalues of each W_hh against the unit circle."""
-    fig, ax = plt.subplots(figsize=(5.5, 5))
+    fig, ax = subplots(figsize=(5.5, 5))
     theta = np.linspace(0, 2 * np.pi, 300)
     ax.plot(np.cos(theta), np.sin(theta), color="grey", lw=0.8)
     for name in ds.matrix.values:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import matplotlib
+import numpy as np
+import xarray as xr
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import xarray as xr  # noqa: E402
+from dynlab.figures import subplots
 
 __all__ = ["clv_figure", "clv_summary"]
 
@@ -18,7 +16,7 @@ def clv_figure(ds: xr.Dataset):
     r"""Three panels: the exponents from the CLVs' growth rates against the QR method's (with the
     spread of the local rates); the hyperbolicity angle over time; the angles between the leading
     CLVs and the read-out subspace over time."""
-    fig, (ax_e, ax_h, ax_r) = plt.subplots(1, 3, figsize=(15, 4.8))
+    fig, (ax_e, ax_h, ax_r) = subplots(1, 3, figsize=(15, 4.8))
     idx = ds["vector"].values
     clv, qr = ds["clv_exponent"].values, ds["qr_exponent"].values
     se = ds["clv_exponent_se"].values if "clv_exponent_se" in ds else None

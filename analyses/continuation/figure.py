@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import matplotlib
+import numpy as np
+import xarray as xr
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import xarray as xr  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
+from dynlab.figures import subplots
 
 __all__ = ["MARKERS", "NAMES", "continuation_figure", "continuation_summary", "stability_runs"]
 
@@ -37,8 +34,11 @@ def continuation_figure(ds: xr.Dataset):
     states: the dataset's ``diagram_y``), one colour per branch, stable stretches solid and
     unstable ones dashed, every special point marked and labelled (F fold, PD flip, NS
     Neimark-Sacker, BP branch point)."""
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    import matplotlib
+    from matplotlib.lines import Line2D
+
+    fig, ax = subplots(figsize=(7, 4.5))
+    colours = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
     for b in range(ds.sizes.get("branch", 0)):
         n = int(ds.n_points[b])
         p, y = ds.parameter.values[b, :n], ds.diagram_y.values[b, :n]

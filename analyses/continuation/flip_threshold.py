@@ -46,24 +46,21 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import Annotated
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import matplotlib
 import numpy as np
 import xarray as xr
 from jax.flatten_util import ravel_pytree
-from typing import Annotated
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from dynlab.config import Count, NonNegative, Range  # noqa: E402
-from dynlab.errors import ConfigError  # noqa: E402
-from dynlab.outputs import Output  # noqa: E402
-from dynlab.provenance import stamp  # noqa: E402
-from dynlab.registry import register  # noqa: E402
+from dynlab.config import Count, NonNegative, Range
+from dynlab.errors import ConfigError
+from dynlab.figures import subplots
+from dynlab.outputs import Output
+from dynlab.provenance import stamp
+from dynlab.registry import register
 
 __all__ = ["MAX_CHANNELS", "check_flip_threshold", "corner_states", "first_fold", "flip_threshold_analysis",
            "flip_threshold_figure", "flip_threshold_summary", "flip_thresholds"]
@@ -216,7 +213,7 @@ def check_flip_threshold(model, *, channel: int, **_) -> None:
 def flip_threshold_figure(ds: xr.Dataset):
     """The simulated flip threshold against the fold, one point per corner, with the diagonal and
     a ±5% band; without folds, the threshold of every corner."""
-    fig, ax = plt.subplots(figsize=(5.2, 4.4))
+    fig, ax = subplots(figsize=(5.2, 4.4))
     flip = np.abs(ds["flip_input"].values)
     labels = [_corner_label(b) for b in ds["corner_bits"].values]
     if "fold_input" in ds:

@@ -18,7 +18,6 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import scipy.sparse.linalg as sla
 
 from dynlab.analyses.continuation.system import FixedPoints, state_jacobians
 
@@ -58,6 +57,8 @@ def _jvp_kernel(static):
 
 def _arnoldi(R: FixedPoints, x: np.ndarray, k: int, v0: np.ndarray | None = None):
     """(multipliers, eigenvectors) of the k leading multipliers at x, by ARPACK from the start vector v0."""
+    import scipy.sparse.linalg as sla
+
     m = x.shape[0] - 1
     dynamic, static = eqx.partition(R, eqx.is_array)
     kernel, x = _jvp_kernel(static), jnp.asarray(x)

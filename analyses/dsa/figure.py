@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import math
 
-import matplotlib
+import numpy as np
+import xarray as xr
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.colors import TwoSlopeNorm  # noqa: E402
-import xarray as xr  # noqa: E402
+from dynlab.figures import subplots
 
 __all__ = ["dsa_figure", "dsa_summary"]
 
@@ -36,11 +33,14 @@ def dsa_figure(ds: xr.Dataset):
     level (white), marked on the colour bar; distances inside the null are blue, beyond it red, and
     the top of the scale is at least twice the null level, so that distances all inside the null do
     not look large. Distinguishable pairs carry a ``*``."""
+    import matplotlib
+    from matplotlib.colors import TwoSlopeNorm
+
     labels = [str(v) for v in ds["run"].values]
     n = len(labels)
     d = ds["distance"].values
     side = max(5.0, 0.45 * n + 3.0)
-    fig, (ax_d, ax_e) = plt.subplots(1, 2, figsize=(2 * side + 1.0, side), gridspec_kw={"width_ratios": [1.2, 1]})
+    fig, (ax_d, ax_e) = subplots(1, 2, figsize=(2 * side + 1.0, side), gridspec_kw={"width_ratios": [1.2, 1]})
     centre = _null_centre(ds)
     top = max(float(np.nanmax(d)), 1e-12)
     if centre is None:
@@ -75,7 +75,7 @@ def dsa_figure(ds: xr.Dataset):
 
     circle = np.linspace(0, 2 * np.pi, 200)
     ax_e.plot(np.cos(circle), np.sin(circle), color="0.6", lw=0.8)
-    cmap = plt.get_cmap("tab10" if n <= 10 else "viridis")
+    cmap = matplotlib.colormaps.get_cmap("tab10" if n <= 10 else "viridis")
     for i, label in enumerate(labels):
         ax_e.plot(ds["eigenvalue_real"].values[i], ds["eigenvalue_imag"].values[i], "o", ms=4, alpha=0.8,
                   color=cmap(i if n <= 10 else i / max(n - 1, 1)), label=label)

@@ -31,8 +31,9 @@ from dynlab.analyses.fixed_points.core import fixed_points_from_visited
 from dynlab.analyses.fixed_points.integration import integration_modes
 from dynlab.config import Count
 from dynlab.errors import ConfigError
-from dynlab.provenance import stamp
+from dynlab.figures import subplots
 from dynlab.outputs import Output
+from dynlab.provenance import stamp
 from dynlab.registry import register
 from dynlab.tasks.cognitive.context_integration import ContextIntegrationTask
 
@@ -82,9 +83,8 @@ def _summary_vars(modes: list[xr.Dataset]) -> dict:
 
 def context_modes_figure(ds: xr.Dataset):
     """|mu_1| of every slow point by context, and each stream's selection into the mode."""
-    import matplotlib.pyplot as plt
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.5))
+    fig, (ax1, ax2) = subplots(1, 2, figsize=(9, 3.5))
     for c in ds.context.values:
         mu = ds.point_mu_abs.sel(context=c).values
         ax1.plot(np.full(np.isfinite(mu).sum(), c) + np.linspace(-0.15, 0.15, np.isfinite(mu).sum()),

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import matplotlib
+import numpy as np
+import xarray as xr
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import matplotlib.ticker  # noqa: E402
-import numpy as np  # noqa: E402
-import xarray as xr  # noqa: E402
-
-from dynlab.analyses.fixed_points.coverage import unseen_points  # noqa: E402
-from dynlab.analyses.fixed_points.reading import continuum, fixed_points_reading  # noqa: E402
+from dynlab.analyses.fixed_points.coverage import unseen_points
+from dynlab.analyses.fixed_points.reading import continuum, fixed_points_reading
+from dynlab.figures import subplots
 
 __all__ = ["EDGE_MARKERS", "MARGIN", "at_edge", "fixed_points_figure", "fixed_points_summary", "sampling_lines",
            "visited_limits"]
@@ -67,12 +63,15 @@ def at_edge(point: np.ndarray, xlim, ylim) -> tuple[tuple[float, float], str | N
 
 
 def fixed_points_figure(ds: xr.Dataset):
+    import matplotlib.lines
+    import matplotlib.ticker
+
     r"""Three panels: the points in the top principal components of the trajectory, scaled by the
     visited states ([`visited_limits`][]; points beyond them on the edge, pointing to them); the
     Jacobian eigenvalues of every point against the unit circle; the speed $q$ of every point
     against the tolerances. Colour: stability class; filled markers: fixed points, open: slow
     points. The legend names only what is drawn."""
-    fig, (ax_p, ax_e, ax_q) = plt.subplots(1, 3, figsize=(15, 5.2))
+    fig, (ax_p, ax_e, ax_q) = subplots(1, 3, figsize=(15, 5.2))
     classes = _classes(ds)
     fixed = ds["is_fixed"].values.astype(bool)
     n_points = ds.sizes.get("point", 0)
@@ -126,13 +125,13 @@ def fixed_points_figure(ds: xr.Dataset):
         ax_p.set(xlabel=labels[0], ylabel=labels[1])
         ax_p.set_title("points in state space (no trajectory in this dataset)", fontsize=10)
     shown = {c for c, _ in drawn}
-    handles = [plt.Line2D([], [], ls="", marker="o", **_marker_style(c, True), label=c) for c in COLOURS if c in shown]
+    handles = [matplotlib.lines.Line2D([], [], ls="", marker="o", **_marker_style(c, True), label=c) for c in COLOURS if c in shown]
     if any(f for _, f in drawn):
-        handles.append(plt.Line2D([], [], ls="", marker="o", color="k", mfc="k", label="fixed (q ≤ q_tol)"))
+        handles.append(matplotlib.lines.Line2D([], [], ls="", marker="o", color="k", mfc="k", label="fixed (q ≤ q_tol)"))
     if any(not f for _, f in drawn):
-        handles.append(plt.Line2D([], [], ls="", marker="o", color="k", mfc="none", label="slow (q_tol < q ≤ q_max)"))
+        handles.append(matplotlib.lines.Line2D([], [], ls="", marker="o", color="k", mfc="none", label="slow (q_tol < q ≤ q_max)"))
     if outside:
-        handles.append(plt.Line2D([], [], ls="", marker=">", color="k", mfc="none", label="beyond the axes (at the edge)"))
+        handles.append(matplotlib.lines.Line2D([], [], ls="", marker=">", color="k", mfc="none", label="beyond the axes (at the edge)"))
     ax_p.legend(handles=ax_p.get_legend_handles_labels()[0] + handles, fontsize=7, loc="upper center",
                 bbox_to_anchor=(0.5, -0.14), ncol=3, frameon=False)
 

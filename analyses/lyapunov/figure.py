@@ -1,13 +1,11 @@
-"""The figure of the ``lyapunov`` analysis (``dynlab plot`` of its dataset; matplotlib, Agg backend)."""
+"""The figure of the ``lyapunov`` analysis (``dynlab plot`` of its dataset; matplotlib)."""
 
 from __future__ import annotations
 
-import matplotlib
+import numpy as np
+import xarray as xr
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import xarray as xr  # noqa: E402
+from dynlab.figures import subplots
 
 MIN_SPAN = 0.02
 """Smallest height of a value axis (per step). Exponents that agree to far better than this (all
@@ -30,7 +28,7 @@ def readable_axis(ax, *values) -> None:
 
 def plot_lyapunov(ds: xr.Dataset, *, max_running: int = 8):
     """Spectrum (mean and CI, over the population the dataset names) and convergence of the running estimates."""
-    fig, (ax_s, ax_r) = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [1, 1.15]})
+    fig, (ax_s, ax_r) = subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [1, 1.15]})
     idx = ds.exponent.values
     mean = ds["mean"].values
     # lists, not arrays: with k = 1 matplotlib turns a one-element array into a scalar with a NumPy warning

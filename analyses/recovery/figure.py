@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+from dynlab.figures import subplots
+
 
 def recovery_summary(ds: xr.Dataset) -> str:
     """The four scores in five lines."""
@@ -29,9 +31,8 @@ def recovery_summary(ds: xr.Dataset) -> str:
 def recovery_figure(ds: xr.Dataset):
     """Four panels: the DSA distance against the teacher's null, fixed points matched, lambda_1 and
     D_KY with their intervals (teacher and student), and the held-out R^2."""
-    import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 4, figsize=(13, 3.2))
+    fig, axes = subplots(1, 4, figsize=(13, 3.2))
     ax = axes[0]
     null = np.asarray(ds["dsa_null"].values)
     ax.plot(np.zeros_like(null), null, "o", color="0.6", label="teacher vs itself")

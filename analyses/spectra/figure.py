@@ -1,20 +1,18 @@
-"""The figure of the ``spectra`` analysis (``dynlab plot`` of its dataset; matplotlib, Agg backend)."""
+"""The figure of the ``spectra`` analysis (``dynlab plot`` of its dataset; matplotlib)."""
 
 from __future__ import annotations
 
-import matplotlib
+import numpy as np
+import xarray as xr
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import xarray as xr  # noqa: E402
+from dynlab.figures import subplots
 
 
 def plot_spectra(ds: xr.Dataset):
     """Weight eigenvalues vs the unit circle, Jacobian spectra over time, covariance spectrum."""
     from dynlab.figures import legend_beside
 
-    fig, (ax_w, ax_j, ax_c) = plt.subplots(1, 3, figsize=(14, 4.8), layout="constrained")
+    fig, (ax_w, ax_j, ax_c) = subplots(1, 3, figsize=(14, 4.8), layout="constrained")
     theta = np.linspace(0, 2 * np.pi, 200)
     ax_w.plot(np.cos(theta), np.sin(theta), color="grey", lw=0.8, label="unit circle")
     if "weight_eig_real" in ds:

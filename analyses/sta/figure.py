@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import matplotlib
+import numpy as np
+import xarray as xr
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import xarray as xr  # noqa: E402
+from dynlab.figures import subplots
 
 __all__ = ["representative_neurons", "sta_figure", "sta_summary"]
 
@@ -30,7 +28,7 @@ def sta_figure(ds: xr.Dataset):
     ([`representative_neurons`][]), on a colour scale symmetric about 0."""
     picks = representative_neurons(ds)[:MAX_LAYERS]
     n_levels = ds.sizes["level"]
-    fig, axes = plt.subplots(n_levels, len(picks), figsize=(2.6 * len(picks) + 1.0, 2.2 * n_levels + 1.0),
+    fig, axes = subplots(n_levels, len(picks), figsize=(2.6 * len(picks) + 1.0, 2.2 * n_levels + 1.0),
                              squeeze=False)
     for col, neuron in enumerate(picks):
         for row in range(n_levels):

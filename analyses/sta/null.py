@@ -34,7 +34,6 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import scipy.stats
 
 __all__ = ["NullTest", "Trend", "layer_trend", "null_shifts", "shift_null", "shifted_selectivity", "trend_sentence"]
 
@@ -174,6 +173,8 @@ def layer_trend(values, layers, *, level: float = 0.95) -> Trend:
     $\nu$ by Welch–Satterthwaite. The population is the layers' neurons: the interval says how
     far the slope could move with other neurons of the same layers on the same stimulus. NaN with
     fewer than two layers or a layer with fewer than two finite values."""
+    import scipy.stats
+
     values, layers = np.asarray(values, float), np.asarray(layers)
     keep = np.isfinite(values)
     numbers = np.unique(layers)

@@ -45,9 +45,7 @@ import functools
 
 import numpy as np
 from numpy.polynomial.hermite_e import hermegauss
-from scipy.integrate import solve_ivp
 from scipy.linalg import eigh_tridiagonal
-from scipy.optimize import brentq
 
 from dynlab.errors import ConfigError
 
@@ -97,6 +95,10 @@ class MeanField:
 def mean_field(g: float, *, length: float = 60.0, step: float = 0.02, nodes: int = 81) -> MeanField:
     """The mean-field solution of the network of gain ``g`` > 1 (module docstring), on $s \\in [0,$ ``length``$]$
     with grid ``step``."""
+    from scipy.optimize import brentq
+
+    from scipy.integrate import solve_ivp
+
     if not (isinstance(g, (int, float)) and np.isfinite(g) and g > 1.0):
         raise ConfigError(f"the mean-field chaotic solution needs a gain g > 1 (below, the network decays to 0), got {g!r}")
 

@@ -21,14 +21,17 @@ output is the state divided by ``scale`` (10: targets of order one).
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import diffrax
 import equinox as eqx
 import jax.numpy as jnp
 
 from dynlab.errors import ConfigError
 from dynlab.teachers.base import Teacher
 from dynlab.teachers.pulses import Pulses
+
+if TYPE_CHECKING:  # imported where used: diffrax costs ~0.4 s of every command's start
+    import diffrax
 
 ON_ATTRACTOR = (0.9661, -0.8635, 22.6868)
 """A state on the attractor (after a burn-in of 100 time units from (1, 1, 1))."""
@@ -61,6 +64,8 @@ class Lorenz63(Teacher):
         self.pulses = Pulses(3, scale=10.0, steps=20) if pulses is None else pulses
         if self.pulses.channels != 3:
             raise ConfigError(f"Lorenz-63 takes 3 inputs (one per variable), got pulses on {self.pulses.channels}")
+        import diffrax
+
         # "bounded" stages: differentiable in forward and reverse mode (the analyses linearise the step)
         self.solver = diffrax.Tsit5(scan_kind="bounded") if solver is None else solver
         self.input_size, self.state_size, self.output_size = 3, 3, 3
@@ -73,6 +78,8 @@ class Lorenz63(Teacher):
         return jnp.asarray(self.start)
 
     def transition(self, h, x):
+        import diffrax
+
         term = diffrax.ODETerm(self.vector_field)
         state = self.solver.init(term, 0.0, self.dt, h, x)
         h_next = self.solver.step(term, 0.0, self.dt, h, x, state, made_jump=False)[0]
