@@ -2,7 +2,7 @@ r"""Multipliers of fixed points along a branch: the eigenvalues $\mu$ of $\parti
 
 A fixed point of a map is stable when every $|\mu| < 1$; bifurcations happen where multipliers
 cross the unit circle. Up to `full_spectrum_max` every multiplier is computed (the Jacobians by a
-`vmap` of `jax.jacfwd` over points, in chunks, then LAPACK's `geev`), so counts of crossings are
+`vmap` of `jax.jacfwd` over points, in chunks, then LAPACK's `geev` with one BLAS thread, [`eigenvalues_of`][dynlab.analyses.state_map.eigenvalues_of]), so counts of crossings are
 exact. Above (a full eigendecomposition costs $O(N^3)$ per point: about 1 s at N = 1024 and 8 s at
 N = 2048 on 2 cores), the `n_multipliers` leading ones (by modulus) come from Arnoldi iterations
 (ARPACK, `scipy.sparse.linalg.eigs`) on a `LinearOperator` whose product is one Jacobian-vector
@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dynlab.analyses.continuation.system import FixedPoints, state_jacobians
+from dynlab.analyses.state_map import eigenvalues_of
 
 __all__ = ["ARNOLDI_TOL", "REAL_TOL", "eigenvector", "full", "leading", "spectra"]
 
@@ -95,7 +96,7 @@ def spectra(R: FixedPoints, xs: np.ndarray, settings) -> list[np.ndarray]:
             # batches padded to a power of two (or the chunk): a few compilations, not one per length
             size = min(chunk, 1 << (len(part) - 1).bit_length())
             padded = np.concatenate([part, np.repeat(part[-1:], size - len(part), axis=0)])
-            out.extend(np.linalg.eigvals(np.asarray(state_jacobians(R, padded)))[: len(part)])
+            out.extend(eigenvalues_of(np.asarray(state_jacobians(R, padded)))[: len(part)])
         return out
     out, v0 = [], None
     for x in xs:
@@ -114,7 +115,7 @@ def leading(mu: np.ndarray, k: int) -> np.ndarray:
 def eigenvector(R: FixedPoints, x: np.ndarray, target: float, settings) -> tuple[complex, np.ndarray]:
     """The multiplier nearest the real `target` at $x$ and its real, unit eigenvector."""
     if full(x.shape[0] - 1, settings):
-        mu, vec = np.linalg.eig(np.asarray(state_jacobians(R, x[None]))[0])
+        mu, vec = eigenvalues_of(np.asarray(state_jacobians(R, x[None]))[0], vectors=True)
     else:
         mu, vec = _arnoldi(R, x, settings.n_multipliers)
     i = int(np.argmin(np.abs(mu - target)))

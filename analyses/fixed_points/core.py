@@ -56,6 +56,7 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Int, PyTree
 from dynlab.analyses.fixed_points.coverage import (PERTURBATION_SCALES, PROBE_STEPS, PROBES, ROUNDS,
                                                    RUNS_PER_POINT, initial_states, unseen_points)
 from dynlab.analyses.fixed_points.reading import continuum, fixed_points_reading
+from dynlab.analyses.state_map import eigenvalues_of
 from dynlab.errors import ConfigError
 from dynlab.provenance import stamp
 
@@ -235,7 +236,7 @@ def jacobian_eigenvalues(step: FlatStep, points: Float[ArrayLike, "p n"], x: PyT
     r"""Eigenvalues $\mu_i$ of $J = \partial F/\partial h$ at every point, sorted by decreasing $|\mu_i|$.
 
     Jacobians by `jax.jacfwd` (vmapped over the points, in their dtype), eigenvalues by
-    `numpy.linalg.eigvals` on the host (LAPACK `geev`, which XLA offers on CPU only).
+    [`eigenvalues_of`][dynlab.analyses.state_map.eigenvalues_of] on the host (LAPACK `geev`, one BLAS thread).
     Complex conjugate pairs are kept together: ties in modulus are ordered by decreasing
     imaginary part. Returns a complex array `[P, N]`.
     """
@@ -243,7 +244,7 @@ def jacobian_eigenvalues(step: FlatStep, points: Float[ArrayLike, "p n"], x: PyT
     if points.shape[0] == 0:
         return np.zeros((0, points.shape[1]), np.complex128)
     jac = np.asarray(_jacobians(step, points, x))
-    eig = np.linalg.eigvals(jac)
+    eig = eigenvalues_of(jac)
     order = np.lexsort((-eig.imag, -np.abs(eig)), axis=-1)
     return np.take_along_axis(eig, order, axis=-1)
 

@@ -25,6 +25,7 @@ import xarray as xr
 from jax.typing import ArrayLike
 
 from dynlab.analyses.lyapunov.core import num_steps
+from dynlab.analyses.state_map import eigenvalues_of
 from dynlab.errors import ConfigError
 from dynlab.provenance import stamp_attrs
 
@@ -255,7 +256,7 @@ def jacobian_spectra(
     singular_values = np.full((n_samples, n), np.nan)
     finite = np.isfinite(jacobians).all(axis=(1, 2))
     if finite.any():
-        eigenvalues[finite] = _sort_by_modulus(np.linalg.eigvals(jacobians[finite]))
+        eigenvalues[finite] = _sort_by_modulus(eigenvalues_of(jacobians[finite]))
         singular_values[finite] = np.linalg.svd(jacobians[finite], compute_uv=False)
     n_nonfinite = int(n_samples - finite.sum())
     if n_nonfinite:
