@@ -30,6 +30,7 @@ and jit-able. Training batches are drawn with replacement; test batches without 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from pathlib import Path
 from typing import Literal
@@ -200,14 +201,12 @@ class SequentialMNIST(PixelSequenceTask):
             images, labels, where = read_mnist("t10k", data_dir, dataset=dataset)
             if test_size >= images.shape[0]:
                 raise ConfigError(f"task.test_size = {test_size} leaves no training images of the {images.shape[0]} in {where}")
-            with jax.ensure_compile_time_eval():  # concrete also when a config check traces the task
-                order = np.asarray(jax.random.permutation(jax.random.key(split_seed), images.shape[0]))
+            order = permutation(split_seed, images.shape[0])
             test, train = order[:test_size], order[test_size:]
             x_tr, y_tr, x_te, y_te = images[train], labels[train], images[test], labels[test]
             source = f"{ds.title} t10k split {images.shape[0] - test_size}/{test_size} (split_seed {split_seed}, {where.parent})"
         T = (SIDE // downsample) ** 2
-        with jax.ensure_compile_time_eval():
-            perm = None if perm_seed is None else np.asarray(jax.random.permutation(jax.random.key(perm_seed), T))
+        perm = None if perm_seed is None else permutation(perm_seed, T)
 
         def sequences(images):
             images = images.astype(np.float32) / 255.0
@@ -223,6 +222,17 @@ class SequentialMNIST(PixelSequenceTask):
         self.input_size, self.output_size, self.length = 1, 10, T
         self.loss, self.chance = "ce_last", 0.1
         self.source = source
+
+
+@functools.lru_cache(maxsize=16)
+def permutation(seed: int, n: int) -> np.ndarray:
+    """``jax.random.permutation(jax.random.key(seed), n)`` as a read-only NumPy array, concrete also
+    while a config check traces the task, computed once per (seed, n) in a process: a study builds its
+    cells' tasks many times (checks, then training), and each permutation was a JAX computation."""
+    with jax.ensure_compile_time_eval():
+        order = np.asarray(jax.random.permutation(jax.random.key(seed), n))
+    order.flags.writeable = False
+    return order
 
 
 @register("task", "psmnist", "permuted sequential MNIST or Fashion-MNIST (task.dataset): pixels in a fixed seeded "
