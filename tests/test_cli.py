@@ -76,29 +76,63 @@ def test_list_and_help():
 
 
 FRESH_PROCESS = """
-import importlib.util as u, runpy, sys
+import importlib.util as u, os, runpy, sys
 import dynlab, dynlab.rules, dynlab.analyses, dynlab.scenarios
 print("outside dynlab:", [m for m in ("rules", "analyses", "scenarios") if u.find_spec(m) is not None], flush=True)
-sys.argv = ["dynlab", "train", "--model", "gru2"]
-runpy.run_module("dynlab.cli", run_name="__main__", alter_sys=True)  # python -m dynlab.cli train --model gru2
+
+
+def console(args):  # python -m dynlab.cli ARGS
+    sys.argv = ["dynlab", *args]
+    runpy.run_module("dynlab.cli", run_name="__main__", alter_sys=True)
+
+
+for i, args in enumerate(BAD_NUMBERS):  # each ends in SystemExit, caught; its stderr at the descriptor, to a file
+    saved, err = os.dup(2), os.open(f"bad{i}.stderr", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(err, 2)
+    try:
+        console(args)
+    except SystemExit as e:
+        status = e.code
+    sys.stderr.flush()
+    os.dup2(saved, 2)
+    os.close(err)
+    print("bad", i, "exit", status, flush=True)
+console(["train", "--model", "gru2"])  # ends the process: its exit status and stderr are the process's
 """
+BAD_NUMBERS = (["analyze", "lyapunov", "--reortho-every", "0"], ["train", "--seed", "99999999999999999999"])
 
 
 @pytest.fixture(scope="module")
 def fresh_process(tmp_path_factory):
-    """One real process outside the checkout (an installed dynlab, no PYTHONPATH) for the two checks
-    below: it lists the subpackages importable outside ``dynlab``, then runs ``dynlab train --model
-    gru2`` as ``python -m dynlab.cli`` does. One process, not two: a start imports JAX and dynlab."""
-    return subprocess.run([sys.executable, "-c", FRESH_PROCESS], capture_output=True, text=True,
-                          cwd=tmp_path_factory.mktemp("outside"), env={**os.environ, "PYTHONPATH": ""})
+    """One real process outside the checkout (an installed dynlab, no PYTHONPATH) for the checks
+    below: it lists the subpackages importable outside ``dynlab``, then runs ``python -m
+    dynlab.cli``'s code for each of [`BAD_NUMBERS`][] (catching the ``SystemExit`` each ends in)
+    and last for ``dynlab train --model gru2``, which ends the process. One process, not four: a
+    start imports JAX and dynlab, and costs more than all four commands."""
+    cwd = tmp_path_factory.mktemp("outside")
+    proc = subprocess.run([sys.executable, "-c", f"BAD_NUMBERS = {BAD_NUMBERS!r}\n{FRESH_PROCESS}"],
+                          capture_output=True, text=True, cwd=cwd, env={**os.environ, "PYTHONPATH": ""})
+    return proc, cwd
 
 
 def test_real_process_no_traceback(fresh_process):
     """One check through a real subprocess (console entry point semantics)."""
-    proc = fresh_process
+    proc, _ = fresh_process
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_real_process_bad_numbers_no_traceback(fresh_process):
+    """The console entry point itself (not the in-process runner), on bad numbers: exit status 2
+    and one line on stderr, no traceback (moved here from test_hostile_inputs.py, whose own
+    process it was, to the one process above)."""
+    proc, cwd = fresh_process
+    for i, args in enumerate(BAD_NUMBERS):
+        assert f"bad {i} exit 2" in proc.stdout.splitlines(), (args, proc.stdout, proc.stderr)
+        err = (cwd / f"bad{i}.stderr").read_text()
+        assert err.count("\n") == 1 and "Traceback" not in err, (args, err)
 
 
 def test_installed_namespace_only(fresh_process):
     """rules/analyses/scenarios are importable only inside dynlab (checked outside the repo)."""
-    assert "outside dynlab: []" in fresh_process.stdout.splitlines(), (fresh_process.stdout, fresh_process.stderr)
+    proc, _ = fresh_process
+    assert "outside dynlab: []" in proc.stdout.splitlines(), (proc.stdout, proc.stderr)

@@ -5,10 +5,14 @@ uninterrupted run; two processes never share a run directory; a corrupted array 
 one-line "corrupt checkpoint" error; ``--set model.*`` cannot change a resumed model; ``train``
 takes ``--data-dir``.
 
-The kills are real: a subprocess runs ``dynlab train`` with ``$DYNLAB_TEST_KILL_AT`` (the test
-hook [`dynlab.store.fault_point`][]), which SIGKILLs it at a named moment; the resumes and the
-uninterrupted reference run in-process. Subprocesses share a JAX compilation cache (the same
-compiled programs, faster start) and run two at a time.
+The kills are real: a separate process runs ``dynlab train`` with ``$DYNLAB_TEST_KILL_AT`` (the
+test hook [`dynlab.store.fault_point`][]), which SIGKILLs it at a named moment, or is sent SIGKILL
+at a random time; the resumes and the uninterrupted reference run in-process. The processes are
+forked from one interpreter that has imported dynlab (``forked_cli.ForkServer``): each is its own
+process with its own XLA backend and dies of the real signal; what they share is the interpreter
+start and imports (~5 s of CPU each when every kill started ``python -m dynlab.cli``), which no
+check here is about. They use the suite's JAX compilation cache, which the in-process reference
+run filled (the same programs: the children compile nothing), and run two at a time.
 """
 
 from __future__ import annotations
@@ -17,9 +21,6 @@ import os
 import random
 import re
 import shutil
-import subprocess
-import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -29,47 +30,63 @@ import xarray as xr
 from cli_runner import invoke, one_line_error
 from dynlab import data, experiment, store
 from dynlab.errors import ConfigError
+from forked_cli import ForkServer
 
-TRAIN = ["train", "--model", "rnn", "--task", "adding", "--set", "model.hidden=8", "--steps", "60",
+TRAIN = ["train", "--model", "rnn", "--task", "adding", "--set", "model.hidden=8", "--steps", "40",
          "--set", "train.checkpoint_every=10", "--set", "train.eval_every=20", "--set", "train.log_every=5",
          "--set", "train.batch_size=8", "--set", "train.eval_size=16", "-q"]
 COMPARED = ("checkpoint.eqx", "model.eqx", "metrics.nc", "checksums.toml", "config.toml")
 TMP = re.compile(r"^\..+\.\d+\.tmp$")
 
-# (moment, n) of the test hook, in the order a 60-step run reaches them (checkpoints every 10 steps,
-# chunks of 5 steps, evaluations every 20; commit 1 is step 0's checkpoint, commit 7 step 60's,
-# commit 8 the final metrics).
+# (moment, n) of the test hook, in the order a 40-step run reaches them: config.toml is written
+# twice; commit 1 is step 0's checkpoint (checkpoint.eqx and model.eqx, no metrics yet), commits 2
+# to 5 the checkpoints of steps 10 to 40 (metrics.nc, checkpoint.eqx, model.eqx, in that order),
+# commit 6 the final metrics alone; chunks of 5 steps, evaluations at steps 0, 20 and 40. A commit
+# of k files makes k + 2 temporaries (its files, then checksums.toml twice: pending, settled).
+# One moment per recovery path (store.commit's order, store.recover, train.train's resume):
+# no checkpoint; the first checkpoint without model or metrics; temporaries to remove; checksums
+# to settle back to the old files; metrics newer than the checkpoint, cut back (keeping the
+# evaluation at the checkpoint's step); checksums to settle to the new files and a stale model,
+# with nothing left to train. The 60-step run this replaced had four more moments, each a path
+# kept here: ("eval", 2), a kill between checkpoints, leaves the files of ("tmp-written", 13) less
+# its temporaries; ("replaced-checkpoint.eqx", 4), a stale model.eqx mid-run, is settled as at the
+# final checkpoint and trains on as ("replaced-metrics.nc", 3) does (a resume rewrites model.eqx
+# from the checkpoint whatever it held); ("replaced-metrics.nc", 7), the final metrics with their
+# checksums unsettled, settles one file to its new digest where the final checkpoint's moment
+# settles three (old and new); ("tmp-written", 40), a half-written learning_curve.png, is a
+# temporary removed by the same function as at ("tmp-written", 13), then nothing left to train.
 MOMENTS = [
     ("config", 2),                    # config.toml written, no checkpoint yet: resume starts at step 0
-    ("replaced-checkpoint.eqx", 1),   # step 0's checkpoint in place, no model.eqx yet
-    ("eval", 2),                      # between checkpoints: evaluation at step 20 recorded, no checkpoint
-    ("tmp-written", 13),              # inside a commit: temporaries written, nothing moved yet
-    ("checksums-pending", 4),         # checksums.toml lists old and new digests
-    ("replaced-metrics.nc", 3),       # metrics.nc newer than checkpoint.eqx
-    ("replaced-checkpoint.eqx", 4),   # model.eqx older than checkpoint.eqx
-    ("replaced-checkpoint.eqx", 7),   # the final checkpoint in place, model.eqx stale: nothing left to train
-    ("replaced-metrics.nc", 7),       # the final metrics written, checksums not settled
-    ("tmp-written", 40),              # learning_curve.png half done
+    ("replaced-checkpoint.eqx", 1),   # step 0's checkpoint in place, no model.eqx, no metrics.nc yet
+    ("tmp-written", 13),              # inside commit 3: temporaries written, nothing moved yet
+    ("checksums-pending", 4),         # checksums.toml lists old and new digests, every file still old
+    ("replaced-metrics.nc", 3),       # metrics.nc (step 30) newer than checkpoint.eqx (step 20)
+    ("replaced-checkpoint.eqx", 5),   # the final checkpoint in place, model.eqx stale: nothing left to train
 ]
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    return tmp_path_factory.mktemp("jax-cache")
-
-
-def _env(cache: Path, kill: str | None = None) -> dict:
+def _env() -> dict:
+    """The children's environment: the suite's compilation cache (conftest), or none."""
     env = {k: v for k, v in os.environ.items() if k != store.KILL_ENV}
-    env.update(JAX_PLATFORMS="cpu", JAX_COMPILATION_CACHE_DIR=str(cache), JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+    env.update(JAX_PLATFORMS="cpu", JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
                JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
-    if kill is not None:
-        env[store.KILL_ENV] = kill
     return env
 
 
-def _start(cwd: Path, out: str, cache: Path, kill: str | None = None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "dynlab.cli", *TRAIN, "--out", out], cwd=cwd, env=_env(cache, kill),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+@pytest.fixture(scope="module")
+def server():
+    forks = ForkServer(_env())
+    yield forks
+    forks.close()
+
+
+def _job(cwd: Path, out: str, moment: str | None = None, **extra) -> dict:
+    """``dynlab TRAIN --out OUT`` in ``cwd`` for [`ForkServer.run`][], killed by the test hook at
+    ``moment`` (MOMENT:N); ``extra`` adds to the job or replaces its keys."""
+    name = out.replace("/", "-")
+    job = {"args": [*TRAIN, "--out", out], "cwd": str(cwd), "stdout": str(cwd / f"{name}.stdout"),
+           "stderr": str(cwd / f"{name}.stderr"), "env": {store.KILL_ENV: moment} if moment else {}}
+    return {**job, **extra}
 
 
 def _resume(run: Path, *extra):
@@ -103,62 +120,43 @@ def assert_same_run(run: Path, reference: Path, what: str = "", compared=COMPARE
 # Item 3: kill -9 at any moment, then --resume: identical files
 
 
-def test_kill_at_each_moment_then_resume_gives_identical_files(reference, cache, tmp_path):
-    def killed(i_moment):
-        i, (moment, n) = i_moment
-        out = f"k{i}"
-        proc = _start(tmp_path, out, cache, kill=f"{moment}:{n}")
-        _, err = proc.communicate(timeout=120)
-        return out, moment, n, proc.returncode, err
-
-    moments = list(enumerate(MOMENTS))
-    first = killed(moments[-1])  # one that compiles everything fills the compilation cache alone; then two at a time
-    with ThreadPoolExecutor(2) as pool:
-        runs = [first, *pool.map(killed, moments[:-1])]
-    for out, moment, n, rc, err in runs:
+def test_kill_at_each_moment_then_resume_gives_identical_files(reference, server, tmp_path):
+    jobs = [_job(tmp_path, f"k{i}", f"{moment}:{n}") for i, (moment, n) in enumerate(MOMENTS)]
+    for (moment, n), job, done in zip(MOMENTS, jobs, server.run(jobs)):
         what = f"killed at {moment}:{n}"
-        assert rc == -9, f"{what}: the process was not killed there (exit {rc}): {err}"
-        res = _resume(tmp_path / out)
+        assert done.returncode == -9 and not done.timed_out, \
+            f"{what}: the process was not killed there (exit {done.returncode}, timed out: {done.timed_out}): {done.stderr}"
+        run = tmp_path / job["args"][-1]
+        res = _resume(run)
         assert "Traceback" not in res.stderr, what
-        assert_same_run(tmp_path / out, reference, what)
+        assert_same_run(run, reference, what)
 
 
-def test_random_kills_then_resume(reference, cache, tmp_path):
-    """kill -9 at random times after metrics.nc appears (two runs at a time, ~10 s), then resume.
+def test_random_kills_then_resume(reference, server, tmp_path):
+    """kill -9 at a random time after metrics.nc appears (two runs at once), then resume.
 
     Every kill moment is covered deterministically by the test above; this one adds random
-    timings, as many as fit in ~10 s of the suite's time budget (it was 20 s: the suite must stay
-    under CI's 15 minutes with the README and paper-preset tests added)."""
+    timings: one pair per suite run (each run of the suite draws new ones; it was as many pairs
+    as fit in ~10 s, 3 to 4, when each kill started a fresh interpreter). A run lives 2.2-6.5 s
+    after metrics.nc appears (measured, two at a time on 2 cores shared with other work, load 2
+    to 6: ``after_when`` of runs not killed), so a delay of up to 1.6 s lands in its middle
+    commits; the kills at its last files are the deterministic moments above."""
     seed = random.randrange(2**32)
     rng = random.Random(seed)
-    start, pair_seconds, i, results = time.monotonic(), 0.0, 0, []
-
-    def one(k):
-        out = f"r{k}"
-        proc = _start(tmp_path, out, cache)
-        while not (tmp_path / out / "metrics.nc").exists() and proc.poll() is None:
-            time.sleep(0.005)
-        delay = rng.uniform(0, 1.6)  # the run lives ~1.5 s more
-        time.sleep(delay)
-        proc.kill()
-        proc.communicate()
-        return out, delay
-
-    while i == 0 or time.monotonic() - start + pair_seconds < 10:  # at least one pair; ~10 s in all
-        t0 = time.monotonic()
-        with ThreadPoolExecutor(2) as pool:
-            results += list(pool.map(one, (i, i + 1)))
-        i, pair_seconds = i + 2, time.monotonic() - t0
-    for out, delay in results:
-        _resume(tmp_path / out)
-        assert_same_run(tmp_path / out, reference, f"killed {delay:.3f} s after metrics.nc appeared (seed {seed})")
+    delays = [rng.uniform(0, 1.6) for _ in range(2)]
+    jobs = [_job(tmp_path, f"r{k}", kill={"when": str(tmp_path / f"r{k}" / "metrics.nc"), "after": delay})
+            for k, delay in enumerate(delays)]
+    for job, delay, done in zip(jobs, delays, server.run(jobs)):
+        assert done.returncode in (-9, 0) and not done.timed_out, (done.returncode, done.stderr)
+        _resume(tmp_path / job["args"][-1])
+        assert_same_run(tmp_path / job["args"][-1], reference, f"killed {delay:.3f} s after metrics.nc appeared (seed {seed})")
 
 
 def test_resume_says_where_it_continues(reference, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(reference, run)
     res = _resume(run)
-    assert f"resuming {run} from step 60 of 60" in res.output
+    assert f"resuming {run} from step 40 of 40" in res.output
     assert "resuming" not in _resume(run, "-q").output
     assert_same_run(run, reference)
 
@@ -167,12 +165,13 @@ def test_resume_says_where_it_continues(reference, tmp_path):
 # Item 4: a run directory is claimed atomically
 
 
-def test_two_processes_same_out_exactly_one_wins(reference, cache, tmp_path):
-    procs = [_start(tmp_path, "runs/dup", cache) for _ in range(2)]
-    outs = [p.communicate(timeout=120) for p in procs]
+def test_two_processes_same_out_exactly_one_wins(reference, server, tmp_path):
+    jobs = [_job(tmp_path, "runs/dup", stdout=str(tmp_path / f"{i}.stdout"), stderr=str(tmp_path / f"{i}.stderr"))
+            for i in range(2)]
+    procs = server.run(jobs, parallel=2)
     codes = sorted(p.returncode for p in procs)
-    assert codes == [0, 2], (codes, outs)
-    err = next(e for p, (_, e) in zip(procs, outs) if p.returncode == 2).strip()
+    assert codes == [0, 2], (codes, [p.stderr for p in procs])
+    err = next(p.stderr for p in procs if p.returncode == 2).strip()
     assert err.startswith("error: ") and "\n" not in err and "runs/dup" in err, err
     assert "already holds a run" in err or "claimed by another dynlab process" in err, err
     assert_same_run(tmp_path / "runs" / "dup", reference, "the winner")

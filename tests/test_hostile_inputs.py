@@ -2,9 +2,6 @@
 with exit status 2, nothing computed only to be lost, no tracebacks (issue 17, items 7-12, 15,
 18, 19)."""
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 import xarray as xr
@@ -184,11 +181,8 @@ def test_unexpected_errors_are_one_line_with_the_traceback_in_a_file(tmp_path, m
     assert "simulated bug" in open(saved).read()
 
 
-def test_real_process_bad_numbers_no_traceback(tmp_path):
-    """The console entry point itself (not the in-process runner)."""
-    for args in (["analyze", "lyapunov", "--reortho-every", "0"], ["train", "--seed", "99999999999999999999"]):
-        proc = subprocess.run([sys.executable, "-m", "dynlab.cli", *args], capture_output=True, text=True, cwd=tmp_path)
-        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+# (The console entry point on bad numbers, in a real process: test_cli.py's
+# test_real_process_bad_numbers_no_traceback, which shares that module's one process.)
 
 
 @pytest.mark.parametrize("command", [["analyze", "perturb", "--model", "rnn", "--task", "smnist", "-q"],

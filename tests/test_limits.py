@@ -2,10 +2,11 @@
 allocated, and every way to exhaust or crash the machine ends in one line ``error: ...`` with
 exit status 2, within seconds, with no process left behind.
 
-The real proof runs ``dynlab`` in a child process under a memory cap (``RLIMIT_AS``, set in
-``preexec_fn``): a few cases whose unchecked allocation is hundreds of GB (an XLA abort, a
-trajectory, a dense layer, a gzip bomb). The others are refused before any allocation, which
-the in-process runner shows as faithfully (and fast).
+The real proof runs ``dynlab`` in a child process under a memory cap (``RLIMIT_AS``, set by a
+small launcher): a few cases whose unchecked allocation is hundreds of GB (an XLA abort, a
+trajectory, a dense layer, a gzip bomb), one after another in one process (``one_process``).
+The others are refused before any allocation, which the in-process runner shows as faithfully
+(and fast).
 """
 
 import gzip
@@ -60,38 +61,76 @@ def _children() -> set[int]:
 
 LAUNCHER = """
 import os, resource, subprocess, sys
-cap, report = int(sys.argv[1]), sys.argv[2]
-resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-child = subprocess.Popen(sys.argv[3:])
+cap = int(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_AS, (cap, resource.RLIM_INFINITY))
+child = subprocess.Popen(sys.argv[2:])
 _, status, usage = os.wait4(child.pid, 0)
-open(report, "w").write(str(usage.ru_maxrss * 1024))
 code = os.waitstatus_to_exitcode(status)
 sys.exit(code if code >= 0 else 128 - code)
 """
-"""Runs the command under the cap and writes its peak RSS. A forked child's ``ru_maxrss`` starts at
-the RSS of the process it was forked from (Linux keeps the old address space's high-water mark
-across ``exec``), so forking ``dynlab`` from a test worker that has grown to 2.3 GB read as a
-2.3 GB peak; forked from this small launcher, the figure is the command's own."""
+"""Runs the command under the cap (the soft limit, which [`DRIVER`][] lifts for the commands that
+are not about it). The command is forked from this small launcher, not from the test worker, so
+that its peak RSS is its own: a forked child's ``ru_maxrss`` starts at the RSS of the process it
+was forked from (Linux keeps the old address space's high-water mark across ``exec``), so forking
+``dynlab`` from a test worker that has grown to 2.3 GB read as a 2.3 GB peak."""
+
+DRIVER = """
+import json, os, resource, sys, time
+from dynlab.cli import main
+
+cases, report = json.loads(sys.argv[1]), sys.argv[2]
+for case in cases:
+    if not case["capped"]:  # every capped case has run: lift the soft limit
+        resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    os.chdir(case["cwd"])
+    if case.get("estimate_off"):
+        from dynlab import budget
+        budget.check_training = lambda *a, **k: None
+    saved, start = os.dup(2), time.monotonic()
+    err = os.open(case["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(err, 2)  # what the command writes to the descriptor, Python's and the C++ libraries' alike
+    try:
+        main(case["args"])
+        status = 0
+    except SystemExit as e:
+        status = e.code if isinstance(e.code, int) else 1
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(err)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    with open(report, "a") as f:
+        f.write(json.dumps({"id": case["id"], "status": status, "peak_rss": peak,
+                            "seconds": time.monotonic() - start}) + "\\n")
+"""
+"""One process that runs several ``dynlab`` commands as ``python -m dynlab.cli`` runs one (the exit
+status from ``SystemExit``, stderr at file descriptor 2, each command's to a file of its own) and
+writes a line per command to a report as it ends, so that a command that crashes the process (an
+XLA abort) leaves the lines of those before it. A line's peak RSS is the process's high-water mark
+when that command ended: a bound on that command's own peak and on every one's before it."""
 
 
-def run_capped(args, cwd, *, timeout=90):
-    """``dynlab ARGS`` in a fresh session under ``RLIMIT_AS = CAP``: (status, stderr, peak RSS in
-    bytes, processes of its session still alive); a command still running after ``timeout`` s is
-    killed and fails the test."""
-    err_path, rss_path = Path(cwd) / ".stderr", Path(cwd) / ".peak-rss"
-    with open(err_path, "w") as err:
-        child = subprocess.Popen([sys.executable, "-c", LAUNCHER, str(CAP), str(rss_path),
-                                  sys.executable, "-m", "dynlab.cli", *args],
-                                 cwd=cwd, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+def run_driver(cases, cwd, *, timeout, env=None):
+    """[`DRIVER`][] in a fresh session under ``RLIMIT_AS = CAP`` (lifted before the first case that
+    is not ``capped``): ({case id: its report line, with its ``stderr``}, the process's exit status,
+    its own stderr, the processes of its session still alive); a process still running after
+    ``timeout`` s is killed and fails the test."""
+    report = Path(cwd) / ".report"
+    with open(Path(cwd) / ".stderr", "w") as err:
+        child = subprocess.Popen([sys.executable, "-c", LAUNCHER, str(CAP), sys.executable, "-c", DRIVER,
+                                  json.dumps(cases), str(report)],
+                                 cwd=cwd, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True, env=env)
         try:
             child.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             os.killpg(child.pid, 9)
             child.wait()
-            pytest.fail(f"dynlab {' '.join(args)} ran past {timeout} s")
+            pytest.fail(f"the commands {[c['args'] for c in cases]} ran past {timeout} s")
     time.sleep(0.2)
-    return (child.returncode, err_path.read_text(), int(rss_path.read_text()),
-            _session_members(child.pid))
+    stderr = {c["id"]: c["stderr"] for c in cases}
+    lines = [json.loads(line) for line in report.read_text().splitlines()] if report.exists() else []
+    ended = {line["id"]: {**line, "stderr": Path(stderr[line["id"]]).read_text()} for line in lines}
+    return ended, child.returncode, (Path(cwd) / ".stderr").read_text(), _session_members(child.pid)
 
 
 def _gzip_bomb(path: Path, shape=(10, 28, 28), members: int = 320) -> None:
@@ -109,21 +148,63 @@ def _gzip_bomb(path: Path, shape=(10, 28, 28), members: int = 320) -> None:
 # ------------------------------------------------------------------------------------------------
 # Under a memory cap, in a child process
 
-
-@pytest.mark.parametrize("args, fragments", [
+CAPPED = {  # id: (args, fragments of its one-line error)
     # XLA aborted with a C++ check failure (exit -6) on the held-out batch of 512 x 10^9 steps
-    (["train", "--set", "task.length=1000000000", "--steps", "2"], ["task.length=1000000000 needs about", "limit"]),
-    (["analyze", "spectra", "--steps", "1000000000"], ["--steps 1000000000 needs about", "lower --steps"]),
-    (["compare", "pc-bp", "--widths", "1000000000"], ["--widths 1000000000 needs about", "lower --widths"]),
-    (["train", "--task", "psmnist", "--steps", "2", "--data-dir", "bomb"], ["t10k-images-idx3-ubyte.gz", "trailing"]),
-], ids=["task-length", "spectra-steps", "pc-bp-widths", "gzip-bomb"])
-def test_an_exhausting_size_is_one_line_under_a_memory_cap(tmp_path, args, fragments):
-    if "bomb" in args:
-        _gzip_bomb(tmp_path / "bomb" / "mnist" / "t10k-images-idx3-ubyte.gz")
-    status, err, rss, left = run_capped(args, tmp_path)
-    assert status == 2, err
+    "task-length": (["train", "--set", "task.length=1000000000", "--steps", "2"],
+                    ["task.length=1000000000 needs about", "limit"]),
+    "spectra-steps": (["analyze", "spectra", "--steps", "1000000000"], ["--steps 1000000000 needs about", "lower --steps"]),
+    "pc-bp-widths": (["compare", "pc-bp", "--widths", "1000000000"], ["--widths 1000000000 needs about", "lower --widths"]),
+    "gzip-bomb": (["train", "--task", "psmnist", "--steps", "2", "--data-dir", "bomb"],
+                  ["t10k-images-idx3-ubyte.gz", "trailing"]),
+}
+ALLOCATION_TRIES = 4
+
+
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory):
+    """Every command of this module that needs a real process, in one (a process per command cost
+    ~4-5 s of CPU apiece, mostly starting JAX and loading the plug-ins), in this order: ``dynlab
+    list units`` with a plug-in installed that calls ``sys.exit`` when imported (the process's
+    first registry lookup, which loads the plug-ins: the one the fresh process of each command
+    made); the cases of [`CAPPED`][], each in its own directory (they use dynlab's built-in
+    plug-ins only, imported before any installed one); then, the cap lifted, the tries of the
+    allocation failure. Returns what [`run_driver`][] returns. Measured peak RSS at the end of each
+    capped case: 0.34-0.41 GB (against [`RSS_CEILING`][], 1.61 GB); at the end of the last try,
+    0.50 GB."""
+    site = tmp_path_factory.mktemp("site")
+    info = site / "exiting_plugin-1.0.dist-info"
+    info.mkdir(parents=True)
+    (site / "exiting_plugin.py").write_text("import sys\nsys.exit(3)\n")
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: exiting-plugin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[dynlab.plugins]\nexiting = exiting_plugin\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    cwd = tmp_path_factory.mktemp("exiting")
+    cases = [{"id": "exiting-plugin", "args": ["list", "units"], "cwd": str(cwd), "stderr": str(cwd / ".stderr"),
+              "capped": True}]
+    for case, (args, _) in CAPPED.items():
+        cwd = tmp_path_factory.mktemp(case)
+        if case == "gzip-bomb":
+            _gzip_bomb(cwd / "bomb" / "mnist" / "t10k-images-idx3-ubyte.gz")
+        cases.append({"id": case, "args": args, "cwd": str(cwd), "stderr": str(cwd / ".stderr"), "capped": True})
+    cwd = tmp_path_factory.mktemp("allocation")
+    for attempt in range(ALLOCATION_TRIES):
+        out = f"r{attempt}"
+        cases.append({"id": f"allocation-{attempt}",
+                      "args": ["train", "--steps", "2", "--set", "model.hidden=1000000", "--out", out],
+                      "cwd": str(cwd), "stderr": str(cwd / f"{out}.stderr"), "capped": False, "estimate_off": True})
+    return run_driver(cases, tmp_path_factory.mktemp("driver"), timeout=300, env=env)
+
+
+@pytest.mark.parametrize("case", list(CAPPED))
+def test_an_exhausting_size_is_one_line_under_a_memory_cap(one_process, case):
+    ended, status, crash, left = one_process
+    assert case in ended, f"the process ended (status {status}) before {case} did: {crash[-3000:]}"
+    got, fragments = ended[case], CAPPED[case][1]
+    err = got["stderr"]
+    assert got["status"] == 2, err
     assert err.startswith("error: ") and err.count("\n") == 1 and all(f in err for f in fragments), err
-    assert rss < RSS_CEILING, rss  # (a command that hangs instead fails run_capped's timeout)
+    assert got["peak_rss"] < RSS_CEILING, got["peak_rss"]
+    assert got["seconds"] < 90, got  # (one that hangs fails the process's timeout)
     assert not left, f"processes left behind: {left}"
 
 
@@ -180,31 +261,21 @@ def test_the_memory_limit_can_be_stated(tmp_path, monkeypatch):
     one_line_error(invoke(["train", "--steps", "2", "--out", "r"], tmp_path), "is not a size")
 
 
-ALLOCATION_FAILURES = """
-import json, shutil
-from click.testing import CliRunner
-from dynlab import budget
-from dynlab.cli import main
-budget.check_training = lambda *a, **k: None
-for attempt in range(4):
-    shutil.rmtree("r", ignore_errors=True)
-    result = CliRunner().invoke(main, ["train", "--steps", "2", "--set", "model.hidden=1000000", "--out", "r"])
-    print(json.dumps({"exit_code": result.exit_code, "output": result.output, "stderr": result.stderr}), flush=True)
-"""
-
-
-def test_an_allocation_failure_that_slips_through_names_the_sizes(tmp_path):
+def test_an_allocation_failure_that_slips_through_names_the_sizes(one_process):
     """With the estimate switched off, a 4 TB weight matrix that XLA cannot allocate is one line
     and exit status 2, not an internal error, and again on each later try in the same process:
     jaxlib aborted the whole process the third time its CPU client's failed buffer was read
     (``Check failed: buffer_.IsConcrete()``), unless the model is waited for where it is built.
-    In a child process, so that such an abort fails this test, not the worker running it."""
-    done = subprocess.run([sys.executable, "-c", ALLOCATION_FAILURES], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300)
-    lines = done.stdout.splitlines()
-    assert done.returncode == 0 and len(lines) == 4, done.stderr[-2000:]
-    for line in lines:
-        one_line_error(SimpleNamespace(**json.loads(line)), "out of memory", "lower the sizes", "model.hidden")
+    In a child process (that of [`one_process`][], after its capped commands, the cap lifted),
+    so that such an abort fails this test, not the worker running it."""
+    ended, status, crash, _ = one_process
+    for attempt in range(ALLOCATION_TRIES):
+        case = f"allocation-{attempt}"
+        assert case in ended, f"the process ended (status {status}) before {case} did: {crash[-3000:]}"
+        got = ended[case]
+        one_line_error(SimpleNamespace(exit_code=got["status"], output="", stderr=got["stderr"]),
+                       "out of memory", "lower the sizes", "model.hidden")
+    assert status == 0, crash[-3000:]
 
 
 @pytest.mark.parametrize("target", ["/dev/zero", "/dev/urandom", "big"])
@@ -323,18 +394,15 @@ def test_a_plugin_analysis_without_a_figure_is_refused_before_work(tmp_path, mon
     assert not calls and not (tmp_path / "runs").exists()
 
 
-def test_a_plugin_that_exits_at_import_is_one_line(tmp_path):
-    site = tmp_path / "site"
-    info = site / "exiting_plugin-1.0.dist-info"
-    info.mkdir(parents=True)
-    (site / "exiting_plugin.py").write_text("import sys\nsys.exit(3)\n")
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: exiting-plugin\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text("[dynlab.plugins]\nexiting = exiting_plugin\n")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
-    done = subprocess.run([sys.executable, "-m", "dynlab.cli", "list", "units"], capture_output=True, text=True,
-                          cwd=tmp_path, env=env, timeout=120)
-    assert done.returncode == 2, (done.returncode, done.stderr)
-    assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1 and "sys.exit(3)" in done.stderr
+def test_a_plugin_that_exits_at_import_is_one_line(one_process):
+    """A plug-in calling ``sys.exit(3)`` while imported: one line, exit 2 (the first command of
+    [`one_process`][], whose first registry lookup loads the plug-ins)."""
+    ended, status, crash, _ = one_process
+    assert "exiting-plugin" in ended, f"the process ended (status {status}) first: {crash[-3000:]}"
+    got = ended["exiting-plugin"]
+    assert got["status"] == 2, got
+    err = got["stderr"]
+    assert err.startswith("error: ") and err.count("\n") == 1 and "sys.exit(3)" in err, err
 
 
 def test_places_that_cannot_be_written_are_one_line(tmp_path):
