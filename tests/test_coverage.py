@@ -184,15 +184,16 @@ def test_auto_reortho_stays_within_its_bound(case):
 # --- covariance power law ------------------------------------------------------------------------
 
 
-_ALPHA_COVERAGE = """
-import json
-import sys
-import numpy as np
-from scipy.signal import lfilter
-from dynlab.analyses.spectra import covariance_spectrum
+ALPHA_CASES = [(1000, 0.0, 0), (2000, 0.9, 0)]
 
-rates = []
-for m, rho, seed, reps in json.loads(sys.argv[1]):
+
+def _alpha_coverage_rate(m, rho, seed, reps):
+    """The fraction of ``reps`` recordings (``m`` rows of 64 units, eigenvalues n^-1, AR(1) rows of
+    coefficient ``rho``) whose default ``covariance_spectrum`` interval covers alpha = 1."""
+    from scipy.signal import lfilter
+
+    from dynlab.analyses.spectra import covariance_spectrum
+
     rng = np.random.default_rng(seed)
     covered = []
     for r in range(reps):
@@ -204,31 +205,21 @@ for m, rho, seed, reps in json.loads(sys.argv[1]):
         covered.append(float(ds.alpha_ci_low) <= 1.0 <= float(ds.alpha_ci_high))
     assert ds.attrs["ci_method"].startswith("half-sample"), ds.attrs["ci_method"]
     assert "half-samples of this recording" in ds.attrs["ci_population"]
-    rates.append(float(np.mean(covered)))
-print(json.dumps(rates))
-"""
-
-ALPHA_CASES = [(1000, 0.0, 0), (2000, 0.9, 0)]
+    return float(np.mean(covered))
 
 
 @pytest.fixture(scope="module")
-def alpha_coverage(tmp_path_factory) -> dict[tuple, float]:
-    """The coverage of every case of ``ALPHA_CASES``, all computed in one child process with
-    single-threaded BLAS: on a 2-core machine OpenBLAS's spinning worker threads (woken by the JAX
-    tests before) make the 40,000 small eigendecompositions up to 20x slower. One process for both
-    cases: starting one (importing dynlab, 2.6 s of CPU) costs about what 70 recordings do."""
-    import json
-    import os
-    import subprocess
-    import sys
+def alpha_coverage() -> dict[tuple, float]:
+    """The coverage of every case of ``ALPHA_CASES``, computed with single-threaded BLAS: on a 2-core
+    machine OpenBLAS's spinning worker threads (woken by the JAX tests before) make the 40,000 small
+    eigendecompositions up to 20x slower. In this process (``threadpoolctl``, as
+    ``dynlab.analyses.state_map`` limits its own batches); measured, both cases cost 12-13.5 s of CPU
+    here against 19.5-23 s in the child process with ``OPENBLAS_NUM_THREADS=1`` that ran them before
+    (its start and dynlab's import alone about 3 s)."""
+    from threadpoolctl import threadpool_limits
 
-    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "JAX_PLATFORMS": "cpu"}
-    cases = [(m, rho, seed, REPS) for m, rho, seed in ALPHA_CASES]
-    out = subprocess.run([sys.executable, "-c", _ALPHA_COVERAGE, json.dumps(cases)], capture_output=True, text=True,
-                         env=env, timeout=900,  # cwd not the checkout: its dynlab/ would shadow the installed package
-                         cwd=tmp_path_factory.mktemp("alpha"))
-    assert out.returncode == 0, out.stderr
-    return dict(zip(ALPHA_CASES, json.loads(out.stdout.strip().splitlines()[-1])))
+    with threadpool_limits(limits=1, user_api="blas"):
+        return {case: _alpha_coverage_rate(*case, REPS) for case in ALPHA_CASES}
 
 
 @pytest.mark.parametrize("m, rho, seed", ALPHA_CASES)

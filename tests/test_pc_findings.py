@@ -25,7 +25,11 @@ def mnist():
 
 @pytest.fixture(scope="module")
 def grid(mnist):
-    return compare_pc_bp(mnist, [8, 512], [2, 8], 1, steps=20, param="mf", alpha=0.5)
+    """Widths 8 and 256 (the wide end was 512: 7.5 s of CPU against 2.5). Measured at 256: mean cosine 0.99999 and
+    0.99944 at depths 2 and 8 (0.99999766 and 0.99982 at 512), rescaling slope 1.040 (1.023), s - 1 over L/N
+    within a factor 2.76 (2.81), loss over energy 1.0040 at width 256, depth 2 (1.0020); the narrow column is
+    unchanged (0.985, 0.854)."""
+    return compare_pc_bp(mnist, [8, 256], [2, 8], 1, steps=20, param="mf", alpha=0.5)
 
 
 def spearman(a, b):
@@ -35,8 +39,8 @@ def spearman(a, b):
 
 def test_cosine_is_high_when_wide_and_falls_with_l_over_n(grid):
     cos = grid.mean_cosine
-    assert float(cos.sel(width=512, depth=2)) >= 0.99
-    assert float(cos.sel(width=512, depth=8)) >= 0.99
+    assert float(cos.sel(width=256, depth=2)) >= 0.99
+    assert float(cos.sel(width=256, depth=8)) >= 0.99
     # falls as L/N grows: along both axes and as a rank correlation over all cells
     assert (np.diff(cos.values, axis=0) > 0).all()  # wider is better at every depth
     assert (np.diff(cos.values, axis=1) < 0).all()  # deeper is worse at every width
@@ -48,18 +52,20 @@ def test_rescaling_follows_l_over_n(grid):
     assert 0.8 <= grid.attrs["rescaling_slope"] <= 1.2
     s1 = grid.s_minus_1.mean(("seed", "step"))
     ratio = (s1 / grid.L_over_N).values
-    assert ratio.max() / ratio.min() < 4  # Θ(L/N): a bounded prefactor over a 256x range of L/N
+    assert ratio.max() / ratio.min() < 4  # Θ(L/N): a bounded prefactor over a 128x range of L/N
     # energy below the loss by exactly the rescaling for... L/F* >= 1, → 1 at large width
     assert (grid.loss_over_energy.values >= 1 - 1e-5).all()
-    assert float(grid.loss_over_energy.sel(width=512, depth=2).mean()) < 1.01
+    assert float(grid.loss_over_energy.sel(width=256, depth=2).mean()) < 1.01
 
 
 def test_sp_cosine_does_not_approach_one(mnist):
-    """SP linear MLP, L = 5 (the setting of Figs. A.19/A.20): s − 1 does not vanish, no alignment with width."""
-    sp = compare_pc_bp(mnist, [8, 512], [5], 1, steps=20, param="sp", residual=False)
+    """SP linear MLP, L = 5 (the setting of Figs. A.19/A.20): s − 1 does not vanish, no alignment with width.
+    Widths 8 and 256 (the wide end was 512: 4.7 s of CPU against 1.6); measured cosines 0.723 and 0.404
+    (0.375 at 512), s - 1 = 4.09 at 256 (5.0 at 512)."""
+    sp = compare_pc_bp(mnist, [8, 256], [5], 1, steps=20, param="sp", residual=False)
     cos_sp = sp.mean_cosine.sel(depth=5).values
     assert cos_sp.max() < 0.9 and cos_sp[1] <= cos_sp[0]
-    assert float(sp.s_minus_1.sel(width=512).mean()) > 1.0  # s does not -> 1 with width under SP
+    assert float(sp.s_minus_1.sel(width=256).mean()) > 1.0  # s does not -> 1 with width under SP
 
 
 @pytest.mark.skipif(not os.environ.get("DYNLAB_DATA"), reason="DYNLAB_DATA is not set: needs the real MNIST batch "
@@ -80,9 +86,10 @@ def test_no_skips_at_depth_32_align_worse_than_residual_at_small_width(mnist):
 
 
 def test_nonlinear_tanh_residual_aligns_at_width(mnist):
-    """Fig. 4 / A.1 claim: with equilibrated activities, tanh residual nets align at N >> L."""
+    """Fig. 4 / A.1 claim: with equilibrated activities, tanh residual nets align at N >> L. N = 128, L = 4 (was
+    256: 2.9 s of CPU once compiled, against about 1.2): measured cosine 0.9980 at 128 (0.9995 at 256), 0.781 at 8."""
     toy = dynlab.build("task", "pc-toy")
-    ds = compare_pc_bp(toy, [8, 256], [4], 1, steps=10, activation="tanh", energy="inference", beta=0.3,
+    ds = compare_pc_bp(toy, [8, 128], [4], 1, steps=10, activation="tanh", energy="inference", beta=0.3,
                        inference_steps=1500, rtol=1e-4)
     assert ds.converged.values.all()
     cos = ds.mean_cosine.sel(depth=4).values
