@@ -140,7 +140,7 @@ class ForkServer:
     compilation cache, its platform) that forks a child per command of [`run`][]."""
 
     def __init__(self, env: dict, preload=PRELOAD):
-        self.proc = subprocess.Popen([sys.executable, "-c", SERVER, *preload], env=env, stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen([sys.executable, "-P", "-c", SERVER, *preload], env=env, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
         assert line.strip() == "ready", f"the fork server did not start (exit {self.proc.wait()})"
