@@ -10,13 +10,19 @@ empty cache: 55.6 s -> 47.2 s). The directory is removed when the run ends.
 **Compiler optimisation level.** The suite is bound by compilation, not by running the compiled
 programs: most tests run a few steps of many differently shaped programs. Every process of a run
 (the workers and the ``dynlab`` processes they start, which inherit the environment) compiles with
-``--xla_backend_optimization_level=0``: LLVM's code generation at -O0, XLA's own graph
-optimisations unchanged. No fast-math at either level (no reassociation), but -O0 fuses fewer
-multiply-adds than -O2, so results can differ in the last bits: of the scenario snapshots, recorded
-at -O2, the elements that failed their old element-wise tolerance had moved by 6.1e-6 and 7.5e-6,
-on correlations of scale 1 (their tolerance now says how that is compared). Measured on 2 cores, user time: the elm-budget toy run with its sweeps 84 -> 53 s;
-test_coverage + test_lyapunov_model 78 -> 54 s; the whole suite 15:38 -> 11:06 wall (26:14 ->
-19:18 user). A flag the environment already sets is kept.
+JAX's ``jax_disable_most_optimizations`` (``$JAX_DISABLE_MOST_OPTIMIZATIONS``): LLVM's code
+generation at -O0 (``xla_backend_optimization_level = 0``), XLA's own graph optimisations
+unchanged. No fast-math at either level (no reassociation), but -O0 fuses fewer multiply-adds than
+-O2, so results can differ in the last bits: of the scenario snapshots, recorded at -O2, the
+elements that failed their old element-wise tolerance had moved by 6.1e-6 and 7.5e-6, on
+correlations of scale 1 (their tolerance now says how that is compared). Measured on 2 cores, user
+time: the elm-budget toy run with its sweeps 84 -> 53 s; test_coverage + test_lyapunov_model 78 ->
+54 s; the whole suite 15:38 -> 11:06 wall (26:14 -> 19:18 user). A test that runs one program for
+long is the exception: an ARU trained 600 steps costs 14.0 s of CPU at -O0 and 6.3 s at -O2. Tests
+and modules marked ``@pytest.mark.optimised`` compile at JAX's default level (the setting is read
+at each compilation, so it can change between tests; the marked tests were chosen by their CPU time
+under both levels, measured per test with ``DYNLAB_TEST_CPU_LOG``). An optimisation level that
+``XLA_FLAGS`` sets is kept for every test.
 
 **Fusion emitters.** XLA's CPU backend compiles each fusion through its newer MLIR "fusion
 emitters" by default; ``--xla_cpu_use_fusion_emitters=false`` takes its older LLVM-IR emitters,
@@ -52,6 +58,7 @@ at the end is short. The list is measured (per-module wall time on one worker, 2
 missing from it only runs later, and one that grew only balances less well.
 """
 
+import contextlib
 import json
 import os
 import resource
@@ -93,7 +100,9 @@ LONGEST_FIRST = (  # CPU seconds per module at 50c7357 (DYNLAB_TEST_CPU_LOG; mea
     "test_pc_time.py",  # 20
     "test_hostile_scenarios.py",  # 18
 )
-FAST_COMPILE = ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false")
+FAST_COMPILE = ("--xla_cpu_use_fusion_emitters=false",)
+LEVEL = "--xla_backend_optimization_level"
+OPTIMISATIONS = "JAX_DISABLE_MOST_OPTIMIZATIONS"
 
 
 def _accepted(flags: str) -> bool:
@@ -111,12 +120,23 @@ def _fast_compile_flags() -> None:
         if flag.split("=")[0] not in flags and _accepted(f"{flags} {flag}"):
             flags = f"{flags} {flag}".strip()
     os.environ["XLA_FLAGS"] = flags
+    if LEVEL not in flags:  # a level the environment gives is kept (the JAX setting would override it)
+        os.environ.setdefault(OPTIMISATIONS, "1")
+    _disable_optimisations(os.environ.get(OPTIMISATIONS, "").lower() in ("1", "true"))
+
+
+def _disable_optimisations(on: bool) -> None:
+    """This process's ``jax_disable_most_optimizations``: read by JAX at every compilation (a worker
+    imported JAX after the controller set ``$JAX_DISABLE_MOST_OPTIMIZATIONS``; the controller before)."""
+    jax.config.update("jax_disable_most_optimizations", on)
 
 
 _fast_compile_flags()
 
 
 def pytest_configure(config):
+    config.addinivalue_line("markers", "optimised: compile at JAX's default optimisation level, not -O0 "
+                            "(a test that runs its programs long; see tests/conftest.py)")
     if hasattr(config.option, "loadscopereorder"):  # keep LONGEST_FIRST's order (xdist's default sorts modules by test count)
         config.option.loadscopereorder = False
     if hasattr(config, "workerinput") or CACHE in os.environ:  # a worker inherits the controller's
@@ -137,6 +157,37 @@ def pytest_collection_modifyitems(config, items):
 def pytest_unconfigure(config):
     if getattr(config, "_dynlab_cache", None):
         shutil.rmtree(config._dynlab_cache, ignore_errors=True)
+
+
+def _optimised(node) -> bool:
+    return node.get_closest_marker("optimised") is not None and jax.config.read("jax_disable_most_optimizations")
+
+
+@contextlib.contextmanager
+def _at_default_level():
+    """JAX's default optimisation level here and in the processes started meanwhile."""
+    before = os.environ.get(OPTIMISATIONS)
+    os.environ[OPTIMISATIONS] = "0"
+    _disable_optimisations(False)
+    try:
+        yield
+    finally:
+        os.environ[OPTIMISATIONS] = before
+        _disable_optimisations(True)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _optimised_module(request):
+    """A module marked ``optimised`` (``pytestmark``), its module-scoped fixtures included, at JAX's default level."""
+    with _at_default_level() if _optimised(request.node) else contextlib.nullcontext():
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _optimised_test(request):
+    """A test marked ``optimised`` at JAX's default level."""
+    with _at_default_level() if _optimised(request.node) else contextlib.nullcontext():
+        yield
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -164,5 +215,6 @@ def pytest_runtest_protocol(item, nextitem):
     yield
     after = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
     self_s, kids_s = (a.ru_utime + a.ru_stime - b.ru_utime - b.ru_stime for a, b in zip(after, usage))
+    os.makedirs(log, exist_ok=True)
     with open(os.path.join(log, f"{os.getpid()}.jsonl"), "a") as f:
         f.write(json.dumps({"id": item.nodeid, "self": self_s, "kids": kids_s, "wall": time.time() - start}) + "\n")

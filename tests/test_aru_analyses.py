@@ -300,6 +300,7 @@ def test_means_over_runs_that_did_not_escape_say_so_and_count_them():
     assert f"over the {n_bounded}/20 bounded runs" in text and f"{20 - n_bounded}/20 escape at +0.3000" in text
 
 
+@pytest.mark.optimised  # runs its programs long: cheaper at -O2 (tests/conftest.py)
 def test_adaptation_intervals_cover_lambda1_of_long_float64_runs(aru):
     """Issue 38 item 10: both arms' printed intervals under a task's streams, 100 repetitions of 5
     realisations (one call with 500; repetition j's interval is what `lambda_vars`, which builds the

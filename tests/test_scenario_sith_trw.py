@@ -34,6 +34,8 @@ from dynlab.analyses import trw
 from dynlab.analyses.trw import accuracy_vs_dilation
 from dynlab.scenarios import sith_trw
 
+pytestmark = pytest.mark.optimised  # its fixture runs programs long: cheaper at -O2 (tests/conftest.py)
+
 # n_shuffle = 1: one permutation per scale. The TRW analysis is most of this module's cost: at the
 # suite's -O0 one SITHCon TRW took 16.8 / 10.2 / 6.1 s of CPU at n_shuffle = 4 / 2 / 1, and the run
 # makes two (trained and control). The control test compares the correlations themselves, of which

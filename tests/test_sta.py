@@ -129,6 +129,7 @@ def _synthetic_neurons(rng, steps, n_yes, n_no, gain=0.35, smooth=0.0, x=None):
     return x, np.concatenate([yes, no], axis=1)
 
 
+@pytest.mark.optimised  # runs its programs long: cheaper at -O2 (tests/conftest.py)
 def test_time_shifted_null_separates_responding_from_silent_neurons():
     """100 neurons respond to a smooth stimulus at lag 2 (weakly: gain 0.35 against unit noise),
     300 do not (white noise, or noise low-passed with pole 0.9, whose raw selectivity is larger:

@@ -88,6 +88,7 @@ def test_divergence_stops_and_keeps_last_good_checkpoint(tmp_path):
     assert all(np.all(np.isfinite(l)) for l in jax.tree_util.tree_leaves(loaded.model))
 
 
+@pytest.mark.optimised  # runs its programs long: cheaper at -O2 (tests/conftest.py)
 @pytest.mark.parametrize(
     "task, task_cfg, steps, lr, margin",
     [("adding", {"length": 20}, 400, 5e-3, "mse"), ("recall", {}, 600, 3e-3, "accuracy")],
