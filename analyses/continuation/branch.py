@@ -38,9 +38,9 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from dynlab.analyses.continuation.settings import ContinuationSettings
-from dynlab.analyses.continuation.system import Residual, correct, unit_tangent
+from dynlab.analyses.continuation.system import FixedPoints, Residual, correct, unit_tangent
 
-__all__ = ["EASY_ITERATIONS", "MAX_TURN", "Curve", "continue_branch", "follow", "follow_both_ways", "start"]
+__all__ = ["EASY_ITERATIONS", "MAX_TURN", "Curve", "continue_branch", "correct_at", "follow", "follow_both_ways", "start"]
 
 Map = Callable[[Float[Array, " n"], Float[Array, ""]], Float[Array, " n"]]
 
@@ -125,6 +125,18 @@ def start(R: Residual, x_guess: np.ndarray, row: np.ndarray, settings: Continuat
             return None
         t = t if t[-1] >= 0 else -t
     return x, t
+
+
+def correct_at(F, hs: np.ndarray, p: float, settings: ContinuationSettings) -> np.ndarray:
+    """Guesses `hs` `[B, N]` of fixed points of $F(\cdot, p)$ corrected at that $p$ (Newton's method
+    on $F(h, p) - h$: the corrector with $r = e_p$, one guess at a time, the corrector that the
+    branches compile anyway): the points $x = (h^*, p)$ `[K, N+1]` of those that converge."""
+    hs = np.atleast_2d(np.asarray(hs, np.float64))
+    xs = np.concatenate([hs, np.full((len(hs), 1), float(p))], axis=1)
+    row = np.zeros(xs.shape[1])
+    row[-1] = 1.0
+    dense = xs.shape[1] - 1 <= settings.dense_max
+    return np.asarray([x for x, ok, _ in (correct(FixedPoints(F), None, x, row, settings, dense) for x in xs) if ok]).reshape(-1, xs.shape[1])
 
 
 def follow_both_ways(R: Residual, x0: np.ndarray, t0: np.ndarray, span, settings, dense: bool, aux=None,
