@@ -9,7 +9,7 @@ function changes sign between two consecutive points:
 | fold | a real $\mu$ through $+1$; the branch turns back in $p$ (two branches of fixed points meet) | $t_p$ changes sign | $t_p(s)$ |
 | branch point | a real $\mu$ through $+1$ without a turn: branches cross (pitchfork, transcritical) | $\det B$ changes sign | $\det B(s)$ (dense), $\mu(s) - 1$ (matrix-free) |
 | flip | a real $\mu$ through $-1$: a period-2 cycle is born | the count of real $\mu < -1$ | $\mu(s) + 1$ |
-| Neimark–Sacker | a complex pair through $\lvert\mu\rvert = 1$: an invariant circle is born | the count of complex $\lvert\mu\rvert > 1$ | $\lvert\mu(s)\rvert - 1$ |
+| Neimark–Sacker | a complex pair through $\lvert\mu\rvert = 1$: an invariant circle is born | the count of complex $\lvert\mu\rvert > 1$ changes, and that of complex $\lvert\mu\rvert < 1$ by as much the other way (a pair that meets on the real axis and splits changes only one) | $\lvert\mu(s)\rvert - 1$ |
 
 $B = \begin{pmatrix} G_h & G_p \\ t_h^\top & t_p \end{pmatrix}$ is the bordered Jacobian of
 $G = F^k - \mathrm{id}$. Its determinant is not formed: with $G_h t_h + G_p t_p = 0$ and
@@ -99,6 +99,7 @@ def crossings(curve: Curve, mus: list[np.ndarray]) -> list[tuple[str, int]]:
     n_plus = np.array([np.sum(_is_real(m) & (m.real > 1)) for m in mus])
     n_flip = np.array([np.sum(_is_real(m) & (m.real < -1)) for m in mus])
     n_ns = np.array([np.sum(~_is_real(m) & (np.abs(m) > 1)) for m in mus])
+    n_ns_in = np.array([np.sum(~_is_real(m) & (np.abs(m) < 1)) for m in mus])
     det_sign = (-1.0) ** n_plus * tp
     found = []
     for i in range(len(mus) - 1):
@@ -108,7 +109,9 @@ def crossings(curve: Curve, mus: list[np.ndarray]) -> list[tuple[str, int]]:
             found.append(("branch-point", i))
         if n_flip[i] != n_flip[i + 1]:
             found.append(("flip", i))
-        if n_ns[i] != n_ns[i + 1]:
+        # a complex pair that crosses the circle leaves one count for the other; one that turns into
+        # two real multipliers (the pair meets on the real axis, inside or outside) changes only one
+        if n_ns[i] != n_ns[i + 1] and n_ns_in[i] - n_ns_in[i + 1] == n_ns[i + 1] - n_ns[i]:
             found.append(("neimark-sacker", i))
     return found
 
