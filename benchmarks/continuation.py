@@ -19,23 +19,25 @@
 
 Prints the figures and ratios; not a test (timings vary with the machine's load).
 
-Measured (2026-12-07, the shared 2-core CPU at load average 24-28: not the 2 free cores the
-issue's targets assume; a GRU of 128 units trained 500 steps, held-out sign accuracy 1.0):
+Measured (2026-12-07, 2 idle CPU cores, a GRU of 128 units trained 500 steps, held-out sign
+accuracy 1.0), after the seeds' search was shortened (200 BFGS steps finished by Newton's method):
 
-- [1] continuation, compilation included: **789 s** (a first run at load 15: 1278 s) against the
-  20 s wanted: NOT met here. 13 fixed points near the visited states at u = 0 (98 saturated ones
-  beyond them not continued) gave 6 branches, 837 points, 15 folds: the corners lose their bits
-  at u in [-0.0655, -0.0575] and [0.0462, 0.0565] (stable point and saddle meet, with
-  saddle-saddle folds between), and one more fold at u = 0.9387.
+- [1] continuation, compilation included: **24.8 s** against the 20 s wanted: NOT met (earlier the
+  same run took 133 s at load ~5, most of it in the 1000-step seed searches and in eigenvalues on
+  2 BLAS threads). 13 fixed points near the visited states at u = 0 gave 6 branches, 837 points,
+  15 folds: the corners lose their bits at u in [-0.0655, -0.0575] and [0.0462, 0.0565] (stable
+  point and saddle meet, with saddle-saddle folds between), and one more fold at u = 0.9387.
 - [3] the fixed-points search at 12 of the 200 grid values (4 spread, 8 on either side of the
-  folds): 3.6-323 s each, mean 144 s, so the grid ~ 28,700 s: **36x** the continuation, in the
-  same process. Every fold lies between two grid values 0.0101 apart; the continuation locates
-  it to |du| <= 1e-8 (the grid sees 5 -> 8 stable points across [-0.0653, -0.0553] where 6
-  folds lie). Of the 97 points the grid found near the visited states, 91 lie on a branch;
-  **6 were missed**, all at u >= 0.93: three stable points and saddles ~2.4 away (in PCs) from
-  every branch, on branches that do not reach u = 0 inside the span, so no seed at u = 0 starts them.
+  folds): 3.8-11.9 s each, 9.43 s per value, so the grid ~ 1,885 s: **76x** the continuation, in
+  the same process (wanted >= 10x). Every fold lies between two grid values 0.0101 apart; the
+  continuation locates it to |du| <= 1e-8 (the grid sees 4 -> 5 stable points across [-0.0754,
+  -0.0653]). Of the 97 points the grid found near the visited states, 92 lie on a branch; **5 were
+  missed**, all at u >= 0.93: three stable points and a saddle ~2.4 away (in PCs) from every branch
+  at u = 0.9397, and a saddle at u = 1: branches born inside the span near its end that reach
+  neither u = 0 nor (found by the one-round search there) u = 1. "Never missing a branch the grid
+  finds" is NOT met.
 - [2] one branch of an untrained 1024-unit GRU (33 points, u from -1 to 1, no special point):
-  **98 s** against the 60 s wanted (792 s when run beside a second copy of itself).
+  **52.2 s** against the 60 s wanted (98 s at load earlier; 792 s beside a second copy of itself).
 """
 
 from __future__ import annotations
