@@ -20,9 +20,16 @@ time: the elm-budget toy run with its sweeps 84 -> 53 s; test_coverage + test_ly
 54 s; the whole suite 15:38 -> 11:06 wall (26:14 -> 19:18 user). A test that runs one program for
 long is the exception: an ARU trained 600 steps costs 14.0 s of CPU at -O0 and 6.3 s at -O2. Tests
 and modules marked ``@pytest.mark.optimised`` compile at JAX's default level (the setting is read
-at each compilation, so it can change between tests; the marked tests were chosen by their CPU time
-under both levels, measured per test with ``DYNLAB_TEST_CPU_LOG``). An optimisation level that
-``XLA_FLAGS`` sets is kept for every test.
+at each compilation, so it can change between tests). They were chosen by CPU time per test
+(``DYNLAB_TEST_CPU_LOG``) in two whole-suite runs, at -O0 and at -O2, and kept only where marking
+them alone saved CPU in a third: a marked test no longer shares the compilation cache with the
+unmarked ones (the level is part of the key), so the README tour, cheaper at -O2 when everything
+was, cost 115.7 -> 142.2 s marked alone, and the ELM SHD module 12.2 -> 25.9 s. Kept: ARU training
+28.4 -> 16.7 s, the SITH TRW module 31.7 -> 19.1 s, the STA null 4.4 -> 2.3 s, ARU adaptation
+15.2 -> 13.9 s. A test that compares its numbers
+bit for bit with a fixture's must compile at the fixture's level: the resume test of test_scenarios
+is not marked, since its reference sweep runs at -O0. An optimisation level that ``XLA_FLAGS``
+sets is kept for every test.
 
 **Fusion emitters.** XLA's CPU backend compiles each fusion through its newer MLIR "fusion
 emitters" by default; ``--xla_cpu_use_fusion_emitters=false`` takes its older LLVM-IR emitters,

@@ -39,8 +39,6 @@ from dynlab import experiment
 from dynlab.analyses.fixed_points.context import slow_modes
 from dynlab.train import train
 
-pytestmark = pytest.mark.optimised  # its fixture runs programs long: cheaper at -O2 (tests/conftest.py)
-
 BENCH = runpy.run_path(str(pathlib.Path(__file__).parents[1] / "benchmarks" / "context_integration.py"))
 
 

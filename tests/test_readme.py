@@ -24,7 +24,6 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
 import xarray as xr
 from cli_runner import invoke
 from test_lyapunov_model import check_reading
@@ -91,7 +90,6 @@ def test_readme_parsing_finds_the_quick_start_and_the_tour():
     assert len(commands) >= 8
 
 
-@pytest.mark.optimised  # trains an ARU and runs long Lyapunov spectra: 115.7 -> 107.0 s of CPU at -O2 (tests/conftest.py)
 def test_readme_commands_run_in_order_from_an_empty_directory(tmp_path, monkeypatch):
     monkeypatch.setenv("MPLBACKEND", "Agg")
     monkeypatch.chdir(tmp_path)

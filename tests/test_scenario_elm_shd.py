@@ -28,8 +28,6 @@ import xarray as xr
 from dynlab.errors import DivergenceError
 from dynlab.scenarios import elm_shd
 
-pytestmark = pytest.mark.optimised  # its fixture runs programs long: cheaper at -O2 (tests/conftest.py)
-
 RUN = dict(seeds=[0, 1], bins_ms=[50.0, 100.0], steps=3, eval_every=3, batch_size=4, eval_size=8, constant_tau_ms=25.0)
 DIVERGED = (100.0, "lstm", 1)
 

@@ -63,7 +63,6 @@ def test_sweep_merges_all_cells(reference):
     assert not np.array_equal(ds.train_loss.isel({"model.gain": 0}).values, ds.train_loss.isel({"model.gain": 1}).values)
 
 
-@pytest.mark.optimised  # runs its programs long: cheaper at -O2 (tests/conftest.py)
 def test_kill_minus_9_then_resume_equals_uninterrupted(reference, tmp_path):
     """A real ``dynlab run`` killed with SIGKILL after at least 3 of its 8 cells finished; then, in
     this process, one resume of it, which also makes a finished cell partial (its marker removed)

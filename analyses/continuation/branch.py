@@ -33,14 +33,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-import jax
 import numpy as np
 from jaxtyping import Array, Float
 
 from dynlab.analyses.continuation.settings import ContinuationSettings
 from dynlab.analyses.continuation.system import FixedPoints, Residual, correct, unit_tangent
 
-__all__ = ["EASY_ITERATIONS", "MAX_TURN", "Curve", "continue_branch", "correct_at", "follow", "follow_both_ways", "start"]
+__all__ = ["EASY_ITERATIONS", "MAX_TURN", "Curve", "correct_at", "follow", "follow_both_ways", "start"]
 
 Map = Callable[[Float[Array, " n"], Float[Array, ""]], Float[Array, " n"]]
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import warnings
 from typing import Any
 
 import equinox as eqx
@@ -38,7 +37,7 @@ from dynlab.outputs import Output
 from dynlab.provenance import stamp
 from dynlab.registry import register
 
-__all__ = ["SEED_ROUNDS", "SEED_STEPS", "STATES_MAX", "Settings", "check_continuation", "continuation_analysis", "diagram_dataset", "seed_points"]
+__all__ = ["CANDIDATE_Q", "SEED_ROUNDS", "SEED_STEPS", "STATES_MAX", "Settings", "check_continuation", "continuation_analysis", "diagram_dataset", "seed_points"]
 
 STATES_MAX = 64
 """States are stored whole up to this many components; above, only their projections on the
@@ -50,9 +49,9 @@ N_PCS = 3
 
 SEED_STEPS = 200
 r"""BFGS steps per start of the seeds' search ([`seed_points`][]; ``fixed-points``' own default is
-1000). Every start's end point is then corrected by the continuation's Newton corrector, which
-converges in a few iterations from where BFGS would need hundreds more; one that does not converge
-(a slow point, a ghost, a start still far away) seeds nothing. Measured on a 128-unit GRU trained
+1000). The end points with $q \le$ `CANDIDATE_Q` are then corrected by the continuation's Newton
+corrector, which converges in a few iterations from where BFGS would need hundreds more; one that
+does not converge (a slow point, a ghost) seeds nothing. Measured on a 128-unit GRU trained
 on the 3-bit flip-flop (float64, 2 cores, compilation included): at u = 0, 3 rounds of 64 starts
 found 13 fixed points near the visited states at 1000 steps (10.0 s) and at 200 (7.6 s); at u = -1,
 7 and 6; at u = +1, 4 and 3. More starts find more than more steps: 8 rounds of 200 steps found
@@ -65,7 +64,8 @@ UNIQUE_TOL = 1e-3
 """Fixed points closer than this (Euclidean) are one seed: ``fixed-points``' default `unique_tol`."""
 
 SEED_ROUNDS = 3
-"""Rounds of `ics` starts of the seeds' search at each value of p searched: a fixed number, not
+"""Rounds of `ics` starts of the seeds' search at the start $p_0$ (one at each end of the span), at
+most: a round after the first that finds no new point ends it. Not
 ``fixed-points``' Good–Turing rule, which reads end points cut short at `SEED_STEPS` as a continuum
 of distinct points and stops after one round."""
 
@@ -185,7 +185,7 @@ def continuation_analysis(
        found, stable or not, seeds a branch, but for those beyond the
        visited states (``fixed-points``' `beyond_visited`: a GRU's saturated points, a hundred of
        them, which no trajectory of the task comes near), counted in `n_seeds_beyond_visited`.
-       With `ends`, the same search at both ends of the span seeds branches too (a seed on a
+       With `ends`, the same search (one round) at both ends of the span seeds branches too (a seed on a
        branch already followed starts nothing): a pair of branches born at a fold inside the span
        never reaches $p_0$, and a search at $p_0$ alone cannot see it.
     3. **Branches** ([`dynlab.analyses.continuation.trace`][]): pseudo-arclength continuation of
@@ -205,8 +205,8 @@ def continuation_analysis(
         input: the input protocol whose visited states start the search for the seeds, e.g.
             task=NAME, noise=0.1 or autonomous (default: the model's own task).
         ics: initial states of the seeds' fixed-point search per round.
-        rounds: rounds of the seeds' search at each value of p searched (short BFGS runs, each end
-            corrected by Newton's method).
+        rounds: rounds of the seeds' search at the start (short BFGS runs, each end corrected by
+            Newton's method); one round at each end of the span.
         steps: steps of the trajectory whose visited states start the seeds' search.
         burn_in: first steps of the trajectory left out of the visited states.
         settings: the continuation's settings, e.g. ds=0.005,ds_max=0.05,max_points=500 (steps in
@@ -285,8 +285,9 @@ def seed_points(F, step, visited: np.ndarray, x, p: float, settings: Continuatio
 
     `rounds` rounds of `ics` starts from the visited states (``fixed-points``' initial states:
     visited and probe states, perturbed; round $r$ seeded by `seed` and $r$) minimise the speed
-    $q$ of `step` at input `x` for `SEED_STEPS` BFGS steps; each end point is corrected by Newton's
-    method at $p$ ([`correct_at`][dynlab.analyses.continuation.branch.correct_at]); the converged
+    $q$ of `step` at input `x` for `SEED_STEPS` BFGS steps; each end point with $q \le$
+    `CANDIDATE_Q` is corrected by Newton's method at $p$ (a round after the first that adds no
+    new point ends the search) ([`correct_at`][dynlab.analyses.continuation.branch.correct_at]); the converged
     ones, deduplicated within ``fixed-points``' radius $10^{-3}$, are kept when near the visited
     states (``beyond_visited``) and counted otherwise (a GRU's saturated points).
     """
@@ -296,17 +297,18 @@ def seed_points(F, step, visited: np.ndarray, x, p: float, settings: Continuatio
 
     visited = jnp.asarray(visited)
     rtol = float(np.sqrt(np.finfo(np.float64).eps) / 10)
-    ends = []
+    fixed = np.zeros((0, visited.shape[1]))
     for r in range(int(rounds)):
         h0s, _ = initial_states(step, visited, x, int(ics), jax.random.fold_in(jax.random.key(seed), r))
-        ends.append(np.asarray(minimise_speed(step, jnp.asarray(h0s), x, rtol=rtol, atol=1e-14, max_steps=SEED_STEPS).points))
-    ends = np.concatenate(ends)
-    ends = ends[np.all(np.isfinite(ends), axis=1)]
-    ends = ends[np.asarray(jax.vmap(lambda h: speed(step, h, x))(jnp.asarray(ends))) <= CANDIDATE_Q]
-    fixed = correct_at(F, ends[unique_points(ends, np.zeros(len(ends)), UNIQUE_TOL)[0]], p, settings)[:, :-1]
-    if not len(fixed):
-        return fixed, 0
-    fixed = fixed[unique_points(fixed, np.zeros(len(fixed)), UNIQUE_TOL)[0]]
+        ends = np.asarray(minimise_speed(step, jnp.asarray(h0s), x, rtol=rtol, atol=1e-14, max_steps=SEED_STEPS).points)
+        ends = ends[np.all(np.isfinite(ends), axis=1)]
+        ends = ends[np.asarray(jax.vmap(lambda h: speed(step, h, x))(jnp.asarray(ends))) <= CANDIDATE_Q]
+        found = correct_at(F, ends[unique_points(ends, np.zeros(len(ends)), UNIQUE_TOL)[0]], p, settings)[:, :-1]
+        before = len(fixed)
+        fixed = np.concatenate([fixed, found])
+        fixed = fixed[np.sort(unique_points(fixed, np.zeros(len(fixed)), UNIQUE_TOL)[0])] if len(fixed) else fixed
+        if r > 0 and len(fixed) == before:  # a round that found nothing new: the rest would not either
+            break
     far = beyond_visited(fixed, np.asarray(visited))
     return fixed[~far], int(np.sum(far))
 
