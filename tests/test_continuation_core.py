@@ -6,6 +6,8 @@ the origin loses stability through mu = w = 1 (a pitchfork, by the symmetry h ->
 mu = w = -1 (a flip); for h <- tanh(g R(theta) h) the origin's multipliers are g e^{+-i theta}.
 """
 
+import warnings
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -117,6 +119,22 @@ def test_neimark_sacker_of_a_rotation():
     assert [pt.kind for pt in points] == ["neimark-sacker"]
     assert points[0].p == pytest.approx(1.0, abs=1e-8)
     assert points[0].multiplier == pytest.approx(np.exp(1j * theta), abs=1e-6)
+
+
+def test_a_complex_pair_that_turns_real_off_the_circle_is_no_neimark_sacker_point():
+    """h <- tanh(A(p) h), A = [[1.5, 1], [p, 1.5]]: the origin's multipliers 1.5 +- sqrt(p) are a
+    complex pair of modulus sqrt(2.25 - p) > 1 for p < 0 and two reals in (1.05, 1.95) for p in
+    (0, 0.2]: the pair meets on the real axis outside the circle, and nothing crosses it. The count
+    of complex multipliers outside the circle changes at p = 0 all the same (it gave a spurious
+    Neimark-Sacker crossing, then a 'could not be located' warning, before detection also asked the
+    count inside to change the other way)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no 'could not be located' warning either
+        branch, points = continue_branch(lambda h, p: jnp.tanh(jnp.array([[1.5, 1.0], [p, 1.5]]) @ h),
+                                         np.zeros(2), -0.2, (-0.2, 0.2))
+    assert len(points) == 0
+    assert branch.p.min() == pytest.approx(-0.2) and branch.p.max() == pytest.approx(0.2)
+    assert np.all(branch.n_unstable == 2)  # both multipliers outside the circle all along
 
 
 def test_fold_curve_in_w_and_its_cusp_at_w_1_u_0():

@@ -127,7 +127,7 @@ def start(R: Residual, x_guess: np.ndarray, row: np.ndarray, settings: Continuat
 
 
 def correct_at(F, hs: np.ndarray, p: float, settings: ContinuationSettings) -> np.ndarray:
-    """Guesses `hs` `[B, N]` of fixed points of $F(\cdot, p)$ corrected at that $p$ (Newton's method
+    r"""Guesses `hs` `[B, N]` of fixed points of $F(\cdot, p)$ corrected at that $p$ (Newton's method
     on $F(h, p) - h$: the corrector with $r = e_p$, one guess at a time, the corrector that the
     branches compile anyway): the points $x = (h^*, p)$ `[K, N+1]` of those that converge."""
     hs = np.atleast_2d(np.asarray(hs, np.float64))
