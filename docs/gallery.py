@@ -125,6 +125,14 @@ ENTRIES: tuple[Entry, ...] = (
           ("dynlab train --model gru --task flipflop --set model.hidden=16 --steps 400 --out runs/gru-flipflop",
            "dynlab analyze flip-threshold --checkpoint runs/gru-flipflop --u-max 0.5 --out flip-threshold.nc"),
           ("flip-threshold.png",)),
+    Entry("continuation", "Bifurcation diagram: where a flip-flop loses its bits", "Every fixed point of a 16-unit "
+          "GRU trained on the 3-bit flip-flop, continued along a constant input u on input channel 0 over "
+          "[-0.5, 0.5]: the read-out of bit 0 against u, stable branches solid, unstable dashed, folds (F) where a "
+          "corner meets a saddle and its bit is lost (an S-shaped curve: hysteresis).",
+          ("dynlab train --model gru --task flipflop --set model.hidden=16 --steps 400 --out runs/gru-ff",
+           "dynlab analyze continuation --checkpoint runs/gru-ff --path 'channel=0,span=[-0.5,0.5]' --no-cycles "
+           "--out continuation.nc"),
+          ("continuation.png",)),
     Entry("pc-bp", "PC against BP across width and depth", "Cosine of the PC and BP gradients over a width × "
           "depth grid of mean-field residual MLPs, s − 1 against L/N, and both losses.",
           ("dynlab compare pc-bp --widths 8,32,128 --depths 2,4,8 --param mf --task toy --steps 20 --out pc_bp.nc",),
