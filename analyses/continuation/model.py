@@ -285,24 +285,24 @@ def seed_points(F, step, visited: np.ndarray, x, p: float, settings: Continuatio
 
     `rounds` rounds of `ics` starts from the visited states (``fixed-points``' initial states:
     visited and probe states, perturbed; round $r$ seeded by `seed` and $r$) minimise the speed
-    $q$ of `step` at input `x` for `SEED_STEPS` BFGS steps; each end point with $q \le$
-    `CANDIDATE_Q` is corrected by Newton's method at $p$ (a round after the first that adds no
-    new point ends the search) ([`correct_at`][dynlab.analyses.continuation.branch.correct_at]); the converged
-    ones, deduplicated within ``fixed-points``' radius $10^{-3}$, are kept when near the visited
-    states (``beyond_visited``) and counted otherwise (a GRU's saturated points).
+    $q$ of `step` at input `x` for `SEED_STEPS` BFGS steps (``fixed-points``' tolerances); each end
+    point with $q \le$ `CANDIDATE_Q` is corrected by Newton's method at $p$
+    ([`correct_at`][dynlab.analyses.continuation.branch.correct_at]). The converged ones,
+    deduplicated within `UNIQUE_TOL`, are kept when near the visited states (``beyond_visited``)
+    and counted otherwise (a GRU's saturated points). A round after the first that adds no new
+    point ends the search.
     """
     from dynlab.analyses.continuation.branch import correct_at
-    from dynlab.analyses.fixed_points.core import minimise_speed, speed, unique_points
+    from dynlab.analyses.fixed_points.core import _rtol, minimise_speed, unique_points
     from dynlab.analyses.fixed_points.coverage import beyond_visited, initial_states
 
     visited = jnp.asarray(visited)
-    rtol = float(np.sqrt(np.finfo(np.float64).eps) / 10)
     fixed = np.zeros((0, visited.shape[1]))
     for r in range(int(rounds)):
         h0s, _ = initial_states(step, visited, x, int(ics), jax.random.fold_in(jax.random.key(seed), r))
-        ends = np.asarray(minimise_speed(step, jnp.asarray(h0s), x, rtol=rtol, atol=1e-14, max_steps=SEED_STEPS).points)
-        ends = ends[np.all(np.isfinite(ends), axis=1)]
-        ends = ends[np.asarray(jax.vmap(lambda h: speed(step, h, x))(jnp.asarray(ends))) <= CANDIDATE_Q]
+        res = minimise_speed(step, jnp.asarray(h0s), x, rtol=_rtol(visited.dtype, None), atol=1e-14, max_steps=SEED_STEPS)
+        ends, q = np.asarray(res.points), np.asarray(res.q)
+        ends = ends[np.all(np.isfinite(ends), axis=1) & (q <= CANDIDATE_Q)]
         found = correct_at(F, ends[unique_points(ends, np.zeros(len(ends)), UNIQUE_TOL)[0]], p, settings)[:, :-1]
         before = len(fixed)
         fixed = np.concatenate([fixed, found])
