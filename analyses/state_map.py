@@ -12,11 +12,11 @@ is an input protocol, a value of [`dynlab.analyses.protocol`][].
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Callable
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, PRNGKeyArray
@@ -134,8 +134,23 @@ def eigenvalues_of(jacobians, *, vectors: bool = False):
     whose cores are busy (JAX's own threads, other workers): 64 matrices of 128 x 128 took 0.34 s
     with one thread and 6.8 s (7.1 s of CPU) with two, on 2 cores that other work shared. The
     thread limit holds only inside this call (`threadpoolctl`). With `vectors`, also the
-    eigenvectors (`numpy.linalg.eig`)."""
+    eigenvectors (`numpy.linalg.eig`).
+
+    A stack is split over one thread per core this process may use (LAPACK runs without the GIL),
+    each matrix still on one BLAS thread: the same numbers, to the bit, sooner (256 matrices of
+    128 x 128: 1.40 s on one thread, 0.87 s on two, 2 idle cores)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from threadpoolctl import threadpool_limits
 
+    jacobians = np.asarray(jacobians)
+    solve = np.linalg.eig if vectors else np.linalg.eigvals
+    threads = min(len(os.sched_getaffinity(0)), len(jacobians)) if jacobians.ndim == 3 else 1
     with threadpool_limits(limits=1, user_api="blas"):
-        return np.linalg.eig(jacobians) if vectors else np.linalg.eigvals(jacobians)
+        if threads < 2:
+            return solve(jacobians)
+        with ThreadPoolExecutor(threads) as pool:
+            parts = list(pool.map(solve, np.array_split(jacobians, threads)))
+    if vectors:
+        return tuple(np.concatenate(p) for p in zip(*parts))
+    return np.concatenate(parts)

@@ -160,7 +160,7 @@ def _abstract(fn: Callable, *args, what: str, size: str) -> Any:
         # allocation it cannot make (task.hidden=1000000), and small ones compile 50 programs.
         with jax_config.eager_constant_folding(False):
             return eqx.filter_eval_shape(fn, *args)
-    except OverflowError as e:
+    except OverflowError:
         # not JAX's message, which prints the overflowing size in full (300 digits for task.dt=1e-300)
         raise ConfigError(f"{size} is too large to build {what} (its sizes overflow); lower "
                           f"{size.split('=', 1)[0] if '=' in size else 'the trial length'}") from None
@@ -210,15 +210,35 @@ def check_training(config: dict, task: Any, build_model: Callable[[], Any], *, t
     if isinstance(length, int) and (not value.isdigit() or length > int(value)):
         # the trial length drives the size, though the config may set it through others (task.dt)
         size = f"task.length={length}" if "length" in config.get("task", {}) else f"a trial of {length:,} steps"
-    if not training:
-        model = _abstract(build_model, what="the model", size=size)
-        require(tree_bytes(model), size=size, what="the model's parameters")
-        return
-    train = config.get("train", {})
-    batch_size = train.get("batch_size", TrainConfig.batch_size)
-    eval_size = train.get("eval_size", TrainConfig.eval_size)
-    require(training_bytes(build_model, task, batch_size, eval_size, size=size), size=size,
-            what="one training step (parameters, a batch and its trajectory)")
+    key = _estimate_key(config, training)
+    nbytes = _ESTIMATES.get(key)
+    if nbytes is None:
+        if not training:
+            nbytes = tree_bytes(_abstract(build_model, what="the model", size=size))
+        else:
+            train = config.get("train", {})
+            nbytes = training_bytes(build_model, task, train.get("batch_size", TrainConfig.batch_size),
+                                    train.get("eval_size", TrainConfig.eval_size), size=size)
+        if key is not None:
+            _ESTIMATES[key] = nbytes
+    require(nbytes, size=size, what="one training step (parameters, a batch and its trajectory)" if training
+            else "the model's parameters")
+
+
+_ESTIMATES: dict[tuple[str, bool], int] = {}
+"""The estimates [`check_training`][] has traced in this process, by config (its text less the
+seed, which changes no shape) and ``training``. A config is traced once: checking a study, then
+building each of its cells and each model an analysis loads, traced it again each time (2,538
+abstract traces and 83 s of the test suite's CPU before this cache)."""
+
+
+def _estimate_key(config: dict, training: bool) -> tuple[str, bool] | None:
+    from dynlab.config import dumps
+
+    try:
+        return dumps({k: v for k, v in config.items() if k != "seed"}), training
+    except ConfigError:  # a value TOML cannot write: not cached
+        return None
 
 
 def check_teacher(build_teacher: Callable[[], Any], trials: int, length: int, *, size: str) -> None:
