@@ -1,4 +1,4 @@
-"""The ``dynlab`` command line (console script ``dynlab = dynlab.cli:main``).
+"""The ``dynlab`` command line (console script ``dynlab = dynlab.cli:console``).
 
 [`main`][dynlab.cli.main] holds the top-level group and its error handling; every other module
 adds its commands to it (``train``, ``import``, ``analyze …``, ``run``/``sweep``, ``plot``, ``compare``,
@@ -6,7 +6,7 @@ adds its commands to it (``train``, ``import``, ``analyze …``, ``run``/``sweep
 imports JAX, so ``dynlab --help`` is fast.
 """
 
-from dynlab.cli.main import main
+from dynlab.cli.main import console, main
 from dynlab.cli import importer, plot, reproduce, run, train, transfer  # noqa: F401  (they register their commands)
 from dynlab.cli.analyze import analyze
 from dynlab.cli.compare import compare, comparison_command
@@ -16,4 +16,4 @@ main.add_command(compare)
 compare.lazy["pc-bp"] = analyze.lazy["pc-bp"] = lambda: comparison_command("pc-bp", "mlp")  # one command, two names
 analyze.lazy["pc-bptt"] = lambda: comparison_command("pc-bptt", "rnn")
 
-__all__ = ["main"]
+__all__ = ["console", "main"]

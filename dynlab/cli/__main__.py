@@ -1,5 +1,5 @@
 """``python -m dynlab.cli``: the command line."""
 
-from dynlab.cli import main
+from dynlab.cli import console
 
-main()
+console()
