@@ -58,6 +58,13 @@ VARIABLES = {
 }
 
 
+@eqx.filter_jit
+def _grads(rule, model, batch, key):
+    """A rule's gradients and metrics on the batch, compiled once per rule and model structure (a
+    lambda made at each call compiled at each call)."""
+    return rule.grads(model, batch, key)
+
+
 def _leaves(grads) -> list[tuple[str, jax.Array]]:
     """``(path, array)`` of every trainable leaf of a gradient PyTree."""
     flat = jax.tree_util.tree_flatten_with_path(eqx.filter(grads, eqx.is_inexact_array))[0]
@@ -125,7 +132,7 @@ def grad_compare(model, rules: dict, task="train", *, batch_size: int = 16, batc
     key = jax.random.key(0)  # the rules compared here are deterministic; one key for all
     grads, metrics = {}, {}
     for name in names:
-        g, m = eqx.filter_jit(lambda r, mod, b: r.grads(mod, b, key))(rules[name], model, batch)
+        g, m = _grads(rules[name], model, batch, key)
         grads[name], metrics[name] = g, {k: float(v) for k, v in jax.device_get(m).items() if np.ndim(v) == 0}
     converged = {n: metrics[n].get("converged", 1.0) > 0 for n in names}  # rules without inference: converged
     pairs = list(itertools.combinations(names, 2))
