@@ -22,7 +22,8 @@ Prints the figures and ratios; not a test (timings vary with the machine's load)
 Measured (2026-12-07, 2 idle CPU cores, a GRU of 128 units trained 500 steps, held-out sign
 accuracy 1.0), after the seeds' search was shortened (200 BFGS steps finished by Newton's method):
 
-- [1] continuation, compilation included: **21.5 s** against the 20 s wanted: NOT met (24.8 s before
+- [1] continuation, compilation included: **21.5 s** (the median of 20.9, 21.5 and 23.4 s) against
+  the 20 s wanted: NOT met (24.8 s before
   the eigenvalues were split over the 2 cores and no longer computed for the padding of their
   batches, 93ee521: the same dataset to the bit; of the 21.5 s, 8.4 s are compiling 126 programs,
   about 4 s of them small ones of eager operations; earlier the
