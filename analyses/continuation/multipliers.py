@@ -96,7 +96,7 @@ def spectra(R: FixedPoints, xs: np.ndarray, settings) -> list[np.ndarray]:
             # batches padded to a power of two (or the chunk): a few compilations, not one per length
             size = min(chunk, 1 << (len(part) - 1).bit_length())
             padded = np.concatenate([part, np.repeat(part[-1:], size - len(part), axis=0)])
-            out.extend(eigenvalues_of(np.asarray(state_jacobians(R, padded))[: len(part)]))  # the padding's not
+            out.extend(eigenvalues_of(np.asarray(state_jacobians(R, padded))[: len(part)]))  # not the padding's
         return out
     out, v0 = [], None
     for x in xs:

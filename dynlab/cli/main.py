@@ -173,8 +173,9 @@ def console() -> None:
 
     After Ctrl-C (exit status 130) the process ends at once (``os._exit``), its output flushed,
     without the interpreter's teardown: that teardown frees XLA's runtime while a computation the
-    interrupt left behind may still be using it, and it segfaulted (exit 139 after "aborted") 2 times
-    in 14 when ``dynlab analyze lyapunov --model aru`` was interrupted at random moments from 3 to 12 s.
+    interrupt left behind may still be using it, and it segfaulted (exit 139 in a shell, after
+    "aborted") 7 times in 38 when ``dynlab analyze lyapunov --model aru`` was interrupted at random
+    moments, against 0 in 28 through this function (``benchmarks/interrupt.py``).
     Whatever a command keeps is written, and its Dask cluster closed, before the interrupt reaches
     here; the teardown had nothing left to finish. In-process callers (tests, notebooks) call
     [`main`][] and get ``SystemExit`` as before."""
