@@ -12,7 +12,6 @@ is an input protocol, a value of [`dynlab.analyses.protocol`][].
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Callable
 
 import equinox as eqx
@@ -143,9 +142,11 @@ def eigenvalues_of(jacobians, *, vectors: bool = False):
 
     from threadpoolctl import threadpool_limits
 
+    from dynlab.budget import cores
+
     jacobians = np.asarray(jacobians)
     solve = np.linalg.eig if vectors else np.linalg.eigvals
-    threads = min(len(os.sched_getaffinity(0)), len(jacobians)) if jacobians.ndim == 3 else 1
+    threads = min(cores(), len(jacobians)) if jacobians.ndim == 3 else 1
     with threadpool_limits(limits=1, user_api="blas"):
         if threads < 2:
             return solve(jacobians)

@@ -22,6 +22,7 @@ interleaved run), ``console`` 0 times in 28 (18 over 7-13 s, 10 interleaved).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import signal
@@ -45,10 +46,8 @@ def trial(entry: str, command: list[str], delay: float) -> int:
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                 env={**os.environ, "MPLBACKEND": "Agg"})
         time.sleep(delay)
-        try:
+        with contextlib.suppress(ProcessLookupError):  # it finished first
             os.killpg(proc.pid, signal.SIGINT)
-        except ProcessLookupError:
-            pass
         _, err = proc.communicate()
         last = err.strip().splitlines()[-1] if err.strip() else ""
         print(f"  {entry:8s} SIGINT at {delay:5.2f} s: exit {proc.returncode:4d}  {last[:80]}", flush=True)

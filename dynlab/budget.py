@@ -125,6 +125,11 @@ def limit() -> tuple[int, str]:
     return min(candidates)
 
 
+def cores() -> int:
+    """The CPU cores this process may use (its affinity where the system has one, else every core)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def require(nbytes: int, *, size: str, what: str, lower: str | None = None) -> None:
     """Raise [`ConfigError`][] when ``nbytes`` (the estimate of ``what``, driven by ``size``,
     e.g. ``"task.length=1000000000"``) exceeds the [`limit`][]; the message names the size,

@@ -154,7 +154,7 @@ def test_the_installed_command_ends_at_once_after_ctrl_c_and_only_then(monkeypat
         raise SystemExit(code)
 
     class Ended(BaseException):
-        pass
+        """Where the process would have ended."""
 
     ended = []
 

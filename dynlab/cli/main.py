@@ -7,6 +7,7 @@ commands live beside this module, one concern per file, and only import downward
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
@@ -184,10 +185,8 @@ def console() -> None:
     except SystemExit as e:
         if e.code == 130:
             for stream in (sys.stdout, sys.stderr):
-                try:
+                with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more can be said
                     stream.flush()
-                except (OSError, ValueError):  # a closed pipe: nothing more can be said
-                    pass
             os._exit(130)
         raise
 

@@ -83,11 +83,11 @@ def _workers(text) -> int | None:
     **Enforces** "workers are capped at the cores, naming the cap": more worker processes than
     cores only compete for them (and a thousand would exhaust the machine).
     """
-    import os
+    from dynlab.budget import cores as available
 
     if text is None:
         return None
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = available()
     value = int_option("--workers", text, minimum=1)
     if value > cores:
         raise ConfigError(f"--workers {value} is more than the {cores} core{'s' * (cores != 1)} this process may use; "
