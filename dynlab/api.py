@@ -26,6 +26,7 @@ in, so its analyses run in float64 ([`dynlab.store.load_model_arrays`][]).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -132,7 +133,7 @@ def analyze(name: str, target, **options: Any) -> xr.Dataset:
             is the model's own task.
     """
     from dynlab import budget, registry
-    from dynlab.experiment import Experiment
+    from dynlab.experiment import Experiment, initial_model
     from dynlab.scenarios.spec import _check_analysis, analysis_options
 
     entry = registry.get("analysis", name)
@@ -143,7 +144,7 @@ def analyze(name: str, target, **options: Any) -> xr.Dataset:
             raise ConfigError(f"{name} compares at least 2 run directories: give a list of them")
         return entry.obj(runs, **analysis_options(checked))
     exp = target if isinstance(target, Experiment) else load(target)
-    resolved = analysis_options(checked, exp.task, exp.seed)
+    resolved = analysis_options(checked, exp.task, exp.seed, functools.partial(initial_model, exp))
     budget.check_analysis(name, exp.model, {**registry.defaults(entry.obj), **resolved})  # before any work
     arguments = (exp.model, exp.rules) if entry.takes == "rules" else (exp.model,)
     return stamped(entry.obj(*arguments, **resolved), name, exp)

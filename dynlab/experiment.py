@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import equinox as eqx
@@ -313,6 +314,31 @@ def build(config: dict, *, training: bool = True, weights: bool = True) -> Exper
         jax.block_until_ready(model)  # each tracer to block cost ~5 ms per array in JAX's error text, 2 s a study)
     rules = {n: registry.make("rule", n, loss=task.loss, **keys) for n, keys in rule_configs(rule_cfg).items()}
     return Experiment(config, model, task, rules.get(trains), TrainConfig(**config["train"]), rules)
+
+
+def initial_model(exp: Experiment):
+    """The model ``exp``'s run started from: rebuilt from its config, whose seed alone draws the
+    initial weights ([`build`][]: ``fold_in(key(seed), 0)``, whatever the task, rule or training), so
+    these are the arrays ``dynlab train`` began with, to the bit. They are drawn at the run's own
+    precision (float64 only for a run whose arrays are), whatever the caller's ``jax_enable_x64``:
+    JAX draws other numbers under x64. For a model built from a config
+    (nothing trained) it is that model.
+
+    **Enforces** that the run was trained by dynlab: an imported run (``import.toml``) holds only the
+    weights it was trained to elsewhere, so its initial model is unknown; one
+    [`ConfigError`][dynlab.errors.ConfigError] line."""
+    from dynlab import store
+
+    if exp.path is None:
+        return exp.model
+    if (Path(exp.path) / store.IMPORTED).is_file():
+        raise ConfigError(f"{exp.path} was imported (dynlab import): its initial weights are not known, only its "
+                          "trained ones; give the run directory of a model saved at step 0 instead")
+    # drawn at the run's own precision (the draws differ under x64), whatever the caller's context: a continuation
+    # works in float64
+    wide = any(x.dtype == jax.numpy.float64 for x in jax.tree.leaves(eqx.filter(exp.model, eqx.is_inexact_array)))
+    with jax.enable_x64(wide):
+        return build(store.read_config(exp.path), training=False).model  # the stored config: a --set does not change it
 
 
 def load_run(run_dir, *, unit: str | None = None) -> Experiment:

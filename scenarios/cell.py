@@ -44,7 +44,7 @@ import xarray as xr
 
 from dynlab import config as cfgmod
 from dynlab import experiment, registry, store
-from dynlab.errors import DivergenceError, StorageError
+from dynlab.errors import ConfigError, DivergenceError, StorageError
 from dynlab.scenarios.spec import (ISOLATED, analysis_options, cell_transfer, entry_stages, results_of, stage_step,
                                    takes_rules, without_training)
 
@@ -216,6 +216,12 @@ class _Stages:
             raise self.made[stage]
         return self.made[stage]
 
+    def initial_model(self):
+        """The cell's model before training (a continuation's ``homotopy = "init"``)."""
+        if self.initial is None:
+            raise ConfigError("homotopy = \"init\": this cell has no model before training")
+        return self.initial.model
+
     def _make(self, stage: str):
         if stage == "init":
             return self.initial
@@ -251,7 +257,7 @@ def _finish(cell_dir: Path, exp, analyses: tuple[dict, ...], status: str, messag
                     continue
                 fn = registry.get("analysis", entry["name"]).obj
                 subject = (at.model, at.rules) if takes_rules(entry) else (at.model,)
-                ds = fn(*subject, **analysis_options(entry, at.task, at.seed))
+                ds = fn(*subject, **analysis_options(entry, at.task, at.seed, at_stage.initial_model))
                 store.write_dataset(cell_dir / f"{result}.nc", ds)
                 results[result] = {"status": "ok", "message": ""}
             except Exception as e:  # a failed analysis stops neither the cell's other results nor the sweep
@@ -271,7 +277,12 @@ def _finish(cell_dir: Path, exp, analyses: tuple[dict, ...], status: str, messag
 
 
 def _at_init(analyses: tuple[dict, ...]) -> bool:
-    return any("init" in entry_stages(e) for e in analyses)
+    """Whether the model before training is kept: an analysis at stage ``init``, or a continuation
+    from it (``path = {homotopy = "init"}``)."""
+    def from_init(path) -> bool:
+        return (path.get("homotopy") if isinstance(path, dict) else getattr(path, "homotopy", None)) == "init"
+
+    return any("init" in entry_stages(e) or from_init(e.get("path")) for e in analyses)
 
 
 def _steps(analyses: tuple[dict, ...]) -> list[int]:

@@ -789,10 +789,12 @@ def _check_analysis(entry: dict) -> dict:
     return {**{k: entry[k] for k in ENTRY_KEYS if k in entry}, **options}
 
 
-def analysis_options(entry: dict, own_task=None, own_seed: int | None = None) -> dict:
+def analysis_options(entry: dict, own_task=None, own_seed: int | None = None, own_initial=None) -> dict:
     """An ``[[analyses]]`` entry's options as the analysis takes them: ``task = "train"`` becomes
     ``own_task`` (a cell's own task; ``None`` for an analysis of several runs: the runs' common
-    task), another task name that task, built; ``seed = "cell"`` ([`CELL_SEED`][]) becomes ``own_seed``.
+    task), another task name that task, built; ``seed = "cell"`` ([`CELL_SEED`][]) becomes ``own_seed``;
+    a continuation's ``path = {homotopy = "init"}`` gets ``own_initial``, a function returning the
+    analysed run's initial model ([`HomotopyPath.with_initial`][dynlab.analyses.continuation.paths.HomotopyPath.with_initial]).
     Without ``task`` in the entry, the analysis's own default (its signature's) is resolved the same way.
     Option groups become their values ([`dynlab.option_groups`][]; older flat keys folded in), and
     an input protocol's task stream gets its task the same way
@@ -802,6 +804,7 @@ def analysis_options(entry: dict, own_task=None, own_seed: int | None = None) ->
     and from a scenario": ``dynlab analyze NAME`` passes its options through this function too
     ([`dynlab.cli.analyze`][]).
     """
+    from dynlab.analyses.continuation.paths import HomotopyPath
     from dynlab.analyses.protocol import TaskStream
 
     fn = registry.get("analysis", entry["name"]).obj
@@ -811,6 +814,8 @@ def analysis_options(entry: dict, own_task=None, own_seed: int | None = None) ->
         value = options.get(key, default)
         if isinstance(value, TaskStream) and isinstance(value.task, str):
             options[key] = value.resolved(own_task)
+        elif isinstance(value, HomotopyPath):
+            options[key] = value.with_initial(own_initial)
     if options.get("seed") == CELL_SEED:
         options["seed"] = own_seed
     default = registry.defaults(fn).get("task")
@@ -946,8 +951,6 @@ def check_cells(scenario: Scenario) -> None:
     ``[model]`` and ``[task]``) is built abstractly and ``check(model, **options)`` is called with
     the analysis's options, defaults filled in and ``task`` left out.
     """
-    import equinox as eqx
-
     hooks = []
     for entry in scenario.cell_analyses:
         analysis = registry.get("analysis", entry["name"])

@@ -281,3 +281,81 @@ def test_branches_born_inside_the_span_are_seeded_from_its_ends():
     assert len(folds(without)) == 0 and int(without.n_seeds) == 1
     assert len(folds(with_ends)) == 1 and abs(folds(with_ends)[0] - fold) < 1e-6, (folds(with_ends), fold)
     assert int(with_ends.n_seeds) == 1  # the seeds counted are those at the start
+
+
+FLIPFLOP_1 = {"name": "flipflop", "bits": 1, "length": 20}
+TINY_TRAIN = {"batch_size": 4, "eval_size": 4, "eval_every": 1, "log_every": 1}
+
+
+def _arrays(model) -> list[tuple[str, np.ndarray]]:
+    leaves = jax.tree_util.tree_flatten_with_path(eqx.filter(model, eqx.is_array))[0]
+    return [(jax.tree_util.keystr(p), np.asarray(x)) for p, x in leaves]
+
+
+def test_the_initial_model_is_the_arrays_training_began_with(tmp_path):
+    """``homotopy = "init"`` rebuilds a run's initial model from its config (issue 49). The truth is
+    the trainer's own: a run whose recurrent cells were frozen (``train.freeze``) still holds, after
+    training, the arrays it began with, and they are the rebuilt ones to the bit; the read-out,
+    which trained, is not."""
+    from dynlab.experiment import initial_model
+
+    dynlab.fit("rnn", task=FLIPFLOP_1, hidden=2, steps=2, out=tmp_path / "r", progress=False,
+               train={**TINY_TRAIN, "freeze": ["cells*"]})
+    run = dynlab.load(tmp_path / "r")
+    pairs = list(zip(_arrays(run.model), _arrays(initial_model(run))))
+    assert all(a[0] == b[0] for a, b in pairs)
+    assert {a[0]: np.array_equal(a[1], b[1]) for a, b in pairs} == {
+        ".cells[0].w_hh": True, ".cells[0].w_xh": True, ".cells[0].b_h": True,
+        ".readout.weight": False, ".readout.bias": False}
+
+
+def test_a_homotopy_from_init_is_the_homotopy_from_a_run_holding_the_initial_model(tanh_run, tmp_path):
+    """``--path homotopy=init`` on a run follows the homotopy from the model that run started from:
+    the same dataset as ``homotopy = RUN_DIR`` with RUN_DIR holding that model, from the command
+    line and from Python; the dataset names where it started."""
+    from dynlab.experiment import initial_model
+
+    options = ["--ics", "16", "--steps", "200", "--burn-in", "20", "--settings", "ds=0.02,max_points=300"]
+    result = _cli(tanh_run, tmp_path, "--path", "homotopy=init,base=[0.8]", *options)
+    assert result.exit_code == 0, result.output + result.stderr
+    from_init = xr.load_dataset(tmp_path / "c.nc", engine="h5netcdf")
+    assert from_init.attrs["path"].startswith("homotopy from this run's initial model (p = 0)"), from_init.attrs
+    start = run_holding(tanh_run, tmp_path / "init", initial_model(dynlab.load(tanh_run)))
+    explicit = dynlab.analyze("continuation", dynlab.load(tanh_run), path={"homotopy": str(start), "base": [0.8]},
+                              ics=16, steps=200, burn_in=20, settings={"ds": 0.02, "max_points": 300})
+    assert int(explicit.n_branches) >= 1
+    for name in explicit.data_vars:
+        xr.testing.assert_equal(from_init[name], explicit[name])
+
+
+def test_a_homotopy_from_init_needs_a_run_dynlab_trained(tanh_run, tmp_path):
+    """Called on a bare model, or on an imported run (whose initial weights dynlab never saw),
+    ``homotopy = "init"`` is one line naming what to give instead."""
+    from dynlab.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="needs the run the model was trained in"):
+        continuation_analysis(scalar_tanh().model, path=HomotopyPath("init"), **FAST)
+    imported = shutil.copytree(tanh_run, tmp_path / "imported")
+    (imported / store.IMPORTED).write_text('format = "torch-rnn"\n')
+    one_line_error(_cli(imported, tmp_path, "--path", "homotopy=init"), "imported", "initial weights", "step 0")
+
+
+def test_a_study_continues_each_cell_from_its_own_initial_model(tmp_path):
+    """In a study, ``path = {homotopy = "init"}`` starts from the cell's model before training (its
+    stage ``init``), kept for it; the dataset is the one ``dynlab.analyze`` gives on the cell's run
+    directory, whose initial model is rebuilt from its config instead."""
+    (tmp_path / "s.toml").write_text(
+        'name = "from-init"\nseed = 0\n[model]\nunit = "rnn"\nhidden = 1\n'
+        '[task]\nname = "flipflop"\nbits = 1\nlength = 20\n'
+        '[train]\nsteps = 2\nbatch_size = 4\neval_size = 4\neval_every = 1\nlog_every = 1\ncheckpoint_every = 2\n'
+        '[[analyses]]\nname = "continuation"\npath = {homotopy = "init", base = [0.8]}\nics = 16\nsteps = 200\n'
+        'burn_in = 20\nsettings = {ds = 0.02, max_points = 300}\n')
+    result = invoke(["run", str(tmp_path / "s.toml"), "--out", str(tmp_path / "out"), "-q"], tmp_path)
+    assert result.exit_code == 0, result.output + result.stderr
+    (written,) = (tmp_path / "out").rglob("continuation.nc")
+    in_study = xr.load_dataset(written, engine="h5netcdf")
+    again = dynlab.analyze("continuation", dynlab.load(written.parent), path={"homotopy": "init", "base": [0.8]},
+                           ics=16, steps=200, burn_in=20, settings={"ds": 0.02, "max_points": 300})
+    assert int(again.n_branches) >= 1
+    for name in again.data_vars:
+        xr.testing.assert_equal(in_study[name], again[name])

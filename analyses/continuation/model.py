@@ -177,7 +177,7 @@ def continuation_analysis(
     1. **Path.** $F(h; p)$ along `path` ([`dynlab.analyses.continuation.paths`][]): the input
        $x_0 + p\,e_c$ on one channel (default: channel 0, $p \in [-1, 1]$ from 0) or a direction,
        a model parameter set to (or scaling by) $p$, or the homotopy
-       $(1 - p)\theta_a + p\,\theta_b$ from another run's model.
+       $(1 - p)\theta_a + p\,\theta_b$ from another run's model or from this run's initial one.
     2. **Seeds.** The states the model (at $p_0$) visits under the `input` protocol (by default
        its own task's inputs, as ``fixed-points``), `steps` steps after `burn_in`, start `rounds`
        rounds of `ics` short speed minimisations of $F(\cdot; p_0)$ at the path's input
@@ -201,7 +201,8 @@ def continuation_analysis(
     Args:
         path: what p moves: {channel = C} or {direction = [...]} (an input), {parameter = "NAME",
             index = [...], span = [LO, HI]} or with scale = true (a model parameter),
-            {homotopy = "RUN_DIR"} (from that run's model to this one); each with optional span, start and base.
+            {homotopy = "RUN_DIR"} (from that run's model to this one) or {homotopy = "init"} (from this
+            run's initial model); each with optional span, start and base.
         input: the input protocol whose visited states start the search for the seeds, e.g.
             task=NAME, noise=0.1 or autonomous (default: the model's own task).
         ics: initial states of the seeds' fixed-point search per round.

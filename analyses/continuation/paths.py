@@ -9,6 +9,7 @@ A path is one frozen value, like the input protocol ([`dynlab.analyses.protocol`
 | [`ParameterPath`][]`(name, index=i)` | `{parameter = "cells.0.b_h", index = [3], span = [-2, 2]}` | $F_{\theta_i = p}(h, x_0)$ |
 | [`ParameterPath`][]`(name, scale=True)` | `{parameter = "cells.0.w_hh", scale = true, span = [0, 2]}` | $F_{\theta = p\,\theta^{(0)}}(h, x_0)$ |
 | [`HomotopyPath`][]`(run)` | `{homotopy = "runs/init"}` / `homotopy="runs/init"` | $F_{(1-p)\theta_a + p\,\theta_b}(h, x_0)$ |
+| [`HomotopyPath`][]`("init")` | `{homotopy = "init"}` / `homotopy=init` | the same, $\theta_a$ the analysed run's initial model |
 
 $x_0$ is the input held along the path (`base`, one number per input channel; zero by
 default); the drive $\xi$ is zero. An input path's channel is any input channel, the context cue
@@ -18,8 +19,12 @@ of a context-integration task among them. A parameter is named by its path in th
 an entry of an array (``index``) is set to $p$, and a whole array with ``scale = true`` is
 $p$ times its value in the model. A homotopy goes from the model of the run directory
 ``homotopy`` ($\theta_a$, $p = 0$) to the analysed model ($\theta_b$, $p = 1$), every
-floating-point array interpolated: ``init``$\to$``trained`` with a run saved at step 0, or two
-checkpoints of one training.
+floating-point array interpolated: two checkpoints of one training, or with ``homotopy = "init"``
+(a reserved word: a run directory named ``init`` is written ``./init``) ``init``$\to$``trained``,
+$\theta_a$ being the model the analysed run started from. That model is rebuilt from the run's
+config and seed (``dynlab train`` draws its initial weights from the seed alone, so the rebuilt arrays
+are the ones training began with, to the bit), or is a study cell's own stage-``init`` model; an
+imported run, whose initial weights dynlab never saw, is refused.
 
 Every path has a `span` $[p_{\min}, p_{\max}]$ the branches are followed in and a `start` $p_0$
 where the seeds are found ([`Family.start`][]): an input path's default span is $[-1, 1]$ from
@@ -52,11 +57,13 @@ from jax.flatten_util import ravel_pytree
 from dynlab.errors import ConfigError
 from dynlab.option_groups import OptionGroup
 
-__all__ = ["ContinuationPath", "Family", "HomotopyPath", "InputPath", "ParameterPath", "parameter_names"]
+__all__ = ["INIT", "ContinuationPath", "Family", "HomotopyPath", "InputPath", "ParameterPath", "parameter_names"]
 
 VALID = ("{channel = C} or {direction = [D1, D2, ...]} (an input), {parameter = \"NAME\", index = [I, ...], "
          "span = [LO, HI]} or {parameter = \"NAME\", scale = true, span = [LO, HI]} (a model parameter), "
-         "{homotopy = \"RUN_DIR\"} (from that run's model to this one)")
+         "{homotopy = \"RUN_DIR\"} (from that run's model to this one) or {homotopy = \"init\"} (from this run's initial "
+         "model)")
+INIT = "init"
 
 
 def _number(name: str, value: Any) -> float:
@@ -397,25 +404,44 @@ def _same_architecture(a, b, run: str) -> None:
 class HomotopyPath(ContinuationPath):
     r"""The homotopy $\theta(p) = (1 - p)\,\theta_a + p\,\theta_b$ from the model of the run
     directory `homotopy` ($\theta_a$) to the analysed model ($\theta_b$), every floating-point
-    array interpolated; the input held at $x_0$ = `base`."""
+    array interpolated; the input held at $x_0$ = `base`. With `homotopy` = [`INIT`][], $\theta_a$ is
+    the analysed run's initial model: `initial` returns it, bound by whoever knows the run
+    ([`with_initial`][dynlab.analyses.continuation.paths.HomotopyPath.with_initial]: ``dynlab analyze``,
+    a study's cell, ``dynlab.analyze``)."""
 
     homotopy: str
     base: tuple[float, ...] | None = None
     span: tuple[float, float] = (0.0, 1.0)
     start: float = 1.0
+    initial: Callable[[], Any] | None = dataclasses.field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
         if not isinstance(self.homotopy, str) or not self.homotopy:
-            raise ConfigError(f"homotopy must be a run directory (the model at p = 0), got {self.homotopy!r}")
+            raise ConfigError(f"homotopy must be a run directory (the model at p = 0) or \"{INIT}\", got {self.homotopy!r}")
         self._check_range()
+
+    def with_initial(self, initial: Callable[[], Any] | None) -> HomotopyPath:
+        """This path with the analysed run's initial model (a function that makes it: built only if
+        the path is followed) for `homotopy` = [`INIT`][]; any other path as itself."""
+        return dataclasses.replace(self, initial=initial) if self.homotopy == INIT else self
 
     def check(self, model) -> None:
         self._check_base(model)
-        _same_architecture(_run_model(self.homotopy, model), model, self.homotopy)
+        if self.homotopy != INIT:  # the run's own initial model is of its architecture
+            _same_architecture(_run_model(self.homotopy, model), model, self.homotopy)
+
+    def _model_a(self):
+        if self.homotopy != INIT:
+            return _run_model(self.homotopy)
+        if self.initial is None:
+            raise ConfigError(f"homotopy = \"{INIT}\" needs the run the model was trained in: analyse it with dynlab "
+                              "analyze --checkpoint RUN, in a study or with dynlab.analyze, or give the run directory "
+                              "of a model saved at step 0")
+        return self.initial()
 
     def family(self, model) -> Family:
         self.check(model)
-        other = _run_model(self.homotopy)
+        other = self._model_a()
         arrays_b, static = eqx.partition(model, eqx.is_inexact_array)
         arrays_a = jax.tree.map(lambda a, b: jnp.asarray(a, b.dtype), eqx.filter(other, eqx.is_inexact_array), arrays_b)
         dtype = ravel_pytree(model.init_state())[0].dtype
@@ -429,5 +455,6 @@ class HomotopyPath(ContinuationPath):
 
     @property
     def name(self) -> str:
-        return f"homotopy from {self.homotopy} (p = 0) to this model (p = 1), p in [{self.span[0]:g}, {self.span[1]:g}] " \
+        origin = "this run's initial model" if self.homotopy == INIT else self.homotopy
+        return f"homotopy from {origin} (p = 0) to this model (p = 1), p in [{self.span[0]:g}, {self.span[1]:g}] " \
                f"from {self.start:g}"

@@ -22,6 +22,7 @@ looked up, so ``dynlab --help`` stays fast.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import re
 import typing
@@ -208,7 +209,7 @@ def generated_command(name: str) -> click.Command:
 
     def on_model(unit, checkpoint, task_name, seed, sets, out, plot, quiet, **given):
         from dynlab.analyses.protocol import TaskStream
-        from dynlab.experiment import DEFAULT_TASK
+        from dynlab.experiment import DEFAULT_TASK, initial_model
         from dynlab.scenarios.spec import analysis_options as resolve
 
         seed_v = None if seed is None else seed_option(seed)
@@ -230,8 +231,8 @@ def generated_command(name: str) -> click.Command:
             values["task"] = "train"
         elif task_name is not None and "task" in accepts:
             values["task"] = task_name
-        report(run_analysis(name, exp, source, checkpoint, out, plot, quiet, **resolve({"name": name, **values}, exp.task)),
-               quiet)
+        options = resolve({"name": name, **values}, exp.task, own_initial=functools.partial(initial_model, exp))
+        report(run_analysis(name, exp, source, checkpoint, out, plot, quiet, **options), quiet)
 
     def on_runs(run_dirs, roots, task_name, seed, out, plot, quiet, groups, **given):
         from dynlab.scenarios.spec import analysis_options as resolve
