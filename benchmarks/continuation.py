@@ -19,6 +19,25 @@
 
 Prints the figures and ratios; not a test (timings vary with the machine's load).
 
+Measured (2026-12-08, 2 idle CPU cores, a fresh GRU of 128 units trained 500 steps, held-out sign
+accuracy 1): the end seeds now also start from where the visited states go with the input held at
+each end (``relaxed_states``, 400 steps):
+
+- [1] in fresh processes, interleaved with the same code without the relaxed states: **14.4, 15.5
+  and 17.0 s** (median 15.5 s) against 14.9, 15.3 and 15.3 s without; 7 branches and 17 folds
+  against 6 and 15. The 20 s wanted is met on this day's machine; the same code took 20.4 s in
+  this session's first run, beside a test run, and the previous session's 21.5 s was on the same
+  kind of machine in a slower hour: state the day's baseline with any figure.
+- [3] of the grid's points near the visited states (12 grid values), 7 were missed before and **6
+  now**: the saddle at u = 1 lies on the new branch. The 6 left are 4 stable points and 2 saddles
+  at u = 0.9397, 2.4 from every branch in the visited states' PCs; the grid's count of stable points
+  goes 7 -> 10 between u = 0.9296 and 0.9397. Followed from the grid's points, they lie on 3 branches
+  that each turn twice and span [-1, 1]; two are saddles at u = 0 that neither the 3 rounds at u = 0
+  nor more rounds at the ends (tried: 3 rounds, 19.5 s, the same 6 missed) find. "Never missing a
+  branch the grid finds" is still NOT met.
+
+Earlier figures:
+
 Measured (2026-12-07, 2 idle CPU cores, a GRU of 128 units trained 500 steps, held-out sign
 accuracy 1.0), after the seeds' search was shortened (200 BFGS steps finished by Newton's method):
 

@@ -283,6 +283,30 @@ def test_branches_born_inside_the_span_are_seeded_from_its_ends():
     assert int(with_ends.n_seeds) == 1  # the seeds counted are those at the start
 
 
+def test_states_relaxed_at_an_end_reach_the_attractors_there_that_their_starts_lie_in_the_basins_of():
+    """The end seeds' search also starts where the visited states go with the map held at the end
+    (``relaxed_states``). For $h \\leftarrow \\tanh(3h + u - 2)$ held at $u = 1$, starts on either side of
+    the unstable fixed point go to the two stable ones, each the root of $h = \\tanh(3h - 1)$ found by
+    bisection (an independent solver)."""
+    from scipy.optimize import brentq
+
+    from dynlab.analyses.continuation.model import relaxed_states
+    from dynlab.analyses.continuation.paths import InputPath
+
+    g = lambda h: np.tanh(3 * h - 1) - h  # noqa: E731
+    low, middle, high = brentq(g, -1, -0.5), brentq(g, 0.5, 0.6), brentq(g, 0.6, 1)
+    with jax.enable_x64(True):
+        model = jax.tree.map(lambda a: a.astype(jnp.float64) if eqx.is_inexact_array(a) else a,
+                             scalar_tanh(3.0, bias=-2.0).model)
+        family = InputPath(channel=0).family(model)
+        starts = np.linspace(-0.9, 0.9, 40)[:, None]
+        relaxed = relaxed_states(family.F, 1.0, starts, starts=40)
+    last = relaxed.reshape(-1, 40)[-1]  # every tenth state of the second half: the last row is where each went
+    below = starts[:, 0] < middle
+    np.testing.assert_allclose(last[below], low, atol=1e-9)
+    np.testing.assert_allclose(last[~below], high, atol=1e-9)
+
+
 FLIPFLOP_1 = {"name": "flipflop", "bits": 1, "length": 20}
 TINY_TRAIN = {"batch_size": 4, "eval_size": 4, "eval_every": 1, "log_every": 1}
 

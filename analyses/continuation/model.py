@@ -37,7 +37,8 @@ from dynlab.outputs import Output
 from dynlab.provenance import stamp
 from dynlab.registry import register
 
-__all__ = ["CANDIDATE_Q", "SEED_ROUNDS", "SEED_STEPS", "STATES_MAX", "Settings", "check_continuation", "continuation_analysis", "diagram_dataset", "seed_points"]
+__all__ = ["CANDIDATE_Q", "RELAX_STEPS", "SEED_ROUNDS", "SEED_STEPS", "STATES_MAX", "Settings", "check_continuation",
+           "continuation_analysis", "diagram_dataset", "relaxed_states", "seed_points"]
 
 STATES_MAX = 64
 """States are stored whole up to this many components; above, only their projections on the
@@ -62,6 +63,11 @@ r"""End points of the seeds' search with a speed $q$ up to this (``fixed-points`
 
 UNIQUE_TOL = 1e-3
 """Fixed points closer than this (Euclidean) are one seed: ``fixed-points``' default `unique_tol`."""
+
+RELAX_STEPS = 400
+r"""Steps of $F(\cdot; p)$ that the visited states are iterated at each end of the span before the seeds'
+search there ([`relaxed_states`][]): where the network held at $p$ goes, its attractors at $p$
+among them."""
 
 SEED_ROUNDS = 3
 """Rounds of `ics` starts of the seeds' search at the start $p_0$ (one at each end of the span), at
@@ -187,7 +193,10 @@ def continuation_analysis(
        them, which no trajectory of the task comes near), counted in `n_seeds_beyond_visited`.
        With `ends`, the same search (one round) at both ends of the span seeds branches too (a seed on a
        branch already followed starts nothing): a pair of branches born at a fold inside the span
-       never reaches $p_0$, and a search at $p_0$ alone cannot see it.
+       never reaches $p_0$, and a search at $p_0$ alone cannot see it. There the search starts from
+       the visited states and from where they go when the map is held at the end
+       ([`relaxed_states`][]): attractors born inside the span lie far from every state visited at
+       $p_0$.
     3. **Branches** ([`dynlab.analyses.continuation.trace`][]): pseudo-arclength continuation of
        $G(h, p) = F(h; p) - h = 0$ both ways from every seed within the span, branches found twice
        merged; at every point the leading multipliers (eigenvalues of $\partial F/\partial h$) and
@@ -253,11 +262,7 @@ def continuation_analysis(
         visited = run[burn_in:]
         u0 = (family.input_at(p0), jnp.zeros((), jnp.float64))
 
-        def found_at(p, rounds):
-            return seed_points(family.F, state_map(family.model_at(p)).step, visited, (family.input_at(p), u0[1]), p,
-                               core, ics=ics, rounds=rounds, seed=seed)
-
-        seeds, n_far = found_at(p0, rounds)
+        seeds, n_far = seed_points(family.F, smap.step, visited, u0, p0, core, ics=ics, rounds=rounds, seed=seed)
         if not len(seeds):
             raise ConfigError(f"no fixed point of the map at p = {p0:g} was found near the visited states "
                               f"({n_far} beyond them); "
@@ -265,7 +270,9 @@ def continuation_analysis(
         start_seeds, seed_ps = seeds, np.full(len(seeds), float(p0))
         if ends:
             for p_end in sorted({float(p) for p in family.span} - {float(p0)}):
-                more = found_at(p_end, 1)[0]
+                near = np.concatenate([visited, relaxed_states(family.F, p_end, visited, ics)])
+                more = seed_points(family.F, state_map(family.model_at(p_end)).step, near,
+                                   (family.input_at(p_end), u0[1]), p_end, core, ics=ics, rounds=1, seed=seed)[0]
                 seeds, seed_ps = np.concatenate([seeds, more]), np.concatenate([seed_ps, np.full(len(more), p_end)])
         diagram = trace(family.F, jnp.asarray(seeds), seed_ps, family.span, core, switch=switch, cycles=cycles)
         mean, comps, _ = principal_components(visited, N_PCS)
@@ -278,6 +285,26 @@ def continuation_analysis(
         "protocol": input.name, "input": "x(p0) = [" + ", ".join(f"{v:g}" for v in np.asarray(u0[0])) + "]",
         "state_dim": smap.dim, "steps": int(steps), "burn_in": int(burn_in), "ics": int(ics),
     })
+
+
+def relaxed_states(F, p: float, visited: np.ndarray, starts: int, steps: int = RELAX_STEPS) -> np.ndarray:
+    r"""Where the visited states go under the map held at $p$: `starts` of them, evenly spaced in
+    time, iterated `steps` times by $h \mapsto F(h, p)$, every tenth state of each trajectory's
+    second half (non-finite ones left out), as rows ``[n, N]``. A stable point of $F(\cdot; p)$ whose
+    basin holds a start is among them to within its contraction, which no minimisation started from
+    states visited elsewhere need reach."""
+    picked = jnp.asarray(visited[np.linspace(0, len(visited) - 1, min(int(starts), len(visited))).round().astype(int)])
+    states = np.asarray(_iterate(F, picked, jnp.asarray(p, picked.dtype), int(steps))).reshape(-1, picked.shape[1])
+    return states[np.all(np.isfinite(states), axis=1)]
+
+
+@eqx.filter_jit
+def _iterate(F, h, p, steps: int):
+    def one(h, _):
+        h = jax.vmap(F, in_axes=(0, None))(h, p)
+        return h, h
+
+    return jax.lax.scan(one, h, None, length=steps)[1][steps // 2 :: 10]
 
 
 def seed_points(F, step, visited: np.ndarray, x, p: float, settings: ContinuationSettings, *, ics: int,
