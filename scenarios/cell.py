@@ -49,6 +49,10 @@ from dynlab.scenarios.spec import (ISOLATED, analysis_options, cell_transfer, en
                                    takes_rules, without_training)
 
 MARKER = "cell.toml"
+SUMMARY = "summary"
+"""The key of a computed cell's [`cell_summary`][] in the marker dict its run returns (never written:
+the marker file holds what [`read_marker`][] trusts; a sweep merges the summaries it was handed and
+reads only the cells it did not compute, [`dynlab.scenarios.sweep.merge`][])."""
 
 
 def _sha256(path: Path) -> str:
@@ -239,14 +243,18 @@ class _Stages:
 
 
 def _finish(cell_dir: Path, exp, analyses: tuple[dict, ...], status: str, message: str,
-            stop_file: str | Path | None = None, initial=None, snapshots: dict | None = None, transfer=None) -> dict:
+            stop_file: str | Path | None = None, initial=None, snapshots: dict | None = None, transfer=None,
+            metrics: xr.Dataset | None = None) -> dict:
     """Run the analyses of a trained (or fresh) cell, each at each of its stages on its own, then
     write its marker last (not if interrupted). ``status``/``message``: how training ended;
     ``initial``: the experiment before training (stage ``init``), ``exp`` after it (``trained``),
     ``snapshots``: the models after the steps of its ``step-N`` stages, ``transfer``: its
-    [`Transfer`][dynlab.transfer.Transfer] (stage ``transferred``)."""
+    [`Transfer`][dynlab.transfer.Transfer] (stage ``transferred``), ``metrics``: the training curves
+    it wrote. The marker is returned with the cell's [`cell_summary`][] under [`SUMMARY`][], made
+    from the datasets still in memory (nothing is read back)."""
     message = one_line(message)
     results = {"train": {"status": status, "message": message}}
+    held = {} if metrics is None else {store.METRICS: metrics}
     at_stage = _Stages(cell_dir, initial, exp, status, snapshots or {}, transfer, _stop_when_interrupted(stop_file))
     for entry in analyses:
         for result, stage in results_of(entry):
@@ -259,6 +267,7 @@ def _finish(cell_dir: Path, exp, analyses: tuple[dict, ...], status: str, messag
                 subject = (at.model, at.rules) if takes_rules(entry) else (at.model,)
                 ds = fn(*subject, **analysis_options(entry, at.task, at.seed, at_stage.initial_model))
                 store.write_dataset(cell_dir / f"{result}.nc", ds)
+                held[f"{result}.nc"] = ds
                 results[result] = {"status": "ok", "message": ""}
             except Exception as e:  # a failed analysis stops neither the cell's other results nor the sweep
                 if interrupted(stop_file):
@@ -273,7 +282,7 @@ def _finish(cell_dir: Path, exp, analyses: tuple[dict, ...], status: str, messag
     info = {"status": status, "message": message, "results": results, "files": files}
     info["digest"] = marker_digest(info)
     store.atomic_write(cell_dir / MARKER, lambda p: p.write_text(cfgmod.dumps(info)))
-    return info
+    return {**info, SUMMARY: cell_summary(cell_dir, analyses, held)}
 
 
 def _at_init(analyses: tuple[dict, ...]) -> bool:
@@ -319,7 +328,7 @@ def run_cell(cell_dir: str | Path, config: dict, analyses: tuple[dict, ...], sto
     from dynlab.train import train
 
     cell_dir = _fresh(cell_dir)
-    status, message, exp, initial, snapshots, transfer = "ok", "", None, None, {}, None
+    status, message, exp, initial, snapshots, transfer, metrics = "ok", "", None, None, {}, None, None
     try:
         config, transfer = cell_transfer(config)
         config, do_train = without_training(config)
@@ -327,7 +336,7 @@ def run_cell(cell_dir: str | Path, config: dict, analyses: tuple[dict, ...], sto
         initial = exp if _at_init(analyses) else None
         if do_train:
             result = train(exp, cell_dir, progress=_stop_when_interrupted(stop_file), snapshots=_steps(analyses))
-            exp, snapshots = dataclasses.replace(exp, model=result.model), result.snapshots
+            exp, snapshots, metrics = dataclasses.replace(exp, model=result.model), result.snapshots, result.metrics
         else:
             store.write_config(cell_dir, exp.config)
     except DivergenceError as e:
@@ -336,7 +345,7 @@ def run_cell(cell_dir: str | Path, config: dict, analyses: tuple[dict, ...], sto
         if interrupted(stop_file):
             return _interrupted_info(f"{type(e).__name__}: {e}")
         status, message = _failure(cell_dir, e)
-    return _finish(cell_dir, exp, analyses, status, message, stop_file, initial, snapshots, transfer)
+    return _finish(cell_dir, exp, analyses, status, message, stop_file, initial, snapshots, transfer, metrics)
 
 
 def _curves_of(exp) -> xr.Dataset:
@@ -409,12 +418,14 @@ def run_cells_vmapped(cell_dirs: list, configs: list[dict], analyses: tuple[dict
         else:
             trained = e if r is None else dataclasses.replace(e, model=r.model)
             infos.append(_finish(d, trained, analyses, "ok", "", stop_file, e if initial else None,
-                                 {} if r is None else r.snapshots, transfer))
+                                 {} if r is None else r.snapshots, transfer, None if r is None else r.metrics))
     return infos
 
 
-def cell_summary(cell_dir: Path, analyses: tuple[dict, ...]) -> xr.Dataset:
-    """The cell's results as one dataset, each variable and dim prefixed by where it came from.
+def cell_summary(cell_dir: Path, analyses: tuple[dict, ...], held: dict[str, xr.Dataset] | None = None) -> xr.Dataset:
+    """The cell's results as one dataset, each variable and dim prefixed by where it came from:
+    each taken from ``held`` (file name -> the dataset written there, still in memory: the cell
+    just computed it) or else read from ``cell_dir``.
 
     ``train_*`` holds the training curves (dims ``train_step``, ``train_eval_step``); each
     analysis ``A`` contributes ``A_<variable>`` over dims ``A_<dim>`` (a dim without a coordinate
@@ -423,9 +434,12 @@ def cell_summary(cell_dir: Path, analyses: tuple[dict, ...]) -> xr.Dataset:
     (a stage whose result is missing is NaN there).
     """
     def load(path: Path, prefix: str) -> xr.Dataset | None:
-        if not path.is_file():
+        if held is not None and path.name in held:
+            ds = held[path.name].drop_encoding()
+        elif path.is_file():
+            ds = xr.load_dataset(path, engine="h5netcdf").drop_encoding()
+        else:
             return None
-        ds = xr.load_dataset(path, engine="h5netcdf").drop_encoding()
         bare_dims = {d: f"{prefix}_{d}" for d in ds.dims if d not in ds.variables}
         names = {n: f"{prefix}_{n}" for n in list(ds.variables)}
         ds = ds.rename_dims(bare_dims).rename(names).drop_attrs()

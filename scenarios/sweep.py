@@ -41,7 +41,7 @@ from dynlab import store
 from dynlab.errors import ConfigError
 from dynlab.provenance import stamp
 from dynlab.scenarios.references import references
-from dynlab.scenarios.cell import cell_summary, read_marker, run_cell, run_cells_vmapped, run_external
+from dynlab.scenarios.cell import SUMMARY, cell_summary, read_marker, run_cell, run_cells_vmapped, run_external
 from dynlab.scenarios.spec import Cell, Scenario, coordinate_of, results_of
 
 SCENARIO = "scenario.toml"
@@ -254,7 +254,7 @@ def run_sweep(
     with contextlib.ExitStack() as lock:
         if resume:
             lock.enter_context(writer_lock(out_dir))
-        cells = scenario.cells
+        cells, computed = scenario.cells, {}
         todo = pending_cells(scenario, out_dir, resume=resume, retry_failed=retry_failed)
         done, failures = len(cells) - len(todo), 0
         if progress:
@@ -266,29 +266,30 @@ def run_sweep(
                 prepare(scenario, out_dir, resume=resume, lock=lock)
                 stop = str(out_dir / STOP)
                 try:
-                    futures = []
+                    futures = {}  # each future -> the cells it computes, in the order it returns them
                     for group in _groups(todo, scenario.vmap_seeds):
                         if group[0].run is not None:
                             c = group[0]
-                            futures.append(client.submit(
+                            futures[client.submit(
                                 run_external, str(cell_dir(out_dir, c)), c.run.path, c.analyses, stop,
                                 key=f"cell-{c.key}", pure=False,
-                            ))
+                            )] = group
                         elif len(group) == 1:
                             c = group[0]
-                            futures.append(client.submit(
+                            futures[client.submit(
                                 run_cell, str(cell_dir(out_dir, c)), c.config, c.analyses, stop, key=f"cell-{c.key}",
                                 pure=False,
-                            ))
+                            )] = group
                         else:
-                            futures.append(client.submit(
+                            futures[client.submit(
                                 run_cells_vmapped, [str(cell_dir(out_dir, c)) for c in group],
                                 [c.config for c in group], group[0].analyses, stop, key=f"cells-{group[0].key}",
                                 pure=False,
-                            ))
-                    for future in as_completed(futures):
+                            )] = group
+                    for future in as_completed(list(futures)):
                         result = future.result()
-                        for info in result if isinstance(result, list) else [result]:
+                        for cell, info in zip(futures[future], result if isinstance(result, list) else [result]):
+                            computed[cell.key] = info
                             done += 1
                             failures += info["status"] != "ok"
                         if progress:
@@ -298,8 +299,9 @@ def run_sweep(
                     # flight, which fail as it closes, are not recorded as failed (cell.interrupted).
                     Path(stop).touch()
                     raise
-        dirs = [cell_dir(out_dir, c) for c in cells]
-        infos = [read_marker(d) for d in dirs]
+        # the cells computed now come with their markers and results; only those finished before are read
+        infos = [computed[c.key] if c.key in computed and SUMMARY in computed[c.key] else read_marker(cell_dir(out_dir, c))
+                 for c in cells]
         merged = merge(scenario, out_dir, infos)
         store.write_dataset(out_dir / RESULT, merged)
         run_across(scenario, out_dir, [model_dir(out_dir, c) for c in cells], infos)
@@ -382,13 +384,16 @@ def merge(scenario: Scenario, out_dir: Path, infos: list[dict | None] | None = N
 
     Enforces: a cell's results on disk are kept whatever happened to its other results (a failed
     analysis discards nothing else); a variable a cell lacks (a missing cell, a failed analysis)
-    is NaN there; ``infos``: the cells' markers ([`read_marker`][dynlab.scenarios.cell.read_marker]), read if not given.
+    is NaN there; ``infos``: the cells' markers ([`read_marker`][dynlab.scenarios.cell.read_marker]), read if not
+    given; a cell's results are read from its directory unless its marker came with them
+    ([`SUMMARY`][dynlab.scenarios.cell.SUMMARY]: a cell computed by this sweep).
     Beside the results: what they are read against ([`dynlab.scenarios.references`][]).
     """
     cells = scenario.cells
     if infos is None:
         infos = [read_marker(cell_dir(out_dir, c)) for c in cells]
-    summaries = [cell_summary(cell_dir(out_dir, c), c.analyses) if info else None for c, info in zip(cells, infos)]
+    summaries = [None if not info else info[SUMMARY] if SUMMARY in info else cell_summary(cell_dir(out_dir, c), c.analyses)
+                 for c, info in zip(cells, infos)]
     present = [s for s in summaries if s is not None]
     template = xr.merge([_nan_like(s) for s in present], join="outer", compat="override", combine_attrs="drop") \
         if present else xr.Dataset()

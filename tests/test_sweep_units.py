@@ -146,6 +146,30 @@ def tiny(tmp_path_factory):
     return root
 
 
+def test_a_sweep_merges_what_its_cells_hand_back_and_reads_cells_only_when_resumed(tmp_path, monkeypatch):
+    """Issue 47, item 4: the cells a sweep computes return their results with their markers, and the
+    merge takes them from memory; a cell's files are read back only by a resume, which merges the
+    same dataset from them."""
+    reads = []
+    load = xr.load_dataset
+
+    def spy(path, *args, **kwargs):
+        reads.append(Path(path))
+        return load(path, *args, **kwargs)
+
+    monkeypatch.setattr(xr, "load_dataset", spy)
+    (tmp_path / "s.toml").write_text(TINY + '[[analyses]]\nname = "weight-eigs"\n')
+    res = invoke(["run", "s.toml", "--out", "out", "-q"], tmp_path)
+    assert res.exit_code == 0, res.output + res.stderr
+    assert not [p for p in reads if "cells" in p.parts], reads
+    computed = load(tmp_path / "out" / "sweep.nc")
+    (tmp_path / "out" / "sweep.nc").unlink()  # a resume of a finished sweep merges again
+    res = invoke(["run", "s.toml", "--out", "out", "--resume", "-q"], tmp_path)
+    assert res.exit_code == 0, res.output + res.stderr
+    assert sorted(p.name for p in reads if "cells" in p.parts) == ["metrics.nc"] * 2 + ["weight-eigs.nc"] * 2
+    xr.testing.assert_identical(load(tmp_path / "out" / "sweep.nc"), computed)
+
+
 def test_two_simultaneous_resumes_end_with_one_complete_identical_dataset_and_one_refusal(tiny, tmp_path):
     """Both resumes start while the first one to reach a cell is held there (the cell test hook):
     without the directory's lock both would recompute (and delete) the pending cell."""
