@@ -744,7 +744,7 @@ def _serialise(obj) -> Callable[[Path], None]:
     return write
 
 
-def _netcdf_attr(value):
+def netcdf_attr(value):
     """An attribute value netCDF (h5netcdf) can store: numbers within 64 bits, strings, arrays and
     lists of numbers, lists of strings; booleans become 0/1 and anything else (an integer past
     64 bits, ``None``, a mapping, a mixed list) its text, so that no value ends a write."""
@@ -773,9 +773,9 @@ def netcdf_bytes(ds: xr.Dataset) -> bytes:
     import dask
 
     ds = ds.copy(deep=False)
-    ds.attrs = {k: _netcdf_attr(v) for k, v in ds.attrs.items()}
+    ds.attrs = {k: netcdf_attr(v) for k, v in ds.attrs.items()}
     for variable in ds.variables.values():
-        variable.attrs = {k: _netcdf_attr(v) for k, v in variable.attrs.items()}
+        variable.attrs = {k: netcdf_attr(v) for k, v in variable.attrs.items()}
     # inside a Dask worker xarray would take a distributed lock named after the file, which a
     # buffer in memory does not have; the data are in memory, so no scheduler is needed
     with dask.config.set(scheduler="synchronous"):

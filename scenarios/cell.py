@@ -50,9 +50,19 @@ from dynlab.scenarios.spec import (ISOLATED, analysis_options, cell_transfer, en
 
 MARKER = "cell.toml"
 SUMMARY = "summary"
-"""The key of a computed cell's [`cell_summary`][] in the marker dict its run returns (never written:
-the marker file holds what [`read_marker`][] trusts; a sweep merges the summaries it was handed and
+"""The key of a computed cell's [`Held`][] results in the marker dict its run returns (never written:
+the marker file holds what [`read_marker`][] trusts; a sweep merges the results it was handed and
 reads only the cells it did not compute, [`dynlab.scenarios.sweep.merge`][])."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Held:
+    """What a cell that has just computed hands back beside its marker, from memory: its
+    [`cell_summary`][], and the global attributes of each dataset it wrote (file name -> attrs, as
+    netCDF stores them), which the sweep's references read ([`dynlab.scenarios.references`][])."""
+
+    summary: xr.Dataset
+    attrs: dict
 
 
 def _sha256(path: Path) -> str:
@@ -250,7 +260,7 @@ def _finish(cell_dir: Path, exp, analyses: tuple[dict, ...], status: str, messag
     ``initial``: the experiment before training (stage ``init``), ``exp`` after it (``trained``),
     ``snapshots``: the models after the steps of its ``step-N`` stages, ``transfer``: its
     [`Transfer`][dynlab.transfer.Transfer] (stage ``transferred``), ``metrics``: the training curves
-    it wrote. The marker is returned with the cell's [`cell_summary`][] under [`SUMMARY`][], made
+    it wrote. The marker is returned with the cell's results under [`SUMMARY`][] ([`Held`][]), made
     from the datasets still in memory (nothing is read back)."""
     message = one_line(message)
     results = {"train": {"status": status, "message": message}}
@@ -282,7 +292,8 @@ def _finish(cell_dir: Path, exp, analyses: tuple[dict, ...], status: str, messag
     info = {"status": status, "message": message, "results": results, "files": files}
     info["digest"] = marker_digest(info)
     store.atomic_write(cell_dir / MARKER, lambda p: p.write_text(cfgmod.dumps(info)))
-    return {**info, SUMMARY: cell_summary(cell_dir, analyses, held)}
+    stored = {name: {k: store.netcdf_attr(v) for k, v in ds.attrs.items()} for name, ds in held.items()}
+    return {**info, SUMMARY: Held(cell_summary(cell_dir, analyses, held), stored)}
 
 
 def _at_init(analyses: tuple[dict, ...]) -> bool:

@@ -59,9 +59,10 @@ def _expected(cell) -> tuple:
         return ()
 
 
-def references(scenario, cell_dirs: list[Path]) -> dict[str, xr.DataArray]:
+def references(scenario, cell_dirs: list[Path], held: list | None = None) -> dict[str, xr.DataArray]:
     """Name -> per-cell reference values over the sweep axes (module docstring), read from the
-    cells' directories ``cell_dirs`` (in the order of ``scenario.cells``)."""
+    cells' directories ``cell_dirs`` (in the order of ``scenario.cells``), or for a cell with
+    ``held`` results ([`Held`][dynlab.scenarios.cell.Held]: computed by this sweep) from their attrs."""
     axes = scenario.axes
     shape = tuple(a.size for a in axes)
     coords = [[None] * a.size for a in axes]
@@ -72,16 +73,20 @@ def references(scenario, cell_dirs: list[Path]) -> dict[str, xr.DataArray]:
         values.setdefault(name, np.full(shape, np.nan))[index] = float(value)
         sources.setdefault(name, source)
 
-    for cell, directory in zip(scenario.cells, cell_dirs):
+    for cell, directory, results in zip(scenario.cells, cell_dirs, held or [None] * len(cell_dirs)):
         for i, axis in enumerate(axes):
             coords[i][cell.index[i]] = cell.coords[axis.name]
         directory = Path(directory)
-        trained = _attrs(directory / store.METRICS)
+
+        def attrs_of(name: str) -> dict:
+            return results.attrs[name] if results is not None and name in results.attrs else _attrs(directory / name)
+
+        trained = attrs_of(store.METRICS)
         if trained.get("metric") and np.isfinite(float(trained.get("chance", np.nan))):
             put(f"train_eval_{trained['metric']}{CHANCE}", cell.index, trained["chance"])
         ran = {entry["name"] for entry in cell.analyses}
         for expected in _expected(cell) if ran else ():
-            if expected.analysis in ran and expected.applies(_attrs(directory / f"{expected.analysis}.nc")):
+            if expected.analysis in ran and expected.applies(attrs_of(f"{expected.analysis}.nc")):
                 put(f"{expected.analysis}_{expected.variable}{EXPECTED}", cell.index, expected.value,
                     expected.source)
     dims = [a.name for a in axes]

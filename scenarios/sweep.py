@@ -392,8 +392,9 @@ def merge(scenario: Scenario, out_dir: Path, infos: list[dict | None] | None = N
     cells = scenario.cells
     if infos is None:
         infos = [read_marker(cell_dir(out_dir, c)) for c in cells]
-    summaries = [None if not info else info[SUMMARY] if SUMMARY in info else cell_summary(cell_dir(out_dir, c), c.analyses)
-                 for c, info in zip(cells, infos)]
+    held = [info.get(SUMMARY) if info else None for info in infos]
+    summaries = [None if not info else h.summary if h else cell_summary(cell_dir(out_dir, c), c.analyses)
+                 for c, info, h in zip(cells, infos, held)]
     present = [s for s in summaries if s is not None]
     template = xr.merge([_nan_like(s) for s in present], join="outer", compat="override", combine_attrs="drop") \
         if present else xr.Dataset()
@@ -429,7 +430,7 @@ def merge(scenario: Scenario, out_dir: Path, infos: list[dict | None] | None = N
                 merged = merged.assign_coords({k: (axis.name, v) for k, v in axis.values.items()})
     else:
         merged = per_cell[0]
-    merged = merged.assign(references(scenario, [cell_dir(out_dir, c) for c in cells]))  # what sweep.png draws
+    merged = merged.assign(references(scenario, [cell_dir(out_dir, c) for c in cells], held))  # what sweep.png draws
     merged["status"].attrs["long_name"] = ("cell status: ok, diverged, failed, missing or n/a (no cell: a run's label "
                                            "at another value of the other axes)")
     merged["result_status"].attrs["long_name"] = ("status of each result of a cell: ok, diverged, failed, skipped, "

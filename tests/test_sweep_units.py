@@ -153,11 +153,14 @@ def test_a_sweep_merges_what_its_cells_hand_back_and_reads_cells_only_when_resum
     reads = []
     load = xr.load_dataset
 
-    def spy(path, *args, **kwargs):
-        reads.append(Path(path))
-        return load(path, *args, **kwargs)
+    def spying(read):
+        def spy(path, *args, **kwargs):
+            reads.append(Path(path))
+            return read(path, *args, **kwargs)
+        return spy
 
-    monkeypatch.setattr(xr, "load_dataset", spy)
+    monkeypatch.setattr(xr, "load_dataset", spying(xr.load_dataset))
+    monkeypatch.setattr(xr, "open_dataset", spying(xr.open_dataset))
     (tmp_path / "s.toml").write_text(TINY + '[[analyses]]\nname = "weight-eigs"\n')
     res = invoke(["run", "s.toml", "--out", "out", "-q"], tmp_path)
     assert res.exit_code == 0, res.output + res.stderr
@@ -166,7 +169,7 @@ def test_a_sweep_merges_what_its_cells_hand_back_and_reads_cells_only_when_resum
     (tmp_path / "out" / "sweep.nc").unlink()  # a resume of a finished sweep merges again
     res = invoke(["run", "s.toml", "--out", "out", "--resume", "-q"], tmp_path)
     assert res.exit_code == 0, res.output + res.stderr
-    assert sorted(p.name for p in reads if "cells" in p.parts) == ["metrics.nc"] * 2 + ["weight-eigs.nc"] * 2
+    assert sorted(set(p.name for p in reads if "cells" in p.parts)) == ["metrics.nc", "weight-eigs.nc"]
     xr.testing.assert_identical(load(tmp_path / "out" / "sweep.nc"), computed)
 
 
