@@ -789,6 +789,29 @@ def _check_analysis(entry: dict) -> dict:
     return {**{k: entry[k] for k in ENTRY_KEYS if k in entry}, **options}
 
 
+_PARSED: dict[str, dict] = {}
+"""The options of the ``[[analyses]]`` entries parsed in this process, by the entry's JSON text: a
+study's entry is parsed into its values once, not again at each cell and stage that runs it."""
+
+
+def _parsed_options(entry: dict, fn) -> dict:
+    """``entry``'s options as values (option groups parsed, older flat keys folded in), once per
+    process per entry ([`_PARSED`][]); a fresh dict of the same immutable values each call."""
+    import json
+
+    try:  # TOML's values only (a bool is not 1, 1.0 is not 1); a Python caller's objects are parsed each time
+        text = json.dumps(entry, sort_keys=True)
+    except (TypeError, ValueError):
+        text = None
+    if text is None or text not in _PARSED:
+        where = f"analyses.{entry['name']}"
+        parsed = parse_groups(fn, fold_legacy(fn, {k: v for k, v in entry.items() if k not in ENTRY_KEYS}, where), where)
+        if text is None or len(_PARSED) >= 4096:
+            return parsed
+        _PARSED[text] = parsed
+    return dict(_PARSED[text])
+
+
 def analysis_options(entry: dict, own_task=None, own_seed: int | None = None, own_initial=None) -> dict:
     """An ``[[analyses]]`` entry's options as the analysis takes them: ``task = "train"`` becomes
     ``own_task`` (a cell's own task; ``None`` for an analysis of several runs: the runs' common
@@ -808,8 +831,7 @@ def analysis_options(entry: dict, own_task=None, own_seed: int | None = None, ow
     from dynlab.analyses.protocol import TaskStream
 
     fn = registry.get("analysis", entry["name"]).obj
-    where = f"analyses.{entry['name']}"
-    options = parse_groups(fn, fold_legacy(fn, {k: v for k, v in entry.items() if k not in ENTRY_KEYS}, where), where)
+    options = _parsed_options(entry, fn)
     for key, (_, default) in group_parameters(fn).items():
         value = options.get(key, default)
         if isinstance(value, TaskStream) and isinstance(value.task, str):

@@ -180,3 +180,23 @@ def test_each_config_value_is_checked_once_per_cell_when_a_study_is_parsed(monke
     spec.load("compare-units")  # the cells' configs again: none of their values checked again
     assert not any(k.split(".")[0] in ("model", "train", "rule") for k in counts), counts
     assert all(n <= len(scenario.across) for k, n in counts.items() if k.startswith("task.")), counts
+
+
+def test_an_analysis_entry_is_parsed_into_its_values_once_not_at_each_cell_and_stage(monkeypatch):
+    """Issue 47: compare-units runs lyapunov, with ``qr = {k = 8}``, at 2 stages of 8 cells. Its
+    options become values once: one ``QRSettings`` is made for the 16 cell-stages, not one each
+    (the model-dependent k <= N stays with the model, once per cell)."""
+    from dynlab.analyses import qr_settings
+    from dynlab.scenarios import spec
+
+    made = []
+    check = qr_settings.QRSettings.__post_init__
+    monkeypatch.setattr(qr_settings.QRSettings, "__post_init__", lambda self: (made.append(self), check(self))[1])
+    monkeypatch.setattr(spec, "_PARSED", {})
+    scenario = spec.load("compare-units")
+    task, wanted = registry.build("task", "flipflop"), qr_settings.QRSettings(k=8)
+    made.clear()
+    runs = [spec.analysis_options(entry, task, 0) for cell in scenario.cells for entry in cell.analyses
+            if entry["name"] == "lyapunov" for _ in spec.results_of(entry)]
+    assert len(made) == 1, made
+    assert len(runs) == 16 and all(r["qr"] == wanted for r in runs)
