@@ -81,30 +81,48 @@ import pytest
 from dynlab import memory_maps
 
 CACHE = "JAX_COMPILATION_CACHE_DIR"
-LONGEST_FIRST = (  # CPU seconds per module at the session's last idle run (DYNLAB_TEST_CPU_LOG, 2026-12-07, 1,559 s in all),
-    # the order being what matters
-    "test_readme.py",  # 121
-    "test_scenarios.py",  # 83
-    "test_sweep_units.py",  # 79
-    "test_smoothing.py",  # 73
-    "test_paper_presets.py",  # 61
-    "test_train.py",  # 40
-    "test_lyapunov_coverage.py",  # 38
-    "test_units.py",  # 36
-    "test_elm_scaling.py",  # 32
-    "test_pc_inference.py",  # 31
-    "test_docs.py",  # 30
-    "test_context_integration_truth.py",  # 30
-    "test_durability.py",  # 28
-    "test_lyapunov_model.py",  # 28
-    "test_lyapunov_core.py",  # 24
-    "test_coverage.py",  # 23
-    "test_continuation_analysis.py",  # 23
+LONGEST_FIRST = (  # wall seconds per module at the session's first idle run (DYNLAB_TEST_CPU_LOG, 2026-12-08,
+    # 1,211 s in all; the continuation module with the tests added since, measured alone), the order being what matters
+    "test_readme.py",  # 63
+    "test_sweep_units.py",  # 60
+    "test_scenarios.py",  # 58
+    "test_continuation_analysis.py",  # 50
+    "test_paper_presets.py",  # 49
+    "test_smoothing.py",  # 48
+    "test_lyapunov_core.py",  # 33
+    "test_durability.py",  # 30
+    "test_units.py",  # 28
+    "test_coverage.py",  # 28
+    "test_train.py",  # 27
+    "test_lyapunov_coverage.py",  # 26
+    "test_pc_findings.py",  # 25
     "test_aru_analyses.py",  # 22
-    "test_scenario_elm_budget.py",  # 22
-    "test_cognitive_tasks.py",  # 21
+    "test_context_integration_truth.py",  # 21
+    "test_pc_inference.py",  # 21
+    "test_scenario_elm_budget.py",  # 21
     "test_pc_time.py",  # 21
-    "test_pc_findings.py",  # 20
+    "test_sweep_cluster.py",  # 20
+    "test_lyapunov_model.py",  # 19
+    "test_teachers.py",  # 18
+    "test_docs.py",  # 18
+    "test_scenario_sith_trw.py",  # 15
+    "test_cognitive_tasks.py",  # 15
+    "test_hostile_scenarios.py",  # 14
+    "test_plugins.py",  # 14
+    "test_spectra_core.py",  # 14
+    "test_elm_scaling.py",  # 13
+    "test_nothing_lost.py",  # 13
+    "test_lyapunov_factorisations.py",  # 13
+    "test_claims.py",  # 12
+    "test_python_api.py",  # 12
+    "test_trw.py",  # 12
+    "test_imports.py",  # 12
+    "test_authors_imports.py",  # 12
+    "test_continuation_core.py",  # 11
+    "test_pc_inputs.py",  # 11
+    "test_fixed_points.py",  # 11
+    "test_docs_commands.py",  # 11
+    "test_pc_theory.py",  # 11
 )
 FAST_COMPILE = ("--xla_cpu_use_fusion_emitters=false",)
 LEVEL = "--xla_backend_optimization_level"
