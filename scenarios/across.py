@@ -140,7 +140,8 @@ def run_across(scenario: Scenario, out_dir: Path, cell_dirs: list[Path], infos: 
     ([`dynlab.scenarios.spec.entry_selects`][]) whose training finished ``ok`` (a cell where
     another analysis failed still has its trained model)
     (``cell_dirs`` and ``infos``: each cell's directory and marker, ``None`` if missing, in the
-    order of ``scenario.cells``); return name -> ``{"status", "message"}``.
+    order of ``scenario.cells``); return name -> ``{"status", "message"}``, with ``"dataset"``, the
+    result still in memory, for each computed now (one kept from before is only on disk).
 
     Enforces: a result whose inputs and files are unchanged is kept, not recomputed; a failure
     is recorded (status ``failed`` and the one-line message), never raised; every write is atomic.
@@ -151,7 +152,7 @@ def run_across(scenario: Scenario, out_dir: Path, cell_dirs: list[Path], infos: 
     cells, ok_infos, dirs = [all_cells[k] for k in ok], [infos[k] for k in ok], [cell_dirs[k] for k in ok]
     inputs = _inputs_digest(cells, ok_infos)
     old = read_records(out_dir)
-    records = {}
+    records, computed = {}, {}
     for entry in scenario.across:
         name = entry["name"]
         chosen = [k for k, c in enumerate(cells) if entry_selects(entry, c.coords)]
@@ -169,6 +170,7 @@ def run_across(scenario: Scenario, out_dir: Path, cell_dirs: list[Path], infos: 
                 ds = analysis.obj([dirs[k] for k in chosen], **analysis_options(entry))
                 ds = _label(ds, [cells[k] for k in chosen])
                 store.write_dataset(nc, ds)
+                computed[name] = ds
                 record["files"][nc.name] = _sha256(nc)
                 if analysis.figure is not None:
                     store.write_figure(png, analysis.figure(ds))
@@ -180,7 +182,8 @@ def run_across(scenario: Scenario, out_dir: Path, cell_dirs: list[Path], infos: 
         doc = {"analyses": records}
         doc["digest"] = marker_digest(doc)
         store.atomic_write(out_dir / MARKER, lambda p: p.write_text(cfgmod.dumps(doc)))
-    return {n: {"status": r["status"], "message": r["message"]} for n, r in records.items()}
+    return {n: {"status": r["status"], "message": r["message"], **({"dataset": computed[n]} if n in computed else {})}
+            for n, r in records.items()}
 
 
 def across_summary(scenario: Scenario, out_dir: Path) -> str:

@@ -304,15 +304,16 @@ def run_sweep(
                  for c in cells]
         merged = merge(scenario, out_dir, infos)
         store.write_dataset(out_dir / RESULT, merged)
-        run_across(scenario, out_dir, [model_dir(out_dir, c) for c in cells], infos)
+        across = run_across(scenario, out_dir, [model_dir(out_dir, c) for c in cells], infos)
         if scenario.claims:
-            judge_claims(scenario, out_dir, merged)
+            judge_claims(scenario, out_dir, merged, {n: r["dataset"] for n, r in across.items() if "dataset" in r})
     return merged
 
 
-def judge_claims(scenario: Scenario, out_dir: Path, merged: xr.Dataset) -> xr.Dataset:
+def judge_claims(scenario: Scenario, out_dir: Path, merged: xr.Dataset, across: dict | None = None) -> xr.Dataset:
     """Judge the scenario's ``[[claims]]`` on the merged sweep and the datasets of its analyses
-    across cells ([`dynlab.scenarios.declared_claims`][]); write ``findings.nc`` and its figure."""
+    across cells ([`dynlab.scenarios.declared_claims`][]), each taken from ``across`` (name ->
+    dataset, those computed now) or else read from ``out_dir``; write ``findings.nc`` and its figure."""
     from dynlab import figures
     from dynlab.claims import judge
     from dynlab.scenarios.declared_claims import to_claims
@@ -321,7 +322,9 @@ def judge_claims(scenario: Scenario, out_dir: Path, merged: xr.Dataset) -> xr.Da
     datasets = {"sweep": merged}
     for entry in scenario.across:
         path = Path(out_dir) / f"{entry['name']}.nc"
-        if path.is_file():
+        if across and entry["name"] in across:
+            datasets[entry["name"]] = across[entry["name"]]
+        elif path.is_file():
             datasets[entry["name"]] = xr.load_dataset(path, engine="h5netcdf")
     from dynlab.scenarios.spec import claim_outputs
 

@@ -148,8 +148,8 @@ def tiny(tmp_path_factory):
 
 def test_a_sweep_merges_what_its_cells_hand_back_and_reads_cells_only_when_resumed(tmp_path, monkeypatch):
     """Issue 47, item 4: the cells a sweep computes return their results with their markers, and the
-    merge takes them from memory; a cell's files are read back only by a resume, which merges the
-    same dataset from them."""
+    merge takes them from memory, as the claims take the analyses across cells computed now; files
+    are read back only by a resume, which merges the same dataset and judges the same findings."""
     reads = []
     load = xr.load_dataset
 
@@ -161,16 +161,23 @@ def test_a_sweep_merges_what_its_cells_hand_back_and_reads_cells_only_when_resum
 
     monkeypatch.setattr(xr, "load_dataset", spying(xr.load_dataset))
     monkeypatch.setattr(xr, "open_dataset", spying(xr.open_dataset))
-    (tmp_path / "s.toml").write_text(TINY + '[[analyses]]\nname = "weight-eigs"\n')
+    (tmp_path / "s.toml").write_text(
+        TINY + '[[analyses]]\nname = "weight-eigs"\n[[analyses]]\nname = "dsa"\ntask = "train"\ntrials = 4\n'
+        'n_delays = 2\nrank = 2\nnull_draws = 2\n[[claims]]\nid = "c"\nstatement = "fits"\ndataset = "dsa"\n'
+        'variable = "fit_error"\nover = "run"\nbelow = 1.0\n')
     res = invoke(["run", "s.toml", "--out", "out", "-q"], tmp_path)
     assert res.exit_code == 0, res.output + res.stderr
+    out = tmp_path / "out"
     assert not [p for p in reads if "cells" in p.parts], reads
-    computed = load(tmp_path / "out" / "sweep.nc")
-    (tmp_path / "out" / "sweep.nc").unlink()  # a resume of a finished sweep merges again
+    assert [p.name for p in reads].count("dsa.nc") == 1, reads  # by the printed summary only, not by the claims
+    computed, findings = load(out / "sweep.nc"), load(out / "findings.nc")
+    (out / "sweep.nc").unlink()  # a resume of a finished sweep merges and judges again
     res = invoke(["run", "s.toml", "--out", "out", "--resume", "-q"], tmp_path)
     assert res.exit_code == 0, res.output + res.stderr
     assert sorted(set(p.name for p in reads if "cells" in p.parts)) == ["metrics.nc", "weight-eigs.nc"]
-    xr.testing.assert_identical(load(tmp_path / "out" / "sweep.nc"), computed)
+    assert [p.name for p in reads].count("dsa.nc") == 3, reads  # kept, not recomputed: the claims read it too
+    xr.testing.assert_identical(load(out / "sweep.nc"), computed)
+    xr.testing.assert_equal(load(out / "findings.nc").drop_attrs(), findings.drop_attrs())
 
 
 def test_two_simultaneous_resumes_end_with_one_complete_identical_dataset_and_one_refusal(tiny, tmp_path):
